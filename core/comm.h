@@ -1,0 +1,79 @@
+/* comm.h - the communicator and work handle internals shared by comm.c,
+ * work.c and coll.c. Stability: internal. */
+#ifndef PLX_CORE_COMM_H
+#define PLX_CORE_COMM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "algo/algo.h"
+#include "loader.h"
+#include "plexus/plexus.h"
+
+struct plx_comm {
+    char *name;
+    int rank, size, local_rank, local_size;
+    int64_t timeout_ms;
+    struct plx__backend *be;
+    void *bc;                 /* the backend's communicator */
+    struct plx_caps caps;     /* this communicator's capabilities */
+    struct plx_store *base_store; /* the job's store (NULL if the backend bootstraps itself) */
+    struct plx_store *store;      /* view prefixed by name */
+    uint64_t coll_seq;        /* next collective sequence number (issue order) */
+    uint64_t split_seq;
+    int cuda_staging;
+    int aborted;              /* set by plx_comm_abort */
+    int failed;               /* first error that broke the communicator */
+    char failed_msg[512];
+
+    /* Executor for generic collectives: one thread, FIFO queue. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;        /* queue changes, completions */
+    struct plx_work *head, *tail;
+    int busy;                 /* a generic collective is running (thread or inline) */
+    int stopping;
+    int thread_started;
+    pthread_t thread;
+
+    struct plx__scratch scratch;
+    struct plx__algo_tuning tuning;
+    struct plx__p2p p2p;
+};
+
+enum work_kind { WORK_DONE, WORK_NATIVE, WORK_GENERIC };
+
+struct plx_work {
+    struct plx_comm *comm;
+    int kind;
+    void *req;                /* WORK_NATIVE: the backend's request */
+    struct plx_coll_args args;
+    int scale_avg;            /* native SUM standing in for AVG: divide on completion */
+    int done;                 /* guarded by comm->mu for WORK_GENERIC */
+    int status;
+    int freed_by_user;
+    char errmsg[512];         /* the message of a failure, replayed to the waiter */
+    struct plx_work *next;
+};
+
+/* work.c */
+int plx__work_native(struct plx_comm *c, const struct plx_coll_args *a, int scale_avg, void *req,
+                     struct plx_work **w);
+int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct plx_work **w);
+int plx__work_done(struct plx_comm *c, int status, struct plx_work **w);
+/* Run a generic collective now in the calling thread if the executor is idle. */
+int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a);
+void plx__executor_stop(struct plx_comm *c);
+/* Record that the communicator can no longer be trusted after status. */
+void plx__comm_fail(struct plx_comm *c, int status, const char *msg);
+/* The p2p adapter the algorithms drive (wraps the backend's isend/irecv). */
+void plx__p2p_init(struct plx_comm *c);
+
+/* rendezvous.c: who am I and where do we meet. */
+struct plx__rendezvous {
+    int rank, size, local_rank, local_size;
+    char url[512];   /* "" if no store (backend bootstraps itself) */
+    const char *source; /* "options", "torchrun", "Open MPI", "MPICH", "Slurm", "default" */
+};
+int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rendezvous *out);
+
+#endif

@@ -1,0 +1,1 @@
+#include "plexus/plexus.h"

@@ -1,0 +1,98 @@
+/* names.c - names of statuses, dtypes, reduction ops and collectives. */
+#include <string.h>
+#include <strings.h>
+
+#include "plexus/plexus.h"
+
+PLX_API const char *plx_version(void)
+{
+    return PLEXUS_VERSION;
+}
+
+PLX_API const char *plx_err_name(int status)
+{
+    switch (status) {
+    case PLX_OK: return "PLX_OK";
+#define NAME_CASE(name, val, msg) case PLX_ERR_##name: return "PLX_ERR_" #name;
+    PLX_ERRNO_MAP(NAME_CASE)
+#undef NAME_CASE
+    }
+    return "PLX_ERR_UNKNOWN";
+}
+
+PLX_API const char *plx_strerror(int status)
+{
+    switch (status) {
+    case PLX_OK: return "success";
+#define MSG_CASE(name, val, msg) case PLX_ERR_##name: return msg;
+    PLX_ERRNO_MAP(MSG_CASE)
+#undef MSG_CASE
+    }
+    return "unknown error";
+}
+
+static const struct {
+    const char *name;
+    size_t size;
+    const char *aliases[4];
+} dtypes[PLX_DTYPE_COUNT] = {
+    [PLX_I8] = {"i8", 1, {"int8", "char"}},
+    [PLX_U8] = {"u8", 1, {"uint8", "byte"}},
+    [PLX_I32] = {"i32", 4, {"int32", "int"}},
+    [PLX_U32] = {"u32", 4, {"uint32"}},
+    [PLX_I64] = {"i64", 8, {"int64", "long"}},
+    [PLX_U64] = {"u64", 8, {"uint64"}},
+    [PLX_F16] = {"f16", 2, {"float16", "half"}},
+    [PLX_BF16] = {"bf16", 2, {"bfloat16"}},
+    [PLX_F32] = {"f32", 4, {"float32", "float"}},
+    [PLX_F64] = {"f64", 8, {"float64", "double"}},
+};
+
+static const char *const redops[PLX_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+
+static const char *const colls[PLX_COLL_COUNT] = {
+    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "gather",
+    "scatter", "alltoall", "barrier", "send", "recv",
+};
+
+PLX_API size_t plx_dtype_size(int dtype)
+{
+    return dtype >= 0 && dtype < PLX_DTYPE_COUNT ? dtypes[dtype].size : 0;
+}
+
+PLX_API const char *plx_dtype_name(int dtype)
+{
+    return dtype >= 0 && dtype < PLX_DTYPE_COUNT ? dtypes[dtype].name : "?";
+}
+
+PLX_API const char *plx_redop_name(int op)
+{
+    return op >= 0 && op < PLX_REDOP_COUNT ? redops[op] : "?";
+}
+
+PLX_API const char *plx_coll_name(int coll)
+{
+    return coll >= 0 && coll < PLX_COLL_COUNT ? colls[coll] : "?";
+}
+
+PLX_API int plx_dtype_from_name(const char *name)
+{
+    if (!name)
+        return -1;
+    for (int i = 0; i < PLX_DTYPE_COUNT; i++) {
+        if (!strcasecmp(name, dtypes[i].name))
+            return i;
+        for (int j = 0; j < 4 && dtypes[i].aliases[j]; j++)
+            if (!strcasecmp(name, dtypes[i].aliases[j]))
+                return i;
+    }
+    return -1;
+}
+
+PLX_API int plx_redop_from_name(const char *name)
+{
+    for (int i = 0; name && i < PLX_REDOP_COUNT; i++)
+        if (!strcasecmp(name, redops[i]))
+            return i;
+    return -1;
+}

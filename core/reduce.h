@@ -1,0 +1,23 @@
+/* reduce.h - reduction kernels for every dtype x op, shared by the core's
+ * algorithms and, through the host struct, by every plugin.
+ * f16/bf16 reduce through f32 with round-to-nearest-even; AVG reduces like
+ * SUM and the caller finishes with plx__scale_div(). Stability: internal. */
+#ifndef PLX_CORE_REDUCE_H
+#define PLX_CORE_REDUCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* out[i] = a[i] op b[i]. out may equal a or b. Returns 0 or PLX_ERR_INVALID_ARG. */
+int plx__reduce3(void *out, const void *a, const void *b, size_t count, int dtype, int op);
+/* inout[i] = inout[i] op in[i]. */
+int plx__reduce(void *inout, const void *in, size_t count, int dtype, int op);
+/* buf[i] /= divisor (integers truncate toward zero). */
+int plx__scale_div(void *buf, size_t count, int dtype, uint64_t divisor);
+/* Conversions used by kernels, tests and the bench. */
+float plx__f16_to_f32(uint16_t h);
+uint16_t plx__f32_to_f16(float f);
+float plx__bf16_to_f32(uint16_t h);
+uint16_t plx__f32_to_bf16(float f);
+
+#endif
