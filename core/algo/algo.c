@@ -1,1 +1,107 @@
-#include "plexus/plexus.h"
+/* algo.c - dispatch of generic collectives, scratch memory, and the
+ * point-to-point helpers every algorithm uses. */
+#include <stdlib.h>
+
+#include "error.h"
+#include "internal.h"
+#include "reduce.h"
+
+void *plx__scratch_get(struct plx__scratch *s, size_t bytes)
+{
+    if (bytes <= s->bytes)
+        return s->buf;
+    /* Grow by doubling and keep it: fresh pages cost ~10 us each here. */
+    size_t n = s->bytes ? s->bytes : 4096;
+    while (n < bytes)
+        n *= 2;
+    void *p = realloc(s->buf, n);
+    if (!p) {
+        plx__err(PLX_ERR_NOMEM, "cannot allocate %zu bytes of scratch", n);
+        return NULL;
+    }
+    s->buf = p;
+    s->bytes = n;
+    return p;
+}
+
+void plx__scratch_free(struct plx__scratch *s)
+{
+    free(s->buf);
+    s->buf = NULL;
+    s->bytes = 0;
+}
+
+int plx__send(struct algo_ctx *x, int to, const void *buf, size_t bytes, uint64_t tag)
+{
+    void *r;
+    int rc = x->p->isend(x->p->ctx, to, buf, bytes, tag, &r);
+    return rc ? rc : x->p->wait(x->p->ctx, r, x->deadline);
+}
+
+int plx__recv(struct algo_ctx *x, int from, void *buf, size_t bytes, uint64_t tag)
+{
+    void *r;
+    int rc = x->p->irecv(x->p->ctx, from, buf, bytes, tag, &r);
+    return rc ? rc : x->p->wait(x->p->ctx, r, x->deadline);
+}
+
+int plx__sendrecv(struct algo_ctx *x, int to, const void *sbuf, size_t sbytes, int from, void *rbuf, size_t rbytes,
+                  uint64_t tag)
+{
+    void *rr, *sr;
+    int rc = x->p->irecv(x->p->ctx, from, rbuf, rbytes, tag, &rr);
+    if (rc)
+        return rc;
+    if ((rc = x->p->isend(x->p->ctx, to, sbuf, sbytes, tag, &sr)) != 0) {
+        x->p->discard(x->p->ctx, rr);
+        return rc;
+    }
+    rc = x->p->wait(x->p->ctx, rr, x->deadline);
+    if (rc) {
+        x->p->discard(x->p->ctx, sr);
+        return rc;
+    }
+    return x->p->wait(x->p->ctx, sr, x->deadline);
+}
+
+static int finish_avg(struct algo_ctx *x)
+{
+    const struct plx_coll_args *a = x->a;
+    if (a->op != PLX_AVG)
+        return 0;
+    switch (a->coll) {
+    case PLX_COLL_ALLREDUCE:
+    case PLX_COLL_REDUCE_SCATTER:
+        return plx__scale_div(a->recv, a->count, a->dtype, (uint64_t)x->size);
+    case PLX_COLL_REDUCE:
+        return x->rank == a->root ? plx__scale_div(a->recv, a->count, a->dtype, (uint64_t)x->size) : 0;
+    default:
+        return 0;
+    }
+}
+
+int plx__algo_run(const struct plx__p2p *p, const struct plx__algo_tuning *t, struct plx__scratch *scratch,
+                  const struct plx_coll_args *a, uint64_t deadline_ns)
+{
+    struct algo_ctx x = {
+        .p = p, .t = t, .scratch = scratch, .a = a, .deadline = deadline_ns,
+        .esize = plx_dtype_size(a->dtype), .rank = p->rank, .size = p->size,
+    };
+    if (a->coll == PLX_COLL_BARRIER)
+        x.esize = 1;
+    int rc;
+    switch (a->coll) {
+    case PLX_COLL_ALLREDUCE: rc = plx__allreduce(&x); break;
+    case PLX_COLL_BROADCAST: rc = plx__broadcast(&x); break;
+    case PLX_COLL_REDUCE: rc = plx__reduce_tree(&x); break;
+    case PLX_COLL_ALLGATHER: rc = plx__allgather(&x); break;
+    case PLX_COLL_REDUCE_SCATTER: rc = plx__reduce_scatter(&x); break;
+    case PLX_COLL_GATHER: rc = plx__gather(&x); break;
+    case PLX_COLL_SCATTER: rc = plx__scatter(&x); break;
+    case PLX_COLL_ALLTOALL: rc = plx__alltoall(&x); break;
+    case PLX_COLL_BARRIER: rc = plx__barrier(&x); break;
+    default:
+        return plx__err(PLX_ERR_INVALID_ARG, "no generic algorithm for collective %d", a->coll);
+    }
+    return rc ? rc : finish_avg(&x);
+}

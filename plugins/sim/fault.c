@@ -1,0 +1,50 @@
+/* fault.c - fault injection for tests and what-if studies, configured in
+ * [sim]: fail the Nth matching op, delay a rank, keep a rank from joining. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "sim.h"
+
+static int get_int(const char *key, int def)
+{
+    const char *v = sim_host->config_get(sim_host->ctx, key);
+    return v && *v ? atoi(v) : def;
+}
+
+void sim_config_read(struct sim_config *cfg)
+{
+    const char *native = sim_host->config_get(sim_host->ctx, "native_collectives");
+    cfg->native = !(native && (!strcasecmp(native, "false") || !strcmp(native, "0") || !strcasecmp(native, "no")));
+    const char *op = sim_host->config_get(sim_host->ctx, "fail_op");
+    snprintf(cfg->fail_op, sizeof cfg->fail_op, "%s", op ? op : "");
+    cfg->fail_after = get_int("fail_after", 0);
+    cfg->fail_rank = get_int("fail_rank", -1);
+    cfg->delay_rank = get_int("delay_rank", -1);
+    cfg->delay_ms = get_int("delay_ms", 0);
+    cfg->absent_rank = get_int("absent_rank", -1);
+}
+
+int sim_fault_check(struct impl *c, const char *opname)
+{
+    const struct sim_config *f = &c->cfg;
+    if (!f->fail_after || !f->fail_op[0] || (f->fail_rank >= 0 && f->fail_rank != c->rank))
+        return 0;
+    if (strcmp(f->fail_op, "any") && strcmp(f->fail_op, opname))
+        return 0;
+    int n = __atomic_add_fetch(&c->op_count, 1, __ATOMIC_RELAXED);
+    if (n != f->fail_after)
+        return 0;
+    return sim_error(PLX_ERR_INTERNAL, "sim: injected failure in %s #%d on rank %d", opname, n,
+                           c->rank);
+}
+
+void sim_fault_delay(struct impl *c)
+{
+    if (c->cfg.delay_rank != c->rank || c->cfg.delay_ms <= 0)
+        return;
+    struct timespec ts = {c->cfg.delay_ms / 1000, (long)(c->cfg.delay_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}

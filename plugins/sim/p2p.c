@@ -1,0 +1,110 @@
+/* p2p.c - point-to-point between sim ranks: requests are matched by
+ * (source, destination, tag) in post order; the thread that completes the
+ * match copies straight from the sender's buffer to the receiver's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+static int matches(const struct sim_req *send, const struct sim_req *recv)
+{
+    return send->peer == recv->owner && (recv->peer == PLX_ANY_SOURCE || recv->peer == send->owner) &&
+           send->tag == recv->tag;
+}
+
+/* Copy outside the lock, then complete both. */
+static void deliver(struct world *w, struct sim_req *send, struct sim_req *recv)
+{
+    int st = 0;
+    if (send->bytes > recv->bytes)
+        st = PLX_ERR_INVALID_ARG;
+    else if (send->bytes)
+        memcpy(recv->buf, send->buf, send->bytes);
+    pthread_mutex_lock(&w->mu);
+    if (st) {
+        snprintf(send->err, sizeof send->err, "sim: rank %d sent %zu bytes to rank %d, which posted %zu (tag %llu)",
+                 send->owner, send->bytes, recv->owner, recv->bytes, (unsigned long long)send->tag);
+        memcpy(recv->err, send->err, sizeof recv->err);
+    }
+    send->status = recv->status = st;
+    send->done = recv->done = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void **out)
+{
+    const struct plx_host *h = sim_host;
+    int rc = sim_fault_check(c, is_send ? "send" : "recv");
+    if (rc)
+        return rc;
+    sim_fault_delay(c);
+    struct sim_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+    r->is_send = is_send;
+    r->peer = a->peer;
+    r->owner = c->rank;
+    r->buf = a->buf;
+    r->bytes = a->bytes;
+    r->tag = a->tag;
+    struct world *w = c->w;
+    struct sim_req *mate = NULL;
+    pthread_mutex_lock(&w->mu);
+    if (c->aborted) {
+        pthread_mutex_unlock(&w->mu);
+        free(r);
+        return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
+    }
+    struct sim_req **list = is_send ? &w->recvs : &w->sends;
+    for (struct sim_req **p = list; *p; p = &(*p)->next)
+        if (is_send ? matches(r, *p) : matches(*p, r)) {
+            mate = *p;
+            *p = mate->next;
+            mate->matched = r->matched = 1;
+            break;
+        }
+    if (!mate) { /* append: FIFO per (peer, tag) */
+        struct sim_req **tail = is_send ? &w->sends : &w->recvs;
+        while (*tail)
+            tail = &(*tail)->next;
+        *tail = r;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (mate)
+        deliver(w, is_send ? r : mate, is_send ? mate : r);
+    *out = r;
+    return 0;
+}
+
+int sim_isend(void *comm, const struct plx_p2p_args *a, void **req)
+{
+    return post(comm, 1, a, req);
+}
+
+int sim_irecv(void *comm, const struct plx_p2p_args *a, void **req)
+{
+    return post(comm, 0, a, req);
+}
+
+/* Free a request; an unmatched one is withdrawn, a matched one is waited
+ * for (its copy is in flight in the partner's thread). */
+void sim_p2p_cancel(struct impl *c, struct sim_req *r)
+{
+    struct world *w = c->w;
+    pthread_mutex_lock(&w->mu);
+    if (!r->matched) {
+        struct sim_req **list = r->is_send ? &w->sends : &w->recvs;
+        for (struct sim_req **p = list; *p; p = &(*p)->next)
+            if (*p == r) {
+                *p = r->next;
+                break;
+            }
+    } else {
+        while (!r->done)
+            pthread_cond_wait(&w->cv, &w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    free(r);
+}

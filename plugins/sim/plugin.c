@@ -1,0 +1,206 @@
+/* plugin.c - the sim backend's entry point, operations table, probe and
+ * capabilities. How to run it: every rank is a thread of one process that
+ * calls plx_comm_init with backend "sim", init "mem://NAME", its rank and the
+ * size; the ranks find each other through that in-process store. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+const struct plx_host *sim_host;
+
+static const struct plx_param params[] = {
+    {"native_collectives", "true", "Run collectives in the plugin (shared memory); false: point-to-point only, so "
+                                   "the core's generic algorithms run"},
+    {"fail_op", "", "Fault injection: a collective name, send, recv or any"},
+    {"fail_after", "0", "Fault injection: the Nth matching operation fails (0: never)"},
+    {"fail_rank", "-1", "Fault injection: the rank that fails (-1: every rank)"},
+    {"delay_rank", "-1", "Delay this rank before each operation (-1: none)"},
+    {"delay_ms", "0", "The delay, in milliseconds"},
+    {"absent_rank", "-1", "This rank never joins (its comm_create fails), so the others time out"},
+    {NULL, NULL, NULL},
+};
+
+static _Thread_local char last_error[256];
+
+int sim_error(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return sim_host->error(sim_host->ctx, status, "%s", last_error);
+}
+
+const char *sim_last_error(void)
+{
+    return last_error;
+}
+
+size_t sim_dtype_size(int dtype)
+{
+    static const size_t sizes[PLX_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+    return dtype >= 0 && dtype < PLX_DTYPE_COUNT ? sizes[dtype] : 0;
+}
+
+const char *sim_coll_name(int coll)
+{
+    static const char *const names[PLX_COLL_COUNT] = {"allreduce", "broadcast", "reduce", "allgather",
+                                                      "reduce_scatter", "gather", "scatter", "alltoall",
+                                                      "barrier", "send", "recv"};
+    return coll >= 0 && coll < PLX_COLL_COUNT ? names[coll] : "?";
+}
+
+static int probe(struct plx_probe_result *out)
+{
+    out->state = PLX_PROBE_USABLE;
+    strcpy(out->reason, "in-process simulation");
+    return 0;
+}
+
+static int get_caps(void *comm, struct plx_caps *out)
+{
+    const struct impl *c = comm;
+    struct plx_caps caps = {
+        .struct_size = sizeof caps,
+        .flags = PLX_CAP_ASYNC | PLX_CAP_ABORT | PLX_CAP_THREAD_SAFE | PLX_CAP_INPLACE | PLX_CAP_ANY_SOURCE |
+                 PLX_CAP_IN_PROCESS | PLX_CAP_P2P,
+        .collectives = (PLX_BIT(PLX_COLL_SEND) - 1),
+        .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1,
+        .redops = PLX_BIT(PLX_REDOP_COUNT) - 1,
+        .mem_kinds = PLX_BIT(PLX_MEM_HOST),
+    };
+    if (c && !c->cfg.native)
+        caps.collectives = 0;
+    size_t n = out->struct_size < sizeof caps ? out->struct_size : sizeof caps;
+    uint32_t size = out->struct_size;
+    memcpy(out, &caps, n);
+    out->struct_size = size;
+    return 0;
+}
+
+static int comm_create(const struct plx_comm_args *args, void **out)
+{
+    struct impl *c = calloc(1, sizeof *c);
+    if (!c)
+        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+    c->rank = args->rank;
+    c->size = args->size;
+    c->timeout_ms = args->timeout_ms;
+    sim_config_read(&c->cfg);
+    if (c->cfg.absent_rank == c->rank) {
+        free(c);
+        return sim_error(PLX_ERR_UNAVAILABLE,
+                               "sim: rank %d is configured absent ([sim] absent_rank) and does not join",
+                               args->rank);
+    }
+    int rc = sim_world_join(args, c);
+    if (rc == 0 && (rc = sim_worker_start(c)) != 0)
+        sim_world_leave(c);
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+static int comm_abort(void *comm)
+{
+    struct impl *c = comm;
+    struct world *w = c->w;
+    pthread_mutex_lock(&w->mu);
+    c->aborted = 1;
+    pthread_mutex_unlock(&w->mu);
+    sim_wake_all(w);
+    return 0;
+}
+
+static int comm_destroy(void *comm)
+{
+    struct impl *c = comm;
+    sim_worker_stop(c);
+    sim_world_leave(c);
+    free(c->scratch);
+    free(c);
+    return 0;
+}
+
+static int test(void *comm, void *req, int *done)
+{
+    struct impl *c = comm;
+    struct sim_req *r = req;
+    pthread_mutex_lock(&c->w->mu);
+    *done = r->done;
+    int st = r->status;
+    if (r->done && st)
+        sim_error(st, "%s", r->err);
+    pthread_mutex_unlock(&c->w->mu);
+    return r->done ? st : 0;
+}
+
+static int wait_op(void *comm, void *req, int64_t timeout_ms)
+{
+    return sim_wait_req(comm, req, timeout_ms);
+}
+
+static void req_free(void *comm, void *req)
+{
+    struct impl *c = comm;
+    struct sim_req *r = req;
+    if (!r->is_coll) {
+        sim_p2p_cancel(c, r);
+        return;
+    }
+    pthread_mutex_lock(&c->w->mu);
+    int done = r->done;
+    if (!done)
+        r->freed = 1; /* still queued or running: the worker frees it */
+    pthread_mutex_unlock(&c->w->mu);
+    if (done)
+        free(r);
+}
+
+static const struct plx_backend sim_backend = {
+    .struct_size = sizeof(struct plx_backend),
+    .abi_minor = PLX_ABI_MINOR,
+    .name = "sim",
+    .version = "0.1.0",
+    .description = "in-process simulated world: ranks are threads (init mem://NAME)",
+    .params = params,
+    .probe = probe,
+    .get_caps = get_caps,
+    .comm_create = comm_create,
+    .comm_destroy = comm_destroy,
+    .comm_abort = comm_abort,
+    .isend = sim_isend,
+    .irecv = sim_irecv,
+    .collective = sim_collective,
+    .test = test,
+    .wait = wait_op,
+    .req_free = req_free,
+};
+
+/* The same table presented as ABI 1.0 (shorter struct), for negotiation tests. */
+static struct plx_backend sim_backend_1_0;
+
+PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *host, uint32_t *abi_minor_inout,
+                                            const struct plx_backend **out)
+{
+    sim_host = host;
+    const char *old = getenv("PLEXUS_SIM_ABI_MINOR");
+    if (old && !strcmp(old, "0")) {
+        sim_backend_1_0 = sim_backend;
+        sim_backend_1_0.struct_size = (uint32_t)offsetof(struct plx_backend, comm_split);
+        sim_backend_1_0.abi_minor = 0;
+        *abi_minor_inout = 0;
+        *out = &sim_backend_1_0;
+        return 0;
+    }
+    if (*abi_minor_inout > PLX_ABI_MINOR)
+        *abi_minor_inout = PLX_ABI_MINOR;
+    *out = &sim_backend;
+    return 0;
+}

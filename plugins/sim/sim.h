@@ -1,0 +1,109 @@
+/* sim.h - internals of the sim backend: an in-process world of ranks that
+ * are threads. Stability: internal to the plugin. */
+#ifndef PLX_SIM_H
+#define PLX_SIM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "plexus/backend.h"
+
+extern const struct plx_host *sim_host;
+
+/* A p2p or collective request. */
+struct sim_req {
+    int is_coll;
+    int is_send;
+    int peer;             /* p2p: the other rank (or PLX_ANY_SOURCE) */
+    int owner;            /* rank that posted it */
+    void *buf;
+    size_t bytes;
+    uint64_t tag;
+    int matched;          /* p2p: paired with a peer request */
+    int done;
+    int status;
+    int freed;            /* the core released it; the worker frees it when done */
+    char err[256];
+    struct plx_coll_args args; /* collective */
+    struct sim_req *next;      /* p2p lists / worker queue */
+};
+
+/* Fault injection and behaviour, read from [sim] at comm_create. */
+struct sim_config {
+    int native;           /* native_collectives */
+    char fail_op[32];     /* collective name, send, recv, any; "" = off */
+    int fail_after;       /* the Nth matching op fails (0 = never) */
+    int fail_rank;        /* -1: every rank */
+    int delay_rank;       /* -1: none */
+    int delay_ms;
+    int absent_rank;      /* -1: none */
+};
+
+struct world;
+
+struct impl {
+    struct world *w;
+    int rank, size;
+    int64_t timeout_ms;
+    struct sim_config cfg;
+    int op_count;         /* ops seen, for fail_after */
+    int aborted;
+    /* The worker that runs this rank's native collectives in order. */
+    pthread_t worker;
+    struct sim_req *qhead, *qtail;
+    int stopping;
+    void *scratch;
+    size_t scratch_bytes;
+};
+
+struct world {
+    uint64_t id;
+    int size, refs, joined;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct sim_req *sends, *recvs;  /* unmatched p2p requests, in post order */
+    /* Collective rendezvous: slot per rank, barrier by generation. */
+    const struct plx_coll_args **slot;
+    struct impl **members;
+    int arrived;
+    uint64_t generation;
+    uint64_t *arrive_gen;           /* per rank: generation + 1 it reached */
+    int broken;                     /* a rank left a collective midway: status */
+    char broken_msg[200];
+    struct world *next;
+};
+
+/* world.c */
+int sim_world_join(const struct plx_comm_args *args, struct impl *c);
+void sim_world_leave(struct impl *c);
+int sim_barrier(struct impl *c, const char *what, uint64_t deadline_ns);
+void sim_world_break(struct world *w, int status, const char *msg);
+void sim_wake_all(struct world *w);
+int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms);
+struct timespec sim_abstime(uint64_t deadline_ns);
+
+/* p2p.c */
+int sim_isend(void *comm, const struct plx_p2p_args *a, void **req);
+int sim_irecv(void *comm, const struct plx_p2p_args *a, void **req);
+void sim_p2p_cancel(struct impl *c, struct sim_req *r);
+
+/* coll.c */
+int sim_collective(void *comm, const struct plx_coll_args *a, void **req);
+int sim_worker_start(struct impl *c);
+void sim_worker_stop(struct impl *c);
+
+/* fault.c */
+void sim_config_read(struct sim_config *cfg);
+/* Nonzero (an error status, message in *r) if this op should fail now. */
+int sim_fault_check(struct impl *c, const char *opname);
+void sim_fault_delay(struct impl *c);
+
+/* Record an error (status + message) for the calling thread, in the core
+ * through host->error and in sim_last_error for the worker to keep. */
+int sim_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *sim_last_error(void);
+
+size_t sim_dtype_size(int dtype);
+const char *sim_coll_name(int coll);
+
+#endif

@@ -1,0 +1,270 @@
+/* world.c - the shared world of a sim communicator: joining through the
+ * store, the generation barrier the native collectives use, and waits. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim.h"
+
+/* Worlds are found by id, never by a pointer read from the store, so a
+ * late rank cannot touch a world that was already freed. */
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct world *registry;
+static uint64_t next_id;
+
+struct timespec sim_abstime(uint64_t deadline_ns)
+{
+    struct timespec ts = {(time_t)(deadline_ns / 1000000000u), (long)(deadline_ns % 1000000000u)};
+    return ts;
+}
+
+static uint64_t deadline_after(int64_t ms)
+{
+    return sim_host->clock_ns() + (uint64_t)(ms < 0 ? 0 : ms) * 1000000u;
+}
+
+void sim_wake_all(struct world *w)
+{
+    pthread_mutex_lock(&w->mu);
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static struct world *world_new(int size)
+{
+    struct world *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->slot = calloc((size_t)size, sizeof *w->slot);
+    w->members = calloc((size_t)size, sizeof *w->members);
+    w->arrive_gen = calloc((size_t)size, sizeof *w->arrive_gen);
+    if (!w->slot || !w->members || !w->arrive_gen) {
+        free(w->arrive_gen);
+        free(w->slot);
+        free(w->members);
+        free(w);
+        return NULL;
+    }
+    w->size = size;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return w;
+}
+
+static void missing_ranks(struct world *w, char *out, size_t len)
+{
+    out[0] = '\0';
+    for (int i = 0; i < w->size; i++)
+        if (!w->members[i]) {
+            size_t l = strlen(out);
+            snprintf(out + l, len - l, "%s%d", l ? "," : "", i);
+        }
+}
+
+int sim_world_join(const struct plx_comm_args *args, struct impl *c)
+{
+    const struct plx_host *h = sim_host;
+    if (!args->store)
+        return sim_error(PLX_ERR_INVALID_USAGE,
+                        "sim: ranks are threads of one process and meet through an in-process store: "
+                        "pass init \"mem://NAME\" (same NAME on every rank)");
+    struct world *w = NULL;
+    int rc;
+    if (args->rank == 0) {
+        if (!(w = world_new(args->size)))
+            return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+        pthread_mutex_lock(&registry_mu);
+        w->id = ++next_id;
+        w->refs = 1;
+        w->next = registry;
+        registry = w;
+        pthread_mutex_unlock(&registry_mu);
+        if ((rc = h->store_set(args->store, "sim/world", &w->id, sizeof w->id)) != 0) {
+            c->w = w;
+            sim_world_leave(c);
+            return rc;
+        }
+    } else {
+        void *val = NULL;
+        size_t len = 0;
+        rc = h->store_get(args->store, "sim/world", &val, &len, args->timeout_ms);
+        if (rc)
+            return sim_error(rc, "sim: rank %d of '%s': rank 0 never created the world (waited %lld ms)",
+                            args->rank, args->name, (long long)args->timeout_ms);
+        uint64_t id = 0;
+        if (len == sizeof id)
+            memcpy(&id, val, sizeof id);
+        h->free(val);
+        pthread_mutex_lock(&registry_mu);
+        for (w = registry; w && w->id != id; w = w->next)
+            ;
+        if (w)
+            w->refs++;
+        pthread_mutex_unlock(&registry_mu);
+        if (!w)
+            return sim_error(PLX_ERR_PEER_LOST, "sim: the world of '%s' is gone (rank 0 left)", args->name);
+        if (w->size != args->size) {
+            c->w = w;
+            sim_world_leave(c);
+            return sim_error(PLX_ERR_INVALID_ARG, "sim: rank %d says size %d, rank 0 says %d", args->rank,
+                            args->size, w->size);
+        }
+    }
+    c->w = w;
+    uint64_t deadline = deadline_after(args->timeout_ms);
+    struct timespec ts = sim_abstime(deadline);
+    pthread_mutex_lock(&w->mu);
+    if (w->members[args->rank]) {
+        pthread_mutex_unlock(&w->mu);
+        sim_world_leave(c);
+        return sim_error(PLX_ERR_INVALID_ARG, "sim: two threads claim rank %d of '%s'", args->rank,
+                        args->name);
+    }
+    w->members[args->rank] = c;
+    w->joined++;
+    pthread_cond_broadcast(&w->cv);
+    while (w->joined < w->size) {
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT && w->joined < w->size) {
+            char miss[256];
+            missing_ranks(w, miss, sizeof miss);
+            w->members[args->rank] = NULL;
+            w->joined--;
+            pthread_mutex_unlock(&w->mu);
+            sim_world_leave(c);
+            return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for rank(s) %s to join '%s'",
+                            args->rank, (long long)args->timeout_ms, miss, args->name);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+void sim_world_leave(struct impl *c)
+{
+    struct world *w = c->w;
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    if (w->members[c->rank] == c)
+        w->members[c->rank] = NULL;
+    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_lock(&registry_mu);
+    int last = --w->refs == 0;
+    if (last)
+        for (struct world **p = &registry; *p; p = &(*p)->next)
+            if (*p == w) {
+                *p = w->next;
+                break;
+            }
+    pthread_mutex_unlock(&registry_mu);
+    if (last) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        free(w->slot);
+        free(w->members);
+        free(w->arrive_gen);
+        free(w);
+    }
+    c->w = NULL;
+}
+
+void sim_world_break(struct world *w, int status, const char *msg)
+{
+    pthread_mutex_lock(&w->mu);
+    if (!w->broken) {
+        w->broken = status;
+        snprintf(w->broken_msg, sizeof w->broken_msg, "%s", msg);
+    }
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* All ranks' workers meet here between the phases of a native collective. */
+int sim_barrier(struct impl *c, const char *what, uint64_t deadline_ns)
+{
+    struct world *w = c->w;
+    struct timespec ts = sim_abstime(deadline_ns);
+    pthread_mutex_lock(&w->mu);
+    if (w->broken) {
+        int st = w->broken;
+        pthread_mutex_unlock(&w->mu);
+        return sim_error(st, "sim: %s on rank %d: %s", what, c->rank, w->broken_msg);
+    }
+    uint64_t gen = w->generation;
+    w->arrive_gen[c->rank] = gen + 1;
+    if (++w->arrived == w->size) {
+        w->arrived = 0;
+        w->generation++;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        return 0;
+    }
+    int rc = 0;
+    while (w->generation == gen && !w->broken) {
+        if (c->aborted) {
+            rc = PLX_ERR_ABORTED;
+            break;
+        }
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT && w->generation == gen) {
+            rc = PLX_ERR_TIMEOUT;
+            break;
+        }
+    }
+    if (w->generation == gen && !rc)
+        rc = w->broken;
+    char msg[200] = "", late[128] = "";
+    for (int i = 0; rc == PLX_ERR_TIMEOUT && i < w->size; i++)
+        if (w->arrive_gen[i] != gen + 1) {
+            size_t l = strlen(late);
+            snprintf(late + l, sizeof late - l, "%s%d", l ? "," : "", i);
+        }
+    if (rc == PLX_ERR_TIMEOUT || rc == PLX_ERR_ABORTED) {
+        snprintf(msg, sizeof msg, "rank %d %s in %s", c->rank,
+                 rc == PLX_ERR_ABORTED ? "aborted" : "timed out waiting for the other ranks", what);
+        if (!w->broken) { /* the others cannot complete this collective either */
+            w->broken = rc == PLX_ERR_ABORTED ? PLX_ERR_REMOTE : rc;
+            snprintf(w->broken_msg, sizeof w->broken_msg, "%s", msg);
+        }
+        pthread_cond_broadcast(&w->cv);
+    } else if (rc) {
+        snprintf(msg, sizeof msg, "%s", w->broken_msg);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (rc == PLX_ERR_TIMEOUT)
+        return sim_error(rc, "sim: rank %d timed out in %s waiting for rank(s) %s", c->rank, what, late);
+    if (rc)
+        return sim_error(rc, "sim: %s on rank %d: %s", what, c->rank, msg);
+    return 0;
+}
+
+int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
+{
+    struct world *w = c->w;
+    struct timespec ts = sim_abstime(deadline_after(timeout_ms));
+    pthread_mutex_lock(&w->mu);
+    while (!r->done) {
+        if (c->aborted) {
+            pthread_mutex_unlock(&w->mu);
+            return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
+        }
+        if (timeout_ms == PLX_TIMEOUT_INFINITE) {
+            pthread_cond_wait(&w->cv, &w->mu);
+        } else if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT && !r->done) {
+            pthread_mutex_unlock(&w->mu);
+            return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for %s %d: timeout", c->rank,
+                            (long long)timeout_ms, r->is_coll ? "a collective with rank" : "rank",
+                            r->is_coll ? c->rank : r->peer);
+        }
+    }
+    int st = r->status;
+    if (st)
+        sim_error(st, "%s", r->err);
+    pthread_mutex_unlock(&w->mu);
+    return st;
+}

@@ -1,0 +1,16 @@
+#!/bin/sh
+# Install everything plexus needs to build and run its tests on Debian
+# bookworm (run as root, or with sudo). Idempotent.
+set -eu
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+    build-essential g++ meson ninja-build pkg-config python3 \
+    libinih-dev \
+    openmpi-bin libopenmpi-dev mpich libmpich-dev \
+    libgloo-dev libucx-dev \
+    python3-torch \
+    iproute2 procps \
+    >/dev/null

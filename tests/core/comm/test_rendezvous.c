@@ -1,0 +1,94 @@
+/* Rank, size and store url resolution from options and launcher variables. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+
+static int failures;
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                          \
+        }                                                                        \
+    } while (0)
+
+static void clear_env(void)
+{
+    const char *vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                          "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                          "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
+                          "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+                          "SLURM_NTASKS_PER_NODE", "PLEXUS_INIT"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+}
+
+int main(void)
+{
+    struct plx_comm_options o;
+    struct plx__rendezvous r;
+
+    clear_env();
+    plx_comm_options_init(&o);
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0);
+    CHECK(r.rank == 0 && r.size == 1 && !strncmp(r.url, "mem://solo-", 11));
+    CHECK(!strcmp(r.source, "default"));
+
+    /* torchrun */
+    setenv("RANK", "2", 1);
+    setenv("WORLD_SIZE", "4", 1);
+    setenv("LOCAL_RANK", "0", 1);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0);
+    CHECK(r.rank == 2 && r.size == 4 && r.local_rank == 0 && r.local_size == 2);
+    CHECK(!strcmp(r.url, "tcp://127.0.0.1:29500"));
+    CHECK(!strcmp(r.source, "torchrun"));
+
+    /* options beat the environment; PLEXUS_INIT beats MASTER_* */
+    o.rank = 1;
+    o.size = 3;
+    o.init = "file:///tmp/x";
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0);
+    CHECK(r.rank == 1 && r.size == 3 && !strcmp(r.url, "file:///tmp/x"));
+    plx_comm_options_init(&o);
+    setenv("PLEXUS_INIT", "tcp://10.0.0.1:1234", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0);
+    CHECK(!strcmp(r.url, "tcp://10.0.0.1:1234"));
+
+    /* bad values are errors that name the variable */
+    clear_env();
+    setenv("RANK", "x1", 1);
+    setenv("WORLD_SIZE", "4", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+    CHECK(strstr(plx_last_error(), "RANK='x1'") != NULL);
+    setenv("RANK", "4", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+    CHECK(strstr(plx_last_error(), "rank 4 is not inside a world of size 4") != NULL);
+    clear_env();
+    setenv("RANK", "1", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+    CHECK(strstr(plx_last_error(), "WORLD_SIZE is not") != NULL);
+
+    /* Open MPI and MPICH launchers; no store url (the backend bootstraps) */
+    clear_env();
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0);
+    CHECK(r.rank == 1 && r.size == 2 && !strcmp(r.source, "Open MPI") && r.url[0] == '\0');
+    clear_env();
+    setenv("PMI_RANK", "3", 1);
+    setenv("PMI_SIZE", "4", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0);
+    CHECK(r.rank == 3 && !strcmp(r.source, "MPICH"));
+    o.init = "env://";
+    CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+    CHECK(strstr(plx_last_error(), "MASTER_ADDR") != NULL);
+
+    if (failures)
+        fprintf(stderr, "%d check(s) failed\n", failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,524 @@
+/* plexus-bench - collective benchmark in the style of nccl-tests.
+ *
+ * One process is one rank (started by plexus-run, torchrun or mpirun), or
+ * with --ranks N this process runs N ranks as threads (for sim). Timing: a
+ * barrier, then -n back-to-back blocking operations; a row's time is the
+ * slowest rank's average per operation. algbw = size / time; busbw applies
+ * the nccl-tests factor of the collective. --check fills the inputs with
+ * rank-dependent values that every dtype holds exactly and verifies every
+ * element of every rank's result against a serial reference.
+ */
+#include <getopt.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plexus/plexus.h"
+
+struct opts {
+    size_t minb, maxb;
+    double factor;
+    int iters, warmup, dtype, op, check, root, ranks, inplace_only, memcpy_col;
+    int colls[PLX_COLL_COUNT], ncolls;
+    const char *backend;
+};
+
+static struct opts O = {8, 64u << 20, 2.0, 20, 5, PLX_F32, PLX_SUM, 0, 0, 0, 0, 0, {PLX_COLL_ALLREDUCE}, 1, NULL};
+static char world_name[64];
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static size_t parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    switch (*end) {
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    case 'M': case 'm': v *= 1024.0 * 1024; break;
+    case 'K': case 'k': v *= 1024.0; break;
+    default: break;
+    }
+    return (size_t)v;
+}
+
+/* ---- values every dtype holds exactly ------------------------------------ */
+
+static uint16_t f16_from(double d)
+{
+    /* d is a small integer or half-integer here, so no rounding is needed. */
+    if (d == 0)
+        return 0;
+    uint16_t sign = d < 0 ? 0x8000 : 0;
+    if (d < 0)
+        d = -d;
+    int e = 0;
+    while (d >= 2) {
+        d /= 2;
+        e++;
+    }
+    while (d < 1) {
+        d *= 2;
+        e--;
+    }
+    return (uint16_t)(sign | (uint16_t)((e + 15) << 10) | (uint16_t)((d - 1) * 1024));
+}
+
+static double f16_to(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e ? 1 + m / 1024.0 : m / 1024.0;
+    int ex = e ? e - 15 : -14;
+    for (; ex > 0; ex--)
+        v *= 2;
+    for (; ex < 0; ex++)
+        v /= 2;
+    return h & 0x8000 ? -v : v;
+}
+
+static void put(void *buf, size_t i, int dt, double v)
+{
+    switch (dt) {
+    case PLX_I8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case PLX_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case PLX_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case PLX_U32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+    case PLX_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case PLX_U64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
+    case PLX_F16: ((uint16_t *)buf)[i] = f16_from(v); break;
+    case PLX_BF16: {
+        float f = (float)v;
+        uint32_t x;
+        memcpy(&x, &f, 4);
+        ((uint16_t *)buf)[i] = (uint16_t)(x >> 16); /* exact values: truncation is exact */
+        break;
+    }
+    case PLX_F32: ((float *)buf)[i] = (float)v; break;
+    default: ((double *)buf)[i] = v; break;
+    }
+}
+
+static double get(const void *buf, size_t i, int dt)
+{
+    switch (dt) {
+    case PLX_I8: return ((const int8_t *)buf)[i];
+    case PLX_U8: return ((const uint8_t *)buf)[i];
+    case PLX_I32: return ((const int32_t *)buf)[i];
+    case PLX_U32: return ((const uint32_t *)buf)[i];
+    case PLX_I64: return (double)((const int64_t *)buf)[i];
+    case PLX_U64: return (double)((const uint64_t *)buf)[i];
+    case PLX_F16: return f16_to(((const uint16_t *)buf)[i]);
+    case PLX_BF16: {
+        uint32_t x = (uint32_t)((const uint16_t *)buf)[i] << 16;
+        float f;
+        memcpy(&f, &x, 4);
+        return f;
+    }
+    case PLX_F32: return ((const float *)buf)[i];
+    default: return ((const double *)buf)[i];
+    }
+}
+
+/* Input of rank r at global index i: products stay 2, sums stay below 100. */
+static double val(int r, size_t i, int op, int P)
+{
+    if (op == PLX_PROD)
+        return (int)((i + (size_t)r) % (size_t)P) == 0 ? 2 : 1;
+    if (op == PLX_MIN || op == PLX_MAX)
+        return (double)((i + 3 * (size_t)r) % 7);
+    return (double)(i % 5 + (size_t)(r % 4));
+}
+
+static double reduce_ref(size_t i, int op, int dt, int P)
+{
+    double acc = val(0, i, op, P);
+    for (int r = 1; r < P; r++) {
+        double v = val(r, i, op, P);
+        acc = op == PLX_PROD ? acc * v : op == PLX_MIN ? (v < acc ? v : acc) : op == PLX_MAX ? (v > acc ? v : acc) : acc + v;
+    }
+    if (op == PLX_AVG) {
+        int is_int = dt <= PLX_U64;
+        acc = is_int ? (double)(long long)(acc / P) : acc / P;
+    }
+    return acc;
+}
+
+/* ---- one collective ----------------------------------------------------- */
+
+struct bufs {
+    char *send, *recv;
+    size_t bytes; /* capacity of each */
+};
+
+/* Elements per rank (count) and buffer sizes for a row of `bytes`. */
+static size_t count_for(int coll, size_t bytes, size_t es, int P)
+{
+    size_t n = bytes / es;
+    if (coll == PLX_COLL_ALLGATHER || coll == PLX_COLL_REDUCE_SCATTER || coll == PLX_COLL_GATHER ||
+        coll == PLX_COLL_SCATTER || coll == PLX_COLL_ALLTOALL)
+        n /= (size_t)P;
+    return n;
+}
+
+static int run_op(struct plx_comm *c, int coll, const void *s, void *r, size_t n)
+{
+    switch (coll) {
+    case PLX_COLL_ALLREDUCE: return plx_allreduce(c, s, r, n, O.dtype, O.op);
+    case PLX_COLL_BROADCAST: return plx_broadcast(c, r, n, O.dtype, O.root);
+    case PLX_COLL_REDUCE: return plx_reduce(c, s, r, n, O.dtype, O.op, O.root);
+    case PLX_COLL_ALLGATHER: return plx_allgather(c, s, r, n, O.dtype);
+    case PLX_COLL_REDUCE_SCATTER: return plx_reduce_scatter(c, s, r, n, O.dtype, O.op);
+    case PLX_COLL_GATHER: return plx_gather(c, s, r, n, O.dtype, O.root);
+    case PLX_COLL_SCATTER: return plx_scatter(c, s, r, n, O.dtype, O.root);
+    case PLX_COLL_ALLTOALL: return plx_alltoall(c, s, r, n, O.dtype);
+    default: return plx_barrier(c);
+    }
+}
+
+/* Send and receive pointers; in place as plexus.h defines it per collective. */
+static void place(int coll, int inplace, struct bufs *b, size_t n, size_t es, int rank, const void **s, void **r)
+{
+    *s = b->send;
+    *r = b->recv;
+    if (!inplace)
+        return;
+    if (coll == PLX_COLL_ALLGATHER || coll == PLX_COLL_GATHER)
+        *s = b->recv + (size_t)rank * n * es;
+    else if (coll == PLX_COLL_REDUCE_SCATTER)
+        *r = b->send + (size_t)rank * n * es;
+    else if (coll == PLX_COLL_SCATTER)
+        *r = b->send + (size_t)rank * n * es;
+    else
+        *s = *r = b->recv;
+}
+
+/* Fill inputs, run once, count wrong elements on this rank. */
+static long check_once(struct plx_comm *c, int coll, int inplace, struct bufs *b, size_t n, int *rc)
+{
+    int P = plx_comm_size(c), me = plx_comm_rank(c), dt = O.dtype, op = O.op;
+    size_t es = plx_dtype_size(dt), total = n * (size_t)P;
+    const void *s;
+    void *r;
+    place(coll, inplace, b, n, es, me, &s, &r);
+    /* Inputs live where the send pointer points (which may be inside recv). */
+    size_t in_elems = (coll == PLX_COLL_REDUCE_SCATTER || coll == PLX_COLL_SCATTER || coll == PLX_COLL_ALLTOALL) ? total : n;
+    memset(b->recv, 0xee, b->bytes);
+    for (size_t i = 0; i < in_elems; i++)
+        put((void *)s, i, dt, val(me, i, op, P));
+    if (coll == PLX_COLL_BROADCAST)
+        for (size_t i = 0; i < n; i++)
+            put(r, i, dt, me == O.root ? val(O.root, i, op, P) : 0);
+    *rc = run_op(c, coll, s, r, n);
+    if (*rc)
+        return -1;
+    long wrong = 0;
+    size_t out_elems = 0;
+    switch (coll) {
+    case PLX_COLL_ALLREDUCE: case PLX_COLL_BROADCAST: out_elems = n; break;
+    case PLX_COLL_REDUCE: out_elems = me == O.root ? n : 0; break;
+    case PLX_COLL_ALLGATHER: case PLX_COLL_ALLTOALL: out_elems = total; break;
+    case PLX_COLL_GATHER: out_elems = me == O.root ? total : 0; break;
+    case PLX_COLL_REDUCE_SCATTER: case PLX_COLL_SCATTER: out_elems = n; break;
+    default: break;
+    }
+    for (size_t i = 0; i < out_elems; i++) {
+        double want;
+        switch (coll) {
+        case PLX_COLL_ALLREDUCE: case PLX_COLL_REDUCE: want = reduce_ref(i, op, dt, P); break;
+        case PLX_COLL_BROADCAST: want = val(O.root, i, op, P); break;
+        case PLX_COLL_ALLGATHER: case PLX_COLL_GATHER: want = val((int)(i / n), i % n, op, P); break;
+        case PLX_COLL_REDUCE_SCATTER: want = reduce_ref((size_t)me * n + i, op, dt, P); break;
+        case PLX_COLL_SCATTER: want = val(O.root, (size_t)me * n + i, op, P); break;
+        default: want = val((int)(i / n), (size_t)me * n + i % n, op, P); break; /* alltoall */
+        }
+        if (get(r, i, dt) != want)
+            wrong++;
+    }
+    return wrong;
+}
+
+static double busbw_factor(int coll, int P)
+{
+    switch (coll) {
+    case PLX_COLL_ALLREDUCE: return 2.0 * (P - 1) / P;
+    case PLX_COLL_BROADCAST: case PLX_COLL_REDUCE: return 1.0;
+    default: return (double)(P - 1) / P;
+    }
+}
+
+static double memcpy_gbs(size_t bytes)
+{
+    char *a = malloc(bytes ? bytes : 1), *b = malloc(bytes ? bytes : 1);
+    memset(a, 1, bytes);
+    memset(b, 2, bytes);
+    int reps = (int)(256u * 1024 * 1024 / (bytes + 1)) + 3;
+    if (reps > 10000)
+        reps = 10000;
+    double t0 = now_us();
+    for (int i = 0; i < reps; i++) {
+        memcpy(b, a, bytes);
+        __asm__ volatile("" ::"r"(b) : "memory");
+    }
+    double t = (now_us() - t0) / reps;
+    free(a);
+    free(b);
+    return t > 0 ? (double)bytes / t / 1e3 : 0;
+}
+
+/* Time one (coll, size, placement); returns 0 or an error. */
+static int measure(struct plx_comm *c, int coll, int inplace, struct bufs *b, size_t n, double *us, long *wrong)
+{
+    size_t es = plx_dtype_size(O.dtype);
+    const void *s;
+    void *r;
+    place(coll, inplace, b, n, es, plx_comm_rank(c), &s, &r);
+    int rc = 0;
+    for (int i = 0; i < O.warmup && !rc; i++)
+        rc = run_op(c, coll, s, r, n);
+    if (!rc)
+        rc = plx_barrier(c);
+    double t0 = now_us();
+    for (int i = 0; i < O.iters && !rc; i++)
+        rc = run_op(c, coll, s, r, n);
+    double t = (now_us() - t0) / O.iters;
+    if (!rc)
+        rc = plx_allreduce(c, &t, us, 1, PLX_F64, PLX_MAX);
+    *wrong = 0;
+    if (!rc && O.check) {
+        long w = check_once(c, coll, inplace, b, n, &rc);
+        if (!rc)
+            rc = plx_allreduce(c, &w, wrong, 1, PLX_I64, PLX_SUM);
+    }
+    return rc;
+}
+
+static int bench(struct plx_comm *c)
+{
+    int P = plx_comm_size(c), me = plx_comm_rank(c), failed = 0;
+    size_t es = plx_dtype_size(O.dtype);
+    struct bufs b;
+    b.bytes = O.maxb + (size_t)P * es; /* room for rounding up to whole elements per rank */
+    b.send = malloc(b.bytes);
+    b.recv = malloc(b.bytes);
+    if (!b.send || !b.recv) {
+        fprintf(stderr, "plexus-bench: out of memory\n");
+        return 1;
+    }
+    memset(b.send, 1, b.bytes);
+    memset(b.recv, 1, b.bytes);
+    if (me == 0) {
+        printf("# plexus-bench: backend %s, %d ranks, dtype %s, op %s, %d iterations (+%d warm-up)%s\n",
+               plx_comm_backend(c), P, plx_dtype_name(O.dtype), plx_redop_name(O.op), O.iters, O.warmup,
+               O.check ? ", checked" : "");
+        printf("#\n# %10s %12s %6s %6s %5s", "size", "count", "type", "redop", "root");
+        if (!O.inplace_only)
+            printf(" %10s %8s %8s %7s", "time", "algbw", "busbw", "#wrong");
+        printf(" %10s %8s %8s %7s%s\n", "time", "algbw", "busbw", "#wrong", O.memcpy_col ? "   memcpy" : "");
+        printf("# %10s %12s %6s %6s %5s", "(B)", "(elements)", "", "", "");
+        if (!O.inplace_only)
+            printf(" %10s %8s %8s %7s", "(us)", "(GB/s)", "(GB/s)", "");
+        printf(" %10s %8s %8s %7s%s\n", "(us)", "(GB/s)", "(GB/s)", "", O.memcpy_col ? "   (GB/s)" : "");
+    }
+    long total_wrong = 0;
+    for (int k = 0; k < O.ncolls; k++) {
+        int coll = O.colls[k];
+        if (me == 0 && O.ncolls > 1)
+            printf("# %s\n", plx_coll_name(coll));
+        for (size_t bytes = O.minb;; bytes = (size_t)((double)bytes * O.factor) > bytes
+                                                 ? (size_t)((double)bytes * O.factor) : bytes + 1) {
+            if (bytes > O.maxb)
+                break;
+            size_t n = coll == PLX_COLL_BARRIER ? 0 : count_for(coll, bytes, es, P);
+            int per_rank = coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE;
+            size_t row_bytes = n * es * (per_rank ? 1 : (size_t)P);
+            double t[2] = {0, 0};
+            long w[2] = {0, 0};
+            for (int ip = O.inplace_only; ip < 2; ip++) {
+                int rc = measure(c, coll, ip, &b, n, &t[ip], &w[ip]);
+                if (rc) {
+                    fprintf(stderr, "plexus-bench: rank %d: %s of %zu bytes failed: %s: %s\n", me,
+                            plx_coll_name(coll), row_bytes, plx_err_name(rc), plx_last_error());
+                    free(b.send);
+                    free(b.recv);
+                    return 1;
+                }
+                total_wrong += w[ip];
+            }
+            if (me == 0) {
+                double f = busbw_factor(coll, P);
+                printf("  %10zu %12zu %6s %6s %5d", row_bytes, n, plx_dtype_name(O.dtype),
+                       (coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER)
+                           ? plx_redop_name(O.op) : "none",
+                       (coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE || coll == PLX_COLL_GATHER ||
+                        coll == PLX_COLL_SCATTER) ? O.root : -1);
+                for (int ip = O.inplace_only; ip < 2; ip++) {
+                    double algbw = t[ip] > 0 ? (double)row_bytes / t[ip] / 1e3 : 0;
+                    printf(" %10.2f %8.3f %8.3f", t[ip], algbw, algbw * f);
+                    if (O.check)
+                        printf(" %7ld", w[ip]);
+                    else
+                        printf(" %7s", "N/A");
+                }
+                if (O.memcpy_col)
+                    printf(" %8.2f", memcpy_gbs(row_bytes));
+                printf("\n");
+                fflush(stdout);
+            }
+            if (coll == PLX_COLL_BARRIER)
+                break;
+        }
+    }
+    if (me == 0 && O.check)
+        printf("# total wrong elements: %ld\n", total_wrong);
+    failed = total_wrong != 0;
+    free(b.send);
+    free(b.recv);
+    return failed;
+}
+
+struct thread_arg {
+    int rank;
+    int status;
+};
+
+static void *rank_main(void *p)
+{
+    struct thread_arg *t = p;
+    struct plx_comm_options opt;
+    plx_comm_options_init(&opt);
+    opt.backend = O.backend ? O.backend : "sim";
+    opt.rank = t->rank;
+    opt.size = O.ranks;
+    opt.init = world_name;
+    struct plx_comm *c;
+    int rc = plx_comm_init(&opt, &c);
+    if (rc) {
+        fprintf(stderr, "plexus-bench: rank %d: %s: %s\n", t->rank, plx_err_name(rc), plx_last_error());
+        t->status = 2;
+        return NULL;
+    }
+    t->status = bench(c);
+    plx_comm_destroy(c);
+    return NULL;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: plexus-bench [options]\n"
+            "  -b, --minbytes SIZE   smallest size (default 8; K, M, G suffixes)\n"
+            "  -e, --maxbytes SIZE   largest size (default 64M)\n"
+            "  -f, --stepfactor F    size multiplier per row (default 2)\n"
+            "  -n, --iters N         timed operations per row (default 20)\n"
+            "  -w, --warmup N        untimed operations first (default 5)\n"
+            "  -d, --datatype T      i8 u8 i32 u32 i64 u64 f16 bf16 f32 f64 (default f32)\n"
+            "  -o, --op OP           sum prod min max avg (default sum)\n"
+            "  -r, --root R          root of broadcast/reduce/gather/scatter (default 0)\n"
+            "  -c, --check [0|1]     verify every element of every result (exit 1 if any is wrong)\n"
+            "      --coll NAME       allreduce broadcast reduce allgather reduce_scatter gather\n"
+            "                        scatter alltoall barrier, or all (default allreduce)\n"
+            "      --inplace         in-place columns only (default: out-of-place and in-place)\n"
+            "      --backend NAME    backend (default: the configured one; sim with --ranks)\n"
+            "      --ranks N         run N ranks as threads of this process (mem:// store)\n"
+            "      --memcpy          add a column with single-thread memcpy GB/s for the size\n"
+            "  -h, --help\n"
+            "Without --ranks, each process is one rank of a job started by plexus-run, torchrun or mpirun.\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"minbytes", 1, 0, 'b'}, {"maxbytes", 1, 0, 'e'}, {"stepfactor", 1, 0, 'f'}, {"iters", 1, 0, 'n'},
+        {"warmup", 1, 0, 'w'},   {"datatype", 1, 0, 'd'}, {"op", 1, 0, 'o'},         {"root", 1, 0, 'r'},
+        {"check", 2, 0, 'c'},    {"coll", 1, 0, 'C'},     {"inplace", 0, 0, 'I'},    {"backend", 1, 0, 'B'},
+        {"ranks", 1, 0, 'R'},    {"memcpy", 0, 0, 'M'},   {"help", 0, 0, 'h'},       {0, 0, 0, 0},
+    };
+    int ch;
+    while ((ch = getopt_long(argc, argv, "b:e:f:n:w:d:o:r:c::h", longs, NULL)) != -1) {
+        switch (ch) {
+        case 'b': O.minb = parse_size(optarg); break;
+        case 'e': O.maxb = parse_size(optarg); break;
+        case 'f': O.factor = atof(optarg); break;
+        case 'n': O.iters = atoi(optarg); break;
+        case 'w': O.warmup = atoi(optarg); break;
+        case 'd':
+            if ((O.dtype = plx_dtype_from_name(optarg)) < 0) {
+                fprintf(stderr, "plexus-bench: unknown datatype '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'o':
+            if ((O.op = plx_redop_from_name(optarg)) < 0) {
+                fprintf(stderr, "plexus-bench: unknown op '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'r': O.root = atoi(optarg); break;
+        case 'c':
+            if (!optarg && optind < argc && (!strcmp(argv[optind], "0") || !strcmp(argv[optind], "1")))
+                optarg = argv[optind++];
+            O.check = optarg ? atoi(optarg) : 1;
+            break;
+        case 'C':
+            O.ncolls = 0;
+            for (int k = 0; k < PLX_COLL_SEND; k++)
+                if (!strcmp(optarg, "all") || !strcmp(optarg, plx_coll_name(k)))
+                    O.colls[O.ncolls++] = k;
+            if (!O.ncolls) {
+                fprintf(stderr, "plexus-bench: unknown collective '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'I': O.inplace_only = 1; break;
+        case 'B': O.backend = optarg; break;
+        case 'R': O.ranks = atoi(optarg); break;
+        case 'M': O.memcpy_col = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (O.iters < 1 || O.factor <= 1.0 || O.minb > O.maxb) {
+        fprintf(stderr, "plexus-bench: need -n >= 1, -f > 1 and -b <= -e\n");
+        return 2;
+    }
+    if (O.ranks > 0) {
+        snprintf(world_name, sizeof world_name, "mem://plexus-bench-%d", (int)getpid());
+        pthread_t th[256];
+        struct thread_arg args[256];
+        if (O.ranks > 256) {
+            fprintf(stderr, "plexus-bench: at most 256 ranks\n");
+            return 2;
+        }
+        for (int i = 0; i < O.ranks; i++) {
+            args[i] = (struct thread_arg){i, 0};
+            pthread_create(&th[i], NULL, rank_main, &args[i]);
+        }
+        int status = 0;
+        for (int i = 0; i < O.ranks; i++) {
+            pthread_join(th[i], NULL);
+            if (args[i].status > status)
+                status = args[i].status;
+        }
+        return status;
+    }
+    struct plx_comm_options opt;
+    plx_comm_options_init(&opt);
+    opt.backend = O.backend;
+    struct plx_comm *c;
+    int rc = plx_comm_init(&opt, &c);
+    if (rc) {
+        fprintf(stderr, "plexus-bench: %s: %s\n", plx_err_name(rc), plx_last_error());
+        return 2;
+    }
+    int status = bench(c);
+    plx_comm_destroy(c);
+    return status;
+}
