@@ -166,6 +166,7 @@ struct parse {
     int line;
     char text[1024];   /* the current line */
     char err[512];     /* first error of our own */
+    int err_line;
     int too_long;
 };
 
@@ -183,8 +184,10 @@ static char *read_line(char *str, int num, void *stream)
             ;
     }
     if (n >= (size_t)num - 1 && !(n == (size_t)num - 1 && p->text[n - 1] == '\n')) {
-        if (!p->err[0])
+        if (!p->err[0]) {
             snprintf(p->err, sizeof p->err, "%s:%d: line longer than %d characters", p->file, p->line, num - 2);
+            p->err_line = p->line;
+        }
         p->too_long = 1;
         str[0] = '\0';
         return str;
@@ -237,13 +240,17 @@ static int on_pair(void *user, const char *section, const char *key, const char 
     struct parse *p = user;
     char origin[PATH_MAX + 32], msg[384];
     if (!section[0]) {
-        if (!p->err[0])
+        if (!p->err[0]) {
             snprintf(p->err, sizeof p->err, "%s:%d: '%s' is outside any [section]", p->file, p->line, key);
+            p->err_line = p->line;
+        }
         return 0;
     }
     if (validate(section, key, value, msg, sizeof msg) != 0) {
-        if (!p->err[0])
+        if (!p->err[0]) {
             snprintf(p->err, sizeof p->err, "%s:%d: %s", p->file, p->line, msg);
+            p->err_line = p->line;
+        }
         return 0;
     }
     snprintf(origin, sizeof origin, "%s:%d", p->file, p->line);
@@ -270,7 +277,8 @@ static int parse_file(const char *file)
     fclose(p.f);
     if (rc == 0 && !p.err[0])
         return 0;
-    if (p.err[0])
+    /* Report whichever error comes first in the file: ours or inih's. */
+    if (p.err[0] && (rc <= 0 || p.err_line <= rc))
         return plx__err(PLX_ERR_CONFIG, "%s", p.err);
     if (rc < 0)
         return plx__err(PLX_ERR_CONFIG, "%s: cannot read (inih error %d)", file, rc);

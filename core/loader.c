@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <limits.h>
 #include <sys/stat.h>
 
 #include "config.h"
@@ -172,7 +173,8 @@ int plx__loader_discover(void)
         char where[4200];
         snprintf(where, sizeof where, "%s:%d", d->file, d->line);
         b->name = strdup(d->section);
-        b->library = strdup(d->library);
+        char real[4096];
+        b->library = strdup(realpath(d->library, real) ? real : d->library);
         b->dropin = strdup(where);
         b->priority = d->priority;
         b->state = PLX_STATE_DISCOVERED;

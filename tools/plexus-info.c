@@ -1,0 +1,272 @@
+/* plexus-info - which backends exist, which work on this machine and why
+ * not, their capabilities and keys; the effective configuration with the
+ * origin of every value. Exit status: 0, or with --backend NAME, 0 only if
+ * that backend is usable. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plexus/backend.h"
+#include "plexus/info.h"
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; s && *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static const char *const flag_names[] = {"async", "abort", "split", "thread-safe", "in-place",
+                                         "multi-node", "any-source", "in-process", "p2p"};
+
+/* Names of the bits set in mask, from name(i). */
+static void print_mask(uint32_t mask, int n, const char *(*name)(int), int json)
+{
+    int first = 1;
+    for (int i = 0; i < n; i++)
+        if (mask & (1u << i)) {
+            if (json) {
+                printf("%s", first ? "" : ", ");
+                json_str(name(i));
+            } else {
+                printf("%s%s", first ? "" : " ", name(i));
+            }
+            first = 0;
+        }
+    if (first && !json)
+        printf("-");
+}
+
+static const char *flag_name(int i)
+{
+    return flag_names[i];
+}
+
+static const char *mem_name(int i)
+{
+    return i == PLX_MEM_HOST ? "host" : i == PLX_MEM_CUDA ? "cuda" : "auto";
+}
+
+static void show_text(size_t i, const struct plx_backend_info *b)
+{
+    printf("%s\n", b->name);
+    printf("  state:        %s%s%s\n", plx_backend_state_name(b->state), b->reason[0] ? ": " : "", b->reason);
+    if (b->abi_major)
+        printf("  ABI:          %u.%u (plexus %u.%u)\n", b->abi_major, b->abi_minor, PLX_ABI_MAJOR, PLX_ABI_MINOR);
+    if (b->version[0])
+        printf("  version:      %s\n", b->version);
+    if (b->description[0])
+        printf("  description:  %s\n", b->description);
+    printf("  library:      %s\n", b->library);
+    printf("  drop-in:      %s\n", b->dropin);
+    printf("  priority:     %d\n", b->priority);
+    if (b->abi_major) {
+        printf("  flags:        ");
+        print_mask(b->cap_flags, 9, flag_name, 0);
+        printf("\n  collectives:  ");
+        print_mask(b->collectives, PLX_COLL_SEND, plx_coll_name, 0);
+        printf("\n  dtypes:       ");
+        print_mask(b->dtypes, PLX_DTYPE_COUNT, plx_dtype_name, 0);
+        printf("\n  ops:          ");
+        print_mask(b->redops, PLX_REDOP_COUNT, plx_redop_name, 0);
+        printf("\n  memory:       ");
+        print_mask(b->mem_kinds, 3, mem_name, 0);
+        printf("\n");
+    }
+    for (size_t j = 0; j < b->n_params; j++) {
+        const char *k, *d, *h;
+        if (plx_backend_param(i, j, &k, &d, &h) == 0)
+            printf("  %s %-20s = %-8s %s\n", j ? "      " : "keys: ", k, d, h);
+    }
+}
+
+static void show_json(size_t i, const struct plx_backend_info *b)
+{
+    printf("    {\"name\": ");
+    json_str(b->name);
+    printf(", \"state\": ");
+    json_str(plx_backend_state_name(b->state));
+    printf(", \"usable\": %s, \"reason\": ", b->state == PLX_STATE_USABLE ? "true" : "false");
+    json_str(b->reason);
+    printf(", \"abi\": \"%u.%u\", \"version\": ", b->abi_major, b->abi_minor);
+    json_str(b->version);
+    printf(", \"library\": ");
+    json_str(b->library);
+    printf(", \"dropin\": ");
+    json_str(b->dropin);
+    printf(", \"priority\": %d, \"collectives\": [", b->priority);
+    print_mask(b->collectives, PLX_COLL_SEND, plx_coll_name, 1);
+    printf("], \"dtypes\": [");
+    print_mask(b->dtypes, PLX_DTYPE_COUNT, plx_dtype_name, 1);
+    printf("], \"ops\": [");
+    print_mask(b->redops, PLX_REDOP_COUNT, plx_redop_name, 1);
+    printf("], \"flags\": [");
+    print_mask(b->cap_flags, 9, flag_name, 1);
+    printf("], \"memory\": [");
+    print_mask(b->mem_kinds, 3, mem_name, 1);
+    printf("], \"keys\": {");
+    for (size_t j = 0; j < b->n_params; j++) {
+        const char *k, *d, *h;
+        if (plx_backend_param(i, j, &k, &d, &h) == 0) {
+            printf("%s", j ? ", " : "");
+            json_str(k);
+            printf(": ");
+            json_str(d);
+        }
+    }
+    printf("}}");
+}
+
+static int show_config(int json)
+{
+    size_t n = plx_config_count();
+    if (json)
+        printf("{\"config\": [\n");
+    for (size_t i = 0; i < n; i++) {
+        struct plx_config_entry e = {.struct_size = sizeof e};
+        if (plx_config_entry(i, &e))
+            continue;
+        if (json) {
+            printf("  {\"section\": ");
+            json_str(e.section);
+            printf(", \"key\": ");
+            json_str(e.key);
+            printf(", \"value\": ");
+            json_str(e.value ? e.value : "");
+            printf(", \"origin\": ");
+            json_str(e.origin ? e.origin : "");
+            printf("}%s\n", i + 1 < n ? "," : "");
+        } else {
+            printf("%s.%s = %s    # %s\n", e.section, e.key, e.value ? e.value : "", e.origin ? e.origin : "");
+        }
+    }
+    if (json)
+        printf("]}\n");
+    return 0;
+}
+
+/* The sample plexus.ini: every [core] key at its default, with its help. */
+static int sample_config(void)
+{
+    printf("# plexus.ini - the main configuration of plexus. Every key is shown at its\n"
+           "# default, commented out. Later layers win: this file (in ${sysconfdir}/plexus),\n"
+           "# $XDG_CONFIG_HOME/plexus/plexus.ini, $PLEXUS_CONFIG, PLEXUS_<SECTION>_<KEY>\n"
+           "# variables, then options given to plx_comm_init. Backends are declared by\n"
+           "# drop-ins in backends.d/ (one per backend package). Generated by\n"
+           "# `plexus-info --sample-config`.\n\n[core]\n");
+    size_t n = plx_config_count();
+    for (size_t i = 0; i < n; i++) {
+        struct plx_config_entry e = {.struct_size = sizeof e};
+        if (plx_config_entry(i, &e) || strcmp(e.section, "core") || strcmp(e.origin, "default"))
+            continue;
+        printf("\n");
+        /* Wrap the help at about 76 columns. */
+        const char *h = e.help;
+        while (*h) {
+            int len = (int)strlen(h), cut = len;
+            if (len > 74) {
+                cut = 74;
+                while (cut > 0 && h[cut] != ' ')
+                    cut--;
+                if (cut == 0)
+                    cut = 74;
+            }
+            printf("# %.*s\n", cut, h);
+            h += cut;
+            while (*h == ' ')
+                h++;
+        }
+        printf(";%s = %s\n", e.key, e.value);
+    }
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: plexus-info [--backend NAME] [--config] [--json] [--sample-config]\n"
+               "  (no option)      every backend: state and reason, ABI, version, library,\n"
+               "                   drop-in, capabilities, configuration keys\n"
+               "  --backend NAME   one backend; exit status 0 only if it is usable here\n"
+               "  --config         the effective configuration, each value with its origin\n"
+               "  --json           machine-readable output\n"
+               "  --sample-config  print a plexus.ini with every core key at its default\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longs[] = {{"backend", 1, 0, 'b'}, {"config", 0, 0, 'c'},
+                                          {"json", 0, 0, 'j'},    {"sample-config", 0, 0, 's'},
+                                          {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
+    const char *only = NULL;
+    int config = 0, json = 0, sample = 0, ch;
+    while ((ch = getopt_long(argc, argv, "b:cjh", longs, NULL)) != -1) {
+        switch (ch) {
+        case 'b': only = optarg; break;
+        case 'c': config = 1; break;
+        case 'j': json = 1; break;
+        case 's': sample = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    int rc = plx_backends_discover(NULL);
+    if (rc) {
+        fprintf(stderr, "plexus-info: %s: %s\n", plx_err_name(rc), plx_last_error());
+        return 2;
+    }
+    if (sample)
+        return sample_config();
+    if (config)
+        return show_config(json);
+
+    size_t n = plx_backend_count();
+    size_t from = 0, to = n;
+    if (only) {
+        int i = plx_backend_find(only);
+        if (i < 0) {
+            fprintf(stderr, "plexus-info: %s\n", plx_last_error());
+            return 1;
+        }
+        from = (size_t)i;
+        to = from + 1;
+    }
+    if (json)
+        printf("{\"plexus\": \"%s\", \"abi\": \"%d.%d\", \"backends\": [\n", plx_version(), PLX_ABI_MAJOR,
+               PLX_ABI_MINOR);
+    else if (!only)
+        printf("plexus %s, plugin ABI %d.%d, %zu backend(s)\n\n", plx_version(), PLX_ABI_MAJOR, PLX_ABI_MINOR, n);
+    int usable = 0;
+    for (size_t i = from; i < to; i++) {
+        struct plx_backend_info b = {.struct_size = sizeof b};
+        if (plx_backend_info(i, &b))
+            continue;
+        usable = b.state == PLX_STATE_USABLE;
+        if (json) {
+            show_json(i, &b);
+            printf("%s\n", i + 1 < to ? "," : "");
+        } else {
+            show_text(i, &b);
+            if (i + 1 < to)
+                printf("\n");
+        }
+    }
+    if (json)
+        printf("]}\n");
+    if (!only && !json) {
+        int sel = plx_backend_select(NULL);
+        struct plx_backend_info b = {.struct_size = sizeof b};
+        if (sel >= 0 && plx_backend_info((size_t)sel, &b) == 0)
+            printf("\nselected by the configuration: %s\n", b.name);
+        else
+            printf("\nselected by the configuration: none (%s)\n", plx_last_error());
+    }
+    return only ? !usable : 0;
+}
