@@ -167,8 +167,11 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
             *w = tmp;
             return 0;
         }
-        rc = plx_work_wait(tmp, PLX_TIMEOUT_DEFAULT);
-        if (rc == PLX_ERR_TIMEOUT) {
+        /* The backend enforces the op's timeout itself and can say which rank
+         * is missing; the core's wait is a backstop a little later. */
+        int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
+        rc = plx_work_wait(tmp, t + t / 4 + 500);
+        if (!tmp->done) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", plx_last_error());
             plx__comm_fail(c, rc, msg);
@@ -370,7 +373,7 @@ static int p2p(struct plx_comm *c, int is_send, void *buf, size_t count, int dty
         return 0;
     }
     rc = plx_work_wait(tmp, PLX_TIMEOUT_DEFAULT);
-    if (rc == PLX_ERR_TIMEOUT) {
+    if (!tmp->done) {
         c->be->ops.req_free(c->bc, tmp->req);
         tmp->req = NULL;
         tmp->done = 1;

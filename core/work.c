@@ -72,7 +72,10 @@ static int a_irecv(void *ctx, int peer, void *buf, size_t bytes, uint64_t tag, v
 
 /* Wait for a backend request until deadline_ns (0: no deadline). Checks the
  * abort flag between slices so plx_comm_abort unblocks even a backend
- * without comm_abort. Does not free the request. */
+ * without comm_abort. Does not free the request. Returns the request's
+ * status, or STILL_PENDING when the deadline passed first (distinct from a
+ * request that itself ended in PLX_ERR_TIMEOUT). */
+#define STILL_PENDING 1
 static int wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns)
 {
     const int64_t slice_ms = 100;
@@ -84,7 +87,7 @@ static int wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns)
         if (deadline_ns && now >= deadline_ns) {
             int done = 0;
             int rc = c->be->ops.test(c->bc, req, &done);
-            return done ? rc : PLX_ERR_TIMEOUT;
+            return done ? rc : STILL_PENDING;
         }
         if (c->be->ops.wait) {
             int64_t ms = deadline_ns ? (int64_t)((deadline_ns - now) / 1000000) + 1 : slice_ms;
@@ -92,6 +95,11 @@ static int wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns)
                 ms = slice_ms;
             int rc = c->be->ops.wait(c->bc, req, ms);
             if (rc != PLX_ERR_TIMEOUT)
+                return rc;
+            /* A request that completed with a timeout of its own is done. */
+            int done = 0;
+            rc = c->be->ops.test(c->bc, req, &done);
+            if (done)
                 return rc;
         } else {
             int done = 0;
@@ -117,8 +125,8 @@ static int a_wait(void *ctx, void *req, uint64_t deadline_ns)
     struct preq *p = req;
     uint64_t t0 = plx__clock_ns();
     int rc = wait_req(c, p->req, deadline_ns);
-    if (rc == PLX_ERR_TIMEOUT)
-        plx__err(rc, "rank %d waited %llu ms for rank %d on %s: timeout", c->rank,
+    if (rc == STILL_PENDING)
+        rc = plx__err(PLX_ERR_TIMEOUT, "rank %d waited %llu ms for rank %d on %s: timeout", c->rank,
                  (unsigned long long)((plx__clock_ns() - t0) / 1000000), p->peer, c->be->name);
     c->be->ops.req_free(c->bc, p->req);
     free(p);
@@ -398,8 +406,8 @@ PLX_API int plx_work_wait(struct plx_work *w, int64_t timeout_ms)
         return replay(w);
     uint64_t deadline = timeout_ms == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)timeout_ms * 1000000u;
     int rc = wait_req(c, w->req, deadline);
-    if (rc == PLX_ERR_TIMEOUT)
-        return plx__err(rc, "%s on '%s' [%s]: rank %d not finished after %lld ms (still pending)",
+    if (rc == STILL_PENDING)
+        return plx__err(PLX_ERR_TIMEOUT, "%s on '%s' [%s]: rank %d not finished after %lld ms (still pending)",
                         plx_coll_name(w->args.coll), c->name, c->be->name, c->rank, (long long)timeout_ms);
     return finish_native(w, rc);
 }
@@ -421,7 +429,8 @@ PLX_API void plx_work_free(struct plx_work *w)
     }
     if (w->kind == WORK_NATIVE && !w->done) {
         /* The buffers are borrowed until completion: wait, then cancel. */
-        if (plx_work_wait(w, PLX_TIMEOUT_DEFAULT) == PLX_ERR_TIMEOUT) {
+        plx_work_wait(w, PLX_TIMEOUT_DEFAULT);
+        if (!w->done) {
             plx__log(PLX_LOG_WARN, "core", "%s on '%s': freed while pending; cancelling", plx_coll_name(w->args.coll),
                      c->name);
             c->be->ops.req_free(c->bc, w->req);

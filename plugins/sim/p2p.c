@@ -35,7 +35,6 @@ static void deliver(struct world *w, struct sim_req *send, struct sim_req *recv)
 
 static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void **out)
 {
-    const struct plx_host *h = sim_host;
     int rc = sim_fault_check(c, is_send ? "send" : "recv");
     if (rc)
         return rc;

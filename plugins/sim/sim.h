@@ -67,7 +67,8 @@ struct world {
     struct impl **members;
     int arrived;
     uint64_t generation;
-    uint64_t *arrive_gen;           /* per rank: generation + 1 it reached */
+    uint64_t *arrive_gen;
+    int *ever_joined;               /* per rank, never cleared: for messages */           /* per rank: generation + 1 it reached */
     int broken;                     /* a rank left a collective midway: status */
     char broken_msg[200];
     struct world *next;

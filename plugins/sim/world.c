@@ -40,7 +40,9 @@ static struct world *world_new(int size)
     w->slot = calloc((size_t)size, sizeof *w->slot);
     w->members = calloc((size_t)size, sizeof *w->members);
     w->arrive_gen = calloc((size_t)size, sizeof *w->arrive_gen);
-    if (!w->slot || !w->members || !w->arrive_gen) {
+    w->ever_joined = calloc((size_t)size, sizeof *w->ever_joined);
+    if (!w->slot || !w->members || !w->arrive_gen || !w->ever_joined) {
+        free(w->ever_joined);
         free(w->arrive_gen);
         free(w->slot);
         free(w->members);
@@ -61,7 +63,7 @@ static void missing_ranks(struct world *w, char *out, size_t len)
 {
     out[0] = '\0';
     for (int i = 0; i < w->size; i++)
-        if (!w->members[i]) {
+        if (!w->ever_joined[i]) {
             size_t l = strlen(out);
             snprintf(out + l, len - l, "%s%d", l ? "," : "", i);
         }
@@ -127,6 +129,7 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
                         args->name);
     }
     w->members[args->rank] = c;
+    w->ever_joined[args->rank] = 1;
     w->joined++;
     pthread_cond_broadcast(&w->cv);
     while (w->joined < w->size) {
@@ -169,6 +172,7 @@ void sim_world_leave(struct impl *c)
         free(w->slot);
         free(w->members);
         free(w->arrive_gen);
+        free(w->ever_joined);
         free(w);
     }
     c->w = NULL;

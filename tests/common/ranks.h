@@ -1,0 +1,30 @@
+/* ranks.h - run N ranks as threads of this process on the sim backend (or
+ * any in-process backend), each with its own communicator. */
+#ifndef PLEXUS_TEST_RANKS_H
+#define PLEXUS_TEST_RANKS_H
+
+#include "plexus/plexus.h"
+
+struct rank_ctx {
+    struct plx_comm *comm;
+    int rank, size;
+    void *arg;
+};
+
+/* Runs fn on `size` threads; each gets a communicator built with backend,
+ * init "mem://<unique>", the given overrides and timeout. A thread whose
+ * init fails gets comm NULL and fn still runs (to test init errors).
+ * Returns the largest value fn returned. */
+int run_ranks(int size, const char *backend, const char *const *overrides, int64_t timeout_ms,
+              int (*fn)(struct rank_ctx *ctx, int init_status), void *arg);
+
+#define CHECK(cond)                                                                      \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+                    plx_last_error());                                                   \
+            failures++;                                                                  \
+        }                                                                                \
+    } while (0)
+
+#endif

@@ -1,0 +1,23 @@
+#!/bin/sh
+# plexus-info on the build tree: sim is listed usable; an unknown backend
+# exits non-zero with the list of known names; --config shows origins;
+# etc/plexus.ini is exactly what --sample-config prints (no drift).
+set -u
+info="$1"
+src="$2"
+fail=0
+out=$("$info") || { echo "plexus-info failed"; fail=1; }
+echo "$out" | grep -q "^sim$" || { echo "sim not listed"; fail=1; }
+echo "$out" | sed -n '/^sim$/,/^$/p' | grep -q "state: *usable" || { echo "sim not usable"; fail=1; }
+"$info" --backend sim >/dev/null || { echo "--backend sim should exit 0"; fail=1; }
+err=$("$info" --backend nosuch 2>&1) && { echo "--backend nosuch should fail"; fail=1; }
+echo "$err" | grep -q "unknown backend 'nosuch'.*known: .*sim" || { echo "no suggestion: $err"; fail=1; }
+err=$("$info" --backend sin 2>&1) && { echo "--backend sin should fail"; fail=1; }
+echo "$err" | grep -q "did you mean 'sim'" || { echo "no did-you-mean: $err"; fail=1; }
+PLEXUS_CORE_TIMEOUT_MS=1234 "$info" --config | grep -q "core.timeout_ms = 1234 *# env PLEXUS_CORE_TIMEOUT_MS" ||
+    { echo "--config lacks the env origin"; fail=1; }
+"$info" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert any(b["name"]=="sim" and b["usable"] for b in d["backends"])' ||
+    { echo "--json is not valid or lacks sim"; fail=1; }
+"$info" --sample-config | diff -u "$src/etc/plexus.ini" - || { echo "etc/plexus.ini differs from --sample-config"; fail=1; }
+[ $fail = 0 ] && echo "plexus-info checks passed"
+exit $fail
