@@ -8,6 +8,8 @@
 
 #include <stdarg.h>
 
+#include "plexus/backend.h" /* enum plx_log_level */
+
 /* level: enum plx_log_level (backend.h). category: "loader", "store", "tcp", ... */
 void plx__log(int level, const char *category, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void plx__vlog(int level, const char *category, const char *fmt, va_list ap);

@@ -1,12 +1,344 @@
-/* store_tcp.c - placeholder until the tcp store lands. */
+/* store_tcp.c - tcp://HOST:PORT: a key-value store speaking PyTorch's
+ * TCPStore protocol of the torch 1.13 era (u8 query type, u64 little-endian
+ * length-prefixed strings, i64 integers; no magic number). Rank 0 hosts the
+ * server (one poll loop thread for every client) unless PLEXUS_STORE_HOSTED=1
+ * says a launcher does; every rank is a client. Every length the server
+ * reads is bounded, so a bad client is dropped with a logged reason. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "error.h"
+#include "host.h"
+#include "log.h"
 #include "store.h"
+#include "store_tcp.h"
+
+/* ---- client ------------------------------------------------------------- */
+
+struct client {
+    struct plx_store base;
+    pthread_mutex_t mu;
+    int fd;
+    char host[256], port[16];
+    struct plx__store_server *server; /* hosted here (rank 0), or NULL */
+};
+
+static int connect_until(const char *host, const char *port, uint64_t deadline, int *out)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int gai = getaddrinfo(host, port, &hints, &res);
+    if (gai)
+        return plx__err(PLX_ERR_INVALID_ARG, "store tcp://%s:%s: cannot resolve: %s", host, port, gai_strerror(gai));
+    int last = 0;
+    for (;;) {
+        for (struct addrinfo *a = res; a; a = a->ai_next) {
+            int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
+            if (fd < 0)
+                continue;
+            if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+                int one = 1;
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                freeaddrinfo(res);
+                *out = fd;
+                return 0;
+            }
+            last = errno;
+            close(fd);
+        }
+        if (plx__clock_ns() >= deadline)
+            break;
+        usleep(20000); /* the server may not be up yet */
+    }
+    freeaddrinfo(res);
+    return plx__err(PLX_ERR_TIMEOUT, "store tcp://%s:%s: cannot connect: %s (no server appeared in time)", host, port,
+                    strerror(last));
+}
+
+/* Move exactly n bytes, each wait bounded by the deadline (0: none). */
+static int xfer(struct client *c, int is_write, void *buf, size_t n, uint64_t deadline)
+{
+    char *p = buf;
+    while (n) {
+        int ms = -1;
+        if (deadline) {
+            uint64_t now = plx__clock_ns();
+            if (now >= deadline)
+                return plx__err(PLX_ERR_TIMEOUT, "store tcp://%s:%s: timed out", c->host, c->port);
+            ms = (int)((deadline - now) / 1000000) + 1;
+        }
+        struct pollfd pf = {c->fd, is_write ? POLLOUT : POLLIN, 0};
+        int r = poll(&pf, 1, ms);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0)
+            continue; /* re-check the deadline */
+        ssize_t k = is_write ? send(c->fd, p, n, MSG_NOSIGNAL) : recv(c->fd, p, n, 0);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (k <= 0)
+            return plx__err(PLX_ERR_PEER_LOST, "store tcp://%s:%s: connection lost: %s", c->host, c->port,
+                            k == 0 ? "closed by the server" : strerror(errno));
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static uint64_t deadline_of(int64_t timeout_ms)
+{
+    return timeout_ms == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
+}
+
+/* Request builder: one buffer, one write. */
+struct msg {
+    char *p;
+    size_t n, cap;
+};
+
+static int put(struct msg *m, const void *d, size_t n)
+{
+    if (m->n + n > m->cap) {
+        size_t cap = (m->cap ? m->cap * 2 : 256) + n;
+        char *p = realloc(m->p, cap);
+        if (!p)
+            return plx__err(PLX_ERR_NOMEM, "store: out of memory");
+        m->p = p;
+        m->cap = cap;
+    }
+    memcpy(m->p + m->n, d, n);
+    m->n += n;
+    return 0;
+}
+
+static int put_bytes(struct msg *m, const void *d, size_t n)
+{
+    uint64_t len = n; /* little-endian hosts only (x86_64, aarch64) */
+    return put(m, &len, 8) || put(m, d, n);
+}
+
+static int send_msg(struct client *c, struct msg *m, uint64_t deadline)
+{
+    int rc = xfer(c, 1, m->p, m->n, deadline);
+    free(m->p);
+    m->p = NULL;
+    return rc;
+}
+
+static int read_bytes(struct client *c, void **val, size_t *len, uint64_t deadline)
+{
+    uint64_t n;
+    int rc = xfer(c, 0, &n, 8, deadline);
+    if (rc)
+        return rc;
+    if (n > PLX__STORE_MAX_VALUE)
+        return plx__err(PLX_ERR_PROTOCOL, "store tcp://%s:%s: reply of %llu bytes is too large", c->host, c->port,
+                        (unsigned long long)n);
+    *val = malloc(n ? n : 1);
+    if (!*val)
+        return plx__err(PLX_ERR_NOMEM, "store: out of memory");
+    if ((rc = xfer(c, 0, *val, n, deadline)) != 0) {
+        free(*val);
+        return rc;
+    }
+    *len = n;
+    return 0;
+}
+
+/* After a timed-out WAIT the server's late reply would poison the stream:
+ * start a fresh connection instead. */
+static void reconnect(struct client *c)
+{
+    close(c->fd);
+    c->fd = -1;
+    if (connect_until(c->host, c->port, plx__clock_ns() + 5000000000u, &c->fd) != 0)
+        c->fd = -1;
+}
+
+static int c_set(struct plx_store *s, const char *key, const void *val, size_t len)
+{
+    struct client *c = (struct client *)s;
+    struct msg m = {0};
+    uint8_t q = PLX__Q_SET;
+    int rc = put(&m, &q, 1) || put_bytes(&m, key, strlen(key)) || put_bytes(&m, val, len);
+    pthread_mutex_lock(&c->mu);
+    rc = rc ? rc : send_msg(c, &m, deadline_of(s->timeout_ms));
+    pthread_mutex_unlock(&c->mu);
+    free(m.p);
+    return rc;
+}
+
+static int wait_locked(struct client *c, const char *const *keys, size_t n, int64_t timeout_ms)
+{
+    struct msg m = {0};
+    uint8_t q = PLX__Q_WAIT;
+    uint64_t cnt = n;
+    int rc = put(&m, &q, 1) || put(&m, &cnt, 8);
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = put_bytes(&m, keys[i], strlen(keys[i]));
+    uint64_t deadline = deadline_of(timeout_ms);
+    if (!rc)
+        rc = send_msg(c, &m, deadline);
+    free(m.p);
+    uint8_t reply = 0xff;
+    if (!rc)
+        rc = xfer(c, 0, &reply, 1, deadline);
+    if (rc == PLX_ERR_TIMEOUT) {
+        reconnect(c);
+        char list[256] = "";
+        for (size_t i = 0; i < n; i++) {
+            size_t l = strlen(list);
+            snprintf(list + l, sizeof list - l, "%s'%s'", i ? ", " : "", keys[i]);
+        }
+        return plx__err(PLX_ERR_TIMEOUT, "store tcp://%s:%s: waited %lld ms for key(s) %s: timeout", c->host, c->port,
+                        (long long)timeout_ms, list);
+    }
+    if (!rc && reply != PLX__STOP_WAITING)
+        rc = plx__err(PLX_ERR_PROTOCOL, "store tcp://%s:%s: unexpected WAIT reply %u", c->host, c->port, reply);
+    return rc;
+}
+
+static int c_wait(struct plx_store *s, const char *const *keys, size_t n, int64_t timeout_ms)
+{
+    struct client *c = (struct client *)s;
+    pthread_mutex_lock(&c->mu);
+    int rc = wait_locked(c, keys, n, timeout_ms);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static int c_get(struct plx_store *s, const char *key, void **val, size_t *len, int64_t timeout_ms)
+{
+    struct client *c = (struct client *)s;
+    pthread_mutex_lock(&c->mu);
+    int rc = wait_locked(c, &key, 1, timeout_ms); /* as torch does: WAIT, then GET */
+    struct msg m = {0};
+    uint8_t q = PLX__Q_GET;
+    if (!rc)
+        rc = put(&m, &q, 1) || put_bytes(&m, key, strlen(key));
+    uint64_t deadline = deadline_of(s->timeout_ms);
+    if (!rc)
+        rc = send_msg(c, &m, deadline);
+    free(m.p);
+    if (!rc)
+        rc = read_bytes(c, val, len, deadline);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static int c_add(struct plx_store *s, const char *key, int64_t delta, int64_t *result)
+{
+    struct client *c = (struct client *)s;
+    struct msg m = {0};
+    uint8_t q = PLX__Q_ADD;
+    int rc = put(&m, &q, 1) || put_bytes(&m, key, strlen(key)) || put(&m, &delta, 8);
+    int64_t v = 0;
+    uint64_t deadline = deadline_of(s->timeout_ms);
+    pthread_mutex_lock(&c->mu);
+    if (!rc)
+        rc = send_msg(c, &m, deadline);
+    if (!rc)
+        rc = xfer(c, 0, &v, 8, deadline);
+    pthread_mutex_unlock(&c->mu);
+    free(m.p);
+    if (!rc && result)
+        *result = v;
+    return rc;
+}
+
+static int c_check(struct plx_store *s, const char *key)
+{
+    struct client *c = (struct client *)s;
+    struct msg m = {0};
+    uint8_t q = PLX__Q_CHECK, reply = 1;
+    uint64_t one = 1;
+    int rc = put(&m, &q, 1) || put(&m, &one, 8) || put_bytes(&m, key, strlen(key));
+    uint64_t deadline = deadline_of(s->timeout_ms);
+    pthread_mutex_lock(&c->mu);
+    if (!rc)
+        rc = send_msg(c, &m, deadline);
+    if (!rc)
+        rc = xfer(c, 0, &reply, 1, deadline);
+    pthread_mutex_unlock(&c->mu);
+    free(m.p);
+    return rc ? rc : reply == 0;
+}
+
+static int c_del(struct plx_store *s, const char *key)
+{
+    struct client *c = (struct client *)s;
+    struct msg m = {0};
+    uint8_t q = PLX__Q_DELETE_KEY;
+    int64_t n = 0;
+    int rc = put(&m, &q, 1) || put_bytes(&m, key, strlen(key));
+    uint64_t deadline = deadline_of(s->timeout_ms);
+    pthread_mutex_lock(&c->mu);
+    if (!rc)
+        rc = send_msg(c, &m, deadline);
+    if (!rc)
+        rc = xfer(c, 0, &n, 8, deadline);
+    pthread_mutex_unlock(&c->mu);
+    free(m.p);
+    return rc;
+}
+
+static void c_destroy(struct plx_store *s)
+{
+    struct client *c = (struct client *)s;
+    if (c->fd >= 0)
+        close(c->fd);
+    plx__store_server_stop(c->server);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+static const struct plx__store_ops tcp_ops = {
+    .set = c_set, .get = c_get, .add = c_add, .wait = c_wait, .check = c_check, .del = c_del, .destroy = c_destroy,
+};
 
 int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out)
 {
-    (void)rank;
     (void)size;
-    (void)timeout_ms;
-    *out = NULL;
-    return plx__err(PLX_ERR_UNSUPPORTED, "tcp:// store '%s': not available in this build", rest);
+    struct client *c = calloc(1, sizeof *c);
+    if (!c)
+        return plx__err(PLX_ERR_NOMEM, "store: out of memory");
+    c->fd = -1;
+    pthread_mutex_init(&c->mu, NULL);
+    c->base.ops = &tcp_ops;
+    c->base.timeout_ms = timeout_ms;
+    /* host:port, [v6]:port */
+    const char *colon = strrchr(rest, ':');
+    if (!colon || colon == rest || !colon[1]) {
+        free(c);
+        return plx__err(PLX_ERR_INVALID_ARG, "store url 'tcp://%s': expected tcp://HOST:PORT", rest);
+    }
+    snprintf(c->host, sizeof c->host, "%.*s", (int)(colon - rest), rest);
+    snprintf(c->port, sizeof c->port, "%s", colon + 1);
+    if (c->host[0] == '[') {
+        memmove(c->host, c->host + 1, strlen(c->host));
+        c->host[strcspn(c->host, "]")] = '\0';
+    }
+    const char *hosted = getenv("PLEXUS_STORE_HOSTED");
+    int rc = 0;
+    if (rank == 0 && !(hosted && !strcmp(hosted, "1")))
+        rc = plx__store_server_start(c->host, atoi(c->port), &c->server, NULL);
+    if (!rc)
+        rc = connect_until(c->host, c->port, deadline_of(timeout_ms), &c->fd);
+    if (rc) {
+        plx__store_server_stop(c->server);
+        free(c);
+        return rc;
+    }
+    *out = &c->base;
+    return 0;
 }

@@ -1,0 +1,518 @@
+/* store_tcp_server.c - the TCPStore server: one thread, one poll loop for
+ * every client, a bounded input buffer per client, and the pure request
+ * decoder. A malformed or oversized request drops that client only. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "log.h"
+#include "store_tcp.h"
+
+/* ---- decoder ------------------------------------------------------------ */
+
+static int take_u64(const unsigned char *b, size_t n, size_t *off, uint64_t *v)
+{
+    if (n - *off < 8)
+        return 0;
+    memcpy(v, b + *off, 8);
+    *off += 8;
+    return 1;
+}
+
+/* A length-prefixed string: 1 ok, 0 need more, -1 too long. */
+static int take_str(const unsigned char *b, size_t n, size_t *off, uint64_t max, const char **s, size_t *len)
+{
+    uint64_t l;
+    size_t o = *off;
+    if (!take_u64(b, n, &o, &l))
+        return 0;
+    if (l > max)
+        return -1;
+    if (n - o < l)
+        return 0;
+    *s = (const char *)b + o;
+    *len = (size_t)l;
+    *off = o + (size_t)l;
+    return 1;
+}
+
+long plx__store_decode(const unsigned char *buf, size_t n, struct plx__store_req *req, const char **why)
+{
+    memset(req, 0, sizeof *req);
+    if (n < 1)
+        return 0;
+    size_t off = 1;
+    req->type = buf[0];
+    int nstr = 0, r;
+    uint64_t maxes[3] = {PLX__STORE_MAX_KEY, PLX__STORE_MAX_VALUE, PLX__STORE_MAX_VALUE};
+    switch (req->type) {
+    case PLX__Q_SET: nstr = 2; break;
+    case PLX__Q_COMPARE_SET: nstr = 3; break;
+    case PLX__Q_GET: case PLX__Q_DELETE_KEY: case PLX__Q_ADD: case PLX__Q_WATCH_KEY: nstr = 1; break;
+    case PLX__Q_GETNUMKEYS: return 1;
+    case PLX__Q_CHECK:
+    case PLX__Q_WAIT: {
+        uint64_t cnt;
+        if (!take_u64(buf, n, &off, &cnt))
+            return 0;
+        if (cnt > PLX__STORE_MAX_KEYS) {
+            *why = "too many keys in one request";
+            return -1;
+        }
+        req->nkeys = (size_t)cnt;
+        req->keys_at = buf + off;
+        for (uint64_t i = 0; i < cnt; i++) {
+            const char *s;
+            size_t l;
+            if ((r = take_str(buf, n, &off, PLX__STORE_MAX_KEY, &s, &l)) <= 0) {
+                if (r < 0)
+                    *why = "key longer than the limit";
+                return r;
+            }
+        }
+        return (long)off;
+    }
+    default:
+        *why = "unknown query type";
+        return -1;
+    }
+    for (int i = 0; i < nstr; i++) {
+        if ((r = take_str(buf, n, &off, maxes[i], &req->str[i], &req->len[i])) <= 0) {
+            if (r < 0)
+                *why = i == 0 ? "key longer than the limit" : "value longer than the limit";
+            return r;
+        }
+    }
+    req->nstr = (size_t)nstr;
+    if (req->type == PLX__Q_ADD) {
+        uint64_t d;
+        if (!take_u64(buf, n, &off, &d))
+            return 0;
+        memcpy(&req->delta, &d, 8);
+    }
+    return (long)off;
+}
+
+void plx__store_req_key(const struct plx__store_req *req, size_t i, const char **key, size_t *len)
+{
+    const unsigned char *p = req->keys_at;
+    for (size_t k = 0;; k++) {
+        uint64_t l;
+        memcpy(&l, p, 8);
+        if (k == i) {
+            *key = (const char *)p + 8;
+            *len = (size_t)l;
+            return;
+        }
+        p += 8 + l;
+    }
+}
+
+/* ---- server state ------------------------------------------------------- */
+
+struct kv {
+    char *key;
+    size_t klen;
+    char *val;
+    size_t vlen;
+    struct kv *next;
+};
+
+struct conn {
+    int fd;
+    char addr[64];
+    unsigned char *in;
+    size_t n, cap;
+    char **wait_keys; /* a pending WAIT */
+    size_t *wait_lens, nwait;
+};
+
+struct plx__store_server {
+    int lfd, wake[2];
+    pthread_t thread;
+    struct kv *kvs;
+    struct conn *conns;
+    size_t nconns;
+};
+
+static struct kv *kv_find(struct plx__store_server *s, const char *k, size_t kl)
+{
+    for (struct kv *e = s->kvs; e; e = e->next)
+        if (e->klen == kl && !memcmp(e->key, k, kl))
+            return e;
+    return NULL;
+}
+
+static int kv_set(struct plx__store_server *s, const char *k, size_t kl, const char *v, size_t vl)
+{
+    struct kv *e = kv_find(s, k, kl);
+    char *copy = malloc(vl ? vl : 1);
+    if (!copy)
+        return -1;
+    memcpy(copy, v, vl);
+    if (!e) {
+        if (!(e = calloc(1, sizeof *e)) || !(e->key = malloc(kl ? kl : 1))) {
+            free(e);
+            free(copy);
+            return -1;
+        }
+        memcpy(e->key, k, kl);
+        e->klen = kl;
+        e->next = s->kvs;
+        s->kvs = e;
+    }
+    free(e->val);
+    e->val = copy;
+    e->vlen = vl;
+    return 0;
+}
+
+static int reply(struct conn *c, const void *d, size_t n)
+{
+    const char *p = d;
+    while (n) {
+        ssize_t k = send(c->fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1; /* SO_SNDTIMEO bounds a client that stops reading */
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int reply_bytes(struct conn *c, const char *d, size_t n)
+{
+    uint64_t l = n;
+    return reply(c, &l, 8) || reply(c, d, n);
+}
+
+static void drop(struct conn *c, const char *why)
+{
+    if (why)
+        plx__log(PLX_LOG_WARN, "store", "dropping store client %s: %s", c->addr, why);
+    close(c->fd);
+    c->fd = -1;
+    for (size_t i = 0; i < c->nwait; i++)
+        free(c->wait_keys[i]);
+    free(c->wait_keys);
+    free(c->wait_lens);
+    c->wait_keys = NULL;
+    c->nwait = 0;
+    free(c->in);
+    c->in = NULL;
+    c->n = c->cap = 0;
+}
+
+/* Answer every pending WAIT whose keys now all exist. */
+static void wake_waiters(struct plx__store_server *s)
+{
+    for (size_t i = 0; i < s->nconns; i++) {
+        struct conn *c = &s->conns[i];
+        if (c->fd < 0 || !c->nwait)
+            continue;
+        size_t k = 0;
+        while (k < c->nwait && kv_find(s, c->wait_keys[k], c->wait_lens[k]))
+            k++;
+        if (k < c->nwait)
+            continue;
+        for (k = 0; k < c->nwait; k++)
+            free(c->wait_keys[k]);
+        c->nwait = 0;
+        uint8_t r = PLX__STOP_WAITING;
+        if (reply(c, &r, 1))
+            drop(c, "cannot send the WAIT reply");
+    }
+}
+
+static int handle(struct plx__store_server *s, struct conn *c, const struct plx__store_req *q)
+{
+    switch (q->type) {
+    case PLX__Q_SET:
+        if (kv_set(s, q->str[0], q->len[0], q->str[1], q->len[1]))
+            return -1;
+        wake_waiters(s);
+        return 0;
+    case PLX__Q_COMPARE_SET: {
+        struct kv *e = kv_find(s, q->str[0], q->len[0]);
+        const char *cur = e ? e->val : NULL;
+        size_t cl = e ? e->vlen : 0;
+        if ((!e && q->len[1] == 0) || (e && cl == q->len[1] && !memcmp(cur, q->str[1], cl))) {
+            if (kv_set(s, q->str[0], q->len[0], q->str[2], q->len[2]))
+                return -1;
+            wake_waiters(s);
+            return reply_bytes(c, q->str[2], q->len[2]);
+        }
+        return e ? reply_bytes(c, cur, cl) : reply_bytes(c, q->str[1], q->len[1]);
+    }
+    case PLX__Q_GET: {
+        struct kv *e = kv_find(s, q->str[0], q->len[0]);
+        if (!e) { /* as torch's server: clients WAIT first, so this is a protocol error */
+            drop(c, "GET of a missing key");
+            return 0;
+        }
+        return reply_bytes(c, e->val, e->vlen);
+    }
+    case PLX__Q_ADD: {
+        struct kv *e = kv_find(s, q->str[0], q->len[0]);
+        int64_t v = 0;
+        if (e) {
+            char tmp[32] = {0};
+            memcpy(tmp, e->val, e->vlen < 31 ? e->vlen : 31);
+            v = strtoll(tmp, NULL, 10);
+        }
+        v = (int64_t)((uint64_t)v + (uint64_t)q->delta);
+        char text[32];
+        int n = snprintf(text, sizeof text, "%lld", (long long)v);
+        if (kv_set(s, q->str[0], q->len[0], text, (size_t)n))
+            return -1;
+        wake_waiters(s);
+        return reply(c, &v, 8);
+    }
+    case PLX__Q_CHECK: {
+        uint8_t r = PLX__READY;
+        for (size_t i = 0; i < q->nkeys; i++) {
+            const char *k;
+            size_t l;
+            plx__store_req_key(q, i, &k, &l);
+            if (!kv_find(s, k, l))
+                r = PLX__NOT_READY;
+        }
+        return reply(c, &r, 1);
+    }
+    case PLX__Q_WAIT: {
+        c->wait_keys = calloc(q->nkeys ? q->nkeys : 1, sizeof *c->wait_keys);
+        c->wait_lens = calloc(q->nkeys ? q->nkeys : 1, sizeof *c->wait_lens);
+        if (!c->wait_keys || !c->wait_lens)
+            return -1;
+        for (size_t i = 0; i < q->nkeys; i++) {
+            const char *k;
+            size_t l;
+            plx__store_req_key(q, i, &k, &l);
+            if (!(c->wait_keys[i] = malloc(l ? l : 1)))
+                return -1;
+            memcpy(c->wait_keys[i], k, l);
+            c->wait_lens[i] = l;
+            c->nwait = i + 1;
+        }
+        if (q->nkeys == 0) {
+            uint8_t r = PLX__STOP_WAITING;
+            return reply(c, &r, 1);
+        }
+        wake_waiters(s);
+        return 0;
+    }
+    case PLX__Q_GETNUMKEYS: {
+        int64_t n = 0;
+        for (struct kv *e = s->kvs; e; e = e->next)
+            n++;
+        return reply(c, &n, 8);
+    }
+    case PLX__Q_DELETE_KEY: {
+        int64_t n = 0;
+        for (struct kv **p = &s->kvs; *p; p = &(*p)->next)
+            if ((*p)->klen == q->len[0] && !memcmp((*p)->key, q->str[0], q->len[0])) {
+                struct kv *e = *p;
+                *p = e->next;
+                free(e->key);
+                free(e->val);
+                free(e);
+                n = 1;
+                break;
+            }
+        return reply(c, &n, 8);
+    }
+    default:
+        drop(c, "WATCH_KEY is not supported by this server");
+        return 0;
+    }
+}
+
+/* Read what the client sent and serve every complete request in it. */
+static void on_readable(struct plx__store_server *s, struct conn *c)
+{
+    if (c->cap - c->n < 65536) {
+        size_t cap = c->cap ? c->cap * 2 : 65536;
+        /* One request holds at most 3 values, each within the limit. */
+        if (cap > 3 * (size_t)PLX__STORE_MAX_VALUE + PLX__STORE_MAX_KEY + 1024)
+            cap = 3 * (size_t)PLX__STORE_MAX_VALUE + PLX__STORE_MAX_KEY + 1024;
+        if (cap <= c->n) {
+            drop(c, "request larger than the limits");
+            return;
+        }
+        unsigned char *p = realloc(c->in, cap);
+        if (!p) {
+            drop(c, "out of memory");
+            return;
+        }
+        c->in = p;
+        c->cap = cap;
+    }
+    ssize_t k = recv(c->fd, c->in + c->n, c->cap - c->n, 0);
+    if (k <= 0) {
+        if (k < 0 && (errno == EINTR || errno == EAGAIN))
+            return;
+        drop(c, NULL); /* a client leaving is normal */
+        return;
+    }
+    c->n += (size_t)k;
+    size_t used = 0;
+    while (c->fd >= 0 && !c->nwait) {
+        struct plx__store_req q;
+        const char *why = "malformed request";
+        long r = plx__store_decode(c->in + used, c->n - used, &q, &why);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            drop(c, why);
+            return;
+        }
+        if (handle(s, c, &q) != 0) {
+            drop(c, "cannot reply");
+            return;
+        }
+        used += (size_t)r;
+    }
+    if (c->fd >= 0 && used) {
+        memmove(c->in, c->in + used, c->n - used);
+        c->n -= used;
+    }
+}
+
+static void accept_one(struct plx__store_server *s)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    char host[48] = "?", port[8] = "?";
+    getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, port, sizeof port, NI_NUMERICHOST | NI_NUMERICSERV);
+    size_t slot = s->nconns;
+    for (size_t i = 0; i < s->nconns; i++)
+        if (s->conns[i].fd < 0) {
+            slot = i;
+            break;
+        }
+    if (slot == PLX__STORE_MAX_CLIENTS) {
+        plx__log(PLX_LOG_WARN, "store", "refusing store client %s:%s: %d clients already", host, port,
+                 PLX__STORE_MAX_CLIENTS);
+        close(fd);
+        return;
+    }
+    if (slot == s->nconns)
+        s->nconns++;
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    memset(&s->conns[slot], 0, sizeof s->conns[slot]);
+    s->conns[slot].fd = fd;
+    snprintf(s->conns[slot].addr, sizeof s->conns[slot].addr, "%s:%s", host, port);
+}
+
+static void *serve(void *arg)
+{
+    struct plx__store_server *s = arg;
+    struct pollfd *pf = calloc(PLX__STORE_MAX_CLIENTS + 2, sizeof *pf);
+    if (!pf)
+        return NULL;
+    for (;;) {
+        pf[0] = (struct pollfd){s->wake[0], POLLIN, 0};
+        pf[1] = (struct pollfd){s->lfd, POLLIN, 0};
+        for (size_t i = 0; i < s->nconns; i++)
+            pf[i + 2] = (struct pollfd){s->conns[i].fd, POLLIN, 0};
+        if (poll(pf, s->nconns + 2, -1) < 0 && errno != EINTR)
+            break;
+        if (pf[0].revents)
+            break;
+        for (size_t i = 0; i < s->nconns; i++)
+            if (s->conns[i].fd >= 0 && pf[i + 2].revents)
+                on_readable(s, &s->conns[i]);
+        if (pf[1].revents)
+            accept_one(s);
+    }
+    free(pf);
+    return NULL;
+}
+
+int plx__store_server_start(const char *host, int port, struct plx__store_server **out, int *bound_port)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int gai = getaddrinfo(host, ps, &hints, &res);
+    if (gai)
+        return plx__err(PLX_ERR_INVALID_ARG, "store server %s:%d: cannot resolve: %s", host, port, gai_strerror(gai));
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(res);
+        return plx__err(e == EADDRINUSE ? PLX_ERR_SYSTEM : PLX_ERR_SYSTEM,
+                        "store server: cannot listen on %s:%d: %s%s", host, port, strerror(e),
+                        e == EADDRINUSE ? " (another job, or a previous run, still holds the port)" : "");
+    }
+    freeaddrinfo(res);
+    struct plx__store_server *s = calloc(1, sizeof *s);
+    if (!s || !(s->conns = calloc(PLX__STORE_MAX_CLIENTS, sizeof *s->conns)) || pipe2(s->wake, O_CLOEXEC)) {
+        if (s)
+            free(s->conns);
+        free(s);
+        close(fd);
+        return plx__err(PLX_ERR_NOMEM, "store server: out of resources");
+    }
+    s->lfd = fd;
+    if (bound_port) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        getsockname(fd, (struct sockaddr *)&ss, &sl);
+        *bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                     : ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    if (pthread_create(&s->thread, NULL, serve, s) != 0) {
+        close(fd);
+        close(s->wake[0]);
+        close(s->wake[1]);
+        free(s->conns);
+        free(s);
+        return plx__err(PLX_ERR_SYSTEM, "store server: cannot start its thread");
+    }
+    *out = s;
+    return 0;
+}
+
+void plx__store_server_stop(struct plx__store_server *s)
+{
+    if (!s)
+        return;
+    if (write(s->wake[1], "x", 1) < 0)
+        plx__log(PLX_LOG_WARN, "store", "cannot wake the store server");
+    pthread_join(s->thread, NULL);
+    for (size_t i = 0; i < s->nconns; i++)
+        if (s->conns[i].fd >= 0)
+            drop(&s->conns[i], NULL);
+    for (struct kv *e = s->kvs, *n; e; e = n) {
+        n = e->next;
+        free(e->key);
+        free(e->val);
+        free(e);
+    }
+    close(s->lfd);
+    close(s->wake[0]);
+    close(s->wake[1]);
+    free(s->conns);
+    free(s);
+}
