@@ -83,7 +83,7 @@ static const char *effective(const struct entry *e)
 
 /* ---- validation --------------------------------------------------------- */
 
-static int edit_distance(const char *a, const char *b)
+int plx__edit_distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
     if (la > 63 || lb > 63)
@@ -112,7 +112,7 @@ static int validate(const char *section, const char *key, const char *value, cha
         const char *best = NULL;
         int bd = 99;
         for (size_t i = 0; i < plx__nkeys; i++) {
-            int d = strcmp(plx__keys[i].section, "core") ? 99 : edit_distance(key, plx__keys[i].key);
+            int d = strcmp(plx__keys[i].section, "core") ? 99 : plx__edit_distance(key, plx__keys[i].key);
             if (d < bd) {
                 bd = d;
                 best = plx__keys[i].key;

@@ -47,6 +47,9 @@ size_t plx__config_entry_count(void);
 int plx__config_entry_at(size_t i, const char **section, const char **key, const char **value,
                          const char **origin, const char **help);
 
+/* Case-insensitive Levenshtein distance, for "did you mean" suggestions. */
+int plx__edit_distance(const char *a, const char *b);
+
 /* Reset everything (tests only). */
 void plx__config_reset(void);
 

@@ -208,32 +208,13 @@ struct plx__backend *plx__loader_find(const char *name)
     return NULL;
 }
 
-static int distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 31 || lb > 31)
-        return 99;
-    int d[32][32];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            int m = d[i - 1][j] + 1 < d[i][j - 1] + 1 ? d[i - 1][j] + 1 : d[i][j - 1] + 1;
-            d[i][j] = c < m ? c : m;
-        }
-    return d[la][lb];
-}
-
 static int unknown_name(const char *name)
 {
     const char *best = NULL;
     int bd = 99;
     char known[512] = "";
     for (size_t i = 0; i < n_backends; i++) {
-        int d = distance(name, backends[i]->name);
+        int d = plx__edit_distance(name, backends[i]->name);
         if (d < bd) {
             bd = d;
             best = backends[i]->name;
