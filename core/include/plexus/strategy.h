@@ -1,6 +1,134 @@
-/* strategy.h - data-parallel strategies (DDP, FSDP) over flat buffers.
- * Stability: stable API (under construction). */
+/* strategy.h - data-parallel strategies over flat buffers: a device mesh,
+ * DDP (gradient bucketing: synchronous, overlapped, no-sync) and FSDP
+ * (FULL_SHARD / ZeRO-3, SHARD_GRAD_OP / ZeRO-2, NO_SHARD, HYBRID_SHARD).
+ *
+ * Stability: stable API; option structs start with struct_size and are
+ * append-only. Buffers are (pointer, count, dtype) in host memory; the
+ * strategies never allocate on the caller's behalf except where a function
+ * says so. Every function returns 0 or a negative PLX_ERR_* code with the
+ * detail in plx_last_error().
+ */
 #ifndef PLEXUS_STRATEGY_H
 #define PLEXUS_STRATEGY_H
+
 #include "plexus.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- device mesh ------------------------------------------------------- *
+ * A world of nodes x local ranks (rank = node * local + local_rank). The
+ * intra-node communicator joins the ranks of one node, the inter-node one
+ * the ranks with the same local rank on every node. */
+struct plx_mesh;
+
+/* Collective over world. local_size 0: plx_comm_local_size(world) (from
+ * LOCAL_WORLD_SIZE). A world size that is not a multiple of local_size is
+ * PLX_ERR_INVALID_ARG. Free with plx_mesh_destroy(). */
+PLX_API int plx_mesh_create(struct plx_comm *world, int local_size, struct plx_mesh **out);
+PLX_API void plx_mesh_destroy(struct plx_mesh *mesh);
+/* Borrowed: valid until plx_mesh_destroy(). */
+PLX_API struct plx_comm *plx_mesh_intra(const struct plx_mesh *mesh);
+PLX_API struct plx_comm *plx_mesh_inter(const struct plx_mesh *mesh);
+PLX_API int plx_mesh_nodes(const struct plx_mesh *mesh);
+
+/* ---- DDP ---------------------------------------------------------------- */
+enum plx_ddp_mode {
+    PLX_DDP_SYNC = 0,    /* every bucket's allreduce at plx_ddp_finish() */
+    PLX_DDP_OVERLAP = 1, /* a bucket's allreduce starts when its last gradient is ready */
+    PLX_DDP_NO_SYNC = 2, /* accumulate locally; the next synchronised step includes it */
+};
+
+struct plx_ddp_options {
+    uint32_t struct_size;
+    size_t bucket_cap_bytes; /* 0: 25 MiB */
+    int average;             /* 1 (default): divide by the world size */
+};
+PLX_API void plx_ddp_options_init(struct plx_ddp_options *o);
+
+struct plx_ddp;
+/* comm is borrowed until plx_ddp_destroy(). */
+PLX_API int plx_ddp_create(struct plx_comm *comm, const struct plx_ddp_options *o, struct plx_ddp **out);
+PLX_API void plx_ddp_destroy(struct plx_ddp *ddp);
+/* Register a gradient buffer (borrowed until destroy), in the order the
+ * model defines its parameters; buckets fill in reverse order, as gradients
+ * become ready in backward. *index identifies it. Only before the first step. */
+PLX_API int plx_ddp_register(struct plx_ddp *ddp, void *grad, size_t count, int dtype, int *index);
+/* Start a step in a mode; gradients are then marked ready one by one. */
+PLX_API int plx_ddp_begin(struct plx_ddp *ddp, int mode);
+/* The gradient is final for this step (marking twice is an error naming it). */
+PLX_API int plx_ddp_ready(struct plx_ddp *ddp, int index);
+/* Finish the step: every gradient must be ready; averaged results are in
+ * the gradient buffers when this returns (NO_SYNC: untouched). */
+PLX_API int plx_ddp_finish(struct plx_ddp *ddp);
+/* Number of buckets and the gradients of bucket b (for inspection). */
+PLX_API int plx_ddp_bucket_count(const struct plx_ddp *ddp);
+/* Broadcast n parameter buffers from root (model initialisation). */
+PLX_API int plx_broadcast_params(struct plx_comm *comm, void *const *bufs, const size_t *counts, const int *dtypes,
+                                 int n, int root);
+
+/* ---- FSDP --------------------------------------------------------------- */
+enum plx_fsdp_strategy {
+    PLX_FSDP_FULL_SHARD = 0,    /* ZeRO-3: parameters, gradients sharded; gather before use */
+    PLX_FSDP_SHARD_GRAD_OP = 1, /* ZeRO-2: full parameters kept, gradients sharded, re-gather after step */
+    PLX_FSDP_NO_SHARD = 2,      /* DDP: everything replicated */
+    PLX_FSDP_HYBRID_SHARD = 3,  /* shard inside a node, replicate across nodes (needs a mesh) */
+};
+
+struct plx_fsdp_options {
+    uint32_t struct_size;
+    int strategy;                 /* enum plx_fsdp_strategy */
+    struct plx_mesh *mesh;        /* HYBRID_SHARD: borrowed until destroy */
+    double optim_bytes_per_param; /* for the optimizer-state estimate; default 8 (Adam, f32) */
+};
+PLX_API void plx_fsdp_options_init(struct plx_fsdp_options *o);
+
+struct plx_fsdp;
+PLX_API int plx_fsdp_create(struct plx_comm *comm, const struct plx_fsdp_options *o, struct plx_fsdp **out);
+PLX_API void plx_fsdp_destroy(struct plx_fsdp *fsdp);
+/* Add a unit (a flat parameter) from its full initial values (identical on
+ * every rank; borrowed during the call). The shard is padded so any count
+ * works. dtypes: f32 or f64. */
+PLX_API int plx_fsdp_add_unit(struct plx_fsdp *f, const void *full, size_t count, int dtype, int *unit);
+/* The local shard of parameters and of gradients (owned by f, valid until
+ * destroy); *count = elements of the shard that are real (padding excluded).
+ * NO_SHARD: the whole unit. */
+PLX_API void *plx_fsdp_shard(struct plx_fsdp *f, int unit, size_t *count);
+PLX_API void *plx_fsdp_grad_shard(struct plx_fsdp *f, int unit, size_t *count);
+/* Offset of the shard's first element in the full unit. */
+PLX_API size_t plx_fsdp_shard_offset(const struct plx_fsdp *f, int unit);
+/* Write the full parameters of unit into full (count elements). Waits for a
+ * prefetch of that unit if one is in flight. */
+PLX_API int plx_fsdp_gather(struct plx_fsdp *f, int unit, void *full);
+/* Start gathering unit into full without waiting (one prefetch at a time). */
+PLX_API int plx_fsdp_prefetch(struct plx_fsdp *f, int unit, void *full);
+/* Reduce-scatter the full gradient (mean over the world) into the gradient
+ * shard; HYBRID_SHARD adds the inter-node allreduce; NO_SHARD allreduces. */
+PLX_API int plx_fsdp_reduce_grad(struct plx_fsdp *f, int unit, const void *full_grad);
+/* SHARD_GRAD_OP: after the optimizer updated the shard, refresh the kept
+ * full parameters from every rank's shard. Other strategies: no-op. */
+PLX_API int plx_fsdp_regather(struct plx_fsdp *f, int unit);
+/* The full parameters SHARD_GRAD_OP and NO_SHARD keep (NULL otherwise). */
+PLX_API void *plx_fsdp_full_params(struct plx_fsdp *f, int unit);
+/* Global gradient-norm clipping over every unit's gradient shard: *norm is
+ * the total L2 norm before clipping; shards are scaled if it exceeds max_norm
+ * (max_norm <= 0: only measure). */
+PLX_API int plx_fsdp_clip_grad_norm(struct plx_fsdp *f, double max_norm, double *norm);
+
+/* Memory this rank holds for the strategy, measured from its allocations. */
+struct plx_fsdp_memstats {
+    uint32_t struct_size;
+    size_t param_bytes;       /* shards (+ kept full copies) */
+    size_t grad_bytes;        /* gradient shards */
+    size_t gather_bytes;      /* gather scratch held now */
+    size_t peak_bytes;        /* peak of all three */
+    size_t padding_bytes;     /* of param_bytes, padding */
+    double optim_estimate_bytes; /* shard elements x optim_bytes_per_param */
+};
+PLX_API int plx_fsdp_memory(const struct plx_fsdp *f, struct plx_fsdp_memstats *out);
+
+#ifdef __cplusplus
+}
+#endif
 #endif
