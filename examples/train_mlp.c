@@ -348,5 +348,6 @@ int main(int argc, char **argv)
     }
     int status = run(c);
     plx_comm_destroy(c);
+    plx_finalize();
     return status;
 }

@@ -9,5 +9,6 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential g++ meson ninja-build pkg-config python3 \
     libinih-dev \
+    openmpi-bin libopenmpi-dev mpich libmpich-dev \
     iproute2 procps \
     >/dev/null

@@ -421,5 +421,6 @@ int main(int argc, char **argv)
     }
     int status = bench(c);
     plx_comm_destroy(c);
+    plx_finalize(); /* e.g. MPI_Finalize when plexus initialised MPI */
     return status;
 }

@@ -1,0 +1,32 @@
+/* mpi_allreduce_loop - the same measurement as plexus-bench (warm-up,
+ * barrier, N back-to-back blocking allreduces, slowest rank's average),
+ * calling MPI_Allreduce directly: the baseline for the MPI plugin's overhead.
+ * usage: mpi_allreduce_loop BYTES [ITERS] */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int me, np;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    size_t bytes = argc > 1 ? (size_t)atol(argv[1]) : 8;
+    int iters = argc > 2 ? atoi(argv[2]) : 20, n = (int)(bytes / 4);
+    float *s = malloc(bytes + 4), *r = malloc(bytes + 4);
+    memset(s, 0, bytes);
+    for (int i = 0; i < 5; i++)
+        MPI_Allreduce(s, r, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++)
+        MPI_Allreduce(s, r, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double t = (MPI_Wtime() - t0) / iters * 1e6, worst;
+    MPI_Allreduce(&t, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (me == 0)
+        printf("%zu %.2f\n", bytes, worst);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,515 @@
+/* plugin.c - the MPI backend, built once per MPI implementation (their ABIs
+ * differ): plexus-mpi-openmpi.so and plexus-mpi-mpich.so from this file.
+ * Every collective runs natively through MPI's nonblocking calls; test()
+ * and wait() drive MPI_Test, since MPICH makes no progress otherwise. f16
+ * and bf16 reduce through user-defined ops that call the core's kernels;
+ * avg is left to the core (sum, then divide). */
+#include <mpi.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "plexus/backend.h"
+
+#if defined(PLX_MPI_OPENMPI)
+#define NAME "mpi-openmpi"
+#define IMPL "Open MPI"
+#define LIB_MARK "Open MPI"
+#define OWN_ENV "OMPI_COMM_WORLD_SIZE"
+#define OTHER_ENV "PMI_SIZE"
+#define OTHER_IMPL "MPICH"
+#define LAUNCHER "mpirun.openmpi"
+#elif defined(PLX_MPI_MPICH)
+#define NAME "mpi-mpich"
+#define IMPL "MPICH"
+#define LIB_MARK "MPICH"
+#define OWN_ENV "PMI_SIZE"
+#define OTHER_ENV "OMPI_COMM_WORLD_SIZE"
+#define OTHER_IMPL "Open MPI"
+#define LAUNCHER "mpirun.mpich"
+#else
+#error "define PLX_MPI_OPENMPI or PLX_MPI_MPICH"
+#endif
+
+static const struct plx_host *host;
+static int we_initialized, finalized, serialize;
+static pthread_mutex_t mpi_mu = PTHREAD_MUTEX_INITIALIZER; /* used when the thread level is below MULTIPLE */
+static MPI_Datatype half_type = MPI_DATATYPE_NULL;
+static MPI_Op half_ops[2][4]; /* [f16, bf16][sum, prod, min, max] */
+
+static _Thread_local char last_error[256];
+
+static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return host->error(host->ctx, status, "%s", last_error);
+}
+
+static void lock(void)
+{
+    if (serialize)
+        pthread_mutex_lock(&mpi_mu);
+}
+
+static void unlock(void)
+{
+    if (serialize)
+        pthread_mutex_unlock(&mpi_mu);
+}
+
+static int mpi_fail(int rc, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return fail(PLX_ERR_INTERNAL, NAME ": %s failed: %s", what, msg);
+}
+
+/* ---- probe: library and launcher, no side effects ------------------------ */
+
+static int launcher_reason(char *reason, size_t len)
+{
+    if (getenv(OWN_ENV))
+        return PLX_PROBE_USABLE;
+    if (getenv(OTHER_ENV)) {
+        snprintf(reason, len, "started by " OTHER_IMPL "'s launcher (" OTHER_ENV " is set); this plugin is for " IMPL
+                 " (use " LAUNCHER ", or the other MPI plugin)");
+        return PLX_PROBE_UNAVAILABLE;
+    }
+    snprintf(reason, len, "not started by " LAUNCHER " (no " OWN_ENV " in the environment)");
+    return PLX_PROBE_UNAVAILABLE;
+}
+
+static int probe(struct plx_probe_result *out)
+{
+    /* MPICH 4.0 writes its whole configure line, past MPI_MAX_LIBRARY_VERSION_STRING:
+     * a generous buffer of our own, not the header's bound. */
+    static char version[1 << 16];
+    int len = 0;
+    MPI_Get_library_version(version, &len); /* allowed before MPI_Init */
+    if (!strstr(version, LIB_MARK)) {
+        out->state = PLX_PROBE_BROKEN;
+        snprintf(out->reason, sizeof out->reason, "built for " IMPL " but the MPI library says: %.160s", version);
+        return 0;
+    }
+    out->state = launcher_reason(out->reason, sizeof out->reason);
+    if (out->state == PLX_PROBE_USABLE)
+        snprintf(out->reason, sizeof out->reason, "%.*s", (int)strcspn(version, "\n,"), version);
+    return 0;
+}
+
+/* ---- types and ops -------------------------------------------------------- */
+
+#define HALF_OP(NAME_, DT, OP)                                                  \
+    static void NAME_(void *in, void *inout, int *len, MPI_Datatype *dt)        \
+    {                                                                           \
+        (void)dt;                                                               \
+        host->reduce(inout, in, (size_t)*len, DT, OP);                          \
+    }
+HALF_OP(f16_sum, PLX_F16, PLX_SUM)
+HALF_OP(f16_prod, PLX_F16, PLX_PROD)
+HALF_OP(f16_min, PLX_F16, PLX_MIN)
+HALF_OP(f16_max, PLX_F16, PLX_MAX)
+HALF_OP(bf16_sum, PLX_BF16, PLX_SUM)
+HALF_OP(bf16_prod, PLX_BF16, PLX_PROD)
+HALF_OP(bf16_min, PLX_BF16, PLX_MIN)
+HALF_OP(bf16_max, PLX_BF16, PLX_MAX)
+
+static void make_half_types(void)
+{
+    MPI_User_function *fns[2][4] = {{f16_sum, f16_prod, f16_min, f16_max}, {bf16_sum, bf16_prod, bf16_min, bf16_max}};
+    MPI_Type_contiguous(2, MPI_BYTE, &half_type);
+    MPI_Type_commit(&half_type);
+    for (int d = 0; d < 2; d++)
+        for (int o = 0; o < 4; o++)
+            MPI_Op_create(fns[d][o], 1, &half_ops[d][o]);
+}
+
+static MPI_Datatype mpi_type(int dt)
+{
+    switch (dt) {
+    case PLX_I8: return MPI_INT8_T;
+    case PLX_U8: return MPI_UINT8_T;
+    case PLX_I32: return MPI_INT32_T;
+    case PLX_U32: return MPI_UINT32_T;
+    case PLX_I64: return MPI_INT64_T;
+    case PLX_U64: return MPI_UINT64_T;
+    case PLX_F32: return MPI_FLOAT;
+    case PLX_F64: return MPI_DOUBLE;
+    default: return half_type;
+    }
+}
+
+static MPI_Op mpi_op(int dt, int op)
+{
+    if (dt == PLX_F16 || dt == PLX_BF16)
+        return half_ops[dt == PLX_BF16][op];
+    switch (op) {
+    case PLX_PROD: return MPI_PROD;
+    case PLX_MIN: return MPI_MIN;
+    case PLX_MAX: return MPI_MAX;
+    default: return MPI_SUM;
+    }
+}
+
+static size_t dt_size(int dt)
+{
+    static const size_t s[PLX_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+    return dt >= 0 && dt < PLX_DTYPE_COUNT ? s[dt] : 0;
+}
+
+/* ---- communicators ------------------------------------------------------ */
+
+struct impl {
+    MPI_Comm comm;
+    int rank, size, aborted;
+};
+
+struct req {
+    MPI_Request r;
+    void *tmp;            /* a staging copy for in-place forms MPI spells differently */
+    void *copy_to;        /* on completion: copy_bytes from copy_from to copy_to */
+    const void *copy_from;
+    size_t copy_bytes;
+    int done, status;
+};
+
+static int init_mpi(void)
+{
+    int inited = 0, provided = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(rc, "MPI_Init_thread");
+        we_initialized = 1;
+    } else {
+        MPI_Query_thread(&provided); /* the host's choice: respect it */
+    }
+    serialize = provided < MPI_THREAD_MULTIPLE;
+    if (half_type == MPI_DATATYPE_NULL)
+        make_half_types();
+    return 0;
+}
+
+static int comm_create(const struct plx_comm_args *a, void **out)
+{
+    char reason[256];
+    if (launcher_reason(reason, sizeof reason) != PLX_PROBE_USABLE)
+        return fail(PLX_ERR_UNAVAILABLE, NAME ": %s", reason);
+    if (finalized)
+        return fail(PLX_ERR_INVALID_USAGE, NAME ": MPI was finalized (plx_finalize) and cannot be initialised again");
+    int rc = init_mpi();
+    if (rc)
+        return rc;
+    int wr, ws;
+    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    MPI_Comm_size(MPI_COMM_WORLD, &ws);
+    if (a->size != ws || a->rank != wr)
+        return fail(PLX_ERR_INVALID_ARG, NAME ": MPI says rank %d of %d but plexus was given rank %d of %d", wr, ws,
+                    a->rank, a->size);
+    struct impl *c = calloc(1, sizeof *c);
+    if (!c)
+        return fail(PLX_ERR_NOMEM, NAME ": out of memory");
+    lock();
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &c->comm); /* our own context: never mixes with the host's traffic */
+    unlock();
+    if (rc != MPI_SUCCESS) {
+        free(c);
+        return mpi_fail(rc, "MPI_Comm_dup");
+    }
+    c->rank = wr;
+    c->size = ws;
+    *out = c;
+    return 0;
+}
+
+static int comm_split(void *comm, int color, int key, const struct plx_comm_args *a, void **out)
+{
+    struct impl *c = comm;
+    MPI_Comm nc;
+    lock();
+    int rc = MPI_Comm_split(c->comm, color < 0 ? MPI_UNDEFINED : color, key, &nc);
+    unlock();
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(rc, "MPI_Comm_split");
+    *out = NULL;
+    if (color < 0 || nc == MPI_COMM_NULL)
+        return 0;
+    struct impl *n = calloc(1, sizeof *n);
+    if (!n)
+        return fail(PLX_ERR_NOMEM, NAME ": out of memory");
+    n->comm = nc;
+    MPI_Comm_rank(nc, &n->rank);
+    MPI_Comm_size(nc, &n->size);
+    if (a && (a->rank != n->rank || a->size != n->size)) {
+        MPI_Comm_free(&nc);
+        free(n);
+        return fail(PLX_ERR_INTERNAL, NAME ": split disagrees with the core's ordering");
+    }
+    *out = n;
+    return 0;
+}
+
+static int comm_destroy(void *comm)
+{
+    struct impl *c = comm;
+    if (!c->aborted && !finalized) {
+        lock();
+        MPI_Comm_free(&c->comm);
+        unlock();
+    }
+    free(c);
+    return 0;
+}
+
+static int comm_abort(void *comm)
+{
+    struct impl *c = comm;
+    const char *kill = host->config_get(host->ctx, "abort_kills_job");
+    if (kill && (!strcasecmp(kill, "true") || !strcmp(kill, "1")))
+        MPI_Abort(c->comm, 1); /* ends every rank of the job */
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static void finalize(void)
+{
+    if (we_initialized && !finalized) {
+        finalized = 1;
+        if (half_type != MPI_DATATYPE_NULL) {
+            for (int d = 0; d < 2; d++)
+                for (int o = 0; o < 4; o++)
+                    MPI_Op_free(&half_ops[d][o]);
+            MPI_Type_free(&half_type);
+        }
+        MPI_Finalize();
+    }
+}
+
+/* ---- operations ----------------------------------------------------------- */
+
+static int start(struct impl *c, const struct plx_coll_args *a, struct req *q)
+{
+    size_t es = dt_size(a->dtype), n = a->count, P = (size_t)c->size, me = (size_t)c->rank;
+    MPI_Datatype t = mpi_type(a->dtype);
+    const void *s = a->send;
+    void *r = a->recv;
+    int cnt = (int)n;
+    int root = a->root, is_root = c->rank == root;
+    switch (a->coll) {
+    case PLX_COLL_ALLREDUCE:
+        return MPI_Iallreduce(s == r ? MPI_IN_PLACE : s, r, cnt, t, mpi_op(a->dtype, a->op), c->comm, &q->r);
+    case PLX_COLL_BROADCAST:
+        return MPI_Ibcast(r, cnt, t, root, c->comm, &q->r);
+    case PLX_COLL_REDUCE:
+        return MPI_Ireduce(is_root && s == r ? MPI_IN_PLACE : s, r, cnt, t, mpi_op(a->dtype, a->op), root, c->comm,
+                           &q->r);
+    case PLX_COLL_ALLGATHER:
+        return MPI_Iallgather((const char *)s == (char *)r + me * n * es ? MPI_IN_PLACE : s, cnt, t, r, cnt, t,
+                              c->comm, &q->r);
+    case PLX_COLL_REDUCE_SCATTER:
+        if ((char *)r == (const char *)s + me * n * es) { /* plexus in place: result lands on our own block */
+            if (!(q->tmp = malloc(n * es + 1)))
+                return -1;
+            q->copy_to = r;
+            q->copy_from = q->tmp;
+            q->copy_bytes = n * es;
+            r = q->tmp;
+        }
+        return MPI_Ireduce_scatter_block(s, r, cnt, t, mpi_op(a->dtype, a->op), c->comm, &q->r);
+    case PLX_COLL_GATHER:
+        return MPI_Igather(is_root && (const char *)s == (char *)r + me * n * es ? MPI_IN_PLACE : s, cnt, t, r, cnt, t,
+                           root, c->comm, &q->r);
+    case PLX_COLL_SCATTER:
+        return MPI_Iscatter(s, cnt, t, is_root && (const char *)r == (const char *)s + me * n * es ? MPI_IN_PLACE : r,
+                            cnt, t, root, c->comm, &q->r);
+    case PLX_COLL_ALLTOALL:
+        if (s == r) { /* stage the outgoing blocks: in-place nonblocking alltoall is not portable */
+            if (!(q->tmp = malloc(n * es * P + 1)))
+                return -1;
+            memcpy(q->tmp, s, n * es * P);
+            s = q->tmp;
+        }
+        return MPI_Ialltoall(s, cnt, t, r, cnt, t, c->comm, &q->r);
+    default:
+        return MPI_Ibarrier(c->comm, &q->r);
+    }
+}
+
+static int collective(void *comm, const struct plx_coll_args *a, void **out)
+{
+    struct impl *c = comm;
+    if (a->count > 0x7fffffff)
+        return fail(PLX_ERR_UNSUPPORTED, NAME ": %zu elements exceed MPI's int counts", a->count);
+    struct req *q = calloc(1, sizeof *q);
+    if (!q)
+        return fail(PLX_ERR_NOMEM, NAME ": out of memory");
+    lock();
+    int rc = start(c, a, q);
+    unlock();
+    if (rc != MPI_SUCCESS) {
+        free(q->tmp);
+        free(q);
+        return rc == -1 ? fail(PLX_ERR_NOMEM, NAME ": out of memory") : mpi_fail(rc, "starting a collective");
+    }
+    *out = q;
+    return 0;
+}
+
+static int p2p(void *comm, const struct plx_p2p_args *a, void **out, int is_send)
+{
+    struct impl *c = comm;
+    int *ub = NULL, flag = 0;
+    MPI_Comm_get_attr(c->comm, MPI_TAG_UB, &ub, &flag);
+    if (a->tag > (uint64_t)(flag && ub ? *ub : 32767))
+        return fail(PLX_ERR_INVALID_ARG, NAME ": tag %llu is above this MPI's limit %d", (unsigned long long)a->tag,
+                    flag && ub ? *ub : 32767);
+    if (a->bytes > 0x7fffffff)
+        return fail(PLX_ERR_UNSUPPORTED, NAME ": messages above 2 GiB are not supported");
+    struct req *q = calloc(1, sizeof *q);
+    if (!q)
+        return fail(PLX_ERR_NOMEM, NAME ": out of memory");
+    lock();
+    int rc = is_send ? MPI_Isend(a->buf, (int)a->bytes, MPI_BYTE, a->peer, (int)a->tag, c->comm, &q->r)
+                     : MPI_Irecv(a->buf, (int)a->bytes, MPI_BYTE, a->peer == PLX_ANY_SOURCE ? MPI_ANY_SOURCE : a->peer,
+                                 (int)a->tag, c->comm, &q->r);
+    unlock();
+    if (rc != MPI_SUCCESS) {
+        free(q);
+        return mpi_fail(rc, is_send ? "MPI_Isend" : "MPI_Irecv");
+    }
+    *out = q;
+    return 0;
+}
+
+static int isend(void *comm, const struct plx_p2p_args *a, void **out)
+{
+    return p2p(comm, a, out, 1);
+}
+
+static int irecv(void *comm, const struct plx_p2p_args *a, void **out)
+{
+    return p2p(comm, a, out, 0);
+}
+
+static int test(void *comm, void *req, int *done)
+{
+    struct impl *c = comm;
+    struct req *q = req;
+    if (q->done) {
+        *done = 1;
+        return q->status;
+    }
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return fail(PLX_ERR_ABORTED, NAME ": communicator aborted");
+    int flag = 0;
+    lock();
+    int rc = MPI_Test(&q->r, &flag, MPI_STATUS_IGNORE); /* drives MPICH's progress */
+    unlock();
+    if (rc != MPI_SUCCESS) {
+        q->done = 1;
+        q->status = mpi_fail(rc, "MPI_Test");
+    } else if (flag) {
+        if (q->copy_bytes)
+            memcpy(q->copy_to, q->copy_from, q->copy_bytes);
+        q->done = 1;
+    }
+    *done = q->done;
+    return q->done ? q->status : 0;
+}
+
+static int wait_req(void *comm, void *req, int64_t timeout_ms)
+{
+    uint64_t deadline = host->clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
+    for (unsigned spins = 0;; spins++) {
+        int done = 0, rc = test(comm, req, &done);
+        if (done || rc)
+            return rc;
+        if (timeout_ms != PLX_TIMEOUT_INFINITE && host->clock_ns() >= deadline)
+            return fail(PLX_ERR_TIMEOUT, NAME ": not complete after %lld ms", (long long)timeout_ms);
+        if (spins > 100) { /* poll hard first (latency), then give the core back */
+            struct timespec ts = {0, spins > 10000 ? 100000 : 5000};
+            nanosleep(&ts, NULL);
+        } else {
+            sched_yield();
+        }
+    }
+}
+
+static void req_free(void *comm, void *req)
+{
+    (void)comm;
+    struct req *q = req;
+    if (!q->done && !finalized) { /* cancel what can be cancelled; never block */
+        lock();
+        if (MPI_Cancel(&q->r) == MPI_SUCCESS)
+            MPI_Request_free(&q->r);
+        unlock();
+    }
+    free(q->tmp);
+    free(q);
+}
+
+static int get_caps(void *comm, struct plx_caps *out)
+{
+    (void)comm;
+    uint32_t size = out->struct_size;
+    struct plx_caps caps = {
+        .struct_size = size,
+        .flags = PLX_CAP_SPLIT | PLX_CAP_THREAD_SAFE | PLX_CAP_INPLACE | PLX_CAP_MULTI_NODE | PLX_CAP_ANY_SOURCE |
+                 PLX_CAP_P2P,
+        .collectives = PLX_BIT(PLX_COLL_SEND) - 1,
+        .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1,
+        .redops = PLX_BIT(PLX_SUM) | PLX_BIT(PLX_PROD) | PLX_BIT(PLX_MIN) | PLX_BIT(PLX_MAX),
+        .mem_kinds = PLX_BIT(PLX_MEM_HOST),
+        .max_message_bytes = 0x7fffffff,
+    };
+    memcpy(out, &caps, size < sizeof caps ? size : sizeof caps);
+    return 0;
+}
+
+static const struct plx_param params[] = {
+    {"abort_kills_job", "false", "plx_comm_abort calls MPI_Abort, which ends every rank of the job"},
+    {NULL, NULL, NULL},
+};
+
+static const struct plx_backend backend = {
+    .struct_size = sizeof(struct plx_backend),
+    .abi_minor = PLX_ABI_MINOR,
+    .name = NAME,
+    .version = "0.1.0",
+    .description = IMPL " through its nonblocking collectives (start with " LAUNCHER ")",
+    .params = params,
+    .probe = probe,
+    .get_caps = get_caps,
+    .comm_create = comm_create,
+    .comm_destroy = comm_destroy,
+    .comm_abort = comm_abort,
+    .isend = isend,
+    .irecv = irecv,
+    .collective = collective,
+    .test = test,
+    .wait = wait_req,
+    .req_free = req_free,
+    .comm_split = comm_split,
+    .finalize = finalize,
+};
+
+PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)
+{
+    host = h;
+    if (*minor > PLX_ABI_MINOR)
+        *minor = PLX_ABI_MINOR;
+    *out = &backend;
+    return 0;
+}
