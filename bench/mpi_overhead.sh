@@ -10,9 +10,9 @@ for impl in openmpi mpich; do
     for np in 2 4; do
         for rep in 1 2; do
             for size in 8 65536 1048576 16777216; do
-                iters=$([ $size -ge 16777216 ] && echo 10 || echo 200)
+                iters=$([ $size -ge 16777216 ] && echo 20 || echo 1000)
                 mpi=$($run -np $np $b/bench/mpi_allreduce_loop_$impl $size $iters 2>/dev/null | awk '{print $2}')
-                plx=$($run -np $np $b/tools/plexus-bench --backend mpi-$impl -b $size -e $size -n $iters -w 5 --inplace 2>/dev/null |
+                plx=$($run -np $np $b/tools/plexus-bench --backend mpi-$impl -b $size -e $size -n $iters -w 5 2>/dev/null |
                       awk '$1 ~ /^[0-9]+$/ {print $6}')
                 awk -v i=$impl -v n=$np -v r=$rep -v s=$size -v m="$mpi" -v p="$plx" 'BEGIN {
                     printf "%-8s np=%d rep%d %9d B  MPI %9.2f us  plexus %9.2f us  +%.2f us (%+.1f%%)\n", i, n, r, s, m, p, p - m, (p - m) / m * 100 }'

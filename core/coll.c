@@ -153,6 +153,8 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
                         "for the core's generic algorithm", what, plx_dtype_name(a->dtype),
                         has_op(a->coll) ? plx_redop_name(a->op) : "-", c->name, c->be->name);
     a->seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
+    if (!w)
+        a->flags |= PLX_COLL_FLAG_BLOCKING;
 
     if (native) {
         void *req = NULL;

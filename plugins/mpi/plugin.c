@@ -298,25 +298,31 @@ static void finalize(void)
 
 /* ---- operations ----------------------------------------------------------- */
 
-static int start(struct impl *c, const struct plx_coll_args *a, struct req *q)
+/* Start a collective, or with `now` run MPI's blocking form (its tuned
+ * algorithms are faster than the nonblocking schedules) and complete q. */
+static int start(struct impl *c, const struct plx_coll_args *a, struct req *q, int now)
 {
     size_t es = dt_size(a->dtype), n = a->count, P = (size_t)c->size, me = (size_t)c->rank;
     MPI_Datatype t = mpi_type(a->dtype);
+    MPI_Op op = mpi_op(a->dtype, a->op);
     const void *s = a->send;
     void *r = a->recv;
-    int cnt = (int)n;
-    int root = a->root, is_root = c->rank == root;
+    int cnt = (int)n, root = a->root, is_root = c->rank == root;
+    MPI_Comm cm = c->comm;
+    if (now)
+        q->done = 1;
     switch (a->coll) {
     case PLX_COLL_ALLREDUCE:
-        return MPI_Iallreduce(s == r ? MPI_IN_PLACE : s, r, cnt, t, mpi_op(a->dtype, a->op), c->comm, &q->r);
+        s = s == r ? MPI_IN_PLACE : s;
+        return now ? MPI_Allreduce(s, r, cnt, t, op, cm) : MPI_Iallreduce(s, r, cnt, t, op, cm, &q->r);
     case PLX_COLL_BROADCAST:
-        return MPI_Ibcast(r, cnt, t, root, c->comm, &q->r);
+        return now ? MPI_Bcast(r, cnt, t, root, cm) : MPI_Ibcast(r, cnt, t, root, cm, &q->r);
     case PLX_COLL_REDUCE:
-        return MPI_Ireduce(is_root && s == r ? MPI_IN_PLACE : s, r, cnt, t, mpi_op(a->dtype, a->op), root, c->comm,
-                           &q->r);
+        s = is_root && s == r ? MPI_IN_PLACE : s;
+        return now ? MPI_Reduce(s, r, cnt, t, op, root, cm) : MPI_Ireduce(s, r, cnt, t, op, root, cm, &q->r);
     case PLX_COLL_ALLGATHER:
-        return MPI_Iallgather((const char *)s == (char *)r + me * n * es ? MPI_IN_PLACE : s, cnt, t, r, cnt, t,
-                              c->comm, &q->r);
+        s = (const char *)s == (char *)r + me * n * es ? MPI_IN_PLACE : s;
+        return now ? MPI_Allgather(s, cnt, t, r, cnt, t, cm) : MPI_Iallgather(s, cnt, t, r, cnt, t, cm, &q->r);
     case PLX_COLL_REDUCE_SCATTER:
         if ((char *)r == (const char *)s + me * n * es) { /* plexus in place: result lands on our own block */
             if (!(q->tmp = malloc(n * es + 1)))
@@ -326,13 +332,18 @@ static int start(struct impl *c, const struct plx_coll_args *a, struct req *q)
             q->copy_bytes = n * es;
             r = q->tmp;
         }
-        return MPI_Ireduce_scatter_block(s, r, cnt, t, mpi_op(a->dtype, a->op), c->comm, &q->r);
+        if (!now)
+            return MPI_Ireduce_scatter_block(s, r, cnt, t, op, cm, &q->r);
+        int rc = MPI_Reduce_scatter_block(s, r, cnt, t, op, cm);
+        if (rc == MPI_SUCCESS && q->copy_bytes)
+            memcpy(q->copy_to, q->copy_from, q->copy_bytes);
+        return rc;
     case PLX_COLL_GATHER:
-        return MPI_Igather(is_root && (const char *)s == (char *)r + me * n * es ? MPI_IN_PLACE : s, cnt, t, r, cnt, t,
-                           root, c->comm, &q->r);
+        s = is_root && (const char *)s == (char *)r + me * n * es ? MPI_IN_PLACE : s;
+        return now ? MPI_Gather(s, cnt, t, r, cnt, t, root, cm) : MPI_Igather(s, cnt, t, r, cnt, t, root, cm, &q->r);
     case PLX_COLL_SCATTER:
-        return MPI_Iscatter(s, cnt, t, is_root && (const char *)r == (const char *)s + me * n * es ? MPI_IN_PLACE : r,
-                            cnt, t, root, c->comm, &q->r);
+        r = is_root && (const char *)r == (const char *)s + me * n * es ? MPI_IN_PLACE : r;
+        return now ? MPI_Scatter(s, cnt, t, r, cnt, t, root, cm) : MPI_Iscatter(s, cnt, t, r, cnt, t, root, cm, &q->r);
     case PLX_COLL_ALLTOALL:
         if (s == r) { /* stage the outgoing blocks: in-place nonblocking alltoall is not portable */
             if (!(q->tmp = malloc(n * es * P + 1)))
@@ -340,9 +351,9 @@ static int start(struct impl *c, const struct plx_coll_args *a, struct req *q)
             memcpy(q->tmp, s, n * es * P);
             s = q->tmp;
         }
-        return MPI_Ialltoall(s, cnt, t, r, cnt, t, c->comm, &q->r);
+        return now ? MPI_Alltoall(s, cnt, t, r, cnt, t, cm) : MPI_Ialltoall(s, cnt, t, r, cnt, t, cm, &q->r);
     default:
-        return MPI_Ibarrier(c->comm, &q->r);
+        return now ? MPI_Barrier(cm) : MPI_Ibarrier(cm, &q->r);
     }
 }
 
@@ -354,8 +365,9 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     struct req *q = calloc(1, sizeof *q);
     if (!q)
         return fail(PLX_ERR_NOMEM, NAME ": out of memory");
+    int now = PLX_HAS_FIELD(a, struct plx_coll_args, flags) && (a->flags & PLX_COLL_FLAG_BLOCKING);
     lock();
-    int rc = start(c, a, q);
+    int rc = start(c, a, q, now);
     unlock();
     if (rc != MPI_SUCCESS) {
         free(q->tmp);

@@ -181,7 +181,12 @@ struct plx_coll_args {
     void *stream;
     int64_t timeout_ms;
     uint64_t seq;      /* per-communicator collective sequence number */
+    uint32_t flags;    /* PLX_COLL_FLAG_*; 0 when struct_size does not reach it */
 };
+
+/* plx_coll_args.flags */
+#define PLX_COLL_FLAG_BLOCKING (1u << 0) /* the caller waits right away: a backend may
+                                             finish the collective inside collective() */
 
 /* A point-to-point transfer. Same lifetime rules as plx_coll_args. */
 struct plx_p2p_args {

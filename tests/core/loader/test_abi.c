@@ -49,7 +49,8 @@ int main(void)
     PIN(offsetof(struct plx_comm_args, store), 32);
     PIN(offsetof(struct plx_comm_args, timeout_ms), 40);
 
-    PIN(sizeof(struct plx_coll_args), 72);
+    PIN(sizeof(struct plx_coll_args), 80);
+    PIN(offsetof(struct plx_coll_args, flags), 72);
     PIN(offsetof(struct plx_coll_args, send), 8);
     PIN(offsetof(struct plx_coll_args, count), 24);
     PIN(offsetof(struct plx_coll_args, mem_kind), 44);
