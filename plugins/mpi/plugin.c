@@ -172,6 +172,8 @@ static size_t dt_size(int dt)
 struct impl {
     MPI_Comm comm;
     int rank, size, aborted;
+    int tag_ub;          /* MPI_TAG_UB of this MPI */
+    int abort_kills_job; /* [mpi-*] abort_kills_job, read at comm_create */
 };
 
 struct req {
@@ -180,7 +182,7 @@ struct req {
     void *copy_to;        /* on completion: copy_bytes from copy_from to copy_to */
     const void *copy_from;
     size_t copy_bytes;
-    int done, status;
+    int done, status, is_coll;
 };
 
 static int init_mpi(void)
@@ -201,6 +203,25 @@ static int init_mpi(void)
     return 0;
 }
 
+/* Our communicators return errors instead of ending the job (MPI's default),
+ * so a failure becomes a plexus status with a message. */
+static void setup_comm(struct impl *c, MPI_Comm comm)
+{
+    int *ub = NULL, flag = 0;
+    c->comm = comm;
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &flag);
+    c->tag_ub = flag && ub ? *ub : 32767; /* 32767: the least the standard allows */
+    MPI_Comm_rank(comm, &c->rank);
+    MPI_Comm_size(comm, &c->size);
+}
+
+static int config_true(const char *key)
+{
+    const char *v = host->config_get(host->ctx, key);
+    return v && (!strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on") || !strcmp(v, "1"));
+}
+
 static int comm_create(const struct plx_comm_args *a, void **out)
 {
     char reason[256];
@@ -214,6 +235,10 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     int wr, ws;
     MPI_Comm_rank(MPI_COMM_WORLD, &wr);
     MPI_Comm_size(MPI_COMM_WORLD, &ws);
+    long launched = strtol(getenv(OWN_ENV), NULL, 10); /* set: launcher_reason checked it */
+    if (launched != ws) /* e.g. a library of another build than the launcher: MPI would run as singletons */
+        return fail(PLX_ERR_BROKEN, NAME ": " LAUNCHER " started %ld ranks (" OWN_ENV ") but MPI_COMM_WORLD has %d: "
+                    "the MPI library and the launcher do not belong together", launched, ws);
     if (a->size != ws || a->rank != wr)
         return fail(PLX_ERR_INVALID_ARG, NAME ": MPI says rank %d of %d but plexus was given rank %d of %d", wr, ws,
                     a->rank, a->size);
@@ -222,13 +247,14 @@ static int comm_create(const struct plx_comm_args *a, void **out)
         return fail(PLX_ERR_NOMEM, NAME ": out of memory");
     lock();
     rc = MPI_Comm_dup(MPI_COMM_WORLD, &c->comm); /* our own context: never mixes with the host's traffic */
+    if (rc == MPI_SUCCESS)
+        setup_comm(c, c->comm);
     unlock();
     if (rc != MPI_SUCCESS) {
         free(c);
         return mpi_fail(rc, "MPI_Comm_dup");
     }
-    c->rank = wr;
-    c->size = ws;
+    c->abort_kills_job = config_true("abort_kills_job");
     *out = c;
     return 0;
 }
@@ -239,18 +265,20 @@ static int comm_split(void *comm, int color, int key, const struct plx_comm_args
     MPI_Comm nc;
     lock();
     int rc = MPI_Comm_split(c->comm, color < 0 ? MPI_UNDEFINED : color, key, &nc);
+    struct impl *n = NULL;
+    if (rc == MPI_SUCCESS && nc != MPI_COMM_NULL && (n = calloc(1, sizeof *n)))
+        setup_comm(n, nc);
     unlock();
     if (rc != MPI_SUCCESS)
         return mpi_fail(rc, "MPI_Comm_split");
     *out = NULL;
-    if (color < 0 || nc == MPI_COMM_NULL)
+    if (nc == MPI_COMM_NULL)
         return 0;
-    struct impl *n = calloc(1, sizeof *n);
-    if (!n)
+    if (!n) {
+        MPI_Comm_free(&nc);
         return fail(PLX_ERR_NOMEM, NAME ": out of memory");
-    n->comm = nc;
-    MPI_Comm_rank(nc, &n->rank);
-    MPI_Comm_size(nc, &n->size);
+    }
+    n->abort_kills_job = c->abort_kills_job;
     if (a && (a->rank != n->rank || a->size != n->size)) {
         MPI_Comm_free(&nc);
         free(n);
@@ -275,8 +303,7 @@ static int comm_destroy(void *comm)
 static int comm_abort(void *comm)
 {
     struct impl *c = comm;
-    const char *kill = host->config_get(host->ctx, "abort_kills_job");
-    if (kill && (!strcasecmp(kill, "true") || !strcmp(kill, "1")))
+    if (c->abort_kills_job)
         MPI_Abort(c->comm, 1); /* ends every rank of the job */
     __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
     return 0;
@@ -366,6 +393,7 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     if (!q)
         return fail(PLX_ERR_NOMEM, NAME ": out of memory");
     int now = PLX_HAS_FIELD(a, struct plx_coll_args, flags) && (a->flags & PLX_COLL_FLAG_BLOCKING);
+    q->is_coll = 1;
     lock();
     int rc = start(c, a, q, now);
     unlock();
@@ -381,11 +409,9 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
 static int p2p(void *comm, const struct plx_p2p_args *a, void **out, int is_send)
 {
     struct impl *c = comm;
-    int *ub = NULL, flag = 0;
-    MPI_Comm_get_attr(c->comm, MPI_TAG_UB, &ub, &flag);
-    if (a->tag > (uint64_t)(flag && ub ? *ub : 32767))
-        return fail(PLX_ERR_INVALID_ARG, NAME ": tag %llu is above this MPI's limit %d", (unsigned long long)a->tag,
-                    flag && ub ? *ub : 32767);
+    if (a->tag > (uint64_t)c->tag_ub)
+        return fail(PLX_ERR_INVALID_ARG, NAME ": tag %llu is above this MPI's limit %d (MPI_TAG_UB)",
+                    (unsigned long long)a->tag, c->tag_ub);
     if (a->bytes > 0x7fffffff)
         return fail(PLX_ERR_UNSUPPORTED, NAME ": messages above 2 GiB are not supported");
     struct req *q = calloc(1, sizeof *q);
@@ -462,7 +488,14 @@ static void req_free(void *comm, void *req)
 {
     (void)comm;
     struct req *q = req;
-    if (!q->done && !finalized) { /* cancel what can be cancelled; never block */
+    if (!q->done && !finalized) { /* never block */
+        if (q->is_coll) {
+            /* MPI forbids cancelling or freeing a pending collective, and it
+             * may still touch the staging copy: both stay allocated (this
+             * happens only after a timeout or an abort). */
+            host->log(host->ctx, PLX_LOG_WARN, NAME ": a pending collective was given up; its request is left to MPI");
+            return;
+        }
         lock();
         if (MPI_Cancel(&q->r) == MPI_SUCCESS)
             MPI_Request_free(&q->r);

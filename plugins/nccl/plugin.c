@@ -1,0 +1,535 @@
+/* plugin.c - the NCCL backend: collectives on CUDA memory through NCCL,
+ * loaded at run time (libs.c). Rank 0 creates a fresh unique id per
+ * communicator and publishes it in the communicator's store; init is
+ * nonblocking and polled with a timeout; each operation records a CUDA event
+ * so test() never blocks; a watchdog thread polls ncclCommGetAsyncError and
+ * aborts the communicator on an error. No NCCL or CUDA call is made from
+ * atexit or a destructor: only from these entry points.
+ *
+ * Not run here: this task's machines have no GPU (see the issue notes). */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "libs.h"
+
+static _Thread_local char last_error[256];
+
+static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return nccl_host->error(nccl_host->ctx, status, "%s", last_error);
+}
+
+static const char *nerr(ncclResult_t r)
+{
+    return nc.ncclGetErrorString ? nc.ncclGetErrorString(r) : "NCCL error";
+}
+
+struct impl {
+    ncclComm_t comm;
+    int rank, size, device;
+    CUcontext ctx;
+    CUstream stream;        /* used when the caller passes none */
+    CUdeviceptr flag;       /* one device byte: the barrier's allreduce */
+    int64_t timeout_ms;
+    pthread_t watchdog;
+    pthread_mutex_t mu;
+    int stop, failed;       /* failed: an async error or abort happened */
+    char failed_msg[200];
+};
+
+struct req {
+    CUevent ev;
+    int done, status;
+};
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Poll a nonblocking communicator until it leaves ncclInProgress. */
+static ncclResult_t settle(struct impl *c, int64_t timeout_ms)
+{
+    uint64_t deadline = nccl_host->clock_ns() + (uint64_t)timeout_ms * 1000000u;
+    ncclResult_t st = ncclInProgress;
+    while (nc.ncclCommGetAsyncError(c->comm, &st) == ncclSuccess && st == ncclInProgress) {
+        if (nccl_host->clock_ns() > deadline)
+            return ncclInProgress;
+        sleep_ms(1);
+    }
+    return st;
+}
+
+/* Abort with a bounded wait: ncclCommAbort can itself hang when peers are gone. */
+static void *abort_thread(void *arg)
+{
+    nc.ncclCommAbort((ncclComm_t)arg);
+    return NULL;
+}
+
+static void abort_bounded(struct impl *c)
+{
+    pthread_t t;
+    if (!c->comm || pthread_create(&t, NULL, abort_thread, c->comm) != 0)
+        return;
+    for (int i = 0; i < 100 && pthread_tryjoin_np(t, NULL) != 0; i++)
+        sleep_ms(50);
+    if (pthread_tryjoin_np(t, NULL) != 0) {
+        nccl_host->log(nccl_host->ctx, PLX_LOG_ERROR, "nccl: ncclCommAbort did not return within 5 s; leaving it");
+        pthread_detach(t);
+    }
+    c->comm = NULL;
+}
+
+static void mark_failed(struct impl *c, const char *msg)
+{
+    pthread_mutex_lock(&c->mu);
+    if (!c->failed) {
+        c->failed = 1;
+        snprintf(c->failed_msg, sizeof c->failed_msg, "%s", msg);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void *watchdog_main(void *arg)
+{
+    struct impl *c = arg;
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        int stop = c->stop;
+        pthread_mutex_unlock(&c->mu);
+        if (stop)
+            return NULL;
+        ncclResult_t st = ncclSuccess;
+        if (c->comm && nc.ncclCommGetAsyncError(c->comm, &st) == ncclSuccess && st != ncclSuccess &&
+            st != ncclInProgress) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "nccl: asynchronous error on rank %d: %s", c->rank, nerr(st));
+            mark_failed(c, msg);
+            abort_bounded(c);
+            return NULL;
+        }
+        sleep_ms(100);
+    }
+}
+
+/* What NCCL_CONFIG_INITIALIZER does, plus nonblocking mode: the size and
+ * version say which fields we know (the 2.28 layout, accepted by newer NCCL). */
+static void init_config(plx_ncclConfig_t *cfg, const char *name)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->size = sizeof *cfg;
+    cfg->magic = NCCL_CONFIG_MAGIC;
+    cfg->version = PLX_NCCL_VERSION(2, 28, 9);
+    cfg->blocking = 0;
+    cfg->cgaClusterSize = cfg->minCTAs = cfg->maxCTAs = NCCL_CONFIG_UNDEF_INT;
+    cfg->splitShare = cfg->trafficClass = cfg->collnetEnable = cfg->CTAPolicy = NCCL_CONFIG_UNDEF_INT;
+    cfg->shrinkShare = cfg->nvlsCTAs = cfg->nChannelsPerNetPeer = cfg->nvlinkCentricSched = NCCL_CONFIG_UNDEF_INT;
+    cfg->netName = NULL;
+    cfg->commName = name;
+}
+
+static int probe(struct plx_probe_result *out)
+{
+    out->state = nccl_libs_probe(out->reason, sizeof out->reason);
+    return 0;
+}
+
+static int setup_device(struct impl *c, int local_rank)
+{
+    const char *dev = nccl_host->config_get(nccl_host->ctx, "device");
+    int count = 0;
+    cu.cuDeviceGetCount(&count);
+    c->device = dev && *dev ? atoi(dev) : (count ? local_rank % count : 0);
+    CUdevice d;
+    if (cu.cuDeviceGet(&d, c->device) != CUDA_SUCCESS || cu.cuDevicePrimaryCtxRetain(&c->ctx, d) != CUDA_SUCCESS ||
+        cu.cuCtxSetCurrent(c->ctx) != CUDA_SUCCESS || cu.cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+        cu.cuMemAlloc(&c->flag, 1) != CUDA_SUCCESS)
+        return fail(PLX_ERR_SYSTEM, "nccl: rank %d cannot use CUDA device %d", c->rank, c->device);
+    return 0;
+}
+
+static int start_comm(struct impl *c)
+{
+    c->stop = 0;
+    if (pthread_create(&c->watchdog, NULL, watchdog_main, c) != 0)
+        return fail(PLX_ERR_SYSTEM, "nccl: cannot start the watchdog thread");
+    return 0;
+}
+
+static struct impl *new_impl(int rank, int size, int64_t timeout_ms)
+{
+    struct impl *c = calloc(1, sizeof *c);
+    if (c) {
+        c->rank = rank;
+        c->size = size;
+        c->timeout_ms = timeout_ms;
+        pthread_mutex_init(&c->mu, NULL);
+    }
+    return c;
+}
+
+static int comm_create(const struct plx_comm_args *a, void **out)
+{
+    char reason[256];
+    if (nccl_libs_probe(reason, sizeof reason) != PLX_PROBE_USABLE)
+        return fail(PLX_ERR_UNAVAILABLE, "nccl: %s", reason);
+    if (!a->store)
+        return fail(PLX_ERR_INVALID_USAGE, "nccl: needs a rendezvous store to share the unique id");
+    struct impl *c = new_impl(a->rank, a->size, a->timeout_ms);
+    if (!c)
+        return fail(PLX_ERR_NOMEM, "nccl: out of memory");
+    int rc = setup_device(c, a->local_rank);
+    ncclUniqueId id;
+    if (!rc && a->rank == 0) { /* a fresh id per communicator, under its own name */
+        ncclResult_t r = nc.ncclGetUniqueId(&id);
+        rc = r != ncclSuccess ? fail(PLX_ERR_SYSTEM, "nccl: ncclGetUniqueId: %s", nerr(r))
+                              : nccl_host->store_set(a->store, "nccl/unique-id", &id, sizeof id);
+    } else if (!rc) {
+        void *v = NULL;
+        size_t len = 0;
+        rc = nccl_host->store_get(a->store, "nccl/unique-id", &v, &len, a->timeout_ms);
+        if (!rc && len != sizeof id)
+            rc = fail(PLX_ERR_PROTOCOL, "nccl: the unique id in the store has %zu bytes, not %d", len,
+                      NCCL_UNIQUE_ID_BYTES);
+        if (!rc)
+            memcpy(&id, v, sizeof id);
+        if (v)
+            nccl_host->free(v);
+    }
+    if (!rc) {
+        plx_ncclConfig_t cfg;
+        init_config(&cfg, a->name);
+        ncclResult_t r = nc.ncclCommInitRankConfig(&c->comm, a->size, id, a->rank, &cfg);
+        if (r == ncclInProgress || r == ncclSuccess)
+            r = settle(c, a->timeout_ms);
+        if (r == ncclInProgress) {
+            abort_bounded(c);
+            rc = fail(PLX_ERR_TIMEOUT, "nccl: rank %d: communicator init not finished after %lld ms (a rank missing?)",
+                      a->rank, (long long)a->timeout_ms);
+        } else if (r != ncclSuccess) {
+            abort_bounded(c);
+            rc = fail(PLX_ERR_SYSTEM, "nccl: rank %d: ncclCommInitRankConfig: %s", a->rank, nerr(r));
+        }
+    }
+    if (!rc)
+        rc = start_comm(c);
+    if (rc) {
+        if (c->stream)
+            cu.cuStreamDestroy(c->stream);
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+static int comm_split(void *comm, int color, int key, const struct plx_comm_args *a, void **out)
+{
+    struct impl *c = comm;
+    *out = NULL;
+    ncclComm_t n = NULL;
+    plx_ncclConfig_t cfg;
+    init_config(&cfg, a ? a->name : NULL);
+    ncclResult_t r = nc.ncclCommSplit(c->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &n, &cfg);
+    if (r == ncclInProgress)
+        r = settle(c, c->timeout_ms);
+    if (r != ncclSuccess)
+        return fail(PLX_ERR_SYSTEM, "nccl: ncclCommSplit: %s", nerr(r));
+    if (color < 0 || !n)
+        return 0;
+    struct impl *s = new_impl(a->rank, a->size, a->timeout_ms);
+    if (!s)
+        return fail(PLX_ERR_NOMEM, "nccl: out of memory");
+    s->comm = n;
+    s->device = c->device;
+    s->ctx = c->ctx;
+    cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
+    cu.cuMemAlloc(&s->flag, 1);
+    int rc = start_comm(s);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+static void stop_watchdog(struct impl *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->stop = 1;
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->watchdog, NULL);
+}
+
+static int comm_destroy(void *comm)
+{
+    struct impl *c = comm;
+    stop_watchdog(c);
+    if (c->comm) {
+        /* Finalize is collective; if it cannot finish in time, abort. */
+        ncclResult_t r = nc.ncclCommFinalize(c->comm);
+        if (r == ncclInProgress || r == ncclSuccess)
+            r = settle(c, c->timeout_ms);
+        if (r == ncclSuccess)
+            nc.ncclCommDestroy(c->comm);
+        else
+            abort_bounded(c);
+    }
+    if (c->stream)
+        cu.cuStreamDestroy(c->stream);
+    if (c->flag)
+        cu.cuMemFree(c->flag);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    return 0;
+}
+
+static int comm_abort(void *comm)
+{
+    struct impl *c = comm;
+    mark_failed(c, "nccl: communicator aborted");
+    abort_bounded(c);
+    return 0;
+}
+
+static ncclDataType_t ntype(int dt)
+{
+    static const ncclDataType_t t[PLX_DTYPE_COUNT] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64,
+                                                      ncclUint64, ncclFloat16, ncclBfloat16, ncclFloat32, ncclFloat64};
+    return t[dt];
+}
+
+static ncclRedOp_t nop(int op)
+{
+    static const ncclRedOp_t o[PLX_REDOP_COUNT] = {ncclSum, ncclProd, ncclMin, ncclMax, ncclAvg};
+    return o[op];
+}
+
+static size_t esize(int dt)
+{
+    static const size_t s[PLX_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+    return s[dt];
+}
+
+/* Gather, scatter and alltoall as grouped point-to-point. */
+static ncclResult_t grouped(struct impl *c, const struct plx_coll_args *a, cudaStream_t st)
+{
+    size_t n = a->count, b = n * esize(a->dtype);
+    ncclDataType_t t = ntype(a->dtype);
+    const char *s = a->send;
+    char *r = a->recv;
+    ncclResult_t rc = nc.ncclGroupStart();
+    for (int p = 0; rc == ncclSuccess && p < c->size; p++) {
+        switch (a->coll) {
+        case PLX_COLL_GATHER:
+            if (c->rank == a->root)
+                rc = nc.ncclRecv(r + (size_t)p * b, n, t, p, c->comm, st);
+            if (rc == ncclSuccess && p == a->root)
+                rc = nc.ncclSend(s, n, t, p, c->comm, st);
+            break;
+        case PLX_COLL_SCATTER:
+            if (c->rank == a->root)
+                rc = nc.ncclSend(s + (size_t)p * b, n, t, p, c->comm, st);
+            if (rc == ncclSuccess && p == a->root)
+                rc = nc.ncclRecv(r, n, t, p, c->comm, st);
+            break;
+        default: /* alltoall */
+            rc = nc.ncclSend(s + (size_t)p * b, n, t, p, c->comm, st);
+            if (rc == ncclSuccess)
+                rc = nc.ncclRecv(r + (size_t)p * b, n, t, p, c->comm, st);
+        }
+    }
+    ncclResult_t e = nc.ncclGroupEnd();
+    return rc != ncclSuccess ? rc : e;
+}
+
+static int enqueue(struct impl *c, cudaStream_t st, ncclResult_t r, const char *what, void **out)
+{
+    if (r != ncclSuccess && r != ncclInProgress)
+        return fail(PLX_ERR_SYSTEM, "nccl: %s on rank %d: %s", what, c->rank, nerr(r));
+    struct req *q = calloc(1, sizeof *q);
+    if (!q)
+        return fail(PLX_ERR_NOMEM, "nccl: out of memory");
+    if (cu.cuEventCreate(&q->ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS || cu.cuEventRecord(q->ev, st) != CUDA_SUCCESS) {
+        free(q);
+        return fail(PLX_ERR_SYSTEM, "nccl: cannot record a completion event for %s", what);
+    }
+    *out = q;
+    return 0;
+}
+
+static int collective(void *comm, const struct plx_coll_args *a, void **out)
+{
+    struct impl *c = comm;
+    pthread_mutex_lock(&c->mu);
+    int failed = c->failed;
+    pthread_mutex_unlock(&c->mu);
+    if (failed || !c->comm)
+        return fail(PLX_ERR_ABORTED, "%s", c->failed_msg);
+    if (a->mem_kind != PLX_MEM_CUDA)
+        return fail(PLX_ERR_UNSUPPORTED, "nccl: %s needs CUDA memory (pass mem_kind PLX_MEM_CUDA)",
+                    a->coll == PLX_COLL_ALLREDUCE ? "allreduce" : "this collective");
+    cudaStream_t st = a->stream ? (cudaStream_t)a->stream : c->stream;
+    cu.cuCtxSetCurrent(c->ctx);
+    ncclDataType_t t = ntype(a->dtype);
+    ncclResult_t r;
+    size_t n = a->count;
+    switch (a->coll) {
+    case PLX_COLL_ALLREDUCE: r = nc.ncclAllReduce(a->send, a->recv, n, t, nop(a->op), c->comm, st); break;
+    case PLX_COLL_BROADCAST: r = nc.ncclBroadcast(a->recv, a->recv, n, t, a->root, c->comm, st); break;
+    case PLX_COLL_REDUCE: r = nc.ncclReduce(a->send, a->recv, n, t, nop(a->op), a->root, c->comm, st); break;
+    case PLX_COLL_ALLGATHER: r = nc.ncclAllGather(a->send, a->recv, n, t, c->comm, st); break;
+    case PLX_COLL_REDUCE_SCATTER: r = nc.ncclReduceScatter(a->send, a->recv, n, t, nop(a->op), c->comm, st); break;
+    case PLX_COLL_BARRIER: /* a one-byte allreduce */
+        r = nc.ncclAllReduce((void *)c->flag, (void *)c->flag, 1, ncclUint8, ncclSum, c->comm, st);
+        break;
+    default: r = grouped(c, a, st); break;
+    }
+    return enqueue(c, st, r, "collective", out);
+}
+
+static int p2p(void *comm, const struct plx_p2p_args *a, void **out, int is_send)
+{
+    struct impl *c = comm;
+    if (a->mem_kind != PLX_MEM_CUDA)
+        return fail(PLX_ERR_UNSUPPORTED, "nccl: send/recv needs CUDA memory");
+    if (a->peer == PLX_ANY_SOURCE)
+        return fail(PLX_ERR_UNSUPPORTED, "nccl: no receive from any source");
+    cudaStream_t st = a->stream ? (cudaStream_t)a->stream : c->stream;
+    cu.cuCtxSetCurrent(c->ctx);
+    ncclResult_t r = nc.ncclGroupStart();
+    if (r == ncclSuccess)
+        r = is_send ? nc.ncclSend(a->buf, a->bytes, ncclUint8, a->peer, c->comm, st)
+                    : nc.ncclRecv(a->buf, a->bytes, ncclUint8, a->peer, c->comm, st);
+    ncclResult_t e = nc.ncclGroupEnd();
+    return enqueue(c, st, r != ncclSuccess ? r : e, is_send ? "send" : "recv", out);
+}
+
+static int isend(void *comm, const struct plx_p2p_args *a, void **out)
+{
+    return p2p(comm, a, out, 1);
+}
+
+static int irecv(void *comm, const struct plx_p2p_args *a, void **out)
+{
+    return p2p(comm, a, out, 0);
+}
+
+static int test(void *comm, void *req, int *done)
+{
+    struct impl *c = comm;
+    struct req *q = req;
+    if (!q->done) {
+        pthread_mutex_lock(&c->mu);
+        int failed = c->failed;
+        pthread_mutex_unlock(&c->mu);
+        CUresult r = cu.cuEventQuery(q->ev);
+        if (failed) {
+            q->done = 1;
+            q->status = fail(PLX_ERR_ABORTED, "%s", c->failed_msg);
+        } else if (r == CUDA_SUCCESS) {
+            q->done = 1;
+        } else if (r != CUDA_ERROR_NOT_READY) {
+            q->done = 1;
+            q->status = fail(PLX_ERR_SYSTEM, "nccl: CUDA error %d while waiting on rank %d", r, c->rank);
+        }
+    }
+    *done = q->done;
+    return q->done ? q->status : 0;
+}
+
+static int wait_req(void *comm, void *req, int64_t timeout_ms)
+{
+    struct impl *c = comm;
+    uint64_t deadline = nccl_host->clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
+    for (;;) {
+        int done = 0, rc = test(comm, req, &done);
+        if (done)
+            return rc;
+        if (timeout_ms != PLX_TIMEOUT_INFINITE && nccl_host->clock_ns() > deadline) {
+            /* A collective that does not finish in time will not finish: abort. */
+            char msg[200];
+            snprintf(msg, sizeof msg, "nccl: rank %d: operation not finished after %lld ms; communicator aborted",
+                     c->rank, (long long)timeout_ms);
+            mark_failed(c, msg);
+            abort_bounded(c);
+            return fail(PLX_ERR_TIMEOUT, "%s", msg);
+        }
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void req_free(void *comm, void *req)
+{
+    (void)comm;
+    struct req *q = req;
+    if (q->ev)
+        cu.cuEventDestroy(q->ev);
+    free(q);
+}
+
+static int get_caps(void *comm, struct plx_caps *out)
+{
+    (void)comm;
+    uint32_t size = out->struct_size;
+    int v = nccl_version;
+    struct plx_caps caps = {
+        .struct_size = size,
+        .flags = PLX_CAP_ASYNC | PLX_CAP_ABORT | PLX_CAP_SPLIT | PLX_CAP_INPLACE | PLX_CAP_MULTI_NODE | PLX_CAP_P2P,
+        .collectives = PLX_BIT(PLX_COLL_SEND) - 1,
+        .dtypes = (PLX_BIT(PLX_DTYPE_COUNT) - 1) & ~(v >= PLX_NCCL_VERSION(2, 10, 0) ? 0u : PLX_BIT(PLX_BF16)),
+        .redops = (PLX_BIT(PLX_REDOP_COUNT) - 1) & ~(v >= PLX_NCCL_VERSION(2, 10, 0) ? 0u : PLX_BIT(PLX_AVG)),
+        .mem_kinds = PLX_BIT(PLX_MEM_CUDA),
+    };
+    memcpy(out, &caps, size < sizeof caps ? size : sizeof caps);
+    return 0;
+}
+
+static const struct plx_param params[] = {
+    {"library_path", "", "Folder searched for libcuda.so.1 and libnccl.so.2 after the system's path"},
+    {"device", "", "CUDA device ordinal for every rank (default: LOCAL_RANK modulo the device count)"},
+    {NULL, NULL, NULL},
+};
+
+static const struct plx_backend backend = {
+    .struct_size = sizeof(struct plx_backend),
+    .abi_minor = PLX_ABI_MINOR,
+    .name = "nccl",
+    .version = "0.1.0",
+    .description = "NVIDIA NCCL on CUDA memory (loaded at run time)",
+    .params = params,
+    .probe = probe,
+    .get_caps = get_caps,
+    .comm_create = comm_create,
+    .comm_destroy = comm_destroy,
+    .comm_abort = comm_abort,
+    .isend = isend,
+    .irecv = irecv,
+    .collective = collective,
+    .test = test,
+    .wait = wait_req,
+    .req_free = req_free,
+    .comm_split = comm_split,
+};
+
+PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)
+{
+    nccl_host = h;
+    if (*minor > PLX_ABI_MINOR)
+        *minor = PLX_ABI_MINOR;
+    *out = &backend;
+    return 0;
+}
