@@ -216,13 +216,13 @@ static void setup_comm(struct impl *c, MPI_Comm comm)
     MPI_Comm_size(comm, &c->size);
 }
 
-static int config_true(const char *key)
+static int config_true(const struct plx_host *h, const char *key)
 {
-    const char *v = host->config_get(host->ctx, key);
+    const char *v = h->config_get(h->ctx, key);
     return v && (!strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on") || !strcmp(v, "1"));
 }
 
-static int comm_create(const struct plx_comm_args *a, void **out)
+static int comm_create(const struct plx_host *h, const struct plx_comm_args *a, void **out)
 {
     char reason[256];
     if (launcher_reason(reason, sizeof reason) != PLX_PROBE_USABLE)
@@ -254,7 +254,7 @@ static int comm_create(const struct plx_comm_args *a, void **out)
         free(c);
         return mpi_fail(rc, "MPI_Comm_dup");
     }
-    c->abort_kills_job = config_true("abort_kills_job");
+    c->abort_kills_job = config_true(h, "abort_kills_job");
     *out = c;
     return 0;
 }
@@ -528,6 +528,24 @@ static const struct plx_param params[] = {
     {NULL, NULL, NULL},
 };
 
+/* The entry point may be called twice: for [NAME]'s drop-in and by the
+ * `mpi` alias plugin (plugins/mpi/alias.c), each with its own host, whose
+ * config_get reads that section. comm_create is the one operation that reads
+ * config, so each caller gets its own comm_create bound to its host. */
+static const struct plx_host *hosts[2];
+
+static int comm_create0(const struct plx_comm_args *a, void **out)
+{
+    return comm_create(hosts[0], a, out);
+}
+
+static int comm_create1(const struct plx_comm_args *a, void **out)
+{
+    return comm_create(hosts[1], a, out);
+}
+
+static struct plx_backend backends[2];
+
 static const struct plx_backend backend = {
     .struct_size = sizeof(struct plx_backend),
     .abi_minor = PLX_ABI_MINOR,
@@ -537,7 +555,6 @@ static const struct plx_backend backend = {
     .params = params,
     .probe = probe,
     .get_caps = get_caps,
-    .comm_create = comm_create,
     .comm_destroy = comm_destroy,
     .comm_abort = comm_abort,
     .isend = isend,
@@ -552,9 +569,18 @@ static const struct plx_backend backend = {
 
 PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)
 {
-    host = h;
+    int slot = 0;
+    while (slot < 2 && hosts[slot] && hosts[slot] != h)
+        slot++;
+    if (slot == 2)
+        return h->error(h->ctx, PLX_ERR_INVALID_USAGE, NAME ": loaded by more than two backends (a drop-in and the mpi alias)");
+    if (!host)
+        host = h; /* errors and log lines; the first caller's */
+    hosts[slot] = h;
+    backends[slot] = backend;
+    backends[slot].comm_create = slot ? comm_create1 : comm_create0;
     if (*minor > PLX_ABI_MINOR)
         *minor = PLX_ABI_MINOR;
-    *out = &backend;
+    *out = &backends[slot];
     return 0;
 }

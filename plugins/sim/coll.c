@@ -2,7 +2,10 @@
  * thread that runs its collectives in issue order, so work progresses
  * without the caller polling. The ranks' workers meet at barriers between
  * phases; in each phase every rank does its own share (rank t reduces slice
- * t), so P threads work in parallel and each byte is copied once. */
+ * t), so P threads work in parallel and each byte is copied once. A
+ * blocking collective with nothing queued runs in the caller's thread: it
+ * would only wait for the worker anyway, and this saves two hand-offs. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +66,9 @@ static void *scratch(struct impl *c, size_t bytes)
     return c->scratch;
 }
 
-static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline)
+#define BARRIER() sim_barrier(c, what, deadline, ms)
+
+static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline, int64_t ms)
 {
     struct world *w = c->w;
     int P = c->size, t = c->rank, rc;
@@ -72,20 +77,36 @@ static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline)
 
     sim_fault_delay(c);
     w->slot[t] = a;
-    if ((rc = sim_barrier(c, what, deadline)) != 0)
+    if ((rc = BARRIER()) != 0)
         return rc;
-    /* Injected failures strike after the rendezvous, mid-collective. */
-    if ((rc = sim_fault_check(c, what)) != 0)
-        return rc;
+    /* Injected failures strike after the rendezvous, mid-collective: this
+     * rank stops taking part, so the others time out at the next barrier. */
+    if ((rc = sim_fault_check(c, what)) != 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", sim_last_error());
+        sim_linger(c, deadline);
+        return sim_error(rc, "%s", msg);
+    }
 
     switch (a->coll) {
     case PLX_COLL_BARRIER:
         return 0;
     case PLX_COLL_ALLREDUCE: {
+        if (bytes <= SIM_SMALL_BYTES) {
+            /* Every rank reduces everything, in rank order (so all get the
+             * same bits), into its own scratch; after the barrier nobody
+             * reads another rank's buffers, so no third barrier. */
+            if ((rc = reduce_into(c, c->small, 0, 0, a->count, a)) != 0)
+                return rc;
+            if ((rc = BARRIER()) != 0)
+                return rc;
+            copy(a->recv, c->small, bytes);
+            return 0;
+        }
         struct part p = slice(a->count, P, t);
         if ((rc = reduce_into(c, (char *)a->recv + p.off * es, t, p.off * es, p.len, a)) != 0)
             return rc;
-        if ((rc = sim_barrier(c, what, deadline)) != 0)
+        if ((rc = BARRIER()) != 0)
             return rc;
         for (int s = 0; s < P; s++) {
             struct part q = slice(a->count, P, s);
@@ -134,7 +155,7 @@ static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline)
             return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
         for (int s = 0; s < P; s++)
             copy(tmp + (size_t)s * bytes, (const char *)w->slot[s]->send + (size_t)t * bytes, bytes);
-        if ((rc = sim_barrier(c, what, deadline)) != 0)
+        if ((rc = BARRIER()) != 0)
             return rc;
         copy(a->recv, tmp, bytes * (size_t)P);
         break;
@@ -143,7 +164,32 @@ static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline)
         return sim_error(PLX_ERR_UNSUPPORTED, "sim: no native %s", what);
     }
     /* Nobody leaves while others may still read its buffers. */
-    return sim_barrier(c, what, deadline);
+    return BARRIER();
+}
+
+/* Run one collective request to completion in the calling thread (worker
+ * or, for a blocking call, the caller) and record its outcome. */
+static void execute(struct impl *c, struct sim_req *r, int aborted)
+{
+    struct world *w = c->w;
+    int64_t ms = r->args.timeout_ms >= 0 ? r->args.timeout_ms : c->timeout_ms;
+    uint64_t deadline = sim_host->clock_ns() + (uint64_t)ms * 1000000u;
+    int rc = aborted ? sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank)
+                     : run(c, &r->args, deadline, ms);
+    char err[sizeof r->err] = "";
+    if (rc)
+        snprintf(err, sizeof err, "%s", sim_last_error()[0] ? sim_last_error() : "sim: collective failed");
+
+    pthread_mutex_lock(&w->mu);
+    r->status = rc;
+    r->done = 1;
+    if (rc) /* recorded in this thread; replayed to the waiter by test/wait */
+        memcpy(r->err, err, sizeof r->err);
+    c->busy = 0;
+    if (r->freed)
+        sim_req_release_locked(c, r);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&w->mu);
 }
 
 static void *worker_main(void *arg)
@@ -152,34 +198,23 @@ static void *worker_main(void *arg)
     struct world *w = c->w;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (!c->qhead && !c->stopping)
-            pthread_cond_wait(&w->cv, &w->mu);
+        while ((!c->qhead || c->busy) && !c->stopping)
+            pthread_cond_wait(&c->cv, &w->mu);
         struct sim_req *r = c->qhead;
         if (!r)
             break;
+        if (c->busy) { /* stopping, but a caller still runs one inline */
+            pthread_cond_wait(&c->cv, &w->mu);
+            continue;
+        }
         c->qhead = r->next;
         if (!c->qhead)
             c->qtail = NULL;
+        c->busy = 1;
         int aborted = c->aborted || c->stopping;
         pthread_mutex_unlock(&w->mu);
-
-        int64_t t = r->args.timeout_ms >= 0 ? r->args.timeout_ms : c->timeout_ms;
-        uint64_t deadline = sim_host->clock_ns() + (uint64_t)t * 1000000u;
-        int rc = aborted ? sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted",
-                                           c->rank)
-                         : run(c, &r->args, deadline);
-        char err[sizeof r->err] = "";
-        if (rc)
-            snprintf(err, sizeof err, "%s", sim_last_error()[0] ? sim_last_error() : "sim: collective failed");
-
+        execute(c, r, aborted);
         pthread_mutex_lock(&w->mu);
-        r->status = rc;
-        r->done = 1;
-        if (rc) /* recorded in this thread; replayed to the waiter by test/wait */
-            memcpy(r->err, err, sizeof r->err);
-        if (r->freed)
-            free(r);
-        pthread_cond_broadcast(&w->cv);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -197,7 +232,7 @@ void sim_worker_stop(struct impl *c)
     struct world *w = c->w;
     pthread_mutex_lock(&w->mu);
     c->stopping = 1;
-    pthread_cond_broadcast(&w->cv);
+    pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&w->mu);
     pthread_join(c->worker, NULL);
 }
@@ -206,24 +241,33 @@ int sim_collective(void *comm, const struct plx_coll_args *a, void **req)
 {
     struct impl *c = comm;
     struct world *w = c->w;
-    struct sim_req *r = calloc(1, sizeof *r);
+    struct sim_req *r = sim_req_new(c);
     if (!r)
         return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
     r->is_coll = 1;
     r->owner = c->rank;
     r->args = *a;
+    int blocking = a->struct_size >= offsetof(struct plx_coll_args, flags) + sizeof a->flags &&
+                   (a->flags & PLX_COLL_FLAG_BLOCKING);
     pthread_mutex_lock(&w->mu);
     if (c->aborted) {
+        sim_req_release_locked(c, r);
         pthread_mutex_unlock(&w->mu);
-        free(r);
         return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
+    }
+    if (blocking && !c->qhead && !c->busy) {
+        c->busy = 1; /* the worker holds back until execute() clears it */
+        pthread_mutex_unlock(&w->mu);
+        execute(c, r, 0);
+        *req = r;
+        return 0;
     }
     if (c->qtail)
         c->qtail->next = r;
     else
         c->qhead = r;
     c->qtail = r;
-    pthread_cond_broadcast(&w->cv);
+    pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&w->mu);
     *req = r;
     return 0;

@@ -39,7 +39,7 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
     if (rc)
         return rc;
     sim_fault_delay(c);
-    struct sim_req *r = calloc(1, sizeof *r);
+    struct sim_req *r = sim_req_new(c);
     if (!r)
         return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
     r->is_send = is_send;
@@ -52,8 +52,8 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
     struct sim_req *mate = NULL;
     pthread_mutex_lock(&w->mu);
     if (c->aborted) {
+        sim_req_release_locked(c, r);
         pthread_mutex_unlock(&w->mu);
-        free(r);
         return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
     }
     struct sim_req **list = is_send ? &w->recvs : &w->sends;
@@ -104,6 +104,6 @@ void sim_p2p_cancel(struct impl *c, struct sim_req *r)
         while (!r->done)
             pthread_cond_wait(&w->cv, &w->mu);
     }
+    sim_req_release_locked(c, r);
     pthread_mutex_unlock(&w->mu);
-    free(r);
 }

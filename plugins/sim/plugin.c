@@ -3,9 +3,11 @@
  * calls plx_comm_init with backend "sim", init "mem://NAME", its rank and the
  * size; the ranks find each other through that in-process store. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sim.h"
 
@@ -81,25 +83,65 @@ static int get_caps(void *comm, struct plx_caps *out)
     return 0;
 }
 
+/* Requests are reused through a per-rank free list (w->mu guards it), so
+ * an operation costs no malloc once the list has warmed up. */
+struct sim_req *sim_req_new(struct impl *c)
+{
+    pthread_mutex_lock(&c->w->mu);
+    struct sim_req *r = c->free_reqs;
+    if (r)
+        c->free_reqs = r->next;
+    pthread_mutex_unlock(&c->w->mu);
+    if (!r)
+        return calloc(1, sizeof *r);
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+void sim_req_release_locked(struct impl *c, struct sim_req *r)
+{
+    r->next = c->free_reqs;
+    c->free_reqs = r;
+}
+
+void sim_req_free_all(struct impl *c)
+{
+    while (c->free_reqs) {
+        struct sim_req *r = c->free_reqs;
+        c->free_reqs = r->next;
+        free(r);
+    }
+}
+
 static int comm_create(const struct plx_comm_args *args, void **out)
 {
     struct impl *c = calloc(1, sizeof *c);
-    if (!c)
+    if (!c || !(c->small = malloc(SIM_SMALL_BYTES))) {
+        free(c);
         return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+    }
     c->rank = args->rank;
     c->size = args->size;
     c->timeout_ms = args->timeout_ms;
     sim_config_read(&c->cfg);
     if (c->cfg.absent_rank == c->rank) {
+        free(c->small);
         free(c);
         return sim_error(PLX_ERR_UNAVAILABLE,
                                "sim: rank %d is configured absent ([sim] absent_rank) and does not join",
                                args->rank);
     }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
     int rc = sim_world_join(args, c);
     if (rc == 0 && (rc = sim_worker_start(c)) != 0)
         sim_world_leave(c);
     if (rc) {
+        pthread_cond_destroy(&c->cv);
+        free(c->small);
         free(c);
         return rc;
     }
@@ -113,6 +155,7 @@ static int comm_abort(void *comm)
     struct world *w = c->w;
     pthread_mutex_lock(&w->mu);
     c->aborted = 1;
+    pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&w->mu);
     sim_wake_all(w);
     return 0;
@@ -122,8 +165,11 @@ static int comm_destroy(void *comm)
 {
     struct impl *c = comm;
     sim_worker_stop(c);
+    sim_req_free_all(c); /* under no lock: the worker is gone and the core freed its requests */
     sim_world_leave(c);
+    pthread_cond_destroy(&c->cv);
     free(c->scratch);
+    free(c->small);
     free(c);
     return 0;
 }
@@ -155,12 +201,11 @@ static void req_free(void *comm, void *req)
         return;
     }
     pthread_mutex_lock(&c->w->mu);
-    int done = r->done;
-    if (!done)
-        r->freed = 1; /* still queued or running: the worker frees it */
+    if (r->done)
+        sim_req_release_locked(c, r);
+    else
+        r->freed = 1; /* still queued or running: execute() releases it */
     pthread_mutex_unlock(&c->w->mu);
-    if (done)
-        free(r);
 }
 
 static const struct plx_backend sim_backend = {

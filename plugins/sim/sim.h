@@ -48,13 +48,23 @@ struct impl {
     struct sim_config cfg;
     int op_count;         /* ops seen, for fail_after */
     int aborted;
-    /* The worker that runs this rank's native collectives in order. */
+    /* The worker that runs this rank's native collectives in order. A
+     * blocking collective with nothing queued runs in the caller's thread
+     * instead (busy keeps the two from overlapping). */
     pthread_t worker;
+    pthread_cond_t cv;    /* with w->mu: queue, busy and completion of this rank's collectives */
     struct sim_req *qhead, *qtail;
+    int busy;
     int stopping;
-    void *scratch;
+    struct sim_req *free_reqs; /* released requests, reused: no malloc per operation */
+    void *scratch;        /* in-place alltoall: grows to the largest seen */
     size_t scratch_bytes;
+    void *small;          /* SIM_SMALL_BYTES: the small-message allreduce result */
 };
+
+/* Allreduce up to this size: every rank reduces the whole vector (two
+ * barriers instead of three). */
+#define SIM_SMALL_BYTES ((size_t)32 << 10)
 
 struct world {
     uint64_t id;
@@ -68,7 +78,8 @@ struct world {
     int arrived;
     uint64_t generation;
     uint64_t *arrive_gen;
-    int *ever_joined;               /* per rank, never cleared: for messages */           /* per rank: generation + 1 it reached */
+    int *ever_joined;               /* per rank, never cleared: for messages */
+    int lingering;                  /* a failed rank waits for the others to arrive: wake it */
     int broken;                     /* a rank left a collective midway: status */
     char broken_msg[200];
     struct world *next;
@@ -77,11 +88,17 @@ struct world {
 /* world.c */
 int sim_world_join(const struct plx_comm_args *args, struct impl *c);
 void sim_world_leave(struct impl *c);
-int sim_barrier(struct impl *c, const char *what, uint64_t deadline_ns);
+int sim_barrier(struct impl *c, const char *what, uint64_t deadline_ns, int64_t timeout_ms);
+void sim_linger(struct impl *c, uint64_t deadline_ns);
 void sim_world_break(struct world *w, int status, const char *msg);
 void sim_wake_all(struct world *w);
 int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms);
 struct timespec sim_abstime(uint64_t deadline_ns);
+
+/* Requests: from the rank's free list (w->mu held by the _locked forms). */
+struct sim_req *sim_req_new(struct impl *c);
+void sim_req_release_locked(struct impl *c, struct sim_req *r);
+void sim_req_free_all(struct impl *c);
 
 /* p2p.c */
 int sim_isend(void *comm, const struct plx_p2p_args *a, void **req);

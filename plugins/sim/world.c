@@ -189,8 +189,20 @@ void sim_world_break(struct world *w, int status, const char *msg)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* All ranks' workers meet here between the phases of a native collective. */
-int sim_barrier(struct impl *c, const char *what, uint64_t deadline_ns)
+/* Ranks (other than the caller) that have not reached generation gen + 1,
+ * as "1,3". */
+static void late_ranks(struct world *w, int self, uint64_t gen, char *out, size_t len)
+{
+    out[0] = '\0';
+    for (int i = 0; i < w->size; i++)
+        if (i != self && w->arrive_gen[i] != gen + 1) {
+            size_t l = strlen(out);
+            snprintf(out + l, len - l, "%s%d", l ? "," : "", i);
+        }
+}
+
+/* All ranks meet here between the phases of a native collective. */
+int sim_barrier(struct impl *c, const char *what, uint64_t deadline_ns, int64_t timeout_ms)
 {
     struct world *w = c->w;
     struct timespec ts = sim_abstime(deadline_ns);
@@ -209,6 +221,8 @@ int sim_barrier(struct impl *c, const char *what, uint64_t deadline_ns)
         pthread_mutex_unlock(&w->mu);
         return 0;
     }
+    if (w->lingering)
+        pthread_cond_broadcast(&w->cv);
     int rc = 0;
     while (w->generation == gen && !w->broken) {
         if (c->aborted) {
@@ -223,14 +237,14 @@ int sim_barrier(struct impl *c, const char *what, uint64_t deadline_ns)
     if (w->generation == gen && !rc)
         rc = w->broken;
     char msg[200] = "", late[128] = "";
-    for (int i = 0; rc == PLX_ERR_TIMEOUT && i < w->size; i++)
-        if (w->arrive_gen[i] != gen + 1) {
-            size_t l = strlen(late);
-            snprintf(late + l, sizeof late - l, "%s%d", l ? "," : "", i);
-        }
+    if (rc == PLX_ERR_TIMEOUT)
+        late_ranks(w, c->rank, gen, late, sizeof late);
     if (rc == PLX_ERR_TIMEOUT || rc == PLX_ERR_ABORTED) {
-        snprintf(msg, sizeof msg, "rank %d %s in %s", c->rank,
-                 rc == PLX_ERR_ABORTED ? "aborted" : "timed out waiting for the other ranks", what);
+        if (rc == PLX_ERR_TIMEOUT)
+            snprintf(msg, sizeof msg, "rank %d waited %lld ms for rank(s) %s in %s", c->rank,
+                     (long long)timeout_ms, late, what);
+        else
+            snprintf(msg, sizeof msg, "rank %d aborted in %s", c->rank, what);
         if (!w->broken) { /* the others cannot complete this collective either */
             w->broken = rc == PLX_ERR_ABORTED ? PLX_ERR_REMOTE : rc;
             snprintf(w->broken_msg, sizeof w->broken_msg, "%s", msg);
@@ -241,10 +255,35 @@ int sim_barrier(struct impl *c, const char *what, uint64_t deadline_ns)
     }
     pthread_mutex_unlock(&w->mu);
     if (rc == PLX_ERR_TIMEOUT)
-        return sim_error(rc, "sim: rank %d timed out in %s waiting for rank(s) %s", c->rank, what, late);
+        return sim_error(rc, "sim: %s", msg);
     if (rc)
         return sim_error(rc, "sim: %s on rank %d: %s", what, c->rank, msg);
     return 0;
+}
+
+/* A rank that fails midway does not arrive at the next barrier, so the
+ * others time out there as they would with a real dead peer. It returns
+ * only once they have arrived (or the deadline passed): until then they may
+ * still be reading its buffers, which its caller is free to reuse after
+ * the error. */
+void sim_linger(struct impl *c, uint64_t deadline_ns)
+{
+    struct world *w = c->w;
+    struct timespec ts = sim_abstime(deadline_ns);
+    pthread_mutex_lock(&w->mu);
+    uint64_t gen = w->generation;
+    w->lingering++;
+    for (;;) {
+        int waiting = 0;
+        for (int i = 0; i < w->size; i++)
+            waiting += i != c->rank && w->arrive_gen[i] == gen + 1;
+        if (waiting == w->size - 1 || w->broken || w->generation != gen || c->aborted)
+            break;
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT)
+            break;
+    }
+    w->lingering--;
+    pthread_mutex_unlock(&w->mu);
 }
 
 int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
@@ -252,18 +291,22 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
     struct world *w = c->w;
     struct timespec ts = sim_abstime(deadline_after(timeout_ms));
     pthread_mutex_lock(&w->mu);
+    pthread_cond_t *cv = r->is_coll ? &c->cv : &w->cv;
     while (!r->done) {
         if (c->aborted) {
             pthread_mutex_unlock(&w->mu);
             return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
         }
         if (timeout_ms == PLX_TIMEOUT_INFINITE) {
-            pthread_cond_wait(&w->cv, &w->mu);
-        } else if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT && !r->done) {
+            pthread_cond_wait(cv, &w->mu);
+        } else if (pthread_cond_timedwait(cv, &w->mu, &ts) == ETIMEDOUT && !r->done) {
             pthread_mutex_unlock(&w->mu);
-            return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for %s %d: timeout", c->rank,
-                            (long long)timeout_ms, r->is_coll ? "a collective with rank" : "rank",
-                            r->is_coll ? c->rank : r->peer);
+            if (r->is_coll)
+                return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for its %s: timeout", c->rank,
+                                 (long long)timeout_ms, sim_coll_name(r->args.coll));
+            return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for rank %d (%s, tag %llu): timeout",
+                             c->rank, (long long)timeout_ms, r->peer, r->is_send ? "send" : "recv",
+                             (unsigned long long)r->tag);
         }
     }
     int st = r->status;

@@ -10,6 +10,8 @@ out=$("$info" --backend mpi-openmpi) && { echo "FAIL: mpi-openmpi usable without
 expect no-launcher-openmpi 1 "unavailable: not started by mpirun.openmpi" "$out"
 out=$("$info" --backend mpi-mpich) && { echo "FAIL: mpi-mpich usable without a launcher"; fail=1; }
 expect no-launcher-mpich 1 "unavailable: not started by mpirun.mpich" "$out"
+out=$("$info" --backend mpi) && { echo "FAIL: the mpi alias usable without a launcher"; fail=1; }
+expect no-launcher-alias 1 "unavailable: not started by an MPI launcher" "$out"
 if command -v mpirun.mpich >/dev/null; then
     out=$(timeout 60 mpirun.mpich -np 1 "$info" --backend mpi-openmpi) && { echo "FAIL: openmpi plugin usable under MPICH"; fail=1; }
     expect wrong-launcher 1 "started by MPICH's launcher (PMI_SIZE is set); this plugin is for Open MPI" "$out"

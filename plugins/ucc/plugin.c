@@ -1,0 +1,445 @@
+/* plugin.c - the UCC backend, loaded at run time: libucc.so.1 through our
+ * own declarations (ucc_api.h), ucc_init_version (ucc_init is inline), an
+ * out-of-band allgather built on the core's store, and ucc_context_progress
+ * in every create, test and destroy loop. Each communicator gets its own
+ * context and team, created one at a time, so a team always matches one
+ * communicator and its OOB lives exactly as long as it. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "plexus/backend.h"
+#include "ucc_api.h"
+
+static const struct plx_host *host;
+
+static struct {
+#define UCC_FIELD(ret, name, args) ret(*name) args;
+    PLX_UCC_FUNCS(UCC_FIELD)
+#undef UCC_FIELD
+} u;
+
+static _Thread_local char last_error[256];
+
+static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return host->error(host->ctx, status, "%s", last_error);
+}
+
+static const char *serr(ucc_status_t s)
+{
+    return u.ucc_status_string ? u.ucc_status_string(s) : "UCC error";
+}
+
+/* ---- loading and probe ---------------------------------------------------- */
+
+static int load_state = -1;
+static char load_reason[512];
+static ucc_lib_h lib;
+static pthread_mutex_t lib_mu = PTHREAD_MUTEX_INITIALIZER; /* also serializes context/team creation */
+
+static int load(char *reason, size_t len)
+{
+    pthread_mutex_lock(&lib_mu);
+    if (load_state < 0) {
+        const char *dir = host->config_get(host->ctx, "library_path");
+        char path[1024], where[600] = "the system's library path";
+        void *h = dlopen("libucc.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!h && dir && *dir) {
+            snprintf(path, sizeof path, "%s/libucc.so.1", dir);
+            snprintf(where + strlen(where), sizeof where - strlen(where), ", %.500s", dir);
+            h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        }
+        load_state = PLX_PROBE_UNAVAILABLE;
+        if (!h) {
+            snprintf(load_reason, sizeof load_reason, "libucc.so.1 not found (searched %s)", where);
+        } else {
+            const char *missing = NULL;
+#define UCC_SYM(ret, name, args) \
+    if (!(u.name = (ret(*) args)dlsym(h, #name)) && !missing) \
+        missing = #name;
+            PLX_UCC_FUNCS(UCC_SYM)
+#undef UCC_SYM
+            if (missing) {
+                snprintf(load_reason, sizeof load_reason, "libucc.so.1 lacks %s (not UCC 1.x?)", missing);
+                load_state = PLX_PROBE_BROKEN;
+            } else {
+                const char *v = u.ucc_get_version_string();
+                if (!v || strncmp(v, "1.", 2)) {
+                    snprintf(load_reason, sizeof load_reason, "UCC %s is not a 1.x release", v ? v : "?");
+                } else {
+                    snprintf(load_reason, sizeof load_reason, "UCC %s", v);
+                    load_state = PLX_PROBE_USABLE;
+                }
+            }
+        }
+    }
+    int st = load_state;
+    size_t n = strlen(load_reason); /* truncation to the caller's size is intended */
+    if (n >= len)
+        n = len - 1;
+    memcpy(reason, load_reason, n);
+    reason[n] = '\0';
+    pthread_mutex_unlock(&lib_mu);
+    return st;
+}
+
+static int probe(struct plx_probe_result *out)
+{
+    out->state = load(out->reason, sizeof out->reason);
+    return 0;
+}
+
+/* The library is initialised once, at the first communicator (not in probe). */
+static int init_lib(void)
+{
+    if (lib)
+        return 0;
+    ucc_lib_config_h cfg;
+    ucc_status_t s = u.ucc_lib_config_read(NULL, NULL, &cfg);
+    if (s != UCC_OK)
+        return fail(PLX_ERR_SYSTEM, "ucc: ucc_lib_config_read: %s", serr(s));
+    ucc_lib_params_t p = {.mask = UCC_LIB_PARAM_FIELD_THREAD_MODE, .thread_mode = UCC_THREAD_MULTIPLE};
+    s = u.ucc_init_version(PLX_UCC_API_MAJOR, PLX_UCC_API_MINOR, &p, cfg, &lib);
+    u.ucc_lib_config_release(cfg);
+    if (s != UCC_OK) {
+        lib = NULL;
+        return fail(PLX_ERR_SYSTEM, "ucc: ucc_init_version: %s", serr(s));
+    }
+    return 0;
+}
+
+/* ---- out-of-band allgather on the communicator's store -------------------- */
+
+struct oob {
+    struct plx_store *store;
+    const char *what; /* "ctx" or "team" */
+    int rank, size;
+    unsigned round;
+    int64_t timeout_ms;
+    ucc_status_t last;
+};
+
+/* Blocking: every rank posts its piece and reads the others' (ordered by
+ * oob_ep, as UCC requires); the request is complete when this returns. */
+static ucc_status_t oob_allgather(void *src, void *dst, size_t size, void *info, void **req)
+{
+    struct oob *o = info;
+    unsigned r = o->round++;
+    char key[96];
+    snprintf(key, sizeof key, "ucc/%s/%u/%d", o->what, r, o->rank);
+    o->last = UCC_OK;
+    if (host->store_set(o->store, key, src, size) != 0)
+        o->last = -1;
+    for (int i = 0; i < o->size && o->last == UCC_OK; i++) {
+        void *v = NULL;
+        size_t len = 0;
+        snprintf(key, sizeof key, "ucc/%s/%u/%d", o->what, r, i);
+        if (host->store_get(o->store, key, &v, &len, o->timeout_ms) != 0 || len != size) {
+            host->log(host->ctx, PLX_LOG_ERROR, "ucc: out-of-band allgather %s/%u: rank %d's piece %s", o->what, r, i,
+                      v ? "has the wrong size" : "never arrived");
+            o->last = -1;
+        } else {
+            memcpy((char *)dst + (size_t)i * size, v, size);
+        }
+        if (v)
+            host->free(v);
+    }
+    *req = o;
+    return o->last;
+}
+
+static ucc_status_t oob_test(void *req)
+{
+    return ((struct oob *)req)->last;
+}
+
+static ucc_status_t oob_free(void *req)
+{
+    (void)req;
+    return UCC_OK;
+}
+
+/* ---- communicators ---------------------------------------------------------- */
+
+struct impl {
+    ucc_context_h ctx;
+    ucc_team_h team;
+    struct oob ctx_oob, team_oob;
+    int rank, size, aborted;
+    int64_t timeout_ms;
+    pthread_mutex_t mu; /* UCC calls on one context from one thread at a time */
+};
+
+struct req {
+    ucc_coll_req_h r;
+    void *tmp;
+    int done, status;
+};
+
+static int comm_create(const struct plx_comm_args *a, void **out)
+{
+    char reason[256];
+    if (load(reason, sizeof reason) != PLX_PROBE_USABLE)
+        return fail(PLX_ERR_UNAVAILABLE, "ucc: %s", reason);
+    if (!a->store)
+        return fail(PLX_ERR_INVALID_USAGE, "ucc: needs a rendezvous store for its out-of-band exchange");
+    struct impl *c = calloc(1, sizeof *c);
+    if (!c)
+        return fail(PLX_ERR_NOMEM, "ucc: out of memory");
+    c->rank = a->rank;
+    c->size = a->size;
+    c->timeout_ms = a->timeout_ms;
+    pthread_mutex_init(&c->mu, NULL);
+    c->ctx_oob = (struct oob){a->store, "ctx", a->rank, a->size, 0, a->timeout_ms, UCC_OK};
+    c->team_oob = (struct oob){a->store, "team", a->rank, a->size, 0, a->timeout_ms, UCC_OK};
+
+    pthread_mutex_lock(&lib_mu); /* one context/team creation at a time in this process */
+    int rc = init_lib();
+    ucc_context_config_h cfg = NULL;
+    ucc_status_t s = UCC_OK;
+    if (!rc && (s = u.ucc_context_config_read(lib, NULL, &cfg)) != UCC_OK)
+        rc = fail(PLX_ERR_SYSTEM, "ucc: ucc_context_config_read: %s", serr(s));
+    if (!rc) {
+        ucc_context_params_t cp;
+        memset(&cp, 0, sizeof cp);
+        cp.mask = UCC_CONTEXT_PARAM_FIELD_OOB;
+        cp.type = UCC_CONTEXT_EXCLUSIVE;
+        cp.oob = (ucc_oob_coll_t){oob_allgather, oob_test, oob_free, &c->ctx_oob, (uint32_t)a->size, (uint32_t)a->rank};
+        s = u.ucc_context_create(lib, &cp, cfg, &c->ctx);
+        u.ucc_context_config_release(cfg);
+        if (s != UCC_OK)
+            rc = fail(PLX_ERR_SYSTEM, "ucc: rank %d: ucc_context_create: %s", a->rank, serr(s));
+    }
+    if (!rc) {
+        ucc_team_params_t tp;
+        memset(&tp, 0, sizeof tp);
+        tp.mask = UCC_TEAM_PARAM_FIELD_EP | UCC_TEAM_PARAM_FIELD_EP_RANGE | UCC_TEAM_PARAM_FIELD_OOB;
+        tp.ep = (uint64_t)a->rank;
+        tp.ep_range = UCC_COLLECTIVE_EP_RANGE_CONTIG;
+        tp.oob = (ucc_oob_coll_t){oob_allgather, oob_test, oob_free, &c->team_oob, (uint32_t)a->size, (uint32_t)a->rank};
+        s = u.ucc_team_create_post(&c->ctx, 1, &tp, &c->team);
+        uint64_t deadline = host->clock_ns() + (uint64_t)a->timeout_ms * 1000000u;
+        while (s == UCC_OK && (s = u.ucc_team_create_test(c->team)) == UCC_INPROGRESS) {
+            u.ucc_context_progress(c->ctx);
+            if (host->clock_ns() > deadline)
+                break;
+        }
+        if (s == UCC_INPROGRESS)
+            rc = fail(PLX_ERR_TIMEOUT, "ucc: rank %d: team not created after %lld ms", a->rank,
+                      (long long)a->timeout_ms);
+        else if (s != UCC_OK)
+            rc = fail(PLX_ERR_SYSTEM, "ucc: rank %d: team creation: %s", a->rank, serr(s));
+    }
+    pthread_mutex_unlock(&lib_mu);
+    if (rc) {
+        if (c->ctx)
+            u.ucc_context_destroy(c->ctx);
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+static int comm_destroy(void *comm)
+{
+    struct impl *c = comm;
+    if (c->team) {
+        uint64_t deadline = host->clock_ns() + (uint64_t)c->timeout_ms * 1000000u;
+        while (u.ucc_team_destroy(c->team) == UCC_INPROGRESS && host->clock_ns() < deadline)
+            u.ucc_context_progress(c->ctx);
+    }
+    if (c->ctx)
+        u.ucc_context_destroy(c->ctx);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    return 0;
+}
+
+static int comm_abort(void *comm)
+{
+    struct impl *c = comm;
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static ucc_datatype_t udt(int dt)
+{
+    static const int ids[PLX_DTYPE_COUNT] = {0, 5, 2, 7, 3, 8, 10, 13, 11, 12};
+    return UCC_PREDEFINED_DT(ids[dt]);
+}
+
+static int uop(int op)
+{
+    static const int ops[PLX_REDOP_COUNT] = {UCC_OP_SUM, UCC_OP_PROD, UCC_OP_MIN, UCC_OP_MAX, UCC_OP_AVG};
+    return ops[op];
+}
+
+static size_t esize(int dt)
+{
+    static const size_t s[PLX_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+    return s[dt];
+}
+
+static void info(ucc_coll_buffer_info_t *i, const void *buf, size_t count, int dt, int mem)
+{
+    i->buffer = (void *)buf;
+    i->count = count;
+    i->datatype = udt(dt);
+    i->mem_type = mem == PLX_MEM_CUDA ? UCC_MEMORY_TYPE_CUDA : UCC_MEMORY_TYPE_HOST;
+}
+
+static int collective(void *comm, const struct plx_coll_args *a, void **out)
+{
+    struct impl *c = comm;
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return fail(PLX_ERR_ABORTED, "ucc: communicator aborted");
+    size_t n = a->count, P = (size_t)c->size, me = (size_t)c->rank, es = esize(a->dtype);
+    ucc_coll_args_t ca;
+    memset(&ca, 0, sizeof ca);
+    ca.mask = UCC_COLL_ARGS_FIELD_FLAGS;
+    ca.flags = UCC_COLL_ARGS_FLAG_COUNT_64BIT;
+    ca.root = (uint64_t)a->root;
+    ca.op = uop(a->op);
+    struct req *q = calloc(1, sizeof *q);
+    if (!q)
+        return fail(PLX_ERR_NOMEM, "ucc: out of memory");
+    const void *s = a->send;
+    void *r = a->recv;
+    switch (a->coll) {
+    case PLX_COLL_ALLREDUCE: ca.coll_type = UCC_COLL_TYPE_ALLREDUCE; break;
+    case PLX_COLL_BROADCAST: ca.coll_type = UCC_COLL_TYPE_BCAST; break;
+    case PLX_COLL_REDUCE: ca.coll_type = UCC_COLL_TYPE_REDUCE; break;
+    case PLX_COLL_ALLGATHER: ca.coll_type = UCC_COLL_TYPE_ALLGATHER; break;
+    case PLX_COLL_REDUCE_SCATTER: ca.coll_type = UCC_COLL_TYPE_REDUCE_SCATTER; break;
+    case PLX_COLL_GATHER: ca.coll_type = UCC_COLL_TYPE_GATHER; break;
+    case PLX_COLL_SCATTER: ca.coll_type = UCC_COLL_TYPE_SCATTER; break;
+    case PLX_COLL_ALLTOALL: ca.coll_type = UCC_COLL_TYPE_ALLTOALL; break;
+    default: ca.coll_type = UCC_COLL_TYPE_BARRIER; break;
+    }
+    /* UCC's in-place forms differ from plexus's: stage through a copy instead. */
+    int inplace = s == r || (a->coll == PLX_COLL_ALLGATHER && (const char *)s == (char *)r + me * n * es) ||
+                  (a->coll == PLX_COLL_REDUCE_SCATTER && (char *)r == (const char *)s + me * n * es) ||
+                  (a->coll == PLX_COLL_GATHER && (const char *)s == (char *)r + me * n * es) ||
+                  (a->coll == PLX_COLL_SCATTER && (char *)r == (const char *)s + me * n * es);
+    size_t sbytes = n * es * (a->coll == PLX_COLL_REDUCE_SCATTER || a->coll == PLX_COLL_SCATTER ||
+                                      a->coll == PLX_COLL_ALLTOALL ? P : 1);
+    if (inplace && a->coll != PLX_COLL_BROADCAST && a->coll != PLX_COLL_BARRIER && sbytes) {
+        if (!(q->tmp = malloc(sbytes))) {
+            free(q);
+            return fail(PLX_ERR_NOMEM, "ucc: out of memory");
+        }
+        memcpy(q->tmp, s, sbytes);
+        s = q->tmp;
+    }
+    size_t rcount = a->coll == PLX_COLL_ALLGATHER || a->coll == PLX_COLL_GATHER || a->coll == PLX_COLL_ALLTOALL ? n * P
+                    : n;
+    size_t scount = sbytes / (es ? es : 1);
+    if (a->coll == PLX_COLL_BROADCAST)
+        info(&ca.src.info, r, n, a->dtype, a->mem_kind);
+    else
+        info(&ca.src.info, s, scount, a->dtype, a->mem_kind);
+    info(&ca.dst.info, r, rcount, a->dtype, a->mem_kind);
+    pthread_mutex_lock(&c->mu);
+    ucc_status_t st = u.ucc_collective_init(&ca, &q->r, c->team);
+    if (st == UCC_OK)
+        st = u.ucc_collective_post(q->r);
+    pthread_mutex_unlock(&c->mu);
+    if (st != UCC_OK) {
+        free(q->tmp);
+        free(q);
+        return fail(st == -1 ? PLX_ERR_UNSUPPORTED : PLX_ERR_SYSTEM, "ucc: posting a collective: %s", serr(st));
+    }
+    *out = q;
+    return 0;
+}
+
+static int test(void *comm, void *req, int *done)
+{
+    struct impl *c = comm;
+    struct req *q = req;
+    if (!q->done) {
+        pthread_mutex_lock(&c->mu);
+        u.ucc_context_progress(c->ctx);
+        ucc_status_t st = q->r->status; /* what the inline ucc_collective_test reads */
+        pthread_mutex_unlock(&c->mu);
+        if (st != UCC_INPROGRESS && st != UCC_OPERATION_INITIALIZED) {
+            q->done = 1;
+            q->status = st == UCC_OK ? 0 : fail(PLX_ERR_SYSTEM, "ucc: collective failed: %s", serr(st));
+        } else if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+            return fail(PLX_ERR_ABORTED, "ucc: communicator aborted");
+        }
+    }
+    *done = q->done;
+    return q->done ? q->status : 0;
+}
+
+static void req_free(void *comm, void *req)
+{
+    struct impl *c = comm;
+    struct req *q = req;
+    if (q->done) { /* a pending UCC request cannot be finalized: leave it to UCC's teardown */
+        pthread_mutex_lock(&c->mu);
+        u.ucc_collective_finalize(q->r);
+        pthread_mutex_unlock(&c->mu);
+        free(q->tmp);
+    }
+    free(q);
+}
+
+static int get_caps(void *comm, struct plx_caps *out)
+{
+    (void)comm;
+    uint32_t size = out->struct_size;
+    struct plx_caps caps = {
+        .struct_size = size,
+        .flags = PLX_CAP_ABORT | PLX_CAP_INPLACE | PLX_CAP_MULTI_NODE | PLX_CAP_THREAD_SAFE,
+        .collectives = PLX_BIT(PLX_COLL_SEND) - 1,
+        .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1,
+        .redops = PLX_BIT(PLX_REDOP_COUNT) - 1,
+        .mem_kinds = PLX_BIT(PLX_MEM_HOST) | PLX_BIT(PLX_MEM_CUDA),
+    };
+    memcpy(out, &caps, size < sizeof caps ? size : sizeof caps);
+    return 0;
+}
+
+static const struct plx_param params[] = {
+    {"library_path", "", "Folder searched for libucc.so.1 after the system's path"},
+    {NULL, NULL, NULL},
+};
+
+static const struct plx_backend backend = {
+    .struct_size = sizeof(struct plx_backend),
+    .abi_minor = PLX_ABI_MINOR,
+    .name = "ucc",
+    .version = "0.1.0",
+    .description = "UCC collectives (loaded at run time; out-of-band exchange through the plexus store)",
+    .params = params,
+    .probe = probe,
+    .get_caps = get_caps,
+    .comm_create = comm_create,
+    .comm_destroy = comm_destroy,
+    .comm_abort = comm_abort,
+    .collective = collective,
+    .test = test,
+    .req_free = req_free,
+};
+
+PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)
+{
+    host = h;
+    if (*minor > PLX_ABI_MINOR)
+        *minor = PLX_ABI_MINOR;
+    *out = &backend;
+    return 0;
+}

@@ -1,0 +1,353 @@
+/* One rank of a job under mpirun, through an MPI plugin, in a host that is
+ * not linked to MPI (plexus loads the plugin, the plugin brings libmpi):
+ * every collective x dtype x op, blocking (MPI's blocking calls) and
+ * nonblocking (MPI_I* driven by test/wait), in place and out of place, at
+ * counts 0, 1, P-1 and a non-multiple of P, 16 MiB for a subset; native
+ * split; tagged and any-source p2p; a wait past its timeout; abort without
+ * ending the job; plx_finalize ending MPI. Every element is compared with a
+ * serial reference (check_values.h: exact small-integer inputs).
+ * usage: test_mpi BACKEND   (mpi-openmpi | mpi-mpich | mpi, the alias) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check_values.h"
+
+static int P, me, failures;
+
+#define CHECK(cond)                                                                                      \
+    do {                                                                                                 \
+        if (!(cond)) {                                                                                   \
+            fprintf(stderr, "rank %d: %s:%d: CHECK failed: %s (last error: %s)\n", me, __FILE__, __LINE__, \
+                    #cond, plx_last_error());                                                            \
+            failures++;                                                                                  \
+        }                                                                                                \
+    } while (0)
+
+static int is_reduction(int coll)
+{
+    return coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER;
+}
+
+/* Elements in the send (s) and receive (r) buffers of coll for count n. */
+static void sizes(int coll, size_t n, size_t *s, size_t *r)
+{
+    *s = *r = n;
+    if (coll == PLX_COLL_ALLGATHER || coll == PLX_COLL_GATHER || coll == PLX_COLL_ALLTOALL)
+        *r = n * (size_t)P;
+    if (coll == PLX_COLL_REDUCE_SCATTER || coll == PLX_COLL_SCATTER || coll == PLX_COLL_ALLTOALL)
+        *s = n * (size_t)P;
+}
+
+static int run(struct plx_comm *c, int nb, int coll, const void *s, void *r, size_t n, int dt, int op, int root)
+{
+    if (!nb) {
+        switch (coll) {
+        case PLX_COLL_ALLREDUCE: return plx_allreduce(c, s, r, n, dt, op);
+        case PLX_COLL_BROADCAST: return plx_broadcast(c, r, n, dt, root);
+        case PLX_COLL_REDUCE: return plx_reduce(c, s, r, n, dt, op, root);
+        case PLX_COLL_ALLGATHER: return plx_allgather(c, s, r, n, dt);
+        case PLX_COLL_REDUCE_SCATTER: return plx_reduce_scatter(c, s, r, n, dt, op);
+        case PLX_COLL_GATHER: return plx_gather(c, s, r, n, dt, root);
+        case PLX_COLL_SCATTER: return plx_scatter(c, s, r, n, dt, root);
+        case PLX_COLL_ALLTOALL: return plx_alltoall(c, s, r, n, dt);
+        default: return plx_barrier(c);
+        }
+    }
+    struct plx_work *w = NULL;
+    int rc;
+    switch (coll) {
+    case PLX_COLL_ALLREDUCE: rc = plx_iallreduce(c, s, r, n, dt, op, NULL, &w); break;
+    case PLX_COLL_BROADCAST: rc = plx_ibroadcast(c, r, n, dt, root, NULL, &w); break;
+    case PLX_COLL_REDUCE: rc = plx_ireduce(c, s, r, n, dt, op, root, NULL, &w); break;
+    case PLX_COLL_ALLGATHER: rc = plx_iallgather(c, s, r, n, dt, NULL, &w); break;
+    case PLX_COLL_REDUCE_SCATTER: rc = plx_ireduce_scatter(c, s, r, n, dt, op, NULL, &w); break;
+    case PLX_COLL_GATHER: rc = plx_igather(c, s, r, n, dt, root, NULL, &w); break;
+    case PLX_COLL_SCATTER: rc = plx_iscatter(c, s, r, n, dt, root, NULL, &w); break;
+    case PLX_COLL_ALLTOALL: rc = plx_ialltoall(c, s, r, n, dt, NULL, &w); break;
+    default: rc = plx_ibarrier(c, NULL, &w); break;
+    }
+    if (rc)
+        return rc;
+    rc = plx_work_wait(w, PLX_TIMEOUT_DEFAULT);
+    plx_work_free(w);
+    return rc;
+}
+
+/* One case on this rank; returns the number of wrong elements (or -1). */
+static long one_case(struct plx_comm *c, int nb, int coll, int dt, int op, size_t n, int inplace, char *sb, char *rb)
+{
+    int root = P - 1;
+    size_t es = plx_dtype_size(dt), ns, nr;
+    sizes(coll, n, &ns, &nr);
+    const void *s = sb;
+    void *r = rb;
+    if (inplace) {
+        if (coll == PLX_COLL_ALLGATHER || coll == PLX_COLL_GATHER)
+            s = rb + (size_t)me * n * es;
+        else if (coll == PLX_COLL_REDUCE_SCATTER || coll == PLX_COLL_SCATTER)
+            r = sb + (size_t)me * n * es;
+        else
+            s = r = rb;
+    }
+    memset(rb, 0xa5, nr * es + 8);
+    for (size_t i = 0; i < ns; i++)
+        put((void *)s, i, dt, val(me, i, op, P));
+    if (coll == PLX_COLL_BROADCAST)
+        for (size_t i = 0; i < n; i++)
+            put(r, i, dt, me == root ? val(root, i, op, P) : 0);
+    int rc = run(c, nb, coll, s, r, n, dt, op, root);
+    if (rc) {
+        fprintf(stderr, "rank %d: %s %s %s n=%zu inplace=%d nonblocking=%d: %s: %s\n", me, plx_coll_name(coll),
+                plx_dtype_name(dt), plx_redop_name(op), n, inplace, nb, plx_err_name(rc), plx_last_error());
+        return -1;
+    }
+    long wrong = 0;
+    size_t out = coll == PLX_COLL_REDUCE ? (me == root ? n : 0)
+                 : coll == PLX_COLL_GATHER ? (me == root ? nr : 0)
+                 : coll == PLX_COLL_BARRIER ? 0 : (coll == PLX_COLL_REDUCE_SCATTER || coll == PLX_COLL_SCATTER) ? n : nr;
+    for (size_t i = 0; i < out; i++) {
+        double want;
+        switch (coll) {
+        case PLX_COLL_ALLREDUCE: case PLX_COLL_REDUCE: want = reduce_ref(i, op, dt, P); break;
+        case PLX_COLL_BROADCAST: want = val(root, i, op, P); break;
+        case PLX_COLL_ALLGATHER: case PLX_COLL_GATHER: want = val((int)(i / n), i % n, op, P); break;
+        case PLX_COLL_REDUCE_SCATTER: want = reduce_ref((size_t)me * n + i, op, dt, P); break;
+        case PLX_COLL_SCATTER: want = val(root, (size_t)me * n + i, op, P); break;
+        default: want = val((int)(i / n), (size_t)me * n + i % n, op, P); break;
+        }
+        double got = get(r, i, dt);
+        if (got != want && wrong++ < 3)
+            fprintf(stderr, "rank %d: %s %s %s n=%zu inplace=%d nonblocking=%d: element %zu is %g, want %g\n", me,
+                    plx_coll_name(coll), plx_dtype_name(dt), plx_redop_name(op), n, inplace, nb, i, got, want);
+    }
+    /* A rooted collective must not write a non-root's receive buffer. */
+    if ((coll == PLX_COLL_REDUCE || coll == PLX_COLL_GATHER) && me != root && !inplace)
+        for (size_t i = 0; i < nr * es; i++)
+            if ((unsigned char)rb[i] != 0xa5) {
+                fprintf(stderr, "rank %d: %s wrote the receive buffer of a non-root\n", me, plx_coll_name(coll));
+                wrong++;
+                break;
+            }
+    return wrong;
+}
+
+static void matrix(struct plx_comm *c)
+{
+    size_t counts[] = {0, 1, (size_t)P - 1, 7 * (size_t)P + 3};
+    size_t big_bytes = (size_t)16 << 20;
+    size_t cap = big_bytes + 64 * (size_t)P * 8; /* the big cases hold 16 MiB per buffer */
+    char *sb = malloc(cap), *rb = malloc(cap);
+    int cases = 0;
+    long bad = 0;
+    for (int nb = 0; nb < 2; nb++)
+        for (int coll = 0; coll < PLX_COLL_SEND; coll++)
+            for (int dt = 0; dt < PLX_DTYPE_COUNT; dt++)
+                for (int op = 0; op < (is_reduction(coll) ? PLX_REDOP_COUNT : 1); op++) {
+                    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+                        if (coll == PLX_COLL_BARRIER && (k || dt))
+                            continue;
+                        for (int ip = 0; ip < 2; ip++) {
+                            long w = one_case(c, nb, coll, dt, op, counts[k], ip, sb, rb);
+                            cases++;
+                            if (w < 0) {
+                                failures++;
+                                goto out;
+                            }
+                            bad += w;
+                        }
+                    }
+                    /* 16 MiB buffers: f32 and bf16 (a user-defined MPI op) sums, f64 max, every collective */
+                    int big = (dt == PLX_F32 && op == PLX_SUM) || (dt == PLX_BF16 && op == PLX_SUM) ||
+                              (dt == PLX_F64 && op == PLX_MAX);
+                    if (big && coll != PLX_COLL_BARRIER) {
+                        size_t n = big_bytes / plx_dtype_size(dt), ns, nr;
+                        sizes(coll, 1, &ns, &nr);
+                        n /= ns > nr ? ns : nr; /* the larger buffer is 16 MiB */
+                        long w = one_case(c, nb, coll, dt, op, n, nb, sb, rb);
+                        cases++;
+                        if (w < 0) {
+                            failures++;
+                            goto out;
+                        }
+                        bad += w;
+                    }
+                }
+out:
+    if (me == 0)
+        printf("matrix: %d cases per rank, %ld wrong elements on rank 0\n", cases, bad);
+    failures += bad != 0;
+    free(sb);
+    free(rb);
+}
+
+/* Native split: even and odd ranks, reversed by key; one rank stays out. */
+static void split(struct plx_comm *c)
+{
+    int color = me % 2, out_rank = P > 2 ? P - 1 : -1;
+    struct plx_comm *s = NULL;
+    int rc = plx_comm_split(c, me == out_rank ? PLX_UNDEFINED : color, -me, &s);
+    CHECK(rc == 0);
+    if (me == out_rank) {
+        CHECK(s == NULL);
+        return;
+    }
+    if (!s)
+        return;
+    int members = 0, sum_want = 0;
+    for (int r = 0; r < P; r++)
+        if (r % 2 == color && r != out_rank) {
+            members++;
+            sum_want += r;
+        }
+    int above = 0; /* ranks of my color above me come first (key -rank) */
+    for (int r = me + 1; r < P; r++)
+        if (r % 2 == color && r != out_rank)
+            above++;
+    CHECK(plx_comm_size(s) == members);
+    CHECK(plx_comm_rank(s) == above);
+    int v = me, sum = -1;
+    CHECK(plx_allreduce(s, &v, &sum, 1, PLX_I32, PLX_SUM) == 0);
+    CHECK(sum == sum_want);
+    CHECK(plx_comm_native(s, PLX_COLL_ALLREDUCE, PLX_F32, PLX_SUM) == 1);
+    CHECK(plx_comm_destroy(s) == 0);
+}
+
+/* A ring of tagged messages, then rank 0 takes one message from everyone
+ * with any-source. */
+static void p2p(struct plx_comm *c)
+{
+    int next = (me + 1) % P, prev = (me + P - 1) % P;
+    int out[4] = {me, me * 10, me * 100, 7}, in[4] = {-1, -1, -1, -1}, other[4] = {0};
+    struct plx_work *ws, *wr, *wo;
+    /* two tags in flight from the same peer, received in the opposite order */
+    CHECK(plx_isend(c, out, 4, PLX_I32, next, 1000 + me, NULL, &ws) == 0);
+    int decoy = -me;
+    struct plx_work *wd;
+    CHECK(plx_isend(c, &decoy, 1, PLX_I32, next, 5, NULL, &wd) == 0);
+    CHECK(plx_irecv(c, in, 4, PLX_I32, prev, 1000 + prev, NULL, &wr) == 0);
+    CHECK(plx_irecv(c, other, 1, PLX_I32, prev, 5, NULL, &wo) == 0);
+    CHECK(plx_work_wait(wr, PLX_TIMEOUT_DEFAULT) == 0);
+    CHECK(plx_work_wait(wo, PLX_TIMEOUT_DEFAULT) == 0);
+    CHECK(plx_work_wait(ws, PLX_TIMEOUT_DEFAULT) == 0);
+    CHECK(plx_work_wait(wd, PLX_TIMEOUT_DEFAULT) == 0);
+    plx_work_free(ws);
+    plx_work_free(wr);
+    plx_work_free(wo);
+    plx_work_free(wd);
+    CHECK(in[0] == prev && in[1] == prev * 10 && in[2] == prev * 100 && in[3] == 7);
+    CHECK(other[0] == -prev);
+    if (me == 0) {
+        unsigned seen = 0;
+        for (int i = 1; i < P; i++) {
+            int v = -1;
+            CHECK(plx_recv(c, &v, 1, PLX_I32, PLX_ANY_SOURCE, 77) == 0);
+            if (v > 0 && v < P)
+                seen |= 1u << v;
+        }
+        CHECK(seen == ((1u << P) - 2));
+    } else {
+        CHECK(plx_send(c, &me, 1, PLX_I32, 0, 77) == 0);
+    }
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A receive nobody has sent yet: its wait times out and stays pending;
+ * once the message is sent it completes. */
+static void timeout(struct plx_comm *c)
+{
+    int v = -1;
+    struct plx_work *w = NULL;
+    if (me == 0) {
+        CHECK(plx_irecv(c, &v, 1, PLX_I32, 1, 4242, NULL, &w) == 0);
+        double t0 = now_ms();
+        int rc = plx_work_wait(w, 300);
+        double dt = now_ms() - t0;
+        CHECK(rc == PLX_ERR_TIMEOUT);
+        CHECK(dt >= 290 && dt < 5000);
+    }
+    CHECK(plx_barrier(c) == 0);
+    if (me == 1)
+        CHECK(plx_send(c, &me, 1, PLX_I32, 0, 4242) == 0);
+    if (me == 0) {
+        CHECK(plx_work_wait(w, PLX_TIMEOUT_DEFAULT) == 0);
+        CHECK(v == 1);
+        plx_work_free(w);
+    }
+}
+
+/* plx_comm_abort with abort_kills_job = false (the default): a pending wait
+ * fails with ABORTED and the job goes on. */
+static void abort_comm(void)
+{
+    struct plx_comm_options o;
+    plx_comm_options_init(&o);
+    o.backend = getenv("TEST_BACKEND");
+    o.name = "abortme";
+    struct plx_comm *a = NULL;
+    CHECK(plx_comm_init(&o, &a) == 0);
+    if (!a)
+        return;
+    if (me == 0) {
+        int v;
+        struct plx_work *w = NULL;
+        CHECK(plx_irecv(a, &v, 1, PLX_I32, 1, 9, NULL, &w) == 0);
+        CHECK(plx_comm_abort(a) == 0);
+        int rc = plx_work_wait(w, 5000);
+        CHECK(rc == PLX_ERR_ABORTED);
+        plx_work_free(w);
+        int x = 1, y;
+        CHECK(plx_allreduce(a, &x, &y, 1, PLX_I32, PLX_SUM) == PLX_ERR_ABORTED);
+    }
+    CHECK(plx_comm_destroy(a) == 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_mpi BACKEND\n");
+        return 2;
+    }
+    setenv("TEST_BACKEND", argv[1], 1);
+    struct plx_comm_options o;
+    plx_comm_options_init(&o);
+    o.backend = argv[1]; /* rank, size, init: from the launcher's environment */
+    o.timeout_ms = 60000;
+    struct plx_comm *c = NULL;
+    int rc = plx_comm_init(&o, &c);
+    if (rc) {
+        fprintf(stderr, "init: %s: %s\n", plx_err_name(rc), plx_last_error());
+        return 1;
+    }
+    P = plx_comm_size(c);
+    me = plx_comm_rank(c);
+    const char *launched = getenv("OMPI_COMM_WORLD_SIZE") ? getenv("OMPI_COMM_WORLD_SIZE") : getenv("PMI_SIZE");
+    CHECK(launched && atoi(launched) == P);
+    CHECK(!strcmp(plx_comm_backend(c), argv[1]));
+    for (int coll = 0; coll < PLX_COLL_SEND; coll++) /* everything runs in MPI */
+        CHECK(plx_comm_native(c, coll, PLX_BF16, PLX_MIN) == 1);
+    matrix(c);
+    split(c);
+    p2p(c);
+    if (P >= 2)
+        timeout(c);
+    abort_comm();
+    int one = 1, total = 0; /* the world communicator is untouched by the abort */
+    CHECK(plx_allreduce(c, &one, &total, 1, PLX_I32, PLX_SUM) == 0);
+    CHECK(total == P);
+    CHECK(plx_comm_destroy(c) == 0);
+    CHECK(plx_finalize() == 0); /* plexus initialised MPI: this finalizes it, once */
+    CHECK(plx_finalize() == 0);
+    if (failures)
+        fprintf(stderr, "rank %d: %d failures\n", me, failures);
+    else if (me == 0)
+        printf("%s: %d ranks: all checks passed\n", argv[1], P);
+    return failures ? 1 : 0;
+}
