@@ -12,16 +12,21 @@
 
 #include "sim.h"
 
-struct part {
-    size_t off, len;
-};
-
-/* Slice t of count elements over P ranks (sizes differ by at most one). */
-static struct part slice(size_t count, int P, int t)
+/* The data phases are split into work items (chunks of at most
+ * SIM_ITEM_BYTES) that the ranks claim from a shared counter, reset at every
+ * barrier. Whichever rank threads are running do the work, so with more
+ * ranks than cores a descheduled thread does not hold up a phase. Each item
+ * writes its own part of one output and reads inputs no other item of the
+ * phase writes, which also holds in place. */
+static size_t claim(struct world *w)
 {
-    size_t base = count / (size_t)P, rem = count % (size_t)P;
-    struct part p = {base * (size_t)t + ((size_t)t < rem ? (size_t)t : rem), base + ((size_t)t < rem)};
-    return p;
+    return __atomic_fetch_add(&w->next_item, 1, __ATOMIC_RELAXED);
+}
+
+/* Elements in chunk k of count elements cut into chunks of per. */
+static size_t piece(size_t count, size_t per, size_t k)
+{
+    return count - k * per < per ? count - k * per : per;
 }
 
 static void copy(void *dst, const void *src, size_t n)
@@ -74,6 +79,7 @@ static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline,
     int P = c->size, t = c->rank, rc;
     const char *what = sim_coll_name(a->coll);
     size_t es = sim_dtype_size(a->dtype), bytes = a->count * es;
+    size_t per = SIM_ITEM_BYTES / es, nch = (a->count + per - 1) / per; /* chunks of a block */
 
     sim_fault_delay(c);
     w->slot[t] = a;
@@ -103,51 +109,76 @@ static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline,
             copy(a->recv, c->small, bytes);
             return 0;
         }
-        struct part p = slice(a->count, P, t);
-        if ((rc = reduce_into(c, (char *)a->recv + p.off * es, t, p.off * es, p.len, a)) != 0)
-            return rc;
+        /* Chunk k is reduced once, into the receive buffer of rank k % P,
+         * then copied to every other rank's. */
+        for (size_t k; (k = claim(w)) < nch;)
+            if ((rc = reduce_into(c, (char *)w->slot[k % P]->recv + k * per * es, (int)(k % P), k * per * es,
+                                  piece(a->count, per, k), a)) != 0)
+                return rc;
         if ((rc = BARRIER()) != 0)
             return rc;
-        for (int s = 0; s < P; s++) {
-            struct part q = slice(a->count, P, s);
-            if (s != t)
-                copy((char *)a->recv + q.off * es, (const char *)w->slot[s]->recv + q.off * es, q.len * es);
+        for (size_t i; (i = claim(w)) < nch * (size_t)(P - 1);) {
+            size_t k = i / (size_t)(P - 1);
+            int o = (int)(k % P), d = (o + 1 + (int)(i % (size_t)(P - 1))) % P;
+            copy((char *)w->slot[d]->recv + k * per * es, (const char *)w->slot[o]->recv + k * per * es,
+                 piece(a->count, per, k) * es);
         }
         break;
     }
     case PLX_COLL_REDUCE: {
-        struct part p = slice(a->count, P, t);
         int root = a->root;
-        if ((rc = reduce_into(c, (char *)w->slot[root]->recv + p.off * es, root, p.off * es, p.len, a)) != 0)
-            return rc;
+        for (size_t k; (k = claim(w)) < nch;)
+            if ((rc = reduce_into(c, (char *)w->slot[root]->recv + k * per * es, root, k * per * es,
+                                  piece(a->count, per, k), a)) != 0)
+                return rc;
         break;
     }
-    case PLX_COLL_REDUCE_SCATTER:
-        if ((rc = reduce_into(c, a->recv, t, (size_t)t * bytes, a->count, a)) != 0)
-            return rc;
+    case PLX_COLL_REDUCE_SCATTER: /* item (d, k): chunk k of rank d's block */
+        for (size_t i; (i = claim(w)) < nch * (size_t)P;) {
+            size_t d = i / nch, k = i % nch;
+            if ((rc = reduce_into(c, (char *)w->slot[d]->recv + k * per * es, (int)d, d * bytes + k * per * es,
+                                  piece(a->count, per, k), a)) != 0)
+                return rc;
+        }
         break;
-    case PLX_COLL_BROADCAST:
-        if (t != a->root)
-            copy(a->recv, w->slot[a->root]->recv, bytes);
+    case PLX_COLL_BROADCAST: /* item (d, k) */
+        for (size_t i; (i = claim(w)) < nch * (size_t)P;) {
+            size_t d = i / nch, k = i % nch;
+            copy((char *)w->slot[d]->recv + k * per * es, (const char *)w->slot[a->root]->recv + k * per * es,
+                 piece(a->count, per, k) * es);
+        }
         break;
-    case PLX_COLL_ALLGATHER:
-        for (int s = 0; s < P; s++)
-            copy((char *)a->recv + (size_t)s * bytes, w->slot[s]->send, bytes);
+    case PLX_COLL_ALLGATHER: /* item (d, s, k): chunk k of block s of rank d */
+        for (size_t i; (i = claim(w)) < nch * (size_t)P * (size_t)P;) {
+            size_t d = i / (nch * (size_t)P), s = i / nch % (size_t)P, k = i % nch;
+            copy((char *)w->slot[d]->recv + s * bytes + k * per * es, (const char *)w->slot[s]->send + k * per * es,
+                 piece(a->count, per, k) * es);
+        }
         break;
-    case PLX_COLL_GATHER:
-        for (int s = 0; t == a->root && s < P; s++)
-            copy((char *)a->recv + (size_t)s * bytes, w->slot[s]->send, bytes);
+    case PLX_COLL_GATHER: /* item (s, k) */
+        for (size_t i; (i = claim(w)) < nch * (size_t)P;) {
+            size_t s = i / nch, k = i % nch;
+            copy((char *)w->slot[a->root]->recv + s * bytes + k * per * es,
+                 (const char *)w->slot[s]->send + k * per * es, piece(a->count, per, k) * es);
+        }
         break;
-    case PLX_COLL_SCATTER:
-        copy(a->recv, (const char *)w->slot[a->root]->send + (size_t)t * bytes, bytes);
+    case PLX_COLL_SCATTER: /* item (d, k) */
+        for (size_t i; (i = claim(w)) < nch * (size_t)P;) {
+            size_t d = i / nch, k = i % nch;
+            copy((char *)w->slot[d]->recv + k * per * es,
+                 (const char *)w->slot[a->root]->send + d * bytes + k * per * es, piece(a->count, per, k) * es);
+        }
         break;
     case PLX_COLL_ALLTOALL: {
         int inplace = 0; /* every rank sees every slot, so all agree */
         for (int s = 0; s < P; s++)
             inplace |= w->slot[s]->send == w->slot[s]->recv;
-        if (!inplace) {
-            for (int s = 0; s < P; s++)
-                copy((char *)a->recv + (size_t)s * bytes, (const char *)w->slot[s]->send + (size_t)t * bytes, bytes);
+        if (!inplace) { /* item (d, s, k): chunk k of block s of rank d, from block d of rank s */
+            for (size_t i; (i = claim(w)) < nch * (size_t)P * (size_t)P;) {
+                size_t d = i / (nch * (size_t)P), s = i / nch % (size_t)P, k = i % nch;
+                copy((char *)w->slot[d]->recv + s * bytes + k * per * es,
+                     (const char *)w->slot[s]->send + d * bytes + k * per * es, piece(a->count, per, k) * es);
+            }
             break;
         }
         char *tmp = scratch(c, bytes * (size_t)P);

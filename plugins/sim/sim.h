@@ -65,6 +65,9 @@ struct impl {
 /* Allreduce up to this size: every rank reduces the whole vector (two
  * barriers instead of three). */
 #define SIM_SMALL_BYTES ((size_t)32 << 10)
+/* Work item of the data phases: big enough to stream, small enough to
+ * balance; a multiple of every element size. */
+#define SIM_ITEM_BYTES ((size_t)256 << 10)
 
 struct world {
     uint64_t id;
@@ -79,6 +82,7 @@ struct world {
     uint64_t generation;
     uint64_t *arrive_gen;
     int *ever_joined;               /* per rank, never cleared: for messages */
+    size_t next_item;               /* work items claimed in this phase (coll.c) */
     int lingering;                  /* a failed rank waits for the others to arrive: wake it */
     int broken;                     /* a rank left a collective midway: status */
     char broken_msg[200];

@@ -216,6 +216,7 @@ int sim_barrier(struct impl *c, const char *what, uint64_t deadline_ns, int64_t 
     w->arrive_gen[c->rank] = gen + 1;
     if (++w->arrived == w->size) {
         w->arrived = 0;
+        w->next_item = 0; /* the next phase's work items */
         w->generation++;
         pthread_cond_broadcast(&w->cv);
         pthread_mutex_unlock(&w->mu);

@@ -1,27 +1,43 @@
 #!/bin/sh
-# The documented states of the MPI plugins: without a launcher, and under the
-# other implementation's launcher (which would otherwise run as size 1).
+# check_states.sh PLEXUS_INFO PLEXUS_BENCH IMPL...: the documented states of
+# the MPI plugins that were built (IMPL: openmpi, mpich) and of the `mpi`
+# alias: without a launcher, and under the other implementation's launcher
+# (where the plugin's MPI would otherwise silently run as size 1).
 info=$1 bench=$2
+shift 2
 fail=0
-expect() { # expect NAME STATUS_WANTED TEXT OUTPUT
-    echo "$4" | grep -q "$3" || { echo "FAIL $1: wanted '$3' in: $4"; fail=1; }
+expect() { # expect CASE TEXT OUTPUT
+    echo "$3" | grep -q "$2" || { echo "FAIL $1: wanted '$2' in: $3"; fail=1; }
 }
-out=$("$info" --backend mpi-openmpi) && { echo "FAIL: mpi-openmpi usable without a launcher"; fail=1; }
-expect no-launcher-openmpi 1 "unavailable: not started by mpirun.openmpi" "$out"
-out=$("$info" --backend mpi-mpich) && { echo "FAIL: mpi-mpich usable without a launcher"; fail=1; }
-expect no-launcher-mpich 1 "unavailable: not started by mpirun.mpich" "$out"
+ompirun() { timeout 60 mpirun.openmpi --allow-run-as-root -x PLEXUS_CONFIG_PATH "$@"; }
 out=$("$info" --backend mpi) && { echo "FAIL: the mpi alias usable without a launcher"; fail=1; }
-expect no-launcher-alias 1 "unavailable: not started by an MPI launcher" "$out"
-if command -v mpirun.mpich >/dev/null; then
-    out=$(timeout 60 mpirun.mpich -np 1 "$info" --backend mpi-openmpi) && { echo "FAIL: openmpi plugin usable under MPICH"; fail=1; }
-    expect wrong-launcher 1 "started by MPICH's launcher (PMI_SIZE is set); this plugin is for Open MPI" "$out"
-    out=$(timeout 60 mpirun.mpich -np 2 "$bench" --backend mpi-openmpi -b 8 -e 8 2>&1) && { echo "FAIL: init under the wrong launcher"; fail=1; }
-    expect wrong-launcher-init 1 "started by MPICH's launcher" "$out"
-fi
-if command -v mpirun.openmpi >/dev/null; then
-    out=$(timeout 60 mpirun.openmpi --allow-run-as-root -np 1 -x PLEXUS_CONFIG_PATH "$info" --backend mpi-mpich) &&
-        { echo "FAIL: mpich plugin usable under Open MPI"; fail=1; }
-    expect wrong-launcher-mpich 1 "started by Open MPI's launcher (OMPI_COMM_WORLD_SIZE is set); this plugin is for MPICH" "$out"
-fi
+expect no-launcher-alias "unavailable: not started by an MPI launcher" "$out"
+for impl in "$@"; do
+    case $impl in
+    openmpi) launcher=mpirun.openmpi other=mpirun.mpich ;;
+    mpich) launcher=mpirun.mpich other=mpirun.openmpi ;;
+    *) echo "unknown implementation $impl"; exit 2 ;;
+    esac
+    out=$("$info" --backend mpi-$impl) && { echo "FAIL: mpi-$impl usable without a launcher"; fail=1; }
+    expect no-launcher-$impl "unavailable: not started by $launcher" "$out"
+    command -v $other >/dev/null || { echo "note: $other not installed, wrong-launcher case of mpi-$impl not run"; continue; }
+    if [ $impl = openmpi ]; then
+        out=$(timeout 60 mpirun.mpich -np 1 "$info" --backend mpi-openmpi) && { echo "FAIL: openmpi plugin usable under MPICH"; fail=1; }
+        expect wrong-launcher-openmpi "started by MPICH's launcher (PMI_SIZE is set); this plugin is for Open MPI" "$out"
+        out=$(timeout 60 mpirun.mpich -np 2 "$bench" --backend mpi-openmpi -b 8 -e 8 2>&1) && { echo "FAIL: init under the wrong launcher"; fail=1; }
+        expect wrong-launcher-init-openmpi "started by MPICH's launcher" "$out"
+    else
+        out=$(ompirun -np 1 "$info" --backend mpi-mpich) && { echo "FAIL: mpich plugin usable under Open MPI"; fail=1; }
+        expect wrong-launcher-mpich "started by Open MPI's launcher (OMPI_COMM_WORLD_SIZE is set); this plugin is for MPICH" "$out"
+        out=$(ompirun -np 2 "$bench" --backend mpi-mpich -b 8 -e 8 2>&1) && { echo "FAIL: init under the wrong launcher"; fail=1; }
+        expect wrong-launcher-init-mpich "started by Open MPI's launcher" "$out"
+    fi
+    # the alias follows the launcher
+    if command -v $launcher >/dev/null; then
+        if [ $impl = openmpi ]; then out=$(ompirun -np 1 "$info" --backend mpi); else out=$(timeout 60 mpirun.mpich -np 1 "$info" --backend mpi); fi
+        expect alias-under-$launcher "alias of mpi-$impl" "$out"
+        expect alias-usable-under-$launcher "state: *usable" "$out"
+    fi
+done
 [ $fail = 0 ] && echo "MPI plugin states as documented"
 exit $fail
