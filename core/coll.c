@@ -57,11 +57,13 @@ static int resolve_mem(struct plx_comm *c, const struct plx_op_options *o, const
     *mem = PLX_MEM_HOST;
     if (o && PLX_HAS_FIELD(o, struct plx_op_options, mem_kind) && o->mem_kind == PLX_MEM_CUDA)
         *mem = PLX_MEM_CUDA;
-    if (*mem == PLX_MEM_HOST && !(c->caps.mem_kinds & PLX_BIT(PLX_MEM_HOST)))
+    /* 0 is the documented default: host memory only. */
+    uint32_t kinds = c->caps.mem_kinds ? c->caps.mem_kinds : PLX_BIT(PLX_MEM_HOST);
+    if (*mem == PLX_MEM_HOST && !(kinds & PLX_BIT(PLX_MEM_HOST)))
         return plx__err(PLX_ERR_UNSUPPORTED,
                         "%s: backend '%s' takes device memory only; pass CUDA buffers with "
                         "plx_op_options.mem_kind = PLX_MEM_CUDA (nonblocking forms)", what, c->be->name);
-    if (*mem == PLX_MEM_CUDA && !(c->caps.mem_kinds & PLX_BIT(PLX_MEM_CUDA)))
+    if (*mem == PLX_MEM_CUDA && !(kinds & PLX_BIT(PLX_MEM_CUDA)))
         return plx__err(PLX_ERR_UNSUPPORTED,
                         "%s: backend '%s' cannot take CUDA memory (it handles host memory only); use a backend "
                         "with CUDA support such as nccl (PLEXUS_BACKEND=nccl) or pass host buffers%s",

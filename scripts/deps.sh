@@ -11,4 +11,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     libinih-dev \
     openmpi-bin libopenmpi-dev mpich libmpich-dev \
     iproute2 procps \
+    dpkg-dev debhelper lintian fakeroot \
     >/dev/null

@@ -14,6 +14,10 @@
 
 #include <plexus/backend.h>
 
+#ifndef MAILBOX_NAME
+#define MAILBOX_NAME "mailbox"
+#endif
+
 static const struct plx_host *host;
 
 struct msg {
@@ -55,6 +59,7 @@ static int get_caps(void *comm, struct plx_caps *out)
 {
     (void)comm;
     out->flags = PLX_CAP_P2P | PLX_CAP_THREAD_SAFE | PLX_CAP_IN_PROCESS; /* no native collectives */
+    out->mem_kinds = PLX_BIT(PLX_MEM_HOST);
     return 0;
 }
 
@@ -219,7 +224,7 @@ static void req_free(void *comm, void *req)
 static const struct plx_backend mailbox = {
     .struct_size = sizeof(struct plx_backend),
     .abi_minor = PLX_ABI_MINOR,
-    .name = "mailbox",
+    .name = MAILBOX_NAME,
     .version = "1.0",
     .description = "example out-of-tree backend: in-process mailboxes, point-to-point only",
     .probe = probe,

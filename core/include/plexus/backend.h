@@ -98,7 +98,7 @@ struct plx_caps {
     uint32_t collectives; /* PLX_BIT(enum plx_coll) for each native collective */
     uint32_t dtypes;      /* PLX_BIT(enum plx_dtype) accepted natively */
     uint32_t redops;      /* PLX_BIT(enum plx_redop) accepted natively */
-    uint32_t mem_kinds;   /* PLX_BIT(enum plx_mem_kind): HOST, CUDA */
+    uint32_t mem_kinds;   /* PLX_BIT(enum plx_mem_kind): HOST, CUDA; 0 means host only */
     uint64_t max_message_bytes; /* 0: no limit */
 };
 

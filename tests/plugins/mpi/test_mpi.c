@@ -309,12 +309,43 @@ static void abort_comm(void)
     CHECK(plx_comm_destroy(a) == 0);
 }
 
+/* With abort_kills_job = true, plx_comm_abort on rank 0 ends the whole job
+ * (MPI_Abort) while the others wait in a receive nobody sends: the launcher
+ * must exit nonzero long before their 60 s timeout (check_abort.sh). */
+static int abort_kills(const char *backend)
+{
+    char kill[96];
+    snprintf(kill, sizeof kill, "%s.abort_kills_job=true", backend);
+    const char *ov[] = {kill, NULL};
+    struct plx_comm_options o;
+    plx_comm_options_init(&o);
+    o.backend = backend;
+    o.overrides = ov;
+    o.timeout_ms = 60000;
+    struct plx_comm *c = NULL;
+    if (plx_comm_init(&o, &c)) {
+        fprintf(stderr, "init: %s\n", plx_last_error());
+        return 3;
+    }
+    if (plx_comm_rank(c) == 0) {
+        plx_comm_abort(c);
+        fprintf(stderr, "rank 0: plx_comm_abort returned: MPI_Abort was not called\n");
+        return 4;
+    }
+    int v;
+    int rc = plx_recv(c, &v, 1, PLX_I32, 0, 1);
+    fprintf(stderr, "rank %d: still running after the abort (recv: %s)\n", plx_comm_rank(c), plx_err_name(rc));
+    return 5;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: test_mpi BACKEND\n");
+        fprintf(stderr, "usage: test_mpi BACKEND [--abort-kills-job]\n");
         return 2;
     }
+    if (argc > 2 && !strcmp(argv[2], "--abort-kills-job"))
+        return abort_kills(argv[1]);
     setenv("TEST_BACKEND", argv[1], 1);
     struct plx_comm_options o;
     plx_comm_options_init(&o);
