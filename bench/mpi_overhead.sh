@@ -1,22 +1,29 @@
 #!/bin/sh
-# What the MPI plugin adds over the same MPI's own MPI_Allreduce, same
-# launcher, same flags, interleaved, twice. Run from the build folder's
-# parent: sh bench/mpi_overhead.sh [build]
+# What the MPI plugin adds over the same MPI's own MPI_Allreduce loop: same
+# launcher, same flags, out-of-place f32 sum, runs interleaved; each row is
+# the median of REPS runs (the single runs follow in brackets).
+# Run from the source root: sh bench/mpi_overhead.sh [build]
+# Environment: IMPLS="openmpi mpich", NPS="2 4", REPS=5.
 b=${1:-build}
 export PLEXUS_CONFIG_PATH=$PWD/$b/devconfig
-for impl in openmpi mpich; do
+reps=${REPS:-5}
+med() { echo "$@" | tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+for impl in ${IMPLS:-openmpi mpich}; do
     if [ $impl = openmpi ]; then run="mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -x PLEXUS_CONFIG_PATH"; else run="mpirun.mpich"; fi
     command -v ${run%% *} >/dev/null || { echo "# $impl: launcher not installed, skipped"; continue; }
-    for np in 2 4; do
-        for rep in 1 2; do
-            for size in 8 65536 1048576 16777216; do
-                iters=$([ $size -ge 16777216 ] && echo 20 || echo 1000)
-                mpi=$($run -np $np $b/bench/mpi_allreduce_loop_$impl $size $iters 2>/dev/null | awk '{print $2}')
-                plx=$($run -np $np $b/tools/plexus-bench --backend mpi-$impl -b $size -e $size -n $iters -w 5 2>/dev/null |
-                      awk '$1 ~ /^[0-9]+$/ {print $6}')
-                awk -v i=$impl -v n=$np -v r=$rep -v s=$size -v m="$mpi" -v p="$plx" 'BEGIN {
-                    printf "%-8s np=%d rep%d %9d B  MPI %9.2f us  plexus %9.2f us  +%.2f us (%+.1f%%)\n", i, n, r, s, m, p, p - m, (p - m) / m * 100 }'
+    for np in ${NPS:-2 4}; do
+        for size in 8 65536 1048576 16777216; do
+            case $size in 8) iters=20000 ;; 65536) iters=2000 ;; 1048576) iters=200 ;; *) iters=20 ;; esac
+            [ $np -gt 2 ] && iters=$((iters / 4))
+            ms="" ps=""
+            for rep in $(seq $reps); do
+                ms="$ms $($run -np $np $b/bench/mpi_allreduce_loop_$impl $size $iters 2>/dev/null | awk '{print $2}')"
+                ps="$ps $($run -np $np $b/tools/plexus-bench --backend mpi-$impl -b $size -e $size -n $iters -w 5 2>/dev/null |
+                          awk '$1 ~ /^[0-9]+$/ {print $6}')"
             done
+            awk -v i=$impl -v n=$np -v s=$size -v m="$(med $ms)" -v p="$(med $ps)" -v ms="$ms" -v ps="$ps" 'BEGIN {
+                printf "%-8s np=%d %9d B  MPI %9.2f us  plexus %9.2f us  %+8.2f us (%+5.1f%%)  [MPI%s] [plexus%s]\n",
+                       i, n, s, m, p, p - m, (p - m) / m * 100, ms, ps }'
         done
     done
 done

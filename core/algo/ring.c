@@ -25,13 +25,21 @@ int plx__ring_step(struct algo_ctx *x, const struct ring_io *io)
         return plx__sendrecv(x, io->to, io->sbuf, io->selems * es, io->from, io->rbuf, io->relems * es,
                              step_tag(x, io->tag_step, 0));
 
+    /* Iteration k posts receives up to k + RING_WINDOW - 1 and send k,
+     * reduces segment k, then retires send k - RING_WINDOW + 1. Send k
+     * completes once the next rank posted receive k, which it did by its
+     * iteration k - RING_WINDOW + 1; receive k needs only the previous rank's
+     * iteration k. So no rank waits on one that waits on it, even where a send
+     * completes only after the receiver posted (Gloo's notify protocol,
+     * MPI's rendezvous), and up to RING_WINDOW segments are in flight. */
     size_t seg = io->seg;
     size_t nss = (io->selems + seg - 1) / seg, nrs = (io->relems + seg - 1) / seg;
+    size_t n = nss > nrs ? nss : nrs;
     size_t spost = 0, sdone = 0, rpost = 0, rdone = 0;
     void *sreq[RING_WINDOW], *rreq[RING_WINDOW];
     int rc = 0;
-    while (rdone < nrs || sdone < nss) {
-        while (rpost < nrs && rpost - rdone < RING_WINDOW) {
+    for (size_t k = 0; k < n + RING_WINDOW - 1; k++) {
+        while (rpost < nrs && rpost < k + RING_WINDOW) {
             size_t off = rpost * seg, len = io->relems - off < seg ? io->relems - off : seg;
             rc = p->irecv(p->ctx, io->from, io->tmp + (rpost % RING_WINDOW) * seg * es, len * es,
                           step_tag(x, io->tag_step, (uint32_t)rpost), &rreq[rpost % RING_WINDOW]);
@@ -39,30 +47,28 @@ int plx__ring_step(struct algo_ctx *x, const struct ring_io *io)
                 goto fail;
             rpost++;
         }
-        while (spost < nss && spost - sdone < RING_WINDOW) {
-            size_t off = spost * seg, len = io->selems - off < seg ? io->selems - off : seg;
-            rc = p->isend(p->ctx, io->to, io->sbuf + off * es, len * es, step_tag(x, io->tag_step, (uint32_t)spost),
-                          &sreq[spost % RING_WINDOW]);
+        if (k < nss) {
+            size_t off = k * seg, len = io->selems - off < seg ? io->selems - off : seg;
+            rc = p->isend(p->ctx, io->to, io->sbuf + off * es, len * es, step_tag(x, io->tag_step, (uint32_t)k),
+                          &sreq[k % RING_WINDOW]);
             if (rc)
                 goto fail;
             spost++;
         }
-        /* A full send window with more to send: retire the oldest send first,
-         * or the ring could wait on itself. */
-        int send_first = (spost < nss && spost - sdone == RING_WINDOW) || rdone == nrs;
-        if (send_first) {
-            rc = p->wait(p->ctx, sreq[sdone % RING_WINDOW], x->deadline);
-            sdone++;
-            if (rc)
-                goto fail;
-        } else {
-            rc = p->wait(p->ctx, rreq[rdone % RING_WINDOW], x->deadline);
-            size_t k = rdone++;
+        if (k < nrs) {
+            rc = p->wait(p->ctx, rreq[k % RING_WINDOW], x->deadline);
+            rdone++;
             if (rc)
                 goto fail;
             size_t off = k * seg, len = io->relems - off < seg ? io->relems - off : seg;
             rc = plx__reduce3(io->dst + off * es, io->src + off * es, io->tmp + (k % RING_WINDOW) * seg * es, len,
                               x->a->dtype, x->a->op);
+            if (rc)
+                goto fail;
+        }
+        if (k + 1 >= RING_WINDOW && sdone < spost && sdone == k + 1 - RING_WINDOW) {
+            rc = p->wait(p->ctx, sreq[sdone % RING_WINDOW], x->deadline);
+            sdone++;
             if (rc)
                 goto fail;
         }

@@ -174,6 +174,7 @@ struct impl {
     int rank, size, aborted;
     int tag_ub;          /* MPI_TAG_UB of this MPI */
     int abort_kills_job; /* [mpi-*] abort_kills_job, read at comm_create */
+    int blocking_timeout; /* [mpi-*] blocking_timeout: blocking calls also go through MPI_I* */
 };
 
 struct req {
@@ -255,6 +256,7 @@ static int comm_create(const struct plx_host *h, const struct plx_comm_args *a, 
         return mpi_fail(rc, "MPI_Comm_dup");
     }
     c->abort_kills_job = config_true(h, "abort_kills_job");
+    c->blocking_timeout = config_true(h, "blocking_timeout");
     *out = c;
     return 0;
 }
@@ -279,6 +281,7 @@ static int comm_split(void *comm, int color, int key, const struct plx_comm_args
         return fail(PLX_ERR_NOMEM, NAME ": out of memory");
     }
     n->abort_kills_job = c->abort_kills_job;
+    n->blocking_timeout = c->blocking_timeout;
     if (a && (a->rank != n->rank || a->size != n->size)) {
         MPI_Comm_free(&nc);
         free(n);
@@ -288,10 +291,19 @@ static int comm_split(void *comm, int color, int key, const struct plx_comm_args
     return 0;
 }
 
+/* MPI may be gone: finalized by us, or by a host that initialized it and
+ * finalized before destroying its communicators. */
+static int mpi_gone(void)
+{
+    int fin = 0;
+    MPI_Finalized(&fin); /* callable at any time */
+    return finalized || fin;
+}
+
 static int comm_destroy(void *comm)
 {
     struct impl *c = comm;
-    if (!c->aborted && !finalized) {
+    if (!c->aborted && !mpi_gone()) {
         lock();
         MPI_Comm_free(&c->comm);
         unlock();
@@ -392,7 +404,10 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     struct req *q = calloc(1, sizeof *q);
     if (!q)
         return fail(PLX_ERR_NOMEM, NAME ": out of memory");
-    int now = PLX_HAS_FIELD(a, struct plx_coll_args, flags) && (a->flags & PLX_COLL_FLAG_BLOCKING);
+    /* MPI's blocking calls are faster than its nonblocking schedules, but
+     * cannot time out: blocking_timeout = true trades the speed for the timeout. */
+    int now = PLX_HAS_FIELD(a, struct plx_coll_args, flags) && (a->flags & PLX_COLL_FLAG_BLOCKING) &&
+              !c->blocking_timeout;
     q->is_coll = 1;
     lock();
     int rc = start(c, a, q, now);
@@ -488,7 +503,7 @@ static void req_free(void *comm, void *req)
 {
     (void)comm;
     struct req *q = req;
-    if (!q->done && !finalized) { /* never block */
+    if (!q->done && !mpi_gone()) { /* never block */
         if (q->is_coll) {
             /* MPI forbids cancelling or freeing a pending collective, and it
              * may still touch the staging copy: both stay allocated (this
@@ -525,6 +540,9 @@ static int get_caps(void *comm, struct plx_caps *out)
 
 static const struct plx_param params[] = {
     {"abort_kills_job", "false", "plx_comm_abort calls MPI_Abort, which ends every rank of the job"},
+    {"blocking_timeout", "false",
+     "blocking collectives run as MPI_I* + MPI_Test so the timeout applies (MPI's blocking calls, the default, "
+     "are faster but wait forever for a missing rank)"},
     {NULL, NULL, NULL},
 };
 

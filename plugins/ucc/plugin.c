@@ -183,6 +183,9 @@ struct impl {
 struct req {
     ucc_coll_req_h r;
     void *tmp;
+    void *copy_to;      /* on completion: copy_bytes from copy_from to copy_to */
+    const void *copy_from;
+    size_t copy_bytes;
     int done, status;
 };
 
@@ -229,10 +232,10 @@ static int comm_create(const struct plx_comm_args *a, void **out)
         tp.oob = (ucc_oob_coll_t){oob_allgather, oob_test, oob_free, &c->team_oob, (uint32_t)a->size, (uint32_t)a->rank};
         s = u.ucc_team_create_post(&c->ctx, 1, &tp, &c->team);
         uint64_t deadline = host->clock_ns() + (uint64_t)a->timeout_ms * 1000000u;
-        while (s == UCC_OK && (s = u.ucc_team_create_test(c->team)) == UCC_INPROGRESS) {
-            u.ucc_context_progress(c->ctx);
-            if (host->clock_ns() > deadline)
+        while (s == UCC_OK || s == UCC_INPROGRESS) {
+            if ((s = u.ucc_team_create_test(c->team)) != UCC_INPROGRESS || host->clock_ns() > deadline)
                 break;
+            u.ucc_context_progress(c->ctx); /* team creation hangs without progress */
         }
         if (s == UCC_INPROGRESS)
             rc = fail(PLX_ERR_TIMEOUT, "ucc: rank %d: team not created after %lld ms", a->rank,
@@ -352,6 +355,39 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     info(&ca.dst.info, r, rcount, a->dtype, a->mem_kind);
     pthread_mutex_lock(&c->mu);
     ucc_status_t st = u.ucc_collective_init(&ca, &q->r, c->team);
+    if (st == -1 && a->coll == PLX_COLL_SCATTER) {
+        /* UCC 1.3's TLs have no scatter: broadcast the root's blocks and keep ours. */
+        char *all = malloc(n * P * es + 1);
+        if (all) {
+            if (c->rank == a->root)
+                memcpy(all, s, n * P * es);
+            ca.coll_type = UCC_COLL_TYPE_BCAST;
+            info(&ca.src.info, all, n * P, a->dtype, a->mem_kind);
+            free(q->tmp);
+            q->tmp = all;
+            q->copy_to = r;
+            q->copy_from = all + me * n * es;
+            q->copy_bytes = n * es;
+            st = u.ucc_collective_init(&ca, &q->r, c->team);
+        }
+    }
+    if (st == -1 && a->coll == PLX_COLL_REDUCE_SCATTER) {
+        /* Not every dtype x op has a reduce-scatter in UCC 1.3: allreduce a copy, keep our block. */
+        char *all = malloc(n * P * es + 1);
+        if (all) {
+            memcpy(all, s, n * P * es);
+            ca.coll_type = UCC_COLL_TYPE_ALLREDUCE;
+            ca.flags |= UCC_COLL_ARGS_FLAG_IN_PLACE;
+            info(&ca.src.info, all, n * P, a->dtype, a->mem_kind);
+            info(&ca.dst.info, all, n * P, a->dtype, a->mem_kind);
+            free(q->tmp);
+            q->tmp = all;
+            q->copy_to = r;
+            q->copy_from = all + me * n * es;
+            q->copy_bytes = n * es;
+            st = u.ucc_collective_init(&ca, &q->r, c->team);
+        }
+    }
     if (st == UCC_OK)
         st = u.ucc_collective_post(q->r);
     pthread_mutex_unlock(&c->mu);
@@ -375,6 +411,8 @@ static int test(void *comm, void *req, int *done)
         pthread_mutex_unlock(&c->mu);
         if (st != UCC_INPROGRESS && st != UCC_OPERATION_INITIALIZED) {
             q->done = 1;
+            if (st == UCC_OK && q->copy_bytes)
+                memcpy(q->copy_to, q->copy_from, q->copy_bytes);
             q->status = st == UCC_OK ? 0 : fail(PLX_ERR_SYSTEM, "ucc: collective failed: %s", serr(st));
         } else if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
             return fail(PLX_ERR_ABORTED, "ucc: communicator aborted");
@@ -405,7 +443,9 @@ static int get_caps(void *comm, struct plx_caps *out)
         .struct_size = size,
         .flags = PLX_CAP_ABORT | PLX_CAP_INPLACE | PLX_CAP_MULTI_NODE | PLX_CAP_THREAD_SAFE,
         .collectives = PLX_BIT(PLX_COLL_SEND) - 1,
-        .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1,
+        /* UCC 1.3's CPU reductions have no f16 (measured: every op fails), so
+         * f16 is refused rather than computed wrong. */
+        .dtypes = (PLX_BIT(PLX_DTYPE_COUNT) - 1) & ~PLX_BIT(PLX_F16),
         .redops = PLX_BIT(PLX_REDOP_COUNT) - 1,
         .mem_kinds = PLX_BIT(PLX_MEM_HOST) | PLX_BIT(PLX_MEM_CUDA),
     };

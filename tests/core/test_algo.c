@@ -98,7 +98,7 @@ struct req {
 struct world {
     int P, eager;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv[MAXP]; /* per rank: only the owners of a match wake */
     struct req *head[MAXP * MAXP], *tail[MAXP * MAXP]; /* channel src*P+dst */
     long live;          /* requests handed out and not yet released */
     int fail_rank;      /* this rank's isend number fail_after fails */
@@ -121,7 +121,8 @@ static void world_init(struct world *w, int P, int eager)
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &ca);
+    for (int r = 0; r < MAXP; r++)
+        pthread_cond_init(&w->cv[r], &ca);
     pthread_condattr_destroy(&ca);
 }
 
@@ -150,7 +151,8 @@ static void world_destroy(struct world *w)
 {
     world_drain(w);
     pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
+    for (int r = 0; r < MAXP; r++)
+        pthread_cond_destroy(&w->cv[r]);
 }
 
 static void unlink_req(struct world *w, struct req *r)
@@ -198,7 +200,8 @@ static void post(struct world *w, struct req *r)
             free(s->buf);
             free(s);
         }
-        pthread_cond_broadcast(&w->cv);
+        pthread_cond_signal(&w->cv[s->src]);
+        pthread_cond_signal(&w->cv[d->dst]);
         return;
     }
     r->queued = 1;
@@ -285,9 +288,9 @@ static int t_wait(void *ctx, void *req, uint64_t deadline_ns)
         }
         if (deadline_ns) {
             struct timespec ts = {(time_t)(deadline_ns / 1000000000u), (long)(deadline_ns % 1000000000u)};
-            pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+            pthread_cond_timedwait(&w->cv[e->rank], &w->mu, &ts);
         } else {
-            pthread_cond_wait(&w->cv, &w->mu);
+            pthread_cond_wait(&w->cv[e->rank], &w->mu);
         }
     }
     int st = r->status;
@@ -538,6 +541,8 @@ static char *galloc(struct guarded *g, size_t bytes)
 
 static int gcheck(const struct guarded *g)
 {
+    if (!g->base)
+        return 1;
     for (size_t i = 0; i < GUARD; i++)
         if ((unsigned char)g->base[i] != 0xcd || (unsigned char)g->base[GUARD + g->bytes + i] != 0xcd)
             return 0;
@@ -575,7 +580,7 @@ static int run_case(const struct casedef *c)
         job[r].p = &p2p[r];
         job[r].t = &c->t;
         job[r].scratch = &scratch[r];
-        job[r].deadline = now_ns() + 60ull * 1000000000u;
+        job[r].deadline = now_ns() + 20ull * 1000000000u;
         *a = (struct plx_coll_args){.struct_size = sizeof *a, .coll = coll, .count = n, .dtype = c->dt,
                                     .op = c->op, .root = root, .mem_kind = PLX_MEM_HOST, .seq = seq};
         char *send = NULL, *recv = NULL;
@@ -674,7 +679,7 @@ static int run_case(const struct casedef *c)
         if (bad >= 0)
             fail("%s: rank %d: wrong result at element/block %d", what, r, bad);
         /* buffers the collective must not write */
-        if (!gcheck(&rg[r]) || (sg[r].base && !gcheck(&sg[r])))
+        if (!gcheck(&rg[r]) || !gcheck(&sg[r]))
             fail("%s: rank %d: guard bytes around a buffer were overwritten", what, r);
         if (sg[r].base && !gen_equal(a->send, se, c->dt, c->op, r, 0))
             fail("%s: rank %d: the send buffer was written", what, r);
@@ -738,7 +743,7 @@ static void small_matrix(int eager, size_t seg_bytes, size_t small_bytes, int al
     static const int mover_dts[] = {PLX_I8, PLX_F16, PLX_F32, PLX_F64};
     for (size_t pi = 0; pi < sizeof Ps / sizeof Ps[0]; pi++) {
         int P = Ps[pi];
-        size_t counts[] = {0, 1, (size_t)(P - 1), (size_t)(7 * P + 3), 1000};
+        size_t counts[] = {0, 1, (size_t)(P - 1), (size_t)(7 * P + 3), 300};
         for (int coll = 0; coll <= PLX_COLL_BARRIER; coll++) {
             for (int di = 0; di < PLX_DTYPE_COUNT; di++) {
                 int dt = is_red(coll) ? di : mover_dts[di % 4];

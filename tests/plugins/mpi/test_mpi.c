@@ -309,6 +309,46 @@ static void abort_comm(void)
     CHECK(plx_comm_destroy(a) == 0);
 }
 
+/* blocking_timeout = true: a blocking collective that a rank is late for
+ * returns PLX_ERR_TIMEOUT after the communicator's timeout (MPI's own
+ * blocking call would wait forever). The late ranks join afterwards, so the
+ * abandoned request completes and nothing is left pending. */
+static void blocking_timeout(struct plx_comm *world, const char *backend)
+{
+    char key[96];
+    snprintf(key, sizeof key, "%s.blocking_timeout=true", backend);
+    const char *ov[] = {key, NULL};
+    struct plx_comm_options o;
+    plx_comm_options_init(&o);
+    o.backend = backend;
+    o.name = "bt";
+    o.overrides = ov;
+    o.timeout_ms = 500;
+    struct plx_comm *c = NULL;
+    CHECK(plx_comm_init(&o, &c) == 0);
+    if (!c)
+        return;
+    /* static: MPI still owns rank 0's buffers after the timeout (an MPI
+     * collective cannot be cancelled) until the late ranks complete it */
+    static int x = 1, y = 0;
+    if (me == 0) {
+        double t0 = now_ms();
+        CHECK(plx_allreduce(c, &x, &y, 1, PLX_I32, PLX_SUM) == PLX_ERR_TIMEOUT);
+        double dt = now_ms() - t0;
+        CHECK(dt >= 450 && dt < 10000);
+    }
+    CHECK(plx_barrier(world) == 0);
+    if (me != 0) {
+        struct plx_work *w = NULL;
+        CHECK(plx_iallreduce(c, &x, &y, 1, PLX_I32, PLX_SUM, NULL, &w) == 0);
+        CHECK(plx_work_wait(w, 30000) == 0);
+        plx_work_free(w);
+        CHECK(y == P);
+    }
+    CHECK(plx_barrier(world) == 0);
+    CHECK(plx_comm_destroy(c) == 0);
+}
+
 /* With abort_kills_job = true, plx_comm_abort on rank 0 ends the whole job
  * (MPI_Abort) while the others wait in a receive nobody sends: the launcher
  * must exit nonzero long before their 60 s timeout (check_abort.sh). */
@@ -370,6 +410,8 @@ int main(int argc, char **argv)
     if (P >= 2)
         timeout(c);
     abort_comm();
+    if (P >= 2)
+        blocking_timeout(c, argv[1]);
     int one = 1, total = 0; /* the world communicator is untouched by the abort */
     CHECK(plx_allreduce(c, &one, &total, 1, PLX_I32, PLX_SUM) == 0);
     CHECK(total == P);
