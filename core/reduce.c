@@ -4,7 +4,7 @@
  * run-time overlap check instead. Integer sum and prod wrap (computed in the
  * unsigned type, so no undefined behaviour). Float min/max propagate NaN,
  * as torch does. f16/bf16 are widened to f32 in blocks and rounded back to
- * nearest-even. */
+ * nearest-even, with branch-free conversions so those loops vectorise too. */
 #include "reduce.h"
 
 #include <string.h>
@@ -13,72 +13,86 @@
 #include "plexus/plexus.h"
 
 /* ---- f16 / bf16 conversions --------------------------------------------- */
+/* Branch-free (every path computed, then selected) so the block loops of the
+ * half kernels vectorise; the exported functions use the same code, so the
+ * exhaustive conversion tests cover what the kernels run. Needs the default
+ * round-to-nearest mode and no -ffast-math (the subnormal paths round in a
+ * float addition). */
+
+static inline uint32_t f2u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* c ? x : y for c in {0, 1}, as masks: gcc if-converts nested ?: poorly. */
+static inline uint32_t sel(uint32_t c, uint32_t x, uint32_t y)
+{
+    uint32_t m = 0u - c;
+    return (x & m) | (y & ~m);
+}
+
+static inline float h2f(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, o = (uint32_t)(h & 0x7fff) << 13, exp = o & 0x0f800000u;
+    o += (uint32_t)(127 - 15) << 23;                     /* rebias */
+    uint32_t inf_nan = o + ((uint32_t)(128 - 16) << 23); /* exponent all ones, payload kept */
+    float sub = u2f(o + (1u << 23)) - u2f(113u << 23);   /* m * 2^-24, exact */
+    uint32_t r = sel(exp == 0x0f800000u, inf_nan, sel(exp == 0, f2u(sub), o));
+    return u2f(r | sign);
+}
+
+static inline uint16_t f2h(float f)
+{
+    uint32_t x = f2u(f), sign = x & 0x80000000u, a = x ^ sign;
+    uint32_t big = sel(a > 0x7f800000u, 0x7e00u, 0x7c00u); /* NaN stays a quiet NaN, else inf */
+    /* below 2^-14: adding 0.5 rounds to the 2^-24 grid (nearest even) */
+    uint32_t small = f2u(u2f(a) + 0.5f) - (126u << 23);
+    /* normal: rebias and round the 13 dropped bits to nearest even; a carry
+     * into the exponent is the correct rounding, up to inf */
+    uint32_t norm = (a + ((uint32_t)(15 - 127) << 23) + 0xfffu + ((a >> 13) & 1)) >> 13;
+    uint32_t r = sel(a >= 0x47800000u, big, sel(a < 0x38800000u, small, norm));
+    return (uint16_t)(r | (sign >> 16));
+}
+
+static inline float bf2f(uint16_t h)
+{
+    return u2f((uint32_t)h << 16);
+}
+
+static inline uint16_t f2bf(float f)
+{
+    uint32_t x = f2u(f);
+    uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1)) >> 16, quiet = (x >> 16) | 0x40;
+    return (uint16_t)sel((x & 0x7fffffffu) > 0x7f800000u, quiet, rounded);
+}
 
 float plx__f16_to_f32(uint16_t h)
 {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, x;
-    if (exp == 0x1f) {
-        x = sign | 0x7f800000u | (mant << 13);
-    } else if (exp == 0) {
-        if (!mant) {
-            x = sign;
-        } else { /* subnormal: normalise */
-            int e = -1;
-            do {
-                mant <<= 1;
-                e++;
-            } while (!(mant & 0x400));
-            x = sign | ((uint32_t)(112 - e) << 23) | ((mant & 0x3ff) << 13);
-        }
-    } else {
-        x = sign | ((exp + 112) << 23) | (mant << 13);
-    }
-    float f;
-    memcpy(&f, &x, sizeof f);
-    return f;
+    return h2f(h);
 }
 
 uint16_t plx__f32_to_f16(float f)
 {
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    uint32_t sign = (x >> 16) & 0x8000, exp = (x >> 23) & 0xff, mant = x & 0x7fffff;
-    if (exp == 0xff) /* inf stays inf, NaN stays a quiet NaN */
-        return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 | (mant >> 13) : 0));
-    int e = (int)exp - 127 + 15;
-    if (e >= 0x1f)
-        return (uint16_t)(sign | 0x7c00);
-    if (e <= 0) {
-        if (e < -10)
-            return (uint16_t)sign;
-        mant |= 0x800000;
-        unsigned shift = (unsigned)(14 - e);
-        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-        if (rem > mid || (rem == mid && (half & 1)))
-            half++;
-        return (uint16_t)(sign | half);
-    }
-    uint32_t half = ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (half & 1)))
-        half++; /* a carry into the exponent is the correct rounding, up to inf */
-    return (uint16_t)(sign | half);
+    return f2h(f);
 }
 
 float plx__bf16_to_f32(uint16_t h)
 {
-    uint32_t x = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &x, sizeof f);
-    return f;
+    return bf2f(h);
 }
 
 uint16_t plx__f32_to_bf16(float f)
 {
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    if ((x & 0x7fffffff) > 0x7f800000)
-        return (uint16_t)((x >> 16) | 0x40);
-    return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+    return f2bf(f);
 }
 
 /* ---- kernels ------------------------------------------------------------ */
@@ -131,35 +145,141 @@ static const kernel_fn kernels[PLX_DTYPE_COUNT][PLX_REDOP_COUNT] = {
     [PLX_I64] = ROW(i64), [PLX_U64] = ROW(u64), [PLX_F32] = ROW(f32), [PLX_F64] = ROW(f64),
 };
 
-/* f16/bf16: widen a block to f32, run the f32 kernel, round back. */
+/* f16/bf16: widen a block to f32, run the f32 kernel, round back. One
+ * loop per format with the conversions inlined, so both vectorise. Blocks
+ * are read before the output is written, so out may alias a or b. */
 enum { BLOCK = 512 };
 
-static void half_kernel(int dtype, int op, void *out_, const void *a_, const void *b_, size_t n)
+#define HALF_KERNEL(NAME, WIDEN, NARROW)                                       \
+    static void NAME(int op, void *out_, const void *a_, const void *b_, size_t n) \
+    {                                                                          \
+        float fa[BLOCK], fb[BLOCK];                                            \
+        uint16_t *out = out_;                                                  \
+        const uint16_t *a = a_, *b = b_;                                       \
+        kernel_fn k = kernels[PLX_F32][op];                                    \
+        for (size_t base = 0; base < n; base += BLOCK) {                       \
+            size_t m = n - base < BLOCK ? n - base : BLOCK;                    \
+            for (size_t i = 0; i < m; i++) {                                   \
+                fa[i] = WIDEN(a[base + i]);                                    \
+                fb[i] = WIDEN(b[base + i]);                                    \
+            }                                                                  \
+            k(fa, fa, fb, m);                                                  \
+            for (size_t i = 0; i < m; i++)                                     \
+                out[base + i] = NARROW(fa[i]);                                 \
+        }                                                                      \
+    }
+
+HALF_KERNEL(f16_kernel_generic, h2f, f2h)
+HALF_KERNEL(bf16_kernel_generic, bf2f, f2bf)
+
+/* x86-64 with F16C: the conversion instructions (round to nearest even,
+ * subnormals, NaN quietened), 8 at a time; ~5x the generic loop. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+__attribute__((target("avx2,f16c"))) static void f16_kernel_f16c(int op, void *out_, const void *a_, const void *b_,
+                                                                  size_t n)
 {
-    float fa[BLOCK], fb[BLOCK];
+    float fa[BLOCK] __attribute__((aligned(32))), fb[BLOCK] __attribute__((aligned(32)));
     uint16_t *out = out_;
     const uint16_t *a = a_, *b = b_;
-    float (*widen)(uint16_t) = dtype == PLX_F16 ? plx__f16_to_f32 : plx__bf16_to_f32;
-    uint16_t (*narrow)(float) = dtype == PLX_F16 ? plx__f32_to_f16 : plx__f32_to_bf16;
     kernel_fn k = kernels[PLX_F32][op];
     for (size_t base = 0; base < n; base += BLOCK) {
-        size_t m = n - base < BLOCK ? n - base : BLOCK;
-        for (size_t i = 0; i < m; i++) {
-            fa[i] = widen(a[base + i]);
-            fb[i] = widen(b[base + i]);
+        size_t m = n - base < BLOCK ? n - base : BLOCK, i = 0;
+        for (; i + 8 <= m; i += 8) {
+            _mm256_store_ps(fa + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + base + i))));
+            _mm256_store_ps(fb + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + base + i))));
+        }
+        for (; i < m; i++) {
+            fa[i] = h2f(a[base + i]);
+            fb[i] = h2f(b[base + i]);
         }
         k(fa, fa, fb, m);
-        for (size_t i = 0; i < m; i++)
-            out[base + i] = narrow(fa[i]);
+        for (i = 0; i + 8 <= m; i += 8)
+            _mm_storeu_si128((__m128i *)(out + base + i),
+                             _mm256_cvtps_ph(_mm256_load_ps(fa + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        for (; i < m; i++)
+            out[base + i] = f2h(fa[i]);
     }
 }
+
+/* bf16 with AVX2: widening is a shift, narrowing the same integer rounding
+ * as f2bf, 8 lanes at a time. */
+__attribute__((target("avx2"))) static inline __m256 bf16x8_to_f32(const uint16_t *p)
+{
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+__attribute__((target("avx2"))) static inline void f32x8_to_bf16(uint16_t *p, __m256 f)
+{
+    __m256i x = _mm256_castps_si256(f);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
+    /* 8 x u32 (all <= 0xffff) -> 8 x u16; packus works per 128-bit lane */
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
+}
+
+__attribute__((target("avx2"))) static void bf16_kernel_avx2(int op, void *out_, const void *a_, const void *b_,
+                                                             size_t n)
+{
+    float fa[BLOCK] __attribute__((aligned(32))), fb[BLOCK] __attribute__((aligned(32)));
+    uint16_t *out = out_;
+    const uint16_t *a = a_, *b = b_;
+    kernel_fn k = kernels[PLX_F32][op];
+    for (size_t base = 0; base < n; base += BLOCK) {
+        size_t m = n - base < BLOCK ? n - base : BLOCK, i = 0;
+        for (; i + 8 <= m; i += 8) {
+            _mm256_store_ps(fa + i, bf16x8_to_f32(a + base + i));
+            _mm256_store_ps(fb + i, bf16x8_to_f32(b + base + i));
+        }
+        for (; i < m; i++) {
+            fa[i] = bf2f(a[base + i]);
+            fb[i] = bf2f(b[base + i]);
+        }
+        k(fa, fa, fb, m);
+        for (i = 0; i + 8 <= m; i += 8)
+            f32x8_to_bf16(out + base + i, _mm256_load_ps(fa + i));
+        for (; i < m; i++)
+            out[base + i] = f2bf(fa[i]);
+    }
+}
+
+static void bf16_kernel(int op, void *out, const void *a, const void *b, size_t n)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2"))
+        bf16_kernel_avx2(op, out, a, b, n);
+    else
+        bf16_kernel_generic(op, out, a, b, n);
+}
+
+static void f16_kernel(int op, void *out, const void *a, const void *b, size_t n)
+{
+    __builtin_cpu_init(); /* idempotent; the checks read one global */
+    if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2"))
+        f16_kernel_f16c(op, out, a, b, n);
+    else
+        f16_kernel_generic(op, out, a, b, n);
+}
+#else
+#define f16_kernel f16_kernel_generic
+#define bf16_kernel bf16_kernel_generic
+#endif
 
 int plx__reduce3(void *out, const void *a, const void *b, size_t count, int dtype, int op)
 {
     if (dtype < 0 || dtype >= PLX_DTYPE_COUNT || op < 0 || op >= PLX_REDOP_COUNT)
         return plx__err(PLX_ERR_INVALID_ARG, "reduce: invalid dtype %d or op %d", dtype, op);
-    if (dtype == PLX_F16 || dtype == PLX_BF16)
-        half_kernel(dtype, op, out, a, b, count);
+    if (dtype == PLX_F16)
+        f16_kernel(op, out, a, b, count);
+    else if (dtype == PLX_BF16)
+        bf16_kernel(op, out, a, b, count);
     else
         kernels[dtype][op](out, a, b, count);
     return 0;
@@ -190,14 +310,16 @@ int plx__scale_div(void *buf, size_t count, int dtype, uint64_t divisor)
     case PLX_U64: DIV_LOOP(uint64_t, divisor); break;
     case PLX_F32: DIV_LOOP(float, (float)divisor); break;
     case PLX_F64: DIV_LOOP(double, (double)divisor); break;
-    case PLX_F16:
+    case PLX_F16: {
+        uint16_t *p = buf;
+        for (size_t i = 0; i < count; i++)
+            p[i] = f2h(h2f(p[i]) / (float)divisor);
+        break;
+    }
     case PLX_BF16: {
         uint16_t *p = buf;
-        int f16 = dtype == PLX_F16;
-        for (size_t i = 0; i < count; i++) {
-            float v = (f16 ? plx__f16_to_f32(p[i]) : plx__bf16_to_f32(p[i])) / (float)divisor;
-            p[i] = f16 ? plx__f32_to_f16(v) : plx__f32_to_bf16(v);
-        }
+        for (size_t i = 0; i < count; i++)
+            p[i] = f2bf(bf2f(p[i]) / (float)divisor);
         break;
     }
     default:

@@ -54,9 +54,11 @@ int plx__tree_bcast(struct algo_ctx *x, char *buf, int root)
             if (rc)
                 goto out;
         }
-        for (int c = 0; c < nchild; c++)
-            if ((rc = p->isend(p->ctx, children[c], buf + off, len, step_tag(x, 0, (uint32_t)k), &sreq[ns++])) != 0)
-                goto out;
+        for (int c = 0; c < nchild; c++) {
+            if ((rc = p->isend(p->ctx, children[c], buf + off, len, step_tag(x, 0, (uint32_t)k), &sreq[ns])) != 0)
+                goto out; /* no request was made: not counted */
+            ns++;
+        }
     }
     for (; sdone < ns; sdone++)
         if ((rc = p->wait(p->ctx, sreq[sdone], x->deadline)) != 0) {

@@ -337,6 +337,41 @@ static void test_kernels(void)
     free(keep);
 }
 
+/* Every f16/bf16 pattern through the kernels (which may convert with other
+ * code than the scalar functions, e.g. F16C): each value against partners
+ * chosen to hit subnormal results, ties, overflow, NaN and inf. */
+static void test_half_kernels_exhaustive(void)
+{
+    enum { N = 65536 };
+    static uint16_t a[N], b[N], o[N];
+    static const uint16_t partner_seed[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00, 0xbc00,
+                                            0x3800, 0x1400, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x0155};
+    for (int fmt = 0; fmt < 2; fmt++) {
+        int dt = fmt ? PLX_BF16 : PLX_F16;
+        for (size_t ps = 0; ps < sizeof partner_seed / sizeof partner_seed[0] + 2; ps++) {
+            for (uint32_t i = 0; i < N; i++) {
+                a[i] = (uint16_t)i;
+                /* fixed partners (bf16: the same bits mean other values, fine),
+                 * then neighbours and a scrambled pattern */
+                b[i] = ps < 16 ? partner_seed[ps] : ps == 16 ? (uint16_t)(i ^ 1) : (uint16_t)(i * 40503u);
+            }
+            for (int op = 0; op < PLX_REDOP_COUNT; op++) {
+                CHECK(plx__reduce3(o, a, b, N, dt, op) == 0, "reduce3");
+                check_elems(o, a, b, N, dt, op);
+            }
+        }
+        /* the in-place form with scale_div, too */
+        for (uint32_t i = 0; i < N; i++)
+            a[i] = o[i] = (uint16_t)i;
+        plx__scale_div(o, N, dt, 3);
+        for (uint32_t i = 0; i < N; i++) {
+            float w = (fmt ? bf16w(a[i]) : f16w(a[i])) / 3.0f;
+            CHECK(same_half(o[i], fmt ? bf16n(w) : f16n(w), fmt ? 7 : 10), "scale_div %s 0x%04x", fmt ? "bf16" : "f16",
+                  a[i]);
+        }
+    }
+}
+
 /* NaN handling, spelled out: min/max propagate NaN from either side, as
  * torch does; inf - inf is NaN. */
 static void test_nan_rules(void)
@@ -428,6 +463,7 @@ int main(void)
     }
     test_conversions();
     test_kernels();
+    test_half_kernels_exhaustive();
     test_nan_rules();
     test_scale_div();
     test_bad_args();

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The ucc probe's reasons: library missing, and a library that is not UCC 1.x.
 info=$1 stub=$2
-unset LD_LIBRARY_PATH # meson adds the stub's folder; the "missing" case must not see it
+unset LD_LIBRARY_PATH PLEXUS_UCC_LIBRARY_PATH # meson adds the stub's folder; the "missing" case must not see it
 fail=0
 if ldconfig -p 2>/dev/null | grep -q 'libucc\.so\.1 '; then
     echo "skip: a system-wide libucc.so.1 is installed"

@@ -1,0 +1,132 @@
+/* tcp.h - shared state of the tcp backend (Gloo gen-1 pair protocol).
+ *
+ * Wire format (gloo@5b14351 transport/tcp/pair.h): every frame starts with a
+ * 48-byte little-endian preamble of six u64: nbytes (48 + payload), opcode,
+ * slot, offset, length, roffset. Opcodes: 0 SEND_BUFFER (bound buffers; not
+ * supported), 1 SEND_UNBOUND_BUFFER (payload follows), 2 NOTIFY_SEND_READY,
+ * 3 NOTIFY_RECV_READY. Data flows receiver-driven: a receive always sends
+ * RECV_READY, a send always sends SEND_READY and its payload once the peer's
+ * RECV_READY for that slot is banked. Plexus tag == Gloo slot.
+ *
+ * Extension between two plexus peers only (detected by a marker in bytes
+ * 16..31 of the 136-byte address, which libgloo leaves uninitialised and
+ * ignores): small sends go out at once ("eager") and the receiver keeps them
+ * until their receive is posted; the RECV_READY that receive still sends is
+ * then absorbed by the sender's `owed` count. Ordering per (peer, slot) holds
+ * because a send is only eager while no older send on that slot waits. */
+#ifndef PLEXUS_TCP_H
+#define PLEXUS_TCP_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "plexus/backend.h"
+
+#define TCP_ADDR_BYTES 136
+#define TCP_HDR_BYTES 48
+#define TCP_EAGER_MAX (64u << 10)
+#define TCP_RXBUF (64u << 10)
+#define TCP_SLOT_BUCKETS 64
+
+enum { OP_SEND_BUFFER = 0, OP_SEND_UNBOUND = 1, OP_NOTIFY_SEND_READY = 2, OP_NOTIFY_RECV_READY = 3 };
+
+extern const struct plx_host *tcp__host;
+
+struct tcp_req {
+    int is_send;
+    int peer;              /* -1 while a receive-from-any is unbound */
+    uint64_t slot;
+    char *buf;
+    size_t bytes;
+    atomic_int done;
+    int status;
+    int freed;             /* the core released it; the plugin frees it when unlinked */
+    int linked;            /* lists or frames that still point at it */
+    char err[240];
+    struct tcp_req *next;  /* in a slot's posted/pending list or the any list */
+};
+
+/* Eager payload that arrived before its receive (plexus peers only). */
+struct tcp_early {
+    char *data;
+    size_t len;
+    struct tcp_early *next;
+};
+
+/* Per (peer, slot) protocol state; freed when everything in it is zero. */
+struct tcp_slot {
+    uint64_t slot;
+    struct tcp_req *posted, *posted_tail; /* receives announced with RECV_READY */
+    struct tcp_req *pending, *pending_tail; /* sends waiting for RECV_READY */
+    struct tcp_early *early, *early_tail;
+    uint32_t recv_ready;  /* banked RECV_READY from the peer */
+    uint32_t remote_send; /* SEND_READY not yet matched by a receive */
+    uint32_t expect_send; /* receives posted before their SEND_READY */
+    uint32_t owed;        /* eager sends whose RECV_READY is still to come */
+    struct tcp_slot *next;
+};
+
+/* One outgoing frame: the preamble and maybe a payload from a send request. */
+struct tcp_frame {
+    uint64_t hdr[6];
+    struct tcp_req *req; /* payload source, or NULL */
+    size_t sent;         /* bytes of header + payload written */
+    struct tcp_frame *next;
+};
+
+struct tcp_peer {
+    int rank, fd;
+    int eager;           /* both ends are plexus */
+    int closed;          /* the peer closed a quiet connection (it finished) */
+    char closed_why[80];
+    char addr[64];       /* the peer's published "ip:port" */
+    struct tcp_slot *slots[TCP_SLOT_BUCKETS];
+    struct tcp_frame *tx, *tx_tail;
+    int out_armed;
+    /* receive state */
+    unsigned char hdr[TCP_HDR_BYTES];
+    size_t hdr_got;
+    int in_payload;
+    char *dst;           /* payload destination (user buffer, early buffer, or NULL = discard) */
+    size_t pay_len, pay_got;
+    struct tcp_req *dst_req;
+    struct tcp_early *dst_early;
+    struct tcp_slot *dst_slot;
+    unsigned char *rxbuf;
+    size_t rx_pos, rx_len;
+};
+
+struct tcp_comm {
+    int rank, size;
+    int64_t timeout_ms;
+    int busy_poll_us;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct tcp_peer *peers;
+    struct tcp_req *any, *any_tail; /* unbound receives from any source */
+    int ep, evfd;
+    pthread_t io;
+    int io_started, stop;
+    int aborted;
+    int broken;          /* a connection was lost: everything fails with lost_msg */
+    int broken_status;
+    char lost_msg[240];
+};
+
+/* bootstrap.c */
+int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a);
+
+/* wire.c (all under c->mu unless noted) */
+void *tcp__io_main(void *arg); /* the I/O thread; takes c->mu itself */
+int tcp__post_send(struct tcp_comm *c, struct tcp_req *r);
+int tcp__post_recv(struct tcp_comm *c, struct tcp_req *r);
+void tcp__cancel(struct tcp_comm *c, struct tcp_req *r);
+void tcp__fail_all(struct tcp_comm *c, int status, const char *msg);
+void tcp__drop_peer(struct tcp_comm *c, struct tcp_peer *p, const char *why);
+int tcp__peer_gone(struct tcp_comm *c, struct tcp_peer *p, const struct tcp_req *r); /* error status if p closed, else 0 */
+void tcp__free_state(struct tcp_comm *c);
+
+#endif

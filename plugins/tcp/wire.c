@@ -1,0 +1,688 @@
+/* wire.c - the Gloo pair protocol: frames out, frames in, per-slot matching,
+ * and the communicator's I/O thread (epoll, non-blocking sockets).
+ *
+ * Everything here runs under c->mu. Callers' threads write directly when a
+ * peer's queue is empty (no wake-up of the I/O thread on the fast path); what
+ * the socket does not take is left to the I/O thread through EPOLLOUT. */
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "tcp.h"
+
+#define IOV_BATCH 64
+#define READ_BUDGET (8u << 20) /* bytes per peer per wake-up, for fairness */
+
+/* ---- requests ----------------------------------------------------------- */
+
+static void complete(struct tcp_comm *c, struct tcp_req *r, int status, const char *msg)
+{
+    r->status = status;
+    if (msg)
+        snprintf(r->err, sizeof r->err, "%s", msg);
+    atomic_store_explicit(&r->done, 1, memory_order_release);
+    pthread_cond_broadcast(&c->cv);
+}
+
+static void unlink_req(struct tcp_req *r)
+{
+    if (--r->linked == 0 && r->freed)
+        free(r);
+}
+
+/* ---- slots -------------------------------------------------------------- */
+
+static unsigned bucket(uint64_t slot)
+{
+    return (unsigned)((slot * UINT64_C(0x9e3779b97f4a7c15)) >> 58) % TCP_SLOT_BUCKETS;
+}
+
+static struct tcp_slot *slot_get(struct tcp_peer *p, uint64_t slot, int create)
+{
+    struct tcp_slot **b = &p->slots[bucket(slot)];
+    for (struct tcp_slot *s = *b; s; s = s->next)
+        if (s->slot == slot)
+            return s;
+    if (!create)
+        return NULL;
+    struct tcp_slot *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->slot = slot;
+    s->next = *b;
+    *b = s;
+    return s;
+}
+
+static void slot_release(struct tcp_peer *p, struct tcp_slot *s)
+{
+    if (!s || s->posted || s->pending || s->early || s->recv_ready || s->remote_send || s->expect_send || s->owed)
+        return;
+    for (struct tcp_slot **q = &p->slots[bucket(s->slot)]; *q; q = &(*q)->next)
+        if (*q == s) {
+            *q = s->next;
+            free(s);
+            return;
+        }
+}
+
+#define LIST_PUSH(head, tail, x) \
+    do {                         \
+        (x)->next = NULL;        \
+        if (tail)                \
+            (tail)->next = (x);  \
+        else                     \
+            (head) = (x);        \
+        (tail) = (x);            \
+    } while (0)
+
+static struct tcp_req *pop_req(struct tcp_req **head, struct tcp_req **tail)
+{
+    struct tcp_req *r = *head;
+    if (r && !(*head = r->next))
+        *tail = NULL;
+    return r;
+}
+
+static int remove_req(struct tcp_req **head, struct tcp_req **tail, struct tcp_req *r)
+{
+    struct tcp_req *prev = NULL;
+    for (struct tcp_req *q = *head; q; prev = q, q = q->next)
+        if (q == r) {
+            if (prev)
+                prev->next = q->next;
+            else
+                *head = q->next;
+            if (*tail == q)
+                *tail = prev;
+            return 1;
+        }
+    return 0;
+}
+
+/* ---- output ------------------------------------------------------------- */
+
+static int enqueue(struct tcp_peer *p, uint64_t op, uint64_t slot, uint64_t len, struct tcp_req *data)
+{
+    struct tcp_frame *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    f->hdr[0] = htole64(TCP_HDR_BYTES + (data ? len : 0));
+    f->hdr[1] = htole64(op);
+    f->hdr[2] = htole64(slot);
+    f->hdr[4] = htole64(len);
+    if ((f->req = data))
+        data->linked++;
+    LIST_PUSH(p->tx, p->tx_tail, f);
+    return 0;
+}
+
+static void arm(struct tcp_comm *c, struct tcp_peer *p, int out)
+{
+    if (p->out_armed == out || p->fd < 0)
+        return;
+    struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0), .data.u64 = (uint64_t)p->rank};
+    epoll_ctl(c->ep, EPOLL_CTL_MOD, p->fd, &ev);
+    p->out_armed = out;
+}
+
+static size_t frame_len(const struct tcp_frame *f)
+{
+    return TCP_HDR_BYTES + (f->req ? f->req->bytes : 0);
+}
+
+/* Write as much of p's queue as the socket takes, in one sendmsg per batch. */
+static void flush(struct tcp_comm *c, struct tcp_peer *p)
+{
+    while (p->tx && p->fd >= 0) {
+        struct iovec iov[IOV_BATCH];
+        int n = 0;
+        for (struct tcp_frame *f = p->tx; f && n + 2 <= IOV_BATCH; f = f->next) {
+            size_t off = f->sent;
+            if (off < TCP_HDR_BYTES)
+                iov[n++] = (struct iovec){(char *)f->hdr + off, TCP_HDR_BYTES - off};
+            if (f->req && f->req->bytes) {
+                size_t po = off > TCP_HDR_BYTES ? off - TCP_HDR_BYTES : 0;
+                iov[n++] = (struct iovec){f->req->buf + po, f->req->bytes - po};
+            }
+        }
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t k = sendmsg(p->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            tcp__drop_peer(c, p, strerror(errno));
+            return;
+        }
+        size_t left = (size_t)k;
+        while (p->tx && left) {
+            struct tcp_frame *f = p->tx;
+            size_t rest = frame_len(f) - f->sent;
+            size_t take = left < rest ? left : rest;
+            f->sent += take;
+            left -= take;
+            if (f->sent < frame_len(f))
+                break;
+            if (!(p->tx = f->next))
+                p->tx_tail = NULL;
+            if (f->req) {
+                complete(c, f->req, 0, NULL);
+                unlink_req(f->req);
+            }
+            free(f);
+        }
+        /* Zero-length data frames complete once their header went out. */
+        while (p->tx && p->tx->sent == frame_len(p->tx)) {
+            struct tcp_frame *f = p->tx;
+            if (!(p->tx = f->next))
+                p->tx_tail = NULL;
+            if (f->req) {
+                complete(c, f->req, 0, NULL);
+                unlink_req(f->req);
+            }
+            free(f);
+        }
+    }
+    arm(c, p, p->tx != NULL && p->fd >= 0);
+}
+
+/* ---- posting ------------------------------------------------------------ */
+
+static int nomem(struct tcp_comm *c, struct tcp_req *r)
+{
+    (void)c;
+    return tcp__host->error(tcp__host->ctx, PLX_ERR_NOMEM, "tcp: out of memory posting to rank %d", r->peer);
+}
+
+int tcp__post_send(struct tcp_comm *c, struct tcp_req *r)
+{
+    struct tcp_peer *p = &c->peers[r->peer];
+    struct tcp_slot *s = slot_get(p, r->slot, 1);
+    if (!s || enqueue(p, OP_NOTIFY_SEND_READY, r->slot, r->bytes, NULL))
+        return nomem(c, r);
+    int rc = 0;
+    if (s->recv_ready) {
+        s->recv_ready--;
+        rc = enqueue(p, OP_SEND_UNBOUND, r->slot, r->bytes, r);
+    } else if (p->eager && r->bytes <= TCP_EAGER_MAX && !s->pending) {
+        s->owed++;
+        rc = enqueue(p, OP_SEND_UNBOUND, r->slot, r->bytes, r);
+    } else {
+        LIST_PUSH(s->pending, s->pending_tail, r);
+        r->linked++;
+    }
+    flush(c, p);
+    return rc ? nomem(c, r) : 0;
+}
+
+/* Attach receive r to peer p (it announces itself with RECV_READY).
+ * explicit_recv: a receive posted for p (or bound by tryRecv), which settles
+ * the SEND_READY tallies the way gloo's Pair::recv does. */
+static int bind_recv(struct tcp_comm *c, struct tcp_peer *p, struct tcp_req *r, int explicit_recv)
+{
+    struct tcp_slot *s = slot_get(p, r->slot, 1);
+    /* A peer that has left can only have its eager message waiting here. */
+    if (!s || (!p->closed && enqueue(p, OP_NOTIFY_RECV_READY, r->slot, r->bytes, NULL)))
+        return nomem(c, r);
+    r->peer = p->rank;
+    if (explicit_recv) {
+        if (s->remote_send)
+            s->remote_send--;
+        else
+            s->expect_send++;
+    }
+    struct tcp_early *e = s->early;
+    if (e) { /* its eager payload is already here */
+        if (!(s->early = e->next))
+            s->early_tail = NULL;
+        if (e->len > r->bytes) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "tcp: rank %d sent %zu bytes (slot %#llx) into a %zu-byte receive", p->rank,
+                     e->len, (unsigned long long)r->slot, r->bytes);
+            complete(c, r, PLX_ERR_INVALID_ARG, msg);
+        } else {
+            if (e->len)
+                memcpy(r->buf, e->data, e->len);
+            complete(c, r, 0, NULL);
+        }
+        free(e->data);
+        free(e);
+    } else {
+        LIST_PUSH(s->posted, s->posted_tail, r);
+        r->linked++;
+    }
+    flush(c, p);
+    return 0;
+}
+
+int tcp__post_recv(struct tcp_comm *c, struct tcp_req *r)
+{
+    if (r->peer >= 0)
+        return bind_recv(c, &c->peers[r->peer], r, 1);
+    /* From any: the first peer with an unmatched SEND_READY on this slot. */
+    for (int i = 0; i < c->size; i++) {
+        struct tcp_slot *s = i == c->rank ? NULL : slot_get(&c->peers[i], r->slot, 0);
+        if (s && s->remote_send && (!c->peers[i].closed || s->early))
+            return bind_recv(c, &c->peers[i], r, 1);
+    }
+    LIST_PUSH(c->any, c->any_tail, r);
+    r->linked++;
+    return 0;
+}
+
+/* ---- input -------------------------------------------------------------- */
+
+static void reject(struct tcp_comm *c, struct tcp_peer *p, const char *fmt, unsigned long long a,
+                   unsigned long long b)
+{
+    char why[160];
+    snprintf(why, sizeof why, fmt, a, b);
+    tcp__host->log(tcp__host->ctx, PLX_LOG_WARN, "tcp: rank %d: dropping the connection to rank %d (%s): %s",
+                   c->rank, p->rank, p->addr, why);
+    char msg[200];
+    snprintf(msg, sizeof msg, "malformed frame (%s)", why);
+    tcp__drop_peer(c, p, msg);
+}
+
+static void payload_done(struct tcp_comm *c, struct tcp_peer *p)
+{
+    if (p->dst_req) {
+        complete(c, p->dst_req, 0, NULL);
+        unlink_req(p->dst_req);
+    } else if (p->dst_early) {
+        struct tcp_slot *s = p->dst_slot;
+        LIST_PUSH(s->early, s->early_tail, p->dst_early);
+    }
+    p->in_payload = 0;
+    p->dst = NULL;
+    p->dst_req = NULL;
+    p->dst_early = NULL;
+    p->dst_slot = NULL;
+    p->hdr_got = 0;
+}
+
+/* A whole preamble is in p->hdr. Returns 0, or -1 after dropping p. */
+static int on_header(struct tcp_comm *c, struct tcp_peer *p)
+{
+    uint64_t h[6];
+    memcpy(h, p->hdr, sizeof h);
+    for (int i = 0; i < 6; i++)
+        h[i] = le64toh(h[i]);
+    uint64_t nbytes = h[0], op = h[1], slot = h[2], len = h[4];
+    p->hdr_got = 0;
+    struct tcp_slot *s;
+    switch (op) {
+    case OP_NOTIFY_SEND_READY:
+    case OP_NOTIFY_RECV_READY:
+        if (nbytes != TCP_HDR_BYTES) {
+            reject(c, p, "notification with nbytes %llu (opcode %llu)", (unsigned long long)nbytes,
+                   (unsigned long long)op);
+            return -1;
+        }
+        if (!(s = slot_get(p, slot, 1))) {
+            tcp__drop_peer(c, p, "out of memory");
+            return -1;
+        }
+        if (op == OP_NOTIFY_SEND_READY) {
+            if (s->expect_send) {
+                s->expect_send--;
+            } else {
+                struct tcp_req *r = c->any;
+                while (r && r->slot != slot)
+                    r = r->next;
+                if (r) { /* gloo's findRecvFromAny: bind it to this peer */
+                    remove_req(&c->any, &c->any_tail, r);
+                    r->linked--;
+                    if (bind_recv(c, p, r, 0))
+                        complete(c, r, PLX_ERR_NOMEM, "tcp: out of memory");
+                } else {
+                    s->remote_send++;
+                }
+            }
+        } else if (s->owed) {
+            s->owed--;
+        } else if (s->pending) {
+            struct tcp_req *r = pop_req(&s->pending, &s->pending_tail);
+            if (enqueue(p, OP_SEND_UNBOUND, slot, r->bytes, r))
+                complete(c, r, PLX_ERR_NOMEM, "tcp: out of memory");
+            unlink_req(r); /* the frame holds it now */
+            flush(c, p);
+        } else {
+            s->recv_ready++;
+        }
+        if (c->broken) /* a write above failed and freed the slots */
+            return -1;
+        slot_release(p, s);
+        return 0;
+    case OP_SEND_UNBOUND:
+        if (nbytes < TCP_HDR_BYTES || nbytes - TCP_HDR_BYTES != len) {
+            reject(c, p, "nbytes %llu does not match length %llu", (unsigned long long)nbytes,
+                   (unsigned long long)len);
+            return -1;
+        }
+        s = slot_get(p, slot, 0);
+        if (s && s->posted) {
+            struct tcp_req *r = pop_req(&s->posted, &s->posted_tail);
+            if (len > r->bytes) {
+                p->dst_req = r;
+                unlink_req(r);
+                char msg[200];
+                snprintf(msg, sizeof msg, "tcp: rank %d sent %llu bytes into a %zu-byte receive (slot %#llx)",
+                         p->rank, (unsigned long long)len, r->bytes, (unsigned long long)slot);
+                complete(c, r, PLX_ERR_INVALID_ARG, msg);
+                p->dst_req = NULL;
+                reject(c, p, "%llu bytes for a %llu-byte receive", (unsigned long long)len,
+                       (unsigned long long)r->bytes);
+                return -1;
+            }
+            p->dst_req = r;
+            p->dst = r->freed ? NULL : r->buf;
+            slot_release(p, s);
+        } else if (p->eager && len <= TCP_EAGER_MAX) {
+            struct tcp_early *e = calloc(1, sizeof *e);
+            if (!e || !(e->data = malloc(len ? len : 1)) || !(s = slot_get(p, slot, 1))) {
+                if (e)
+                    free(e->data);
+                free(e);
+                tcp__drop_peer(c, p, "out of memory");
+                return -1;
+            }
+            e->len = len;
+            p->dst_early = e;
+            p->dst_slot = s;
+            p->dst = e->data;
+        } else {
+            reject(c, p, "%llu bytes for slot %#llx, where no receive was posted", (unsigned long long)len,
+                   (unsigned long long)slot);
+            return -1;
+        }
+        p->in_payload = 1;
+        p->pay_len = len;
+        p->pay_got = 0;
+        if (len == 0)
+            payload_done(c, p);
+        return 0;
+    case OP_SEND_BUFFER:
+        reject(c, p, "opcode %llu (bound-buffer SEND_BUFFER, slot %#llx) is not supported", (unsigned long long)op,
+               (unsigned long long)slot);
+        return -1;
+    default:
+        reject(c, p, "bad opcode %llu (nbytes %llu)", (unsigned long long)op, (unsigned long long)nbytes);
+        return -1;
+    }
+}
+
+static int has_pending(struct tcp_peer *p)
+{
+    if (p->tx || p->in_payload || p->hdr_got)
+        return 1;
+    for (int b = 0; b < TCP_SLOT_BUCKETS; b++)
+        for (struct tcp_slot *s = p->slots[b]; s; s = s->next)
+            if (s->posted || s->pending)
+                return 1;
+    return 0;
+}
+
+/* End of stream. A peer that closes with nothing outstanding between us has
+ * just finished with this communicator (ranks leave at different times);
+ * anything else is a lost connection that fails the communicator. */
+static void peer_closed(struct tcp_comm *c, struct tcp_peer *p, const char *why)
+{
+    if (has_pending(p)) {
+        tcp__drop_peer(c, p, why);
+        return;
+    }
+    epoll_ctl(c->ep, EPOLL_CTL_DEL, p->fd, NULL);
+    p->closed = 1;
+    snprintf(p->closed_why, sizeof p->closed_why, "%s", why);
+}
+
+int tcp__peer_gone(struct tcp_comm *c, struct tcp_peer *p, const struct tcp_req *r)
+{
+    (void)c;
+    if (!p->closed)
+        return 0;
+    struct tcp_slot *s = r->is_send ? NULL : slot_get(p, r->slot, 0);
+    if (s && s->early)
+        return 0; /* its message arrived before it left */
+    return tcp__host->error(tcp__host->ctx, PLX_ERR_PEER_LOST, "tcp: connection to rank %d (%s) lost: %s", p->rank,
+                            p->addr, p->closed_why);
+}
+
+static void do_read(struct tcp_comm *c, struct tcp_peer *p)
+{
+    size_t budget = READ_BUDGET;
+    while (p->fd >= 0 && !p->closed) {
+        if (p->rx_pos < p->rx_len) { /* staged bytes first */
+            size_t avail = p->rx_len - p->rx_pos;
+            if (p->in_payload) {
+                size_t n = p->pay_len - p->pay_got;
+                n = n < avail ? n : avail;
+                if (p->dst && n)
+                    memcpy(p->dst + p->pay_got, p->rxbuf + p->rx_pos, n);
+                p->pay_got += n;
+                p->rx_pos += n;
+                if (p->pay_got == p->pay_len)
+                    payload_done(c, p);
+            } else {
+                size_t n = TCP_HDR_BYTES - p->hdr_got;
+                n = n < avail ? n : avail;
+                memcpy(p->hdr + p->hdr_got, p->rxbuf + p->rx_pos, n);
+                p->hdr_got += n;
+                p->rx_pos += n;
+                if (p->hdr_got == TCP_HDR_BYTES && on_header(c, p))
+                    return;
+            }
+            continue;
+        }
+        if (!budget)
+            return;
+        ssize_t k;
+        size_t left = p->pay_len - p->pay_got;
+        if (p->in_payload && p->dst && left >= 4096) { /* straight into the user's buffer */
+            k = recv(p->fd, p->dst + p->pay_got, left < budget ? left : budget, MSG_DONTWAIT);
+            if (k > 0) {
+                p->pay_got += (size_t)k;
+                budget -= (size_t)k < budget ? (size_t)k : budget;
+                if (p->pay_got == p->pay_len)
+                    payload_done(c, p);
+                continue;
+            }
+        } else {
+            k = recv(p->fd, p->rxbuf, TCP_RXBUF, MSG_DONTWAIT);
+            if (k > 0) {
+                p->rx_pos = 0;
+                p->rx_len = (size_t)k;
+                budget -= (size_t)k < budget ? (size_t)k : budget;
+                continue;
+            }
+        }
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        peer_closed(c, p, k == 0 ? "Connection closed by peer" : strerror(errno));
+        return;
+    }
+}
+
+/* ---- failure ------------------------------------------------------------ */
+
+static void fail_req(struct tcp_comm *c, struct tcp_req *r, int status, const char *msg)
+{
+    if (!atomic_load(&r->done))
+        complete(c, r, status, msg);
+    unlink_req(r);
+}
+
+static void clear_peer(struct tcp_comm *c, struct tcp_peer *p, int status, const char *msg)
+{
+    for (int b = 0; b < TCP_SLOT_BUCKETS; b++) {
+        for (struct tcp_slot *s = p->slots[b], *sn; s; s = sn) {
+            sn = s->next;
+            for (struct tcp_req *r = s->posted, *n; r; r = n) {
+                n = r->next;
+                fail_req(c, r, status, msg);
+            }
+            for (struct tcp_req *r = s->pending, *n; r; r = n) {
+                n = r->next;
+                fail_req(c, r, status, msg);
+            }
+            for (struct tcp_early *e = s->early, *n; e; e = n) {
+                n = e->next;
+                free(e->data);
+                free(e);
+            }
+            free(s);
+        }
+        p->slots[b] = NULL;
+    }
+    for (struct tcp_frame *f = p->tx, *n; f; f = n) {
+        n = f->next;
+        if (f->req)
+            fail_req(c, f->req, status, msg);
+        free(f);
+    }
+    p->tx = p->tx_tail = NULL;
+    if (p->dst_req)
+        fail_req(c, p->dst_req, status, msg);
+    if (p->dst_early) {
+        free(p->dst_early->data);
+        free(p->dst_early);
+    }
+    p->dst_req = NULL;
+    p->dst_early = NULL;
+    p->dst = NULL;
+    p->in_payload = 0;
+}
+
+void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
+{
+    if (!c->broken) {
+        c->broken = 1;
+        c->broken_status = status;
+        snprintf(c->lost_msg, sizeof c->lost_msg, "%s", msg);
+    }
+    /* The streams may be mid-frame now: close every connection so the other
+     * ranks learn about the failure at once instead of at their timeout. */
+    for (int i = 0; i < c->size; i++) {
+        struct tcp_peer *p = &c->peers[i];
+        if (i != c->rank) {
+            clear_peer(c, p, c->broken_status, c->lost_msg);
+            if (p->fd >= 0) {
+                epoll_ctl(c->ep, EPOLL_CTL_DEL, p->fd, NULL);
+                shutdown(p->fd, SHUT_RDWR);
+            }
+        }
+    }
+    for (struct tcp_req *r = c->any, *n; r; r = n) {
+        n = r->next;
+        fail_req(c, r, c->broken_status, c->lost_msg);
+    }
+    c->any = c->any_tail = NULL;
+    pthread_cond_broadcast(&c->cv);
+}
+
+void tcp__drop_peer(struct tcp_comm *c, struct tcp_peer *p, const char *why)
+{
+    char msg[240];
+    snprintf(msg, sizeof msg, "tcp: connection to rank %d (%s) lost: %s", p->rank, p->addr, why);
+    if (!c->broken && !c->stop)
+        tcp__host->log(tcp__host->ctx, PLX_LOG_WARN, "rank %d: %s", c->rank, msg);
+    tcp__fail_all(c, PLX_ERR_PEER_LOST, msg);
+}
+
+/* r is pending and the core releases it: stop touching its buffer. */
+void tcp__cancel(struct tcp_comm *c, struct tcp_req *r)
+{
+    r->freed = 1;
+    if (r->linked == 0) {
+        free(r);
+        return;
+    }
+    if (r->peer < 0) { /* unbound receive from any */
+        if (remove_req(&c->any, &c->any_tail, r))
+            unlink_req(r);
+        return;
+    }
+    struct tcp_peer *p = &c->peers[r->peer];
+    if (!r->is_send) {
+        if (p->dst_req == r) /* mid-payload: drain the rest into nothing */
+            p->dst = NULL;
+        return;              /* a posted one stays in line and is drained when its data comes */
+    }
+    struct tcp_slot *s = slot_get(p, r->slot, 0);
+    if (s && remove_req(&s->pending, &s->pending_tail, r)) {
+        unlink_req(r);
+        return;
+    }
+    struct tcp_frame *prev = NULL;
+    for (struct tcp_frame *f = p->tx; f; prev = f, f = f->next) {
+        if (f->req != r)
+            continue;
+        if (f->sent) { /* half on the wire: the stream cannot be resumed */
+            tcp__drop_peer(c, p, "a send was cancelled in the middle of its transfer");
+            return;
+        }
+        if (prev)
+            prev->next = f->next;
+        else
+            p->tx = f->next;
+        if (p->tx_tail == f)
+            p->tx_tail = prev;
+        free(f);
+        unlink_req(r);
+        return;
+    }
+}
+
+void tcp__free_state(struct tcp_comm *c)
+{
+    for (int i = 0; i < c->size; i++)
+        if (i != c->rank)
+            clear_peer(c, &c->peers[i], PLX_ERR_ABORTED, "tcp: communicator destroyed");
+    for (struct tcp_req *r = c->any, *n; r; r = n) {
+        n = r->next;
+        fail_req(c, r, PLX_ERR_ABORTED, "tcp: communicator destroyed");
+    }
+    c->any = NULL;
+}
+
+/* ---- the I/O thread ----------------------------------------------------- */
+
+void *tcp__io_main(void *arg)
+{
+    struct tcp_comm *c = arg;
+    struct epoll_event ev[32];
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop) {
+        pthread_mutex_unlock(&c->mu);
+        int n = epoll_wait(c->ep, ev, 32, -1);
+        pthread_mutex_lock(&c->mu);
+        for (int i = 0; i < n && !c->stop; i++) {
+            if (ev[i].data.u64 == UINT64_MAX) {
+                uint64_t v;
+                if (read(c->evfd, &v, sizeof v) < 0) {
+                    /* nothing to do: it only wakes us */
+                }
+                continue;
+            }
+            struct tcp_peer *p = &c->peers[ev[i].data.u64];
+            if (p->fd < 0 || c->broken || p->closed)
+                continue;
+            if (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                do_read(c, p);
+            if ((ev[i].events & EPOLLOUT) && !c->broken)
+                flush(c, p);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}

@@ -1,0 +1,453 @@
+/* test_wire.c - the tcp plugin driven directly (fake host, ranks as threads,
+ * in-memory store): point-to-point sizes, FIFO per slot with several in
+ * flight, receive-from-any, timeouts, abort, a rank that never starts, and a
+ * hand-written peer that checks the Gloo wire layout and then sends garbage
+ * (bad opcode, oversized length, random bytes, a length larger than the
+ * posted receive, a closed connection). Usage: test_wire PLUGIN.so [CASE] */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_host.h"
+
+static const struct plx_backend *B;
+static int failures;
+
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #c, \
+                    fake_last_error());                                                            \
+            __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);                                    \
+        }                                                                                          \
+    } while (0)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *create(struct plx_store *st, int rank, int size, int64_t timeout_ms, int *rc)
+{
+    struct plx_comm_args a = {.struct_size = sizeof a, .rank = rank, .size = size, .local_rank = rank,
+                              .local_size = size, .name = "t", .store = st, .timeout_ms = timeout_ms};
+    void *c = NULL;
+    *rc = B->comm_create(&a, &c);
+    return c;
+}
+
+static int xfer(void *c, int send, int peer, void *buf, size_t n, uint64_t tag, void **req)
+{
+    struct plx_p2p_args a = {.struct_size = sizeof a, .peer = peer, .buf = buf, .bytes = n, .tag = tag};
+    return send ? B->isend(c, &a, req) : B->irecv(c, &a, req);
+}
+
+static int wait_free(void *c, void *r, int64_t ms)
+{
+    int rc = B->wait(c, r, ms);
+    B->req_free(c, r);
+    return rc;
+}
+
+static unsigned char pat(int from, int to, size_t i, int k)
+{
+    return (unsigned char)(from * 31 + to * 7 + i * 13 + (size_t)k * 101 + (i >> 12));
+}
+
+/* ---- ranks as threads --------------------------------------------------- */
+
+struct job {
+    struct plx_store *st;
+    int size;
+    int (*fn)(void *c, int rank, int size);
+};
+struct targ {
+    struct job *j;
+    int rank;
+};
+
+static void *rank_main(void *p)
+{
+    struct targ *t = p;
+    int rc;
+    void *c = create(t->j->st, t->rank, t->j->size, 20000, &rc);
+    CHECK(rc == 0 && c);
+    if (c) {
+        if (t->j->fn(c, t->rank, t->j->size))
+            __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);
+        B->comm_destroy(c);
+    }
+    return NULL;
+}
+
+static void run_job(int size, int (*fn)(void *, int, int))
+{
+    struct job j = {fake_store_new(), size, fn};
+    pthread_t th[8];
+    struct targ ta[8];
+    for (int r = 0; r < size; r++) {
+        ta[r] = (struct targ){&j, r};
+        pthread_create(&th[r], NULL, rank_main, &ta[r]);
+    }
+    for (int r = 0; r < size; r++)
+        pthread_join(th[r], NULL);
+    fake_store_free(j.st);
+}
+
+/* Every pair exchanges 0 B, 1 B, 100 KiB and 8 MiB in both directions at
+ * once, then 6 messages on one slot (sizes eager and not) must arrive in
+ * order even with the receives posted late. */
+static int pairs_fn(void *c, int me, int P)
+{
+    static const size_t sizes[] = {0, 1, 7, 100 << 10, 8 << 20};
+    int bad = 0;
+    for (int peer = 0; peer < P; peer++) {
+        if (peer == me)
+            continue;
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+            size_t n = sizes[s];
+            unsigned char *out = malloc(n + 1), *in = malloc(n + 1);
+            for (size_t i = 0; i < n; i++)
+                out[i] = pat(me, peer, i, (int)s);
+            memset(in, 0xee, n + 1);
+            void *rr, *sr;
+            if (xfer(c, 0, peer, in, n, 100 + s, &rr) || xfer(c, 1, peer, out, n, 100 + s, &sr)) {
+                fprintf(stderr, "post failed: %s\n", fake_last_error());
+                return 1;
+            }
+            if (wait_free(c, rr, 10000) || wait_free(c, sr, 10000)) {
+                fprintf(stderr, "rank %d <-> %d %zu B: %s\n", me, peer, n, fake_last_error());
+                bad++;
+            }
+            for (size_t i = 0; i < n && !bad; i++)
+                if (in[i] != pat(peer, me, i, (int)s)) {
+                    fprintf(stderr, "rank %d from %d %zu B: byte %zu wrong\n", me, peer, n, i);
+                    bad++;
+                }
+            if (n && in[n] != 0xee)
+                bad++; /* wrote past the receive */
+            free(out);
+            free(in);
+        }
+        /* FIFO on one slot: the lower rank sends 6, the higher receives 3 at
+         * once and 3 after a pause. */
+        size_t fs[6] = {8, 200 << 10, 0, 16, 1 << 20, 3};
+        if (me < peer) {
+            void *sr[6];
+            unsigned char *b[6];
+            for (int k = 0; k < 6; k++) {
+                b[k] = malloc(fs[k] + 1);
+                for (size_t i = 0; i < fs[k]; i++)
+                    b[k][i] = pat(me, peer, i, 10 + k);
+                if (xfer(c, 1, peer, b[k], fs[k], 42, &sr[k]))
+                    return 1;
+            }
+            for (int k = 0; k < 6; k++) {
+                bad += wait_free(c, sr[k], 10000) != 0;
+                free(b[k]);
+            }
+        } else {
+            void *rr[6];
+            unsigned char *b[6];
+            for (int k = 0; k < 6; k++) {
+                if (k == 3)
+                    usleep(50000);
+                b[k] = calloc(1, fs[k] + 1);
+                if (xfer(c, 0, peer, b[k], fs[k], 42, &rr[k]))
+                    return 1;
+            }
+            for (int k = 0; k < 6; k++) {
+                bad += wait_free(c, rr[k], 10000) != 0;
+                for (size_t i = 0; i < fs[k]; i++)
+                    if (b[k][i] != pat(peer, me, i, 10 + k)) {
+                        fprintf(stderr, "FIFO: message %d byte %zu wrong\n", k, i);
+                        bad++;
+                        break;
+                    }
+                free(b[k]);
+            }
+        }
+    }
+    return bad;
+}
+
+/* Receive-from-any: rank 0 takes one message from each other rank on slot 9,
+ * half posted before the senders start and half after. */
+static int any_fn(void *c, int me, int P)
+{
+    int bad = 0;
+    if (me == 0) {
+        int seen[8] = {0};
+        for (int k = 1; k < P; k++) {
+            if (k == P / 2 + 1)
+                usleep(100000);
+            int v = -1;
+            void *r;
+            if (xfer(c, 0, PLX_ANY_SOURCE, &v, sizeof v, 9, &r) || wait_free(c, r, 10000))
+                return 1;
+            if (v < 1 || v >= P || seen[v]++)
+                bad++;
+        }
+    } else {
+        usleep(20000 * (unsigned)me);
+        void *r;
+        if (xfer(c, 1, 0, &me, sizeof me, 9, &r) || wait_free(c, r, 10000))
+            return 1;
+    }
+    return bad;
+}
+
+/* A receive nobody answers times out, can be freed, and the comm still works;
+ * an abort fails what is pending. */
+static int timeout_fn(void *c, int me, int P)
+{
+    (void)P;
+    int bad = 0, v = 0;
+    void *r;
+    if (me == 0) {
+        xfer(c, 0, 1, &v, sizeof v, 77, &r);
+        double t = now_s();
+        int rc = B->wait(c, r, 200);
+        bad += rc != PLX_ERR_TIMEOUT || now_s() - t > 2.0;
+        B->req_free(c, r);
+    }
+    /* both ranks: a normal exchange still works afterwards */
+    int w = me + 5, got = -1;
+    void *rr, *sr;
+    xfer(c, 0, 1 - me, &got, sizeof got, 78, &rr);
+    xfer(c, 1, 1 - me, &w, sizeof w, 78, &sr);
+    bad += wait_free(c, rr, 10000) != 0 || got != 6 - me;
+    bad += wait_free(c, sr, 10000) != 0;
+    if (me == 0) {
+        xfer(c, 0, 1, &v, sizeof v, 79, &r);
+        B->comm_abort(c);
+        int rc = B->wait(c, r, 5000);
+        if (rc != PLX_ERR_ABORTED)
+            fprintf(stderr, "abort: got %d: %s\n", rc, fake_last_error());
+        bad += rc != PLX_ERR_ABORTED;
+        B->req_free(c, r);
+    }
+    return bad;
+}
+
+/* ---- a hand-written Gloo peer ------------------------------------------- */
+
+struct one {
+    struct plx_store *st;
+    void *c;
+    int rc;
+};
+
+static void *plugin_rank0(void *p)
+{
+    struct one *o = p;
+    o->c = create(o->st, 0, 2, 5000, &o->rc);
+    return NULL;
+}
+
+/* Plays rank 1 of 2 by hand; returns the socket connected to the plugin. */
+static int fake_rank1(struct plx_store *st)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof me;
+    bind(lfd, (struct sockaddr *)&me, sizeof me);
+    listen(lfd, 1);
+    getsockname(lfd, (struct sockaddr *)&me, &sl);
+    unsigned char blob[136];
+    memset(blob, 0x5a, sizeof blob); /* garbage like libgloo's stack bytes */
+    memcpy(blob, &me, sizeof me);
+    memset(blob + 128, 0xff, 8);
+    fake_host.store_set(st, "rank_1", "fakehost", 8);
+    fake_host.store_set(st, "1", blob, sizeof blob);
+    void *v;
+    size_t len;
+    if (fake_host.store_get(st, "0", &v, &len, 5000) || len != 136) {
+        fprintf(stderr, "plugin published %zu bytes under '0'\n", len);
+        failures++;
+        return -1;
+    }
+    unsigned char *b = v;
+    struct sockaddr_in peer;
+    memcpy(&peer, b, sizeof peer);
+    CHECK(b[0] == 2 && b[1] == 0); /* AF_INET, native order */
+    CHECK(!memcmp(b + 4, "\x7f\0\0\1", 4));
+    for (int i = 128; i < 136; i++)
+        CHECK(b[i] == 0xff); /* seq -1 */
+    CHECK(fake_host.store_get(st, "rank_0", &v, &len, 1000) == 0 && len > 0);
+    free(v);
+    int cmp = memcmp(&me.sin_addr, &peer.sin_addr, 4);
+    if (!cmp)
+        cmp = (int)me.sin_port - (int)peer.sin_port;
+    int fd;
+    if (cmp > 0) {
+        close(lfd);
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&peer, sizeof peer))
+            return -1;
+    } else {
+        struct pollfd pf = {lfd, POLLIN, 0};
+        if (poll(&pf, 1, 5000) != 1)
+            return -1;
+        fd = accept(lfd, NULL, NULL);
+        close(lfd);
+    }
+    free(b);
+    return fd;
+}
+
+static int read_full(int fd, void *buf, size_t n)
+{
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return recv(fd, buf, n, MSG_WAITALL) == (ssize_t)n ? 0 : -1;
+}
+
+enum { BAD_OPCODE, BAD_HUGE, BAD_RANDOM, BAD_TOO_LONG, BAD_CLOSE, BAD_NONE };
+
+/* The plugin posts a 16-byte receive (slot 7) and a 4-byte send (slot 8);
+ * the test checks the frames, then misbehaves as told. */
+static int evil_case(int how)
+{
+    struct one o = {fake_store_new(), NULL, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, plugin_rank0, &o);
+    int fd = fake_rank1(o.st);
+    pthread_join(th, NULL);
+    CHECK(fd >= 0 && o.rc == 0);
+    if (fd < 0 || o.rc) {
+        fake_store_free(o.st);
+        return 1;
+    }
+    char in[16];
+    int out = 0x01020304;
+    void *rr, *sr;
+    CHECK(xfer(o.c, 0, 1, in, sizeof in, 7, &rr) == 0);
+    CHECK(xfer(o.c, 1, 1, &out, sizeof out, 8, &sr) == 0);
+    uint64_t h[6];
+    CHECK(read_full(fd, h, sizeof h) == 0);
+    CHECK(h[0] == 48 && h[1] == 3 && h[2] == 7 && h[3] == 0 && h[4] == 16 && h[5] == 0); /* NOTIFY_RECV_READY */
+    CHECK(read_full(fd, h, sizeof h) == 0);
+    CHECK(h[0] == 48 && h[1] == 2 && h[2] == 8 && h[4] == 4); /* NOTIFY_SEND_READY, no data yet */
+    /* Answer the send: RECV_READY(8, 4) -> SEND_UNBOUND_BUFFER with 4 bytes. */
+    uint64_t rdy[6] = {48, 3, 8, 0, 4, 0};
+    CHECK(send(fd, rdy, sizeof rdy, 0) == sizeof rdy);
+    int got = 0;
+    CHECK(read_full(fd, h, sizeof h) == 0 && h[0] == 52 && h[1] == 1 && h[2] == 8 && h[4] == 4);
+    CHECK(read_full(fd, &got, 4) == 0 && got == out);
+    CHECK(wait_free(o.c, sr, 5000) == 0);
+    double t = now_s();
+    if (how == BAD_NONE) { /* a well-formed reply completes the receive */
+        uint64_t sr2[6] = {48, 2, 7, 0, 16, 0}, d[6] = {64, 1, 7, 0, 16, 0};
+        char pay[16] = "gloo says hello";
+        send(fd, sr2, sizeof sr2, 0);
+        send(fd, d, sizeof d, 0);
+        send(fd, pay, sizeof pay, 0);
+        CHECK(wait_free(o.c, rr, 5000) == 0 && !memcmp(in, pay, 16));
+    } else {
+        if (how == BAD_OPCODE) {
+            uint64_t f[6] = {48, 9, 7, 0, 0, 0};
+            send(fd, f, sizeof f, 0);
+        } else if (how == BAD_HUGE) {
+            uint64_t f[6] = {48 + (UINT64_C(1) << 50), 1, 7, 0, UINT64_C(1) << 50, 0};
+            send(fd, f, sizeof f, 0);
+        } else if (how == BAD_RANDOM) {
+            unsigned char junk[4096];
+            srand(7);
+            for (size_t i = 0; i < sizeof junk; i++)
+                junk[i] = (unsigned char)rand();
+            send(fd, junk, sizeof junk, MSG_NOSIGNAL);
+        } else if (how == BAD_TOO_LONG) {
+            uint64_t f[6] = {48 + (1 << 20), 1, 7, 0, 1 << 20, 0};
+            send(fd, f, sizeof f, 0);
+        } else {
+            close(fd);
+            fd = -1;
+        }
+        int rc = B->wait(o.c, rr, 5000);
+        const char *msg = fake_last_error();
+        if (rc != PLX_ERR_PEER_LOST && !((how == BAD_TOO_LONG || how == BAD_HUGE) && rc == PLX_ERR_INVALID_ARG))
+            fprintf(stderr, "case %d: status %d (%s)\n", how, rc, msg);
+        CHECK(rc == PLX_ERR_PEER_LOST || ((how == BAD_TOO_LONG || how == BAD_HUGE) && rc == PLX_ERR_INVALID_ARG));
+        CHECK(strstr(msg, "rank 1") != NULL);
+        CHECK(now_s() - t < 3.0);
+        printf("case %d rejected after %.3f s: %s\n", how, now_s() - t, msg);
+        B->req_free(o.c, rr);
+        /* the communicator refuses new work to that peer with the same reason */
+        void *r2;
+        int rc2 = xfer(o.c, 0, 1, in, 4, 11, &r2);
+        CHECK(rc2 == PLX_ERR_PEER_LOST || rc2 == PLX_ERR_INVALID_ARG);
+    }
+    B->comm_destroy(o.c);
+    if (fd >= 0)
+        close(fd);
+    fake_store_free(o.st);
+    return 0;
+}
+
+static int missing_rank(void)
+{
+    struct plx_store *st = fake_store_new();
+    int rc;
+    double t = now_s();
+    void *c = create(st, 0, 3, 300, &rc);
+    CHECK(c == NULL && rc == PLX_ERR_TIMEOUT);
+    CHECK(strstr(fake_last_error(), "rank 1 never published its address") != NULL);
+    CHECK(now_s() - t < 3.0);
+    printf("missing rank: %s\n", fake_last_error());
+    fake_store_free(st);
+    return 0;
+}
+
+static int bad_ifname(void)
+{
+    setenv("PLEXUS_TCP_IFNAME", "nosuch0,nosuch1", 1);
+    struct plx_store *st = fake_store_new();
+    int rc;
+    void *c = create(st, 0, 2, 300, &rc);
+    CHECK(c == NULL && rc == PLX_ERR_CONFIG && strstr(fake_last_error(), "nosuch0,nosuch1"));
+    printf("bad ifname: %s\n", fake_last_error());
+    unsetenv("PLEXUS_TCP_IFNAME");
+    fake_store_free(st);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_wire PLUGIN.so [case]\n");
+        return 2;
+    }
+    B = fake_load(argv[1]);
+    const char *only = argc > 2 ? argv[2] : "all";
+#define CASE(name, call)                                  \
+    if (!strcmp(only, "all") || !strcmp(only, name)) {    \
+        int before = failures;                            \
+        call;                                             \
+        printf("%-12s %s\n", name, failures == before ? "ok" : "FAILED"); \
+        fflush(stdout);                                   \
+    }
+    CASE("pairs2", run_job(2, pairs_fn));
+    CASE("pairs3", run_job(3, pairs_fn));
+    CASE("any", run_job(4, any_fn));
+    CASE("timeout", run_job(2, timeout_fn));
+    CASE("missing", missing_rank());
+    CASE("ifname", bad_ifname());
+    CASE("wire", evil_case(BAD_NONE));
+    CASE("badop", evil_case(BAD_OPCODE));
+    CASE("huge", evil_case(BAD_HUGE));
+    CASE("random", evil_case(BAD_RANDOM));
+    CASE("toolong", evil_case(BAD_TOO_LONG));
+    CASE("closed", evil_case(BAD_CLOSE));
+    return failures ? 1 : 0;
+}
