@@ -38,6 +38,31 @@ static size_t n_dropins;
 static int loaded;
 static char *options_signature; /* the options applied last, to skip re-applying */
 
+/* Every string the config hands out lives as long as the process (plugins
+ * keep the pointers), so all of them are kept here, reachable, never freed. */
+static char **arena;
+static size_t n_arena, cap_arena;
+
+static char *keep(char *s)
+{
+    if (s && n_arena == cap_arena) {
+        size_t cap = cap_arena ? cap_arena * 2 : 256;
+        char **a = realloc(arena, cap * sizeof *a);
+        if (!a)
+            return s; /* still valid, only no longer tracked */
+        arena = a;
+        cap_arena = cap;
+    }
+    if (s)
+        arena[n_arena++] = s;
+    return s;
+}
+
+static char *kept_strdup(const char *s)
+{
+    return keep(strdup(s));
+}
+
 /* ---- entries ------------------------------------------------------------ */
 
 static struct entry *find(const char *section, const char *key)
@@ -50,7 +75,7 @@ static struct entry *find(const char *section, const char *key)
 
 static char *lower_dup(const char *s)
 {
-    char *d = strdup(s);
+    char *d = kept_strdup(s);
     for (char *p = d; p && *p; p++)
         *p = (char)tolower((unsigned char)*p);
     return d;
@@ -205,9 +230,9 @@ static void set_dropin(const char *section, const char *file, int line, const ch
         snprintf(path, sizeof path, "%s/%s", dir, lib);
     for (size_t i = 0; i < n_dropins; i++)
         if (!strcasecmp(dropins[i].section, section)) {
-            dropins[i].file = strdup(file);
+            dropins[i].file = kept_strdup(file);
             dropins[i].line = line;
-            dropins[i].library = strdup(path);
+            dropins[i].library = kept_strdup(path);
             return;
         }
     struct plx__dropin *nd = realloc(dropins, (n_dropins + 1) * sizeof *nd);
@@ -215,7 +240,7 @@ static void set_dropin(const char *section, const char *file, int line, const ch
         return;
     dropins = nd;
     dropins[n_dropins++] = (struct plx__dropin){
-        .section = lower_dup(section), .file = strdup(file), .line = line, .library = strdup(path),
+        .section = lower_dup(section), .file = kept_strdup(file), .line = line, .library = kept_strdup(path),
         .priority = 50, .enabled = 1,
     };
 }
@@ -226,11 +251,11 @@ static int set_value(const char *section, const char *key, const char *value, co
     if (!e)
         return plx__err(PLX_ERR_NOMEM, "config: out of memory");
     if (option) {
-        e->opt_value = strdup(value);
-        e->opt_origin = strdup(origin);
+        e->opt_value = kept_strdup(value);
+        e->opt_origin = kept_strdup(origin);
     } else {
-        e->value = strdup(value);
-        e->origin = strdup(origin);
+        e->value = kept_strdup(value);
+        e->origin = kept_strdup(origin);
     }
     return 0;
 }
@@ -548,6 +573,8 @@ int plx__config_load(const struct plx_comm_options *opt)
             rc = apply_options(opt);
             free(options_signature);
             options_signature = rc == 0 ? sig : NULL;
+            if (rc)
+                free(sig);
         } else {
             free(sig);
         }

@@ -229,6 +229,10 @@ static void wake_waiters(struct plx__store_server *s)
             continue;
         for (k = 0; k < c->nwait; k++)
             free(c->wait_keys[k]);
+        free(c->wait_keys);
+        free(c->wait_lens);
+        c->wait_keys = NULL;
+        c->wait_lens = NULL;
         c->nwait = 0;
         uint8_t r = PLX__STOP_WAITING;
         if (reply(c, &r, 1))

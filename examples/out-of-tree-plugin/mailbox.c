@@ -125,7 +125,8 @@ static int isend(void *comm, const struct plx_p2p_args *a, void **out)
         free(r);
         return PLX_ERR_NOMEM;
     }
-    memcpy(m->data, a->buf, a->bytes);
+    if (a->bytes)
+        memcpy(m->data, a->buf, a->bytes);
     *m = (struct msg){c->rank, a->peer, a->tag, m->data, a->bytes, NULL};
     pthread_mutex_lock(&c->w->mu);
     struct msg **t = &c->w->head;
@@ -163,7 +164,7 @@ static void try_match(struct comm *c, struct req *r)
             *p = m->next;
             if (m->len > r->bytes) {
                 r->status = PLX_ERR_INVALID_ARG;
-            } else {
+            } else if (m->len) {
                 memcpy(r->buf, m->data, m->len);
             }
             r->done = 1;

@@ -186,6 +186,12 @@ struct PlexusPeer : Peer {
             fprintf(stderr, "plexus comm_create: %s\n", g_err);
             exit(1);
         }
+        // Which side of gloo's connect rule this run exercised.
+        auto mine = g_store->get(std::to_string(rank)), theirs = g_store->get(std::to_string(1 - rank));
+        int cmp = memcmp(mine.data() + 4, theirs.data() + 4, 4);
+        if (!cmp)
+            cmp = (int)*(uint16_t *)(mine.data() + 2) - (int)*(uint16_t *)(theirs.data() + 2);
+        printf("role: plexus rank %d %s\n", rank, cmp > 0 ? "connects" : "accepts");
     }
     ~PlexusPeer() override { b->comm_destroy(comm); }
     void *post(bool snd, int peer, uint64_t slot, void *buf, size_t n)

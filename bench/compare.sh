@@ -1,0 +1,85 @@
+#!/bin/sh
+# compare.sh [BUILD_DIR] - allreduce f32 sum on loopback: plexus (tcp backend,
+# plexus-bench under plexus-run) against torch's gloo and Open MPI over TCP
+# (ob1 + tcp btl). Runs are interleaved (plexus, gloo, ompi for each size) and
+# the whole sweep is done twice; an absent peer is skipped. Prints microseconds
+# per op (rep1 / rep2) and plexus's ratio to each peer (mean of the two reps;
+# < 1 means plexus is faster). Sizes: 8 B, 64 KiB, 1 MiB, 16 MiB, 64 MiB;
+# ranks: 2 and 4 (NP="2 4" and SIZES="..." override).
+# Note: Open MPI's 64 MiB figure pays for fresh mmap memory per call on this
+# kind of VM (see perf-baseline.md); plexus and gloo reuse their buffers.
+set -u
+build=${1:-build}
+[ -d "$build" ] || { echo "no build directory '$build'"; exit 2; }
+build=$(cd "$build" && pwd)
+src=$(cd "$(dirname "$0")/.." && pwd)
+export PLEXUS_CONFIG_PATH=${PLEXUS_CONFIG_PATH:-$build/devconfig}
+sizes=${SIZES:-"8 65536 1048576 16777216 67108864"}
+nps=${NP:-"2 4"}
+reps=${REPS:-2}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+iters_for() { # fewer iterations for big messages: ~1-2 s per run
+    if [ "$1" -le 65536 ]; then echo 200; elif [ "$1" -le 1048576 ]; then echo 50
+    elif [ "$1" -le 16777216 ]; then echo 10; else echo 4; fi
+}
+
+have_gloo=0; have_ompi=0
+/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null && have_gloo=1
+command -v mpirun.openmpi >/dev/null 2>&1 && [ -x "$build/bench/mpi_allreduce_loop_openmpi" ] && have_ompi=1
+[ $have_gloo = 1 ] || echo "# skipping torch gloo: /usr/bin/python3 has no torch.distributed"
+[ $have_ompi = 1 ] || echo "# skipping Open MPI: no mpirun.openmpi or $build/bench/mpi_allreduce_loop_openmpi"
+
+run_plexus() { # np bytes iters -> us
+    "$build/tools/plexus-run" -n "$1" --timeout 300 "$build/tools/plexus-bench" --backend tcp --inplace \
+        -b "$2" -e "$2" -n "$3" -w 5 2>/dev/null | awk '$1 == "[rank" && $2 == "0]" && $3 ~ /^[0-9]+$/ { print $8; exit }'
+}
+run_gloo() {
+    GLOO_SOCKET_IFNAME=lo timeout 300 /usr/bin/python3 "$src/bench/torch_gloo_allreduce.py" --np "$1" --bytes "$2" \
+        --iters "$3" 2>/dev/null | awk 'NF == 2 { print $2 }' | tail -1
+}
+run_ompi() {
+    timeout 300 mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca btl tcp,self \
+        --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -np "$1" \
+        "$build/bench/mpi_allreduce_loop_openmpi" "$2" "$3" 2>/dev/null | awk 'NF == 2 { print $2 }' | tail -1
+}
+
+rep=1
+while [ $rep -le "$reps" ]; do
+    for np in $nps; do
+        for s in $sizes; do
+            it=$(iters_for "$s")
+            echo "$(run_plexus "$np" "$s" "$it")" >"$out/plexus.$np.$s.$rep"
+            [ $have_gloo = 1 ] && echo "$(run_gloo "$np" "$s" "$it")" >"$out/gloo.$np.$s.$rep"
+            [ $have_ompi = 1 ] && echo "$(run_ompi "$np" "$s" "$it")" >"$out/ompi.$np.$s.$rep"
+            printf '.' >&2
+        done
+    done
+    rep=$((rep + 1))
+done
+echo >&2
+
+cell() { # peer np size -> "a / b"
+    v=""
+    r=1
+    while [ $r -le "$reps" ]; do
+        x=$(cat "$out/$1.$2.$3.$r" 2>/dev/null)
+        v="$v${v:+ / }${x:--}"
+        r=$((r + 1))
+    done
+    echo "$v"
+}
+mean() { # peer np size -> mean over reps, or empty
+    cat "$out/$1.$2.$3."* 2>/dev/null | awk 'NF { s += $1; n++ } END { if (n) printf "%.2f", s / n }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b > 0) printf "%.2f", a / b; else print "-" }'; }
+
+printf '%-3s %10s  %-22s %-22s %-22s %12s %12s\n' np bytes "plexus-tcp us" "torch-gloo us" "ompi-tcp us" "plx/ompi" "plx/gloo"
+for np in $nps; do
+    for s in $sizes; do
+        p=$(mean plexus "$np" "$s"); g=$(mean gloo "$np" "$s"); o=$(mean ompi "$np" "$s")
+        printf '%-3s %10s  %-22s %-22s %-22s %12s %12s\n' "$np" "$s" "$(cell plexus "$np" "$s")" \
+            "$(cell gloo "$np" "$s")" "$(cell ompi "$np" "$s")" "$(ratio "$p" "$o")" "$(ratio "$p" "$g")"
+    done
+done
