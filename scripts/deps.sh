@@ -10,6 +10,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential g++ meson ninja-build pkg-config python3 \
     libinih-dev \
     openmpi-bin libopenmpi-dev mpich libmpich-dev \
+    libgloo-dev \
     iproute2 procps \
     dpkg-dev debhelper lintian fakeroot \
     >/dev/null

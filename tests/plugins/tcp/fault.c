@@ -66,10 +66,15 @@ int main(int argc, char **argv)
                    plx_err_name(rc), plx_last_error());
             plx_comm_abort(c);
             plx_comm_destroy(c);
+            free(a);
+            free(b);
             return dt < tmo / 1000.0 + 3 ? 0 : 1;
         }
         last = now_s();
     }
     printf("rank %d: no error although rank %d died\n", me, victim);
+    free(a);
+    free(b);
+    plx_comm_destroy(c);
     return 1;
 }
