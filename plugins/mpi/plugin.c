@@ -269,6 +269,9 @@ static int comm_create(const struct plx_host *h, const struct plx_comm_args *a, 
         free(c);
         return mpi_fail(rc, "MPI_Comm_dup");
     }
+    host->log(host->ctx, PLX_LOG_DEBUG, NAME ": '%s' is rank %d of %d on %s, MPI thread level %s", a->name, c->rank,
+              c->size, c->is_world ? "MPI_COMM_WORLD" : "a dup of MPI_COMM_WORLD",
+              serialize ? "below MULTIPLE (calls serialized)" : "MULTIPLE");
     c->abort_kills_job = config_true(h, "abort_kills_job");
     c->blocking_timeout = config_true(h, "blocking_timeout");
     *out = c;
