@@ -18,6 +18,7 @@
 #define PLEXUS_TCP_H
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -30,6 +31,7 @@
 #define TCP_EAGER_MAX (64u << 10)
 #define TCP_RXBUF (64u << 10)
 #define TCP_SLOT_BUCKETS 64
+#define TCP_LEAD_IDLE_NS 1000000u /* hand input back to the I/O thread after 1 ms without a leader */
 
 enum { OP_SEND_BUFFER = 0, OP_SEND_UNBOUND = 1, OP_NOTIFY_SEND_READY = 2, OP_NOTIFY_RECV_READY = 3 };
 
@@ -85,7 +87,7 @@ struct tcp_peer {
     char addr[64];       /* the peer's published "ip:port" */
     struct tcp_slot *slots[TCP_SLOT_BUCKETS];
     struct tcp_frame *tx, *tx_tail;
-    int out_armed;
+    uint32_t ev_mask;    /* events registered with epoll */
     /* receive state */
     unsigned char hdr[TCP_HDR_BYTES];
     size_t hdr_got;
@@ -111,6 +113,17 @@ struct tcp_comm {
     pthread_t io;
     int io_started, stop;
     int aborted;
+    /* Input is read by a waiting thread (the "leader") while there is one:
+     * it sleeps in ppoll on every connection and reads what arrives, so a
+     * small message costs one wake-up instead of two (I/O thread, then
+     * waiter). Meanwhile the I/O thread's EPOLLIN interest is off (in_off);
+     * it turns it back on once no thread has led for TCP_LEAD_IDLE_NS. */
+    int leader;          /* a thread leads now */
+    int leader_sleeping; /* ... inside ppoll: completions must write wake_fd */
+    int in_off;          /* EPOLLIN is off for every connection */
+    int wake_fd;         /* eventfd that wakes the leader */
+    uint64_t last_lead_ns;
+    struct pollfd *pfds; /* the leader's ppoll set: size entries */
     int broken;          /* a connection was lost: everything fails with lost_msg */
     int broken_status;
     char lost_msg[240];
@@ -128,5 +141,13 @@ void tcp__fail_all(struct tcp_comm *c, int status, const char *msg);
 void tcp__drop_peer(struct tcp_comm *c, struct tcp_peer *p, const char *why);
 int tcp__peer_gone(struct tcp_comm *c, struct tcp_peer *p, const struct tcp_req *r); /* error status if p closed, else 0 */
 void tcp__free_state(struct tcp_comm *c);
+/* Read and write what p's socket allows now, without blocking. */
+void tcp__progress(struct tcp_comm *c, struct tcp_peer *p);
+/* Register p's epoll interest: EPOLLIN unless c->in_off, EPOLLOUT while output is queued. */
+void tcp__update_events(struct tcp_comm *c, struct tcp_peer *p);
+/* Write every connection's queued frames (corked notifications included). */
+void tcp__flush_all(struct tcp_comm *c);
+/* Turn the I/O thread's EPOLLIN on or off for every connection. */
+void tcp__set_input(struct tcp_comm *c, int on);
 
 #endif

@@ -27,6 +27,10 @@ static void complete(struct tcp_comm *c, struct tcp_req *r, int status, const ch
         snprintf(r->err, sizeof r->err, "%s", msg);
     atomic_store_explicit(&r->done, 1, memory_order_release);
     pthread_cond_broadcast(&c->cv);
+    uint64_t one = 1;
+    if (c->leader_sleeping && write(c->wake_fd, &one, sizeof one) < 0) {
+        /* cannot overflow: the leader drains it on each wake-up */
+    }
 }
 
 static void unlink_req(struct tcp_req *r)
@@ -122,13 +126,14 @@ static int enqueue(struct tcp_peer *p, uint64_t op, uint64_t slot, uint64_t len,
     return 0;
 }
 
-static void arm(struct tcp_comm *c, struct tcp_peer *p, int out)
+void tcp__update_events(struct tcp_comm *c, struct tcp_peer *p)
 {
-    if (p->out_armed == out || p->fd < 0)
+    uint32_t want = (c->in_off ? 0u : (uint32_t)EPOLLIN) | (p->tx ? (uint32_t)EPOLLOUT : 0u);
+    if (p->ev_mask == want || p->fd < 0 || p->closed)
         return;
-    struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0), .data.u64 = (uint64_t)p->rank};
+    struct epoll_event ev = {.events = want, .data.u64 = (uint64_t)p->rank};
     epoll_ctl(c->ep, EPOLL_CTL_MOD, p->fd, &ev);
-    p->out_armed = out;
+    p->ev_mask = want;
 }
 
 static size_t frame_len(const struct tcp_frame *f)
@@ -190,7 +195,7 @@ static void flush(struct tcp_comm *c, struct tcp_peer *p)
             free(f);
         }
     }
-    arm(c, p, p->tx != NULL && p->fd >= 0);
+    tcp__update_events(c, p);
 }
 
 /* ---- posting ------------------------------------------------------------ */
@@ -258,7 +263,12 @@ static int bind_recv(struct tcp_comm *c, struct tcp_peer *p, struct tcp_req *r, 
         LIST_PUSH(s->posted, s->posted_tail, r);
         r->linked++;
     }
-    flush(c, p);
+    /* Cork the RECV_READY when this thread will most likely lead next (input
+     * is off and nobody leads): the send that usually follows, or lead()
+     * itself, takes it out in the same sendmsg; the I/O thread's 2 ms tick
+     * sends it if neither comes. */
+    if (!(explicit_recv && c->in_off && !c->leader))
+        flush(c, p);
     return 0;
 }
 
@@ -459,6 +469,7 @@ int tcp__peer_gone(struct tcp_comm *c, struct tcp_peer *p, const struct tcp_req 
 static void do_read(struct tcp_comm *c, struct tcp_peer *p)
 {
     size_t budget = READ_BUDGET;
+    int drained = 0; /* a short read emptied the socket: no need to ask again */
     while (p->fd >= 0 && !p->closed) {
         if (p->rx_pos < p->rx_len) { /* staged bytes first */
             size_t avail = p->rx_len - p->rx_pos;
@@ -482,13 +493,15 @@ static void do_read(struct tcp_comm *c, struct tcp_peer *p)
             }
             continue;
         }
-        if (!budget)
+        if (!budget || drained)
             return;
         ssize_t k;
         size_t left = p->pay_len - p->pay_got;
         if (p->in_payload && p->dst && left >= 4096) { /* straight into the user's buffer */
-            k = recv(p->fd, p->dst + p->pay_got, left < budget ? left : budget, MSG_DONTWAIT);
+            size_t want = left < budget ? left : budget;
+            k = recv(p->fd, p->dst + p->pay_got, want, MSG_DONTWAIT);
             if (k > 0) {
+                drained = (size_t)k < want;
                 p->pay_got += (size_t)k;
                 budget -= (size_t)k < budget ? (size_t)k : budget;
                 if (p->pay_got == p->pay_len)
@@ -498,6 +511,7 @@ static void do_read(struct tcp_comm *c, struct tcp_peer *p)
         } else {
             k = recv(p->fd, p->rxbuf, TCP_RXBUF, MSG_DONTWAIT);
             if (k > 0) {
+                drained = (size_t)k < TCP_RXBUF;
                 p->rx_pos = 0;
                 p->rx_len = (size_t)k;
                 budget -= (size_t)k < budget ? (size_t)k : budget;
@@ -511,6 +525,30 @@ static void do_read(struct tcp_comm *c, struct tcp_peer *p)
         peer_closed(c, p, k == 0 ? "Connection closed by peer" : strerror(errno));
         return;
     }
+}
+
+void tcp__set_input(struct tcp_comm *c, int on)
+{
+    c->in_off = !on;
+    for (int i = 0; i < c->size; i++)
+        if (i != c->rank)
+            tcp__update_events(c, &c->peers[i]);
+}
+
+void tcp__flush_all(struct tcp_comm *c)
+{
+    for (int i = 0; i < c->size && !c->broken; i++)
+        if (i != c->rank && c->peers[i].tx)
+            flush(c, &c->peers[i]);
+}
+
+void tcp__progress(struct tcp_comm *c, struct tcp_peer *p)
+{
+    if (p->fd < 0 || c->broken || p->closed)
+        return;
+    do_read(c, p);
+    if (p->tx && !c->broken)
+        flush(c, p);
 }
 
 /* ---- failure ------------------------------------------------------------ */
@@ -663,9 +701,15 @@ void *tcp__io_main(void *arg)
     struct epoll_event ev[32];
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
+        /* While input is off, look every 2 ms whether the leaders are gone. */
+        int tmo = c->in_off ? 2 : -1;
         pthread_mutex_unlock(&c->mu);
-        int n = epoll_wait(c->ep, ev, 32, -1);
+        int n = epoll_wait(c->ep, ev, 32, tmo);
         pthread_mutex_lock(&c->mu);
+        if (c->in_off && !c->leader && tcp__host->clock_ns() - c->last_lead_ns >= TCP_LEAD_IDLE_NS)
+            tcp__set_input(c, 1);
+        if (n == 0 && !c->stop)
+            tcp__flush_all(c); /* corked notifications nobody took out */
         for (int i = 0; i < n && !c->stop; i++) {
             if (ev[i].data.u64 == UINT64_MAX) {
                 uint64_t v;
