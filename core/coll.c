@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "cuda_mem.h"
 #include "error.h"
 
 static int elem_ok(int dtype)
@@ -52,24 +53,46 @@ static int check_usable(struct plx_comm *c, const char *what)
     return 0;
 }
 
-static int resolve_mem(struct plx_comm *c, const struct plx_op_options *o, const char *what, int *mem)
+/* The memory kind of buf1/buf2: as the caller says, else as the CUDA driver
+ * says (host when CUDA is not loaded). *staged (collectives only, may be
+ * NULL): CUDA memory the backend cannot take, copied through host memory
+ * because [core] cuda_staging is set; *mem is then PLX_MEM_HOST. */
+static int resolve_mem(struct plx_comm *c, const struct plx_op_options *o, const char *what, const void *buf1,
+                       const void *buf2, int *mem, int *staged)
 {
-    *mem = PLX_MEM_HOST;
-    if (o && PLX_HAS_FIELD(o, struct plx_op_options, mem_kind) && o->mem_kind == PLX_MEM_CUDA)
-        *mem = PLX_MEM_CUDA;
+    int asked = o && PLX_HAS_FIELD(o, struct plx_op_options, mem_kind) ? o->mem_kind : PLX_MEM_AUTO;
+    if (asked == PLX_MEM_HOST || asked == PLX_MEM_CUDA)
+        *mem = asked;
+    else if (asked == PLX_MEM_AUTO)
+        *mem = plx__cuda_kind(buf1) == PLX_MEM_CUDA || plx__cuda_kind(buf2) == PLX_MEM_CUDA ? PLX_MEM_CUDA
+                                                                                           : PLX_MEM_HOST;
+    else
+        return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': invalid mem_kind %d", what, c->name, asked);
+    if (staged)
+        *staged = 0;
     /* 0 is the documented default: host memory only. */
     uint32_t kinds = c->caps.mem_kinds ? c->caps.mem_kinds : PLX_BIT(PLX_MEM_HOST);
     if (*mem == PLX_MEM_HOST && !(kinds & PLX_BIT(PLX_MEM_HOST)))
         return plx__err(PLX_ERR_UNSUPPORTED,
-                        "%s: backend '%s' takes device memory only; pass CUDA buffers with "
-                        "plx_op_options.mem_kind = PLX_MEM_CUDA (nonblocking forms)", what, c->be->name);
-    if (*mem == PLX_MEM_CUDA && !(kinds & PLX_BIT(PLX_MEM_CUDA)))
+                        "%s: backend '%s' takes device memory only; pass CUDA buffers (or set "
+                        "plx_op_options.mem_kind = PLX_MEM_CUDA)", what, c->be->name);
+    if (*mem == PLX_MEM_CUDA && !(kinds & PLX_BIT(PLX_MEM_CUDA))) {
+        int p2p = c->be->ops.isend && c->be->ops.irecv;
+        if (staged && c->cuda_staging && p2p) {
+            *staged = 1;
+            *mem = PLX_MEM_HOST;
+            return 0;
+        }
         return plx__err(PLX_ERR_UNSUPPORTED,
-                        "%s: backend '%s' cannot take CUDA memory (it handles host memory only); use a backend "
-                        "with CUDA support such as nccl (PLEXUS_BACKEND=nccl) or pass host buffers%s",
-                        what, c->be->name,
-                        c->cuda_staging ? "; [core] cuda_staging is set but staging is not available in this build"
-                                        : "");
+                        "%s on '%s': backend '%s' cannot take CUDA memory (it handles host memory only). Fix: use "
+                        "a backend with CUDA support (PLEXUS_BACKEND=nccl), pass host buffers, or %s",
+                        what, c->name, c->be->name,
+                        !staged ? "copy to host yourself (point-to-point calls are never staged)"
+                        : !c->cuda_staging ? "set [core] cuda_staging = true (PLEXUS_CORE_CUDA_STAGING=1) to "
+                                             "copy through host memory"
+                                           : "use a backend with point-to-point (staging runs the core's "
+                                             "generic algorithms)");
+    }
     return 0;
 }
 
@@ -145,14 +168,17 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
                                 need_send && !a->send ? "send" : "receive", a->count);
         }
     }
-    if ((rc = resolve_mem(c, o, what, &a->mem_kind)) != 0)
+    int staged;
+    if ((rc = resolve_mem(c, o, what, a->send, a->recv, &a->mem_kind, &staged)) != 0)
         return rc;
+    if (staged)
+        a->flags |= PLX__COLL_FLAG_STAGED;
     a->timeout_ms = op_timeout(o);
     if (o && PLX_HAS_FIELD(o, struct plx_op_options, stream))
         a->stream = o->stream;
 
-    int scale_avg;
-    int native = native_ok(c, a, &scale_avg);
+    int scale_avg = 0;
+    int native = !staged && native_ok(c, a, &scale_avg);
     if (!native && !generic_ok(c, a))
         return plx__err(PLX_ERR_UNSUPPORTED,
                         "%s(%s, %s) on '%s': backend '%s' cannot run it natively and has no point-to-point "
@@ -358,7 +384,7 @@ static int p2p(struct plx_comm *c, int is_send, void *buf, size_t count, int dty
         return plx__err(PLX_ERR_UNSUPPORTED, "%s on '%s': backend '%s' has no point-to-point", what, c->name,
                         c->be->name);
     int mem;
-    if ((rc = resolve_mem(c, o, what, &mem)) != 0)
+    if ((rc = resolve_mem(c, o, what, buf, NULL, &mem, NULL)) != 0)
         return rc;
     struct plx_p2p_args a = {
         .struct_size = sizeof a, .peer = peer, .buf = buf, .bytes = count * plx_dtype_size(dtype),

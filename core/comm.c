@@ -75,6 +75,7 @@ static void comm_free(struct plx_comm *c)
     plx__store_release(c->store);
     plx__store_release(c->base_store);
     plx__scratch_free(&c->scratch);
+    plx__scratch_free(&c->stage);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c->name);

@@ -36,6 +36,7 @@ struct plx_comm {
     pthread_t thread;
 
     struct plx__scratch scratch;
+    struct plx__scratch stage; /* host copies of CUDA buffers ([core] cuda_staging) */
     struct plx__algo_tuning tuning;
     struct plx__p2p p2p;
 };
@@ -75,5 +76,11 @@ struct plx__rendezvous {
     const char *source; /* "options", "torchrun", "Open MPI", "MPICH", "Slurm", "default" */
 };
 int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rendezvous *out);
+
+/* Core-internal bit of plx_coll_args.flags, never seen by a backend: the
+ * buffers are CUDA memory and the op runs on host copies (stage.c). */
+#define PLX__COLL_FLAG_STAGED (1u << 31)
+/* Run a staged collective through the generic algorithms. */
+int plx__stage_run(struct plx_comm *c, const struct plx_coll_args *a, uint64_t deadline_ns);
 
 #endif

@@ -155,7 +155,8 @@ static int run_generic(struct plx_comm *c, const struct plx_coll_args *a, char *
 {
     int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
     uint64_t deadline = t == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)t * 1000000u;
-    int rc = plx__algo_run(&c->p2p, &c->tuning, &c->scratch, a, deadline);
+    int rc = a->flags & PLX__COLL_FLAG_STAGED ? plx__stage_run(c, a, deadline)
+                                              : plx__algo_run(&c->p2p, &c->tuning, &c->scratch, a, deadline);
     if (rc != 0) {
         plx__err_prefix("%s(seq %llu) on '%s': ", plx_coll_name(a->coll), (unsigned long long)a->seq, c->name);
         snprintf(errmsg, errlen, "%s", plx_last_error());
