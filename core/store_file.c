@@ -15,7 +15,12 @@
  * result into place and dropped the lock. The kernel drops the lock when a
  * holder dies, so a crashed rank cannot wedge the store; on NFS, Linux maps
  * flock() to byte-range locks the server arbitrates. Gloo's own writers do
- * not take this lock, which is fine: Gloo only ever sets each key once. */
+ * not take this lock, which is fine: Gloo only ever sets each key once.
+ *
+ * Files are never deleted at the end of a job (Gloo's are not either), so a
+ * folder serves one job: keys an earlier job left would be read as this
+ * one's. Gloo's FileStore refuses to set a key that exists and to read an
+ * empty value; plexus does both. */
 #include "store_file.h"
 
 #include <errno.h>
