@@ -4,9 +4,13 @@
 // timeouts for keys nobody writes. The plexus side runs in a forked child,
 // so the two meet only through the folder, as two ranks would.
 // First checks that our file names are libstdc++'s std::hash, on keys of
-// every length up to 80 bytes with random (including high) bytes.
+// every length up to 80 bytes with random (including high) bytes. Last, a
+// real 2-rank gloo job rendezvous through the folder: one rank on gloo's
+// FileStore, the other on ours behind gloo's Store interface, then an
+// allreduce between them.
 // Usage: file_store_peer [DIR] (default: a fresh folder, removed after)
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,7 +23,11 @@
 #include <string>
 #include <vector>
 
+#include <gloo/allreduce_ring.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
 
 extern "C" {
 #include "plexus/plexus.h"
@@ -151,6 +159,87 @@ static void gloo_side(const std::string &dir)
     CHECK(threw);
 }
 
+// gloo's Store interface over our file:// store.
+struct PlexusStore : gloo::rendezvous::Store {
+    plx_store *s = nullptr;
+    explicit PlexusStore(const std::string &dir)
+    {
+        if (plx__store_open(("file://" + dir).c_str(), 1, 2, 30000, &s) != 0)
+            throw gloo::IoException(plx_last_error());
+    }
+    ~PlexusStore() override { plx__store_release(s); }
+    void set(const std::string &key, const std::vector<char> &data) override
+    {
+        if (plx__store_set(s, key.c_str(), data.data(), data.size()) != 0)
+            throw gloo::IoException(plx_last_error());
+    }
+    std::vector<char> get(const std::string &key) override
+    {
+        std::vector<char> v;
+        if (!pget(s, key.c_str(), v, -1))
+            throw gloo::IoException(plx_last_error());
+        return v;
+    }
+    void wait(const std::vector<std::string> &keys) override { wait(keys, kDefaultTimeout); }
+    void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &timeout) override
+    {
+        std::vector<const char *> k;
+        for (auto &key : keys)
+            k.push_back(key.c_str());
+        if (plx__store_wait(s, k.data(), k.size(), timeout.count()) != 0)
+            throw gloo::IoException(plx_last_error());
+    }
+};
+
+// One rank of a gloo job; rank 1 rendezvous through our store.
+static int gloo_job_rank(const std::string &dir, int rank)
+{
+    alarm(60);
+    try {
+        gloo::transport::tcp::attr attr;
+        attr.hostname = "127.0.0.1";
+        auto dev = gloo::transport::tcp::CreateDevice(attr);
+        auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, 2);
+        ctx->setTimeout(std::chrono::seconds(30));
+        if (rank == 0) {
+            gloo::rendezvous::FileStore store(dir);
+            ctx->connectFullMesh(store, dev);
+        } else {
+            PlexusStore store(dir);
+            ctx->connectFullMesh(store, dev);
+        }
+        std::vector<float> x(1000);
+        for (size_t i = 0; i < x.size(); i++)
+            x[i] = (float)(rank + 1) * (float)i;
+        gloo::AllreduceRing<float>(ctx, {x.data()}, (int)x.size()).run();
+        for (size_t i = 0; i < x.size(); i++)
+            if (x[i] != 3.0f * (float)i) {
+                fprintf(stderr, "gloo job rank %d: element %zu is %g\n", rank, i, x[i]);
+                return 1;
+            }
+    } catch (const std::exception &e) {
+        fprintf(stderr, "gloo job rank %d (%s store): %s\n", rank, rank ? "our" : "gloo's", e.what());
+        return 1;
+    }
+    return 0;
+}
+
+static void gloo_job(const std::string &dir)
+{
+    pid_t pid[2];
+    for (int r = 0; r < 2; r++)
+        if ((pid[r] = fork()) == 0)
+            _exit(gloo_job_rank(dir, r));
+    for (int r = 0; r < 2; r++) {
+        int st = 0;
+        if (waitpid(pid[r], &st, 0) != pid[r] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "gloo job rank %d failed (status 0x%x)\n", r, st);
+            failures++;
+        }
+    }
+    printf("gloo job: rendezvous through both stores and allreduce %s\n", failures ? "FAILED" : "ok");
+}
+
 int main(int argc, char **argv)
 {
     char tmp[] = "/tmp/plexus-gloo-filestore-XXXXXX";
@@ -176,6 +265,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "plexus side failed (status 0x%x)\n", st);
         failures++;
     }
+    // A fresh subfolder: a folder serves one job.
+    std::string job = dir + "/job";
+    fflush(stdout);
+    if (mkdir(job.c_str(), 0700) == 0)
+        gloo_job(job);
+    else
+        failures++;
     if (argc == 1 && system(("rm -rf '" + dir + "'").c_str()) != 0)
         fprintf(stderr, "could not remove %s\n", dir.c_str());
     printf(failures ? "FAILED\n" : "ok\n");
