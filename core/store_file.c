@@ -390,7 +390,7 @@ static int make_dirs(char *path)
             continue;
         char c = *p;
         *p = '\0';
-        int rc = mkdir(path, 0777);
+        int rc = mkdir(path, 0700); /* only this user can plant keys */
         int e = errno;
         *p = c;
         if (rc != 0 && e != EEXIST)
