@@ -365,7 +365,8 @@ static int parse_dir(const char *dir)
         }
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
+    if (n) /* an empty backends.d: names is NULL, which qsort must not get */
+        qsort(names, n, sizeof *names, cmp_str);
     rc = 0;
     for (size_t i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/backends.d/%s", dir, names[i]);
