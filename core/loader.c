@@ -109,9 +109,13 @@ static void load_one(struct plx__backend *b)
                   b->library, desc->struct_size, (size_t)ABI_1_0_SIZE);
         return;
     }
-    /* Copy what the plugin has; fields beyond its size read as NULL/0. */
+    /* Copy what the plugin has; fields beyond its size read as NULL/0. A size
+     * that ends inside a field must not leave part of a pointer behind, so it
+     * is rounded down to whole pointers (after the two u32 that open it, every
+     * field is a pointer). */
+    size_t have = desc->struct_size < sizeof b->ops ? desc->struct_size : sizeof b->ops;
     memset(&b->ops, 0, sizeof b->ops);
-    memcpy(&b->ops, desc, desc->struct_size < sizeof b->ops ? desc->struct_size : sizeof b->ops);
+    memcpy(&b->ops, desc, have - have % sizeof(void *));
     b->ops.struct_size = (uint32_t)sizeof b->ops;
     b->abi_major = PLX_ABI_MAJOR;
     b->abi_minor = minor;
