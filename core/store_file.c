@@ -105,8 +105,7 @@ static void backoff(long *us)
 {
     struct timespec ts = {0, *us * 1000};
     nanosleep(&ts, NULL);
-    if (*us < 10000)
-        *us *= 2;
+    *us = *us * 2 < 10000 ? *us * 2 : 10000;
 }
 
 /* Take the directory's writer lock; *fd releases it when closed. */
