@@ -245,8 +245,10 @@ PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_co
     }
 
     struct plx_comm *child = comm_alloc(name);
-    if (!child)
-        return plx__err(PLX_ERR_NOMEM, "plx_comm_split: out of memory");
+    if (!child) {
+        rc = plx__err(PLX_ERR_NOMEM, "plx_comm_split: out of memory");
+        goto fail;
+    }
     child->be = c->be;
     child->rank = new_rank;
     child->size = n;
@@ -276,7 +278,11 @@ PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_co
     return 0;
 fail:
     plx__err_prefix("plx_comm_split(rank %d, color %d): ", c->rank, color);
-    comm_free(child);
+    /* The split is collective over the parent: the other ranks may or may
+     * not hold a child now, so the parent's issue order is no longer shared. */
+    plx__comm_fail(c, rc, plx_last_error());
+    if (child)
+        comm_free(child);
     return rc;
 }
 

@@ -1,0 +1,111 @@
+#include "procs.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    int port = -1;
+    if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof sa) && !getsockname(fd, (struct sockaddr *)&sa, &sl))
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+void *shared_alloc(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+int procs_start(struct procs *p, int n, int (*fn)(int rank, void *arg), void *arg)
+{
+    memset(p, 0, sizeof *p);
+    fflush(NULL); /* the children must not print the parent's buffered output again */
+    for (int r = 0; r < n && r < PROCS_MAX; r++) {
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(fn(r, arg));
+        if (pid < 0) {
+            perror("fork");
+            for (int k = 0; k < r; k++)
+                kill(p->pid[k], SIGKILL);
+            p->n = r;
+            procs_wait(p, 0);
+            return -1;
+        }
+        p->pid[r] = pid;
+        p->n = r + 1;
+    }
+    return 0;
+}
+
+void procs_wait(struct procs *p, double deadline)
+{
+    for (;;) {
+        int left = 0;
+        for (int r = 0; r < p->n; r++) {
+            if (p->reaped[r])
+                continue;
+            int st;
+            pid_t got = waitpid(p->pid[r], &st, WNOHANG);
+            if (got == p->pid[r]) {
+                p->reaped[r] = 1;
+                p->status[r] = st;
+                p->exit_s[r] = now_s();
+            } else {
+                left++;
+            }
+        }
+        if (!left)
+            return;
+        if (now_s() >= deadline) {
+            for (int r = 0; r < p->n; r++) {
+                if (p->reaped[r])
+                    continue;
+                p->hung[r] = 1;
+                kill(p->pid[r], SIGKILL);
+                waitpid(p->pid[r], &p->status[r], 0);
+                p->reaped[r] = 1;
+                p->exit_s[r] = now_s();
+            }
+            return;
+        }
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+const char *procs_describe(const struct procs *p, int r)
+{
+    static char buf[64];
+    int st = p->status[r];
+    if (p->hung[r])
+        snprintf(buf, sizeof buf, "hung (killed at the deadline)");
+    else if (WIFEXITED(st))
+        snprintf(buf, sizeof buf, "exit %d", WEXITSTATUS(st));
+    else if (WIFSIGNALED(st))
+        snprintf(buf, sizeof buf, "signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        snprintf(buf, sizeof buf, "status %#x", st);
+    return buf;
+}

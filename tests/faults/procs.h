@@ -1,0 +1,37 @@
+/* procs.h - rank processes for the fault tests: fork N children that share
+ * an anonymous memory block with the parent, and reap them against a
+ * deadline, so a hang shows up as a count instead of a stuck test. */
+#ifndef PLEXUS_TEST_PROCS_H
+#define PLEXUS_TEST_PROCS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define PROCS_MAX 16
+
+struct procs {
+    int n;
+    pid_t pid[PROCS_MAX];
+    int status[PROCS_MAX]; /* waitpid status, valid when reaped */
+    int reaped[PROCS_MAX];
+    int hung[PROCS_MAX];   /* still running at the deadline: SIGKILLed by procs_wait */
+    double exit_s[PROCS_MAX]; /* now_s() when reaped */
+};
+
+/* Monotonic seconds; comparable between processes of one machine. */
+double now_s(void);
+/* A free TCP port on 127.0.0.1 (bound, read and closed: a small race with
+ * other programs, which shows as a clear store error). -1 on failure. */
+int free_port(void);
+/* Zeroed memory shared with every child forked later; never freed. */
+void *shared_alloc(size_t bytes);
+/* Fork n children; child r runs fn(r, arg) and _exits with its result.
+ * Returns 0, or -1 if a fork failed (the ones started are killed). */
+int procs_start(struct procs *p, int n, int (*fn)(int rank, void *arg), void *arg);
+/* Reap every child until deadline (now_s() seconds); those still running
+ * then are SIGKILLed, reaped and marked hung. */
+void procs_wait(struct procs *p, double deadline);
+/* "exit 0", "signal 9 (Killed)", "hung": for messages. Static storage. */
+const char *procs_describe(const struct procs *p, int r);
+
+#endif
