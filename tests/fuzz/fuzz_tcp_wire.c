@@ -7,15 +7,18 @@
  *   byte 0       flags: 1 eager peer (plexus extension), 2 run the real I/O
  *                thread (else the harness calls tcp__progress itself, which
  *                is deterministic), 4 tear down before releasing requests
- *   then commands, one byte each (low 3 bits) with operands:
+ *   then commands, one byte each (low 4 bits) with operands:
  *     0 LEN16 BYTES  write raw bytes (frames, garbage) as rank 1
  *     1 SLOT SIZE    post a receive from rank 1
  *     2 SLOT SIZE    post a receive from any rank
  *     3 SLOT SIZE    post a send to rank 1
  *     4 IDX          release request IDX as the core's req_free does
- *     5              progress (or let the I/O thread run)
+ *     5, 11..15      progress (or let the I/O thread run)
  *     6              read what the plugin wrote to rank 1 and check it
  *     7              abort the communicator
+ *     8              rank 1 stops writing (EOF): it has finished
+ *     9              input off, as while a waiting thread leads (plugin.c)
+ *     10             rank 1 hangs up both ways: rank 0's writes fail
  * At the end rank 1 closes its end; the plugin must notice within a bound
  * (no hang), and teardown must free everything (LSan) without touching a
  * released buffer (ASan).
@@ -292,6 +295,19 @@ static size_t take_size(unsigned b)
     return b & 0x80 ? (size_t)(b & 0x7f) * 1024 : b;
 }
 
+/* What a hang looked like, for the report. */
+static void dump(struct harness *h)
+{
+    struct tcp_comm *c = h->c;
+    pthread_mutex_lock(&c->mu);
+    struct tcp_peer *p = &c->peers[1];
+    fprintf(stderr, "rank 1 closed its end, but rank 0 has not noticed: broken %d, closed %d, in_off %d, "
+            "ev_mask %#x, tx %s, hdr_got %zu, in_payload %d (%zu of %zu), staged %zu..%zu, io thread %d\n",
+            c->broken, p->closed, c->in_off, p->ev_mask, p->tx ? "queued" : "empty", p->hdr_got, p->in_payload,
+            p->pay_got, p->pay_len, p->rx_pos, p->rx_len, c->io_started);
+    pthread_mutex_unlock(&c->mu);
+}
+
 static int peer_settled(struct tcp_comm *c)
 {
     pthread_mutex_lock(&c->mu);
@@ -323,7 +339,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t i = 1;
 #define TAKE() (i < size ? data[i++] : 0u)
     for (int n = 0; n < MAX_CMDS && i < size; n++) {
-        unsigned cmd = TAKE() & 7;
+        unsigned cmd = TAKE() & 15;
         switch (cmd) {
         case 0: {
             size_t len = TAKE();
@@ -349,9 +365,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (h->nreqs)
                 release(h, &h->reqs[TAKE() % (unsigned)h->nreqs]);
             break;
-        case 5:
-            progress(h);
-            break;
         case 6:
             drain(h);
             break;
@@ -363,6 +376,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             pthread_mutex_unlock(&c->mu);
             break;
+        case 8:
+            shutdown(h->other, SHUT_WR);
+            break;
+        case 9:
+            /* As lead() does: the I/O thread, woken, then sleeps with a
+             * timeout and turns input back on 1 ms after the last lead. */
+            pthread_mutex_lock(&c->mu);
+            c->last_lead_ns = tcp__host->clock_ns();
+            if (!c->in_off) {
+                tcp__set_input(c, 0);
+                uint64_t one = 1;
+                FUZZ_CHECK(write(c->evfd, &one, sizeof one) == sizeof one);
+            }
+            pthread_mutex_unlock(&c->mu);
+            break;
+        case 10:
+            shutdown(h->other, SHUT_RDWR);
+            break;
+        default:
+            progress(h);
+            break;
         }
     }
 #undef TAKE
@@ -372,6 +406,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     shutdown(h->other, SHUT_WR);
     uint64_t deadline = now_ns() + QUIET_NS;
     while (!peer_settled(c)) {
+        if (now_ns() >= deadline)
+            dump(h);
         FUZZ_CHECK(now_ns() < deadline); /* a hang: the EOF was never noticed */
         progress(h);
         drain(h);

@@ -177,7 +177,7 @@ def send(slot, size):
 
 
 REL = lambda i: bytes([4, i])
-PROG, DRAIN, ABORT = bytes([5]), bytes([6]), bytes([7])
+PROG, DRAIN, ABORT, EOF, INPUT_OFF, HANGUP = (bytes([c]) for c in (5, 6, 7, 8, 9, 10))
 SR, RR, DATA, SB = 2, 3, 1, 0
 
 
@@ -206,6 +206,10 @@ def tcp():
         "garbage": wr(bytes(range(256)) * 2),
         "half-header": recv(1, 16) + wr(frame(SR, 1)[:20]),
         "half-payload": recv(1, 64) + wr(frame(SR, 1) + data(1, 64)[:80]),
+        "big-split": recv(6, 0x80 | 8) + wr(frame(SR, 6) + data(6, 6000)[:48]) + PROG + wr(data(6, 6000)[48:]) + DRAIN,
+        "eof-then-recv": wr(frame(SR, 1)) + EOF + PROG + recv(1, 8) + send(2, 8) + DRAIN,
+        "hangup-send": recv(1, 8) + HANGUP + send(1, 8) + wr(frame(RR, 1)) + PROG,
+        "corked": INPUT_OFF + recv(1, 8) + PROG + DRAIN + wr(frame(SR, 1) + data(1, 8)) + PROG + DRAIN,
     }
     eager = {
         "eager-early": wr(frame(SR, 1) + data(1, 12)) + recv(1, 12) + DRAIN,
