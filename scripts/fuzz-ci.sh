@@ -3,6 +3,7 @@
 #
 #   sh scripts/fuzz-ci.sh                 each target for FUZZ_SECONDS (default 60)
 #   FUZZ_SECONDS=600 sh scripts/fuzz-ci.sh config tcp_wire
+#   FUZZ_ARGS='-rss_limit_mb=4096 -seed=1' ...   more libFuzzer flags
 #
 # Needs clang with libFuzzer (Debian's clang); without it, says so and exits
 # 0: the committed corpus still runs in every build (meson test --suite
@@ -64,14 +65,15 @@ for t in $targets; do
     log="$out/log.txt"
     case $t in
     # Every input of these "leaks" by design (the config keeps each string
-    # it handed out; the loader forgets old backends without freeing them),
-    # so a leak scan after each input would take most of the time. Leaks
-    # are still checked once, when the run ends.
+    # it handed out, a few KB per input, so runs much longer than 10 min
+    # need a larger -rss_limit_mb; the loader forgets the array of old
+    # backends), so a leak scan after each input would take most of the
+    # time. Leaks are still checked once, when the run ends.
     config | loader) per_input_leaks=0 ;;
     *) per_input_leaks=1 ;;
     esac
     "$bin" -max_total_time="$seconds" -timeout=10 -max_len=8192 -print_final_stats=1 \
-        -detect_leaks=$per_input_leaks \
+        -detect_leaks=$per_input_leaks ${FUZZ_ARGS:-} \
         -artifact_prefix="$out/" "$out/corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1
     rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
