@@ -143,7 +143,8 @@ static int read_value(struct fstore *f, const char *key, void **val, size_t *len
 {
     char path[PATH_MAX + 32];
     key_path(f, key, path, sizeof path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted at a key's path must not block the open past any timeout. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT)
             return 1;

@@ -245,6 +245,13 @@ static void test_corrupt(struct plx_store *s)
     CHECK(plx__store_get(s, "adir", &v, &n, 100) == PLX_ERR_PROTOCOL);
     CHECK(strstr(plx_last_error(), "not a regular file") != NULL);
     rmdir(p);
+
+    /* A FIFO (found by fuzz_store_file): opening it must not block forever. */
+    path_of(hash_name("afifo", name, sizeof name), p, sizeof p);
+    CHECK(mkfifo(p, 0600) == 0);
+    CHECK(plx__store_get(s, "afifo", &v, &n, 100) == PLX_ERR_PROTOCOL);
+    CHECK(strstr(plx_last_error(), "not a regular file") != NULL);
+    unlink(p);
 }
 
 static void test_open(void)
