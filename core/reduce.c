@@ -175,6 +175,7 @@ HALF_KERNEL(bf16_kernel_generic, bf2f, f2bf)
 /* x86-64 with F16C: the conversion instructions (round to nearest even,
  * subnormals, NaN quietened), 8 at a time; ~5x the generic loop. */
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 __attribute__((target("avx2,f16c"))) static void f16_kernel_f16c(int op, void *out_, const void *a_, const void *b_,
@@ -259,10 +260,24 @@ static void bf16_kernel(int op, void *out, const void *a, const void *b, size_t 
         bf16_kernel_generic(op, out, a, b, n);
 }
 
+/* F16C from CPUID leaf 1 (ECX bit 29): clang 14 has no "f16c" for
+ * __builtin_cpu_supports, and this way both compilers build the file. */
+static int has_f16c(void)
+{
+    static int known; /* 0 unknown, 1 no, 2 yes; cached since CPUID traps in a VM */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (!k) {
+        unsigned eax, ebx, ecx, edx;
+        k = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) ? 2 : 1;
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k == 2;
+}
+
 static void f16_kernel(int op, void *out, const void *a, const void *b, size_t n)
 {
     __builtin_cpu_init(); /* idempotent; the checks read one global */
-    if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2"))
+    if (__builtin_cpu_supports("avx2") && has_f16c())
         f16_kernel_f16c(op, out, a, b, n);
     else
         f16_kernel_generic(op, out, a, b, n);
