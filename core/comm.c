@@ -115,6 +115,31 @@ static int comm_create_backend(struct plx_comm *c)
     return comm_finish_setup(c);
 }
 
+/* Configuration, log level, plugin discovery and the choice of backend use
+ * process-wide tables: communicators created by several threads at once
+ * take turns here (ThreadSanitizer caught plx__config_load rewriting the
+ * drop-in table while another thread's plx__loader_discover read it). */
+static int init_process_wide(const struct plx_comm_options *opt, struct plx__backend **be)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static char applied_level[32];
+    int rc;
+    pthread_mutex_lock(&mu);
+    if ((rc = plx__config_load(opt)) == 0) {
+        /* Threads of running communicators read the threshold unlocked:
+         * write it only when it changes. */
+        const char *level = plx__config_get("core", "log_level");
+        if (level && strcmp(level, applied_level)) {
+            plx__log_set_level(level);
+            snprintf(applied_level, sizeof applied_level, "%s", level);
+        }
+        if ((rc = plx__loader_discover()) == 0)
+            rc = plx__loader_select(opt->backend, be);
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
 PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_comm **out)
 {
     struct plx_comm_options opt;
@@ -128,14 +153,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
         return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_init: out is NULL");
     *out = NULL;
     copy_options(user_opt, &opt);
-    if ((rc = plx__config_load(&opt)) != 0)
-        return rc;
-    const char *level = plx__config_get("core", "log_level");
-    if (level)
-        plx__log_set_level(level);
-    if ((rc = plx__loader_discover()) != 0)
-        return rc;
-    if ((rc = plx__loader_select(opt.backend, &be)) != 0)
+    if ((rc = init_process_wide(&opt, &be)) != 0)
         return rc;
     if ((rc = plx__rendezvous_resolve(&opt, &rv)) != 0)
         return rc;
