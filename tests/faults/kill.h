@@ -13,6 +13,7 @@ enum kill_phase { PH_START, PH_INIT, PH_COLL, PH_SPLIT, PH_CHILD, PH_BARRIER, PH
 struct kill_report {
     volatile int phase;      /* where the rank is now */
     double phase_s;          /* now_s() when it entered that phase */
+    double phase_ms[PH_DONE + 1]; /* how long each finished phase took */
     /* the victim */
     int killed_phase, killed_at_end;
     double kill_s;           /* now_s() just before the SIGKILL */
@@ -36,7 +37,7 @@ struct kill_shared {
 struct kill_iter {
     struct kill_shared *sh;
     uint64_t seed;           /* the same on every rank: sizes and dtypes agree */
-    int victim, kill_phase;
+    int victim, kill_phase;  /* victim -1: nobody dies (a calibration run) */
     double delay_s;          /* into kill_phase */
     int port, port2;         /* the world's store, the survivors' store */
     int64_t timeout_ms;

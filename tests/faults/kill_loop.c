@@ -5,15 +5,17 @@
  * the victim, SIGKILLs itself from a timer thread at a random delay into one
  * phase, the phases taken in turn: rendezvous (plx_comm_init), collective
  * (allreduces of random size and dtype, results checked), split
- * (plx_comm_split), destroy (plx_comm_destroy). When the phase ends before
- * the timer, the victim dies at its end; the summary counts those apart.
+ * (plx_comm_split), destroy (plx_comm_destroy). The delay is uniform over
+ * the phase's length, measured by a first run in which nobody dies and
+ * updated whenever a phase ends before the timer; then the victim dies at
+ * its end, and the summary counts those kills apart.
  * Every survivor must then:
  *   - exit by itself before the iteration's deadline (no hang), not by a
  *     signal (no crash);
  *   - if an operation failed: fail within timeout + margin of the kill (or
  *     of starting that operation, if later), with a message naming the dead
- *     rank; further work on the failed communicator
- *     must be refused at once with a clear message;
+ *     rank; further work on the failed communicator must be refused at once
+ *     with a clear message;
  *   - create a new communicator with the other survivors (a fresh store) and
  *     run a checked allreduce on it.
  * A survivor that finished its program before the kill could matter (only
@@ -23,9 +25,7 @@
  * Usage: kill_loop [ITERATIONS (default 50) [ONLY]]: with ONLY, just that
  * iteration runs (same victim, phase and delay). PLEXUS_FAULTS_SEED=N changes
  * the seed (the default is fixed and printed), PLEXUS_FAULTS_VERBOSE=1 prints
- * every survivor's error, PLEXUS_FAULTS_CALIBRATE=1 lets every victim die at
- * the end of its phase (to measure the phases' lengths), and
- * PLEXUS_FAULTS_NAMES=report counts errors that do not name the dead rank
+ * every survivor's error, and PLEXUS_FAULTS_NAMES=report counts errors that do not name the dead rank
  * without failing on them. Exit 0 only if every (enforced) check held. */
 #include <inttypes.h>
 #include <signal.h>
@@ -88,7 +88,6 @@ static int judge(int it, const struct kill_iter *k, const struct procs *p, struc
 {
     const struct kill_report *v = &k->sh->r[k->victim];
     int bad = 0;
-    char line[256];
     int died = WIFSIGNALED(p->status[k->victim]) && WTERMSIG(p->status[k->victim]) == SIGKILL && !p->hung[k->victim];
     if (!died) {
         printf("iter %d: the victim (rank %d) did not die by SIGKILL: %s, last phase %s\n", it, k->victim,
@@ -98,9 +97,8 @@ static int judge(int it, const struct kill_iter *k, const struct procs *p, struc
     } else {
         t->kills[v->killed_phase][v->killed_at_end]++;
     }
-    snprintf(line, sizeof line, "iter %2d: rank %d killed in %s %.1f ms after it began%s:", it, k->victim,
-             kill_phase_name(v->killed_phase), (v->kill_s - v->phase_s) * 1e3, v->killed_at_end ? " (its end)" : "");
-    printf("%s", line);
+    printf("iter %2d: rank %d killed in %s %.1f ms after it began%s:", it, k->victim, kill_phase_name(v->killed_phase),
+           (v->kill_s - v->phase_s) * 1e3, v->killed_at_end ? " (its end)" : "");
     for (int r = 0; r < KILL_RANKS; r++) {
         if (r == k->victim)
             continue;
@@ -179,6 +177,31 @@ static int judge(int it, const struct kill_iter *k, const struct procs *p, struc
     return bad;
 }
 
+/* One run in which nobody dies: the longest time any rank spent in each
+ * phase. Returns 0, or 1 if that run failed (then nothing else can pass). */
+static int calibrate(struct kill_shared *sh, double *len_ms)
+{
+    struct kill_iter k = {.sh = sh, .seed = 1, .victim = -1, .kill_phase = -1, .timeout_ms = TIMEOUT_MS,
+                          .port = free_port()};
+    struct procs p;
+    memset(sh, 0, sizeof *sh);
+    if (k.port < 0 || procs_start(&p, KILL_RANKS, kill_rank_main, &k) != 0)
+        return 1;
+    procs_wait(&p, now_s() + 2 * TIMEOUT_MS / 1000.0 + 15);
+    for (int ph = 0; ph <= PH_DONE; ph++)
+        len_ms[ph] = 0;
+    for (int r = 0; r < KILL_RANKS; r++) {
+        if (p.hung[r] || !WIFEXITED(p.status[r]) || WEXITSTATUS(p.status[r])) {
+            printf("calibration run (nobody killed): rank %d: %s\n", r, procs_describe(&p, r));
+            return 1;
+        }
+        for (int ph = 0; ph <= PH_DONE; ph++)
+            if (sh->r[r].phase_ms[ph] > len_ms[ph])
+                len_ms[ph] = sh->r[r].phase_ms[ph];
+    }
+    return 0;
+}
+
 static int env_flag(const char *name)
 {
     const char *v = getenv(name);
@@ -198,7 +221,7 @@ int main(int argc, char **argv)
     int iters = argc > 1 ? atoi(argv[1]) : 50;
     const char *se = getenv("PLEXUS_FAULTS_SEED");
     uint64_t seed = se && *se ? strtoull(se, NULL, 0) : 20261122;
-    int verbose = env_flag("PLEXUS_FAULTS_VERBOSE"), calibrate = env_flag("PLEXUS_FAULTS_CALIBRATE");
+    int verbose = env_flag("PLEXUS_FAULTS_VERBOSE");
     const char *ne = getenv("PLEXUS_FAULTS_NAMES");
     enforce_names = !(ne && !strcmp(ne, "report"));
     int only = argc > 2 ? atoi(argv[2]) : -1;
@@ -207,14 +230,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: kill_loop [ITERATIONS]; cannot map shared memory or bad count\n");
         return 2;
     }
-    /* The kill phases, in turn; the random delay covers the phase's usual
-     * length on a loaded 2-core machine (measured), so most kills land inside. */
-    static const struct {
-        int phase;
-        double max_delay_s;
-    } points[] = {{PH_INIT, 0.250}, {PH_COLL, 0.060}, {PH_SPLIT, 0.150}, {PH_DESTROY, 0.004}};
+    static const int points[] = {PH_INIT, PH_COLL, PH_SPLIT, PH_DESTROY}; /* the kill phases, in turn */
+    const int npoints = (int)(sizeof points / sizeof points[0]);
     printf("kill loop: seed %" PRIu64 " (PLEXUS_FAULTS_SEED), %d iterations, %d tcp ranks, timeout %d ms\n", seed,
            iters, KILL_RANKS, TIMEOUT_MS);
+    double len_ms[PH_DONE + 1];
+    if (calibrate(sh, len_ms) != 0)
+        return 1;
+    printf("phase lengths without a kill:");
+    for (int i = 0; i < npoints; i++)
+        printf(" %s %.1f ms", kill_phase_name(points[i]), len_ms[points[i]]);
+    printf("\n");
     fflush(stdout);
     struct totals t = {0};
     int failed_iters = 0, ran = 0;
@@ -224,11 +250,8 @@ int main(int argc, char **argv)
         memset(sh, 0, sizeof *sh);
         struct kill_iter k = {.sh = sh, .seed = splitmix(&s), .timeout_ms = TIMEOUT_MS};
         k.victim = (int)(splitmix(&s) % KILL_RANKS);
-        int pt = it % (int)(sizeof points / sizeof points[0]);
-        k.kill_phase = points[pt].phase;
-        k.delay_s = points[pt].max_delay_s * (double)(splitmix(&s) % 1000000) / 1e6;
-        if (calibrate)
-            k.delay_s = 100;
+        k.kill_phase = points[it % npoints];
+        k.delay_s = len_ms[k.kill_phase] / 1e3 * (double)(splitmix(&s) % 1000000) / 1e6;
         if (only >= 0 && it != only)
             continue;
         k.port = free_port();
@@ -244,15 +267,17 @@ int main(int argc, char **argv)
          * failed after the kill, and the recovery rendezvous waits for it. */
         procs_wait(&p, now_s() + 6 * TIMEOUT_MS / 1000.0 + 15);
         failed_iters += judge(it, &k, &p, &t, verbose) != 0;
+        const struct kill_report *v = &sh->r[k.victim];
+        if (v->killed_at_end) /* the phase ran shorter than thought (the load changed): follow it */
+            len_ms[k.kill_phase] = 0.5 * len_ms[k.kill_phase] + 0.5 * (v->kill_s - v->phase_s) * 1e3;
         ran++;
         fflush(stdout);
     }
     printf("\nkill loop summary (seed %" PRIu64 ", %.0f s)\n", seed, now_s() - t0);
     printf("  iterations: %d, %d failed\n", ran, failed_iters);
     printf("  kill points hit (inside / at its end):");
-    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++)
-        printf(" %s %d/%d", kill_phase_name(points[i].phase), t.kills[points[i].phase][0],
-               t.kills[points[i].phase][1]);
+    for (int i = 0; i < npoints; i++)
+        printf(" %s %d/%d", kill_phase_name(points[i]), t.kills[points[i]][0], t.kills[points[i]][1]);
     printf("\n  survivors: %d; returned an error: %d, naming the dead rank: %d%s; finished before the kill mattered: %d;"
            " no error although they should: %d\n", t.survivors, t.errors, t.named,
            enforce_names ? "" : " (counted, not enforced: PLEXUS_FAULTS_NAMES=report)", t.completed, t.missed);

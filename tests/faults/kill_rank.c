@@ -16,7 +16,7 @@
 #include "plexus/plexus.h"
 #include "procs.h"
 
-#define NCOLL 10
+#define NCOLL 16
 #define MAX_COUNT (1u << 19)
 
 struct rank {
@@ -50,7 +50,10 @@ static void *killer(void *arg)
 
 static void enter(struct rank *r, int phase)
 {
-    r->me->phase_s = now_s();
+    double now = now_s();
+    if (r->me->phase != PH_START)
+        r->me->phase_ms[r->me->phase] = (now - r->me->phase_s) * 1e3;
+    r->me->phase_s = now;
     r->me->phase = phase;
     if (r->rank == r->k->victim && phase == r->k->kill_phase) {
         pthread_t t;
@@ -75,6 +78,10 @@ static void record(struct rank *r, int rc, int phase)
     snprintf(r->me->err_msg, sizeof r->me->err_msg, "%s", plx_last_error());
     if (r->rank == r->k->victim) /* nobody has died yet: the harness itself is wrong */
         _exit(3);
+    if (r->k->victim < 0) {
+        fprintf(stderr, "calibration run, rank %d: %s\n", r->rank, r->me->err_msg);
+        _exit(3);
+    }
 }
 
 /* New work on a communicator that failed: must be refused at once. */
@@ -218,6 +225,10 @@ out:
     free(recv);
     if (rank == r.k->victim) /* the victim never gets here unless the harness is wrong */
         return 3;
+    if (r.k->victim < 0) { /* calibration: everyone finished */
+        enter(&r, PH_DONE);
+        return r.me->err_rc != 0;
+    }
     recover(&r);
     return 0;
 }
