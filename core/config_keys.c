@@ -22,6 +22,27 @@ const struct plx__key plx__keys[] = {
      "Pipeline segment of the generic ring and tree algorithms, in bytes."},
     {"core", "cuda_staging", PLX__KEY_BOOL, "false", NULL,
      "Stage CUDA buffers through host memory for backends that take host memory only."},
+    {"core", "auth", PLX__KEY_ENUM, "auto", "auto|on|off",
+     "Authenticate every connection to the tcp:// store (HMAC-SHA256 challenge-response, both ways) with the job "
+     "secret PLEXUS_JOB_SECRET, which plexus-run sets: auto does so when the secret is set, on refuses to run "
+     "without it, off speaks plain TCPStore (torch-compatible, unauthenticated). The tcp backend follows "
+     "the secret too; [tcp] auth = off turns it off there."},
+    {"core", "auth_timeout_ms", PLX__KEY_INT, "10000", NULL,
+     "A connection that has not completed the authentication handshake within this many milliseconds is "
+     "dropped (and logged with its address)."},
+    {"core", "store_listen", PLX__KEY_STRING, "", NULL,
+     "Address the tcp:// store server (rank 0) listens on: empty for the store URL's host (MASTER_ADDR), an "
+     "address, or * for every interface."},
+    {"core", "store_max_key_bytes", PLX__KEY_INT, "65536", NULL,
+     "Longest key the tcp:// store server accepts; a client sending a longer one is dropped and logged."},
+    {"core", "store_max_value_bytes", PLX__KEY_INT, "67108864", NULL,
+     "Largest value the tcp:// store server accepts; a client sending a larger one is dropped and logged."},
+    {"core", "store_max_clients", PLX__KEY_INT, "1024", NULL,
+     "Most connections the tcp:// store server holds at once (authenticated or not); more are refused and "
+     "logged."},
+    {"core", "store_max_pending", PLX__KEY_INT, "1024", NULL,
+     "Most operations one tcp:// store client may have pending: the keys of its WAIT plus the requests it "
+     "queued behind it; more drops the client with a log line."},
     {"*", "library", PLX__KEY_STRING, NULL, NULL,
      "Backend sections (drop-ins): the plugin's .so, relative to the drop-in's folder or absolute."},
     {"*", "priority", PLX__KEY_INT, "50", NULL,

@@ -3,7 +3,9 @@
  * length-prefixed strings, i64 integers; no magic number). Rank 0 hosts the
  * server (one poll loop thread for every client) unless PLEXUS_STORE_HOSTED=1
  * says a launcher does; every rank is a client. Every length the server
- * reads is bounded, so a bad client is dropped with a logged reason. */
+ * reads is bounded, so a bad client is dropped with a logged reason. With a
+ * job secret (PLEXUS_JOB_SECRET, [core] auth) every connection starts with
+ * the mutual handshake of auth.h; without one the protocol is torch's. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "auth.h"
+#include "config.h"
 #include "error.h"
 #include "host.h"
 #include "log.h"
@@ -32,7 +37,66 @@ struct client {
     int fd;
     char host[256], port[16];
     struct plx__store_server *server; /* hosted here (rank 0), or NULL */
+    struct plx__store_limits lim;
+    char *secret;                     /* copy of lim.secret, or NULL */
 };
+
+static int64_t key_int(const char *key, int64_t def, int *rc)
+{
+    int64_t v = def;
+    if (*rc == 0)
+        *rc = plx__config_get_int("core", key, def, &v);
+    return v;
+}
+
+int plx__store_limits_from_config(struct plx__store_limits *lim)
+{
+    int rc = 0;
+    memset(lim, 0, sizeof *lim);
+    lim->max_key = (uint64_t)key_int("store_max_key_bytes", PLX__STORE_MAX_KEY, &rc);
+    lim->max_value = (uint64_t)key_int("store_max_value_bytes", PLX__STORE_MAX_VALUE, &rc);
+    lim->max_clients = (size_t)key_int("store_max_clients", PLX__STORE_MAX_CLIENTS, &rc);
+    lim->max_pending = (size_t)key_int("store_max_pending", PLX__STORE_MAX_PENDING, &rc);
+    lim->auth_timeout_ms = key_int("auth_timeout_ms", 10000, &rc);
+    lim->listen = plx__config_get("core", "store_listen");
+    if (rc)
+        return rc;
+    if (lim->max_clients < 1 || lim->max_pending < 1 || lim->max_key < 1)
+        return plx__err(PLX_ERR_CONFIG, "[core] store_max_clients, store_max_pending and store_max_key_bytes "
+                                        "must be at least 1");
+    const char *mode = plx__config_get("core", "auth"), *secret = getenv(PLX__AUTH_ENV);
+    if (mode && !strcasecmp(mode, "off"))
+        return 0; /* torch-compatible: plain TCPStore */
+    if (!secret || !*secret) {
+        if (mode && !strcasecmp(mode, "on"))
+            return plx__err(PLX_ERR_CONFIG, "%s: [core] auth = on, but %s is not set (plexus-run sets one)",
+                            plx__config_origin("core", "auth"), PLX__AUTH_ENV);
+        return 0;
+    }
+    char why[160];
+    if (plx__auth_secret_ok(secret, why, sizeof why))
+        return plx__err(PLX_ERR_CONFIG, "store: %s", why);
+    lim->secret = secret;
+    return 0;
+}
+
+/* The handshake on a fresh connection, bounded by deadline. */
+static int authenticate(struct client *c, int fd, uint64_t deadline)
+{
+    if (!c->secret)
+        return 0;
+    struct plx__auth a;
+    int r = plx__auth_init(&a, PLX__AUTH_CLIENT, c->secret, "store");
+    if (r == 0)
+        r = plx__auth_run(&a, fd, deadline);
+    else
+        r = -1;
+    if (r == 1)
+        return 0;
+    return plx__err(r == 0 ? PLX_ERR_TIMEOUT : PLX_ERR_AUTH,
+                    "store tcp://%s:%s: authentication with %s failed: %s", c->host, c->port, PLX__AUTH_ENV,
+                    a.why);
+}
 
 static int connect_until(const char *host, const char *port, uint64_t deadline, int *out)
 {
@@ -141,7 +205,7 @@ static int read_bytes(struct client *c, void **val, size_t *len, uint64_t deadli
     int rc = xfer(c, 0, &n, 8, deadline);
     if (rc)
         return rc;
-    if (n > PLX__STORE_MAX_VALUE)
+    if (n > c->lim.max_value)
         return plx__err(PLX_ERR_PROTOCOL, "store tcp://%s:%s: reply of %llu bytes is too large", c->host, c->port,
                         (unsigned long long)n);
     *val = malloc(n ? n : 1);
@@ -161,13 +225,35 @@ static void reconnect(struct client *c)
 {
     close(c->fd);
     c->fd = -1;
-    if (connect_until(c->host, c->port, plx__clock_ns() + 5000000000u, &c->fd) != 0)
+    uint64_t deadline = plx__clock_ns() + 5000000000u;
+    if (connect_until(c->host, c->port, deadline, &c->fd) != 0)
         c->fd = -1;
+    else if (authenticate(c, c->fd, deadline) != 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+}
+
+/* Refuse here what the server would refuse, with a clearer message. */
+static int too_large(struct client *c, const char *key, size_t vlen)
+{
+    size_t kl = strlen(key);
+    if (kl > c->lim.max_key)
+        return plx__err(PLX_ERR_INVALID_ARG, "store tcp://%s:%s: key of %zu bytes exceeds [core] store_max_key_bytes = %llu",
+                        c->host, c->port, kl, (unsigned long long)c->lim.max_key);
+    if (vlen > c->lim.max_value)
+        return plx__err(PLX_ERR_INVALID_ARG,
+                        "store tcp://%s:%s: value of %zu bytes for '%s' exceeds [core] store_max_value_bytes = %llu",
+                        c->host, c->port, vlen, key, (unsigned long long)c->lim.max_value);
+    return 0;
 }
 
 static int c_set(struct plx_store *s, const char *key, const void *val, size_t len)
 {
     struct client *c = (struct client *)s;
+    int bad = too_large(c, key, len);
+    if (bad)
+        return bad;
     struct msg m = {0};
     uint8_t q = PLX__Q_SET;
     int rc = put(&m, &q, 1) || put_bytes(&m, key, strlen(key)) || put_bytes(&m, val, len);
@@ -185,7 +271,8 @@ static int wait_locked(struct client *c, const char *const *keys, size_t n, int6
     uint64_t cnt = n;
     int rc = put(&m, &q, 1) || put(&m, &cnt, 8);
     for (size_t i = 0; !rc && i < n; i++)
-        rc = put_bytes(&m, keys[i], strlen(keys[i]));
+        if ((rc = too_large(c, keys[i], 0)) == 0)
+            rc = put_bytes(&m, keys[i], strlen(keys[i]));
     uint64_t deadline = deadline_of(timeout_ms);
     if (!rc)
         rc = send_msg(c, &m, deadline);
@@ -299,6 +386,10 @@ static void c_destroy(struct plx_store *s)
         close(c->fd);
     plx__store_server_stop(c->server);
     pthread_mutex_destroy(&c->mu);
+    if (c->secret) {
+        explicit_bzero(c->secret, strlen(c->secret));
+        free(c->secret);
+    }
     free(c);
 }
 
@@ -313,12 +404,21 @@ int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms
     if (!c)
         return plx__err(PLX_ERR_NOMEM, "store: out of memory");
     c->fd = -1;
+    int rc = plx__store_limits_from_config(&c->lim);
+    if (rc == 0 && c->lim.secret && !(c->secret = strdup(c->lim.secret)))
+        rc = plx__err(PLX_ERR_NOMEM, "store: out of memory");
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    c->lim.secret = c->secret;
     pthread_mutex_init(&c->mu, NULL);
     c->base.ops = &tcp_ops;
     c->base.timeout_ms = timeout_ms;
     /* host:port, [v6]:port */
     const char *colon = strrchr(rest, ':');
     if (!colon || colon == rest || !colon[1]) {
+        free(c->secret);
         free(c);
         return plx__err(PLX_ERR_INVALID_ARG, "store url 'tcp://%s': expected tcp://HOST:PORT", rest);
     }
@@ -329,13 +429,19 @@ int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms
         c->host[strcspn(c->host, "]")] = '\0';
     }
     const char *hosted = getenv("PLEXUS_STORE_HOSTED");
-    int rc = 0;
     if (rank == 0 && !(hosted && !strcmp(hosted, "1")))
-        rc = plx__store_server_start(c->host, atoi(c->port), &c->server, NULL);
+        rc = plx__store_server_start_with(c->host, atoi(c->port), &c->lim, &c->server, NULL);
+    uint64_t deadline = deadline_of(timeout_ms);
     if (!rc)
-        rc = connect_until(c->host, c->port, deadline_of(timeout_ms), &c->fd);
+        rc = connect_until(c->host, c->port, deadline, &c->fd);
+    if (!rc)
+        rc = authenticate(c, c->fd, deadline ? deadline : UINT64_MAX);
     if (rc) {
+        if (c->fd >= 0)
+            close(c->fd);
         plx__store_server_stop(c->server);
+        pthread_mutex_destroy(&c->mu);
+        free(c->secret);
         free(c);
         return rc;
     }

@@ -1,10 +1,15 @@
 /* store_tcp_server.c - the TCPStore server: one thread, one poll loop for
  * every client, a bounded input buffer per client, and the pure request
- * decoder. A malformed or oversized request drops that client only. */
+ * decoder. With a job secret every client first passes the handshake of
+ * auth.h (without blocking the loop, within [core] auth_timeout_ms). A
+ * malformed request, a failed handshake or a breached limit drops that
+ * client only, with a log line naming its address. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -14,7 +19,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "error.h"
+#include "host.h"
 #include "log.h"
 #include "store_tcp.h"
 
@@ -29,15 +36,18 @@ static int take_u64(const unsigned char *b, size_t n, size_t *off, uint64_t *v)
     return 1;
 }
 
-/* A length-prefixed string: 1 ok, 0 need more, -1 too long. */
-static int take_str(const unsigned char *b, size_t n, size_t *off, uint64_t max, const char **s, size_t *len)
+/* A length-prefixed string: 1 ok, 0 need more, -1 too long (*bad = its length). */
+static int take_str(const unsigned char *b, size_t n, size_t *off, uint64_t max, const char **s, size_t *len,
+                    uint64_t *bad)
 {
     uint64_t l;
     size_t o = *off;
     if (!take_u64(b, n, &o, &l))
         return 0;
-    if (l > max)
+    if (l > max) {
+        *bad = l;
         return -1;
+    }
     if (n - o < l)
         return 0;
     *s = (const char *)b + o;
@@ -46,7 +56,18 @@ static int take_str(const unsigned char *b, size_t n, size_t *off, uint64_t max,
     return 1;
 }
 
+static const struct plx__store_limits default_limits = {
+    .max_key = PLX__STORE_MAX_KEY, .max_value = PLX__STORE_MAX_VALUE, .max_clients = PLX__STORE_MAX_CLIENTS,
+    .max_pending = PLX__STORE_MAX_PENDING, .auth_timeout_ms = 10000,
+};
+
 long plx__store_decode(const unsigned char *buf, size_t n, struct plx__store_req *req, const char **why)
+{
+    return plx__store_decode_with(buf, n, req, why, &default_limits);
+}
+
+long plx__store_decode_with(const unsigned char *buf, size_t n, struct plx__store_req *req, const char **why,
+                            const struct plx__store_limits *lim)
 {
     memset(req, 0, sizeof *req);
     if (n < 1)
@@ -54,7 +75,7 @@ long plx__store_decode(const unsigned char *buf, size_t n, struct plx__store_req
     size_t off = 1;
     req->type = buf[0];
     int nstr = 0, r;
-    uint64_t maxes[3] = {PLX__STORE_MAX_KEY, PLX__STORE_MAX_VALUE, PLX__STORE_MAX_VALUE};
+    uint64_t maxes[3] = {lim->max_key, lim->max_value, lim->max_value};
     switch (req->type) {
     case PLX__Q_SET: nstr = 2; break;
     case PLX__Q_COMPARE_SET: nstr = 3; break;
@@ -74,9 +95,9 @@ long plx__store_decode(const unsigned char *buf, size_t n, struct plx__store_req
         for (uint64_t i = 0; i < cnt; i++) {
             const char *s;
             size_t l;
-            if ((r = take_str(buf, n, &off, PLX__STORE_MAX_KEY, &s, &l)) <= 0) {
+            if ((r = take_str(buf, n, &off, lim->max_key, &s, &l, &req->bad_len)) <= 0) {
                 if (r < 0)
-                    *why = "key longer than the limit";
+                    *why = "key longer than [core] store_max_key_bytes";
                 return r;
             }
         }
@@ -87,9 +108,10 @@ long plx__store_decode(const unsigned char *buf, size_t n, struct plx__store_req
         return -1;
     }
     for (int i = 0; i < nstr; i++) {
-        if ((r = take_str(buf, n, &off, maxes[i], &req->str[i], &req->len[i])) <= 0) {
+        if ((r = take_str(buf, n, &off, maxes[i], &req->str[i], &req->len[i], &req->bad_len)) <= 0) {
             if (r < 0)
-                *why = i == 0 ? "key longer than the limit" : "value longer than the limit";
+                *why = i == 0 ? "key longer than [core] store_max_key_bytes"
+                              : "value longer than [core] store_max_value_bytes";
             return r;
         }
     }
@@ -131,15 +153,22 @@ struct kv {
 struct conn {
     int fd;
     char addr[64];
+    int authed;           /* passed the handshake (or no secret) */
+    struct plx__auth hs;  /* the handshake while !authed */
+    uint64_t hs_deadline; /* ... and when it must be over */
     unsigned char *in;
     size_t n, cap;
     char **wait_keys; /* a pending WAIT */
     size_t *wait_lens, nwait;
+    size_t scan, queued; /* requests buffered behind the pending WAIT, counted up to in[scan] */
+    int resume;          /* its WAIT was answered: serve what it queued */
 };
 
 struct plx__store_server {
     int lfd, wake[2];
     pthread_t thread;
+    struct plx__store_limits lim;
+    char *secret;
     struct kv *kvs;
     struct conn *conns;
     size_t nconns;
@@ -215,6 +244,21 @@ static void drop(struct conn *c, const char *why)
     c->n = c->cap = 0;
 }
 
+/* Drop c for a refused request, naming the limit and what was asked. */
+static void refuse(struct plx__store_server *s, struct conn *c, const char *why, const struct plx__store_req *q)
+{
+    char msg[256];
+    if (strstr(why, "store_max_key_bytes"))
+        snprintf(msg, sizeof msg, "%s (%llu > %llu bytes); refused", why, (unsigned long long)q->bad_len,
+                 (unsigned long long)s->lim.max_key);
+    else if (strstr(why, "store_max_value_bytes"))
+        snprintf(msg, sizeof msg, "%s (%llu > %llu bytes); refused", why, (unsigned long long)q->bad_len,
+                 (unsigned long long)s->lim.max_value);
+    else
+        snprintf(msg, sizeof msg, "%s", why);
+    drop(c, msg);
+}
+
 /* Answer every pending WAIT whose keys now all exist. */
 static void wake_waiters(struct plx__store_server *s)
 {
@@ -234,6 +278,7 @@ static void wake_waiters(struct plx__store_server *s)
         c->wait_keys = NULL;
         c->wait_lens = NULL;
         c->nwait = 0;
+        c->resume = c->n > 0;
         uint8_t r = PLX__STOP_WAITING;
         if (reply(c, &r, 1))
             drop(c, "cannot send the WAIT reply");
@@ -296,6 +341,13 @@ static int handle(struct plx__store_server *s, struct conn *c, const struct plx_
         return reply(c, &r, 1);
     }
     case PLX__Q_WAIT: {
+        if (q->nkeys > s->lim.max_pending) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "WAIT on %zu keys: more than [core] store_max_pending = %zu; refused", q->nkeys,
+                     s->lim.max_pending);
+            drop(c, msg);
+            return 0;
+        }
         c->wait_keys = calloc(q->nkeys ? q->nkeys : 1, sizeof *c->wait_keys);
         c->wait_lens = calloc(q->nkeys ? q->nkeys : 1, sizeof *c->wait_lens);
         if (!c->wait_keys || !c->wait_lens)
@@ -343,14 +395,74 @@ static int handle(struct plx__store_server *s, struct conn *c, const struct plx_
     }
 }
 
+/* Count the requests c queued behind its pending WAIT; too many drops it
+ * (a client may pipeline, but not without bound). */
+static void count_queued(struct plx__store_server *s, struct conn *c)
+{
+    while (c->fd >= 0) {
+        struct plx__store_req q;
+        const char *why = "malformed request";
+        long r = plx__store_decode_with(c->in + c->scan, c->n - c->scan, &q, &why, &s->lim);
+        if (r == 0)
+            return;
+        if (r < 0) {
+            refuse(s, c, why, &q);
+            return;
+        }
+        c->scan += (size_t)r;
+        if (c->nwait + ++c->queued > s->lim.max_pending) {
+            char msg[200];
+            snprintf(msg, sizeof msg,
+                     "%zu pending operations (a WAIT on %zu keys and %zu requests behind it): more than [core] "
+                     "store_max_pending = %zu; refused",
+                     c->nwait + c->queued, c->nwait, c->queued, s->lim.max_pending);
+            drop(c, msg);
+            return;
+        }
+    }
+}
+
+/* Serve the complete requests in c's buffer, up to a WAIT that must wait. */
+static void process(struct plx__store_server *s, struct conn *c)
+{
+    size_t used = 0;
+    c->resume = 0;
+    while (c->fd >= 0 && !c->nwait) {
+        struct plx__store_req q;
+        const char *why = "malformed request";
+        long r = plx__store_decode_with(c->in + used, c->n - used, &q, &why, &s->lim);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            refuse(s, c, why, &q);
+            return;
+        }
+        if (handle(s, c, &q) != 0) {
+            drop(c, "cannot reply");
+            return;
+        }
+        used += (size_t)r;
+    }
+    if (c->fd < 0)
+        return;
+    if (used) {
+        memmove(c->in, c->in + used, c->n - used);
+        c->n -= used;
+    }
+    c->scan = c->queued = 0;
+    if (c->nwait)
+        count_queued(s, c);
+}
+
 /* Read what the client sent and serve every complete request in it. */
 static void on_readable(struct plx__store_server *s, struct conn *c)
 {
     if (c->cap - c->n < 65536) {
         size_t cap = c->cap ? c->cap * 2 : 65536;
-        /* One request holds at most 3 values, each within the limit. */
-        if (cap > 3 * (size_t)PLX__STORE_MAX_VALUE + PLX__STORE_MAX_KEY + 1024)
-            cap = 3 * (size_t)PLX__STORE_MAX_VALUE + PLX__STORE_MAX_KEY + 1024;
+        /* One request holds a key and at most 2 values, each within the limits. */
+        size_t most = (size_t)(s->lim.max_key + 2 * s->lim.max_value) + 1024;
+        if (cap > most)
+            cap = most;
         if (cap <= c->n) {
             drop(c, "request larger than the limits");
             return;
@@ -371,26 +483,23 @@ static void on_readable(struct plx__store_server *s, struct conn *c)
         return;
     }
     c->n += (size_t)k;
-    size_t used = 0;
-    while (c->fd >= 0 && !c->nwait) {
-        struct plx__store_req q;
-        const char *why = "malformed request";
-        long r = plx__store_decode(c->in + used, c->n - used, &q, &why);
-        if (r == 0)
-            break;
-        if (r < 0) {
-            drop(c, why);
-            return;
-        }
-        if (handle(s, c, &q) != 0) {
-            drop(c, "cannot reply");
-            return;
-        }
-        used += (size_t)r;
-    }
-    if (c->fd >= 0 && used) {
-        memmove(c->in, c->in + used, c->n - used);
-        c->n -= used;
+    if (c->nwait)
+        count_queued(s, c);
+    else
+        process(s, c);
+}
+
+/* Advance c's handshake; it never blocks the loop. */
+static void on_handshake(struct conn *c)
+{
+    int r = plx__auth_step(&c->hs, c->fd);
+    if (r > 0) {
+        c->authed = 1;
+        plx__log(PLX_LOG_DEBUG, "store", "store client %s authenticated", c->addr);
+    } else if (r < 0) {
+        char msg[240];
+        snprintf(msg, sizeof msg, "authentication failed: %s; refused", c->hs.why);
+        drop(c, msg);
     }
 }
 
@@ -409,9 +518,9 @@ static void accept_one(struct plx__store_server *s)
             slot = i;
             break;
         }
-    if (slot == PLX__STORE_MAX_CLIENTS) {
-        plx__log(PLX_LOG_WARN, "store", "refusing store client %s:%s: %d clients already", host, port,
-                 PLX__STORE_MAX_CLIENTS);
+    if (slot == s->lim.max_clients) {
+        plx__log(PLX_LOG_WARN, "store", "refusing store client %s:%s: %zu clients already ([core] store_max_clients)",
+                 host, port, s->lim.max_clients);
         close(fd);
         return;
     }
@@ -419,29 +528,77 @@ static void accept_one(struct plx__store_server *s)
         s->nconns++;
     struct timeval tv = {10, 0};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    memset(&s->conns[slot], 0, sizeof s->conns[slot]);
-    s->conns[slot].fd = fd;
-    snprintf(s->conns[slot].addr, sizeof s->conns[slot].addr, "%s:%s", host, port);
+    int one = 1; /* replies go out in pieces (length, then bytes): no Nagle wait between them */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct conn *c = &s->conns[slot];
+    memset(c, 0, sizeof *c);
+    c->fd = fd;
+    snprintf(c->addr, sizeof c->addr, "%s:%s", host, port);
+    c->authed = s->secret == NULL;
+    if (!c->authed) {
+        c->hs_deadline = plx__clock_ns() + (uint64_t)s->lim.auth_timeout_ms * 1000000u;
+        if (plx__auth_init(&c->hs, PLX__AUTH_SERVER, s->secret, "store") != 0)
+            drop(c, c->hs.why);
+    }
+}
+
+/* Drop the clients whose handshake ran out of time; returns the poll
+ * timeout (ms) until the next deadline, or -1 for none. */
+static int expire(struct plx__store_server *s)
+{
+    uint64_t now = plx__clock_ns(), next = UINT64_MAX;
+    for (size_t i = 0; i < s->nconns; i++) {
+        struct conn *c = &s->conns[i];
+        if (c->fd < 0 || c->authed)
+            continue;
+        if (now >= c->hs_deadline) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "not authenticated within %lld ms ([core] auth_timeout_ms; it was %s)",
+                     (long long)s->lim.auth_timeout_ms, plx__auth_waiting_for(&c->hs));
+            drop(c, msg);
+        } else if (c->hs_deadline < next) {
+            next = c->hs_deadline;
+        }
+    }
+    return next == UINT64_MAX ? -1 : (int)((next - now) / 1000000u) + 1;
 }
 
 static void *serve(void *arg)
 {
     struct plx__store_server *s = arg;
-    struct pollfd *pf = calloc(PLX__STORE_MAX_CLIENTS + 2, sizeof *pf);
+    struct pollfd *pf = calloc(s->lim.max_clients + 2, sizeof *pf);
     if (!pf)
         return NULL;
     for (;;) {
+        int ms = expire(s);
         pf[0] = (struct pollfd){s->wake[0], POLLIN, 0};
         pf[1] = (struct pollfd){s->lfd, POLLIN, 0};
-        for (size_t i = 0; i < s->nconns; i++)
-            pf[i + 2] = (struct pollfd){s->conns[i].fd, POLLIN, 0};
-        if (poll(pf, s->nconns + 2, -1) < 0 && errno != EINTR)
+        for (size_t i = 0; i < s->nconns; i++) {
+            struct conn *c = &s->conns[i];
+            pf[i + 2] = (struct pollfd){c->fd, c->authed ? POLLIN : plx__auth_events(&c->hs), 0};
+        }
+        if (poll(pf, s->nconns + 2, ms) < 0 && errno != EINTR)
             break;
         if (pf[0].revents)
             break;
-        for (size_t i = 0; i < s->nconns; i++)
-            if (s->conns[i].fd >= 0 && pf[i + 2].revents)
-                on_readable(s, &s->conns[i]);
+        for (size_t i = 0; i < s->nconns; i++) {
+            struct conn *c = &s->conns[i];
+            if (c->fd < 0 || !pf[i + 2].revents)
+                continue;
+            if (c->authed)
+                on_readable(s, c);
+            else
+                on_handshake(c);
+        }
+        /* Clients whose WAIT was answered may have requests queued. */
+        for (int again = 1; again;) {
+            again = 0;
+            for (size_t i = 0; i < s->nconns; i++)
+                if (s->conns[i].fd >= 0 && s->conns[i].resume) {
+                    process(s, &s->conns[i]);
+                    again = 1;
+                }
+        }
         if (pf[1].revents)
             accept_one(s);
     }
@@ -449,14 +606,37 @@ static void *serve(void *arg)
     return NULL;
 }
 
-int plx__store_server_start(const char *host, int port, struct plx__store_server **out, int *bound_port)
+/* Resolve where to listen: lim->listen if set ("*": every interface),
+ * else host. */
+static int resolve_listen(const char *host, int port, const struct plx__store_limits *lim, struct addrinfo **res)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
-    int gai = getaddrinfo(host, ps, &hints, &res);
+    const char *where = lim->listen && *lim->listen ? lim->listen : host;
+    if (!strcmp(where, "*"))
+        where = NULL;
+    int gai = getaddrinfo(where, ps, &hints, res);
     if (gai)
-        return plx__err(PLX_ERR_INVALID_ARG, "store server %s:%d: cannot resolve: %s", host, port, gai_strerror(gai));
+        return plx__err(PLX_ERR_INVALID_ARG, "store server %s:%d: cannot resolve: %s", where ? where : "*", port,
+                        gai_strerror(gai));
+    return 0;
+}
+
+int plx__store_server_start(const char *host, int port, struct plx__store_server **out, int *bound_port)
+{
+    struct plx__store_limits lim;
+    int rc = plx__store_limits_from_config(&lim);
+    return rc ? rc : plx__store_server_start_with(host, port, &lim, out, bound_port);
+}
+
+int plx__store_server_start_with(const char *host, int port, const struct plx__store_limits *lim,
+                                 struct plx__store_server **out, int *bound_port)
+{
+    struct addrinfo *res;
+    int rc = resolve_listen(host, port, lim, &res);
+    if (rc)
+        return rc;
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
     if (fd >= 0)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -465,20 +645,25 @@ int plx__store_server_start(const char *host, int port, struct plx__store_server
         if (fd >= 0)
             close(fd);
         freeaddrinfo(res);
-        return plx__err(e == EADDRINUSE ? PLX_ERR_SYSTEM : PLX_ERR_SYSTEM,
-                        "store server: cannot listen on %s:%d: %s%s", host, port, strerror(e),
+        return plx__err(PLX_ERR_SYSTEM, "store server: cannot listen on %s:%d: %s%s", host, port, strerror(e),
                         e == EADDRINUSE ? " (another job, or a previous run, still holds the port)" : "");
     }
     freeaddrinfo(res);
     struct plx__store_server *s = calloc(1, sizeof *s);
-    if (!s || !(s->conns = calloc(PLX__STORE_MAX_CLIENTS, sizeof *s->conns)) || pipe2(s->wake, O_CLOEXEC)) {
-        if (s)
+    if (!s || !(s->conns = calloc(lim->max_clients ? lim->max_clients : 1, sizeof *s->conns)) ||
+        (lim->secret && !(s->secret = strdup(lim->secret))) || pipe2(s->wake, O_CLOEXEC)) {
+        if (s) {
             free(s->conns);
+            free(s->secret);
+        }
         free(s);
         close(fd);
         return plx__err(PLX_ERR_NOMEM, "store server: out of resources");
     }
     s->lfd = fd;
+    s->lim = *lim;
+    s->lim.secret = s->secret;
+    s->lim.listen = NULL;
     if (bound_port) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
@@ -491,6 +676,7 @@ int plx__store_server_start(const char *host, int port, struct plx__store_server
         close(s->wake[0]);
         close(s->wake[1]);
         free(s->conns);
+        free(s->secret);
         free(s);
         return plx__err(PLX_ERR_SYSTEM, "store server: cannot start its thread");
     }
@@ -518,5 +704,9 @@ void plx__store_server_stop(struct plx__store_server *s)
     close(s->wake[0]);
     close(s->wake[1]);
     free(s->conns);
+    if (s->secret) {
+        explicit_bzero(s->secret, strlen(s->secret));
+        free(s->secret);
+    }
     free(s);
 }

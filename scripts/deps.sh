@@ -9,6 +9,7 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential g++ meson ninja-build pkg-config python3 \
     libinih-dev \
+    libsodium-dev \
     openmpi-bin libopenmpi-dev mpich libmpich-dev \
     libgloo-dev \
     iproute2 procps \

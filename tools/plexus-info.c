@@ -1,11 +1,12 @@
 /* plexus-info - which backends exist, which work on this machine and why
  * not, their capabilities and keys; the effective configuration with the
- * origin of every value. Exit status: 0, or with --backend NAME, 0 only if
- * that backend is usable. */
+ * origin of every value; whether rendezvous is authenticated. Exit status:
+ * 0, or with --backend NAME, 0 only if that backend is usable. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "plexus/backend.h"
 #include "plexus/info.h"
@@ -153,6 +154,66 @@ static int show_config(int json)
     return 0;
 }
 
+/* The effective value of section.key, or NULL. */
+static const char *config_value(const char *section, const char *key)
+{
+    size_t n = plx_config_count();
+    for (size_t i = 0; i < n; i++) {
+        struct plx_config_entry e = {.struct_size = sizeof e};
+        if (plx_config_entry(i, &e) == 0 && !strcasecmp(e.section, section) && !strcasecmp(e.key, key))
+            return e.value;
+    }
+    return NULL;
+}
+
+/* Whether the tcp:// store and the tcp transport authenticate their peers,
+ * decided as they decide it: a secret in PLEXUS_JOB_SECRET (16 characters
+ * or more) unless [core] auth / [tcp] auth is off. *why explains "off". */
+static void auth_state(int *store, int *tcp, const char **why)
+{
+    const char *secret = getenv("PLEXUS_JOB_SECRET"), *core = config_value("core", "auth"),
+               *t = config_value("tcp", "auth");
+    int have = secret && strlen(secret) >= 16;
+    *store = have && !(core && !strcasecmp(core, "off"));
+    *tcp = have && !(t && !strcasecmp(t, "off"));
+    if (!secret || !*secret)
+        *why = "no PLEXUS_JOB_SECRET in the environment (plexus-run sets one; --no-auth leaves it out)";
+    else if (!have)
+        *why = "PLEXUS_JOB_SECRET is shorter than 16 characters: plx_comm_init refuses it";
+    else
+        *why = "turned off by the configuration";
+}
+
+/* The reason one side is off: the configuration names its own key. */
+static const char *secret_reason(const char *why, const char *section)
+{
+    if (strcmp(why, "turned off by the configuration"))
+        return why;
+    return !strcmp(section, "core") ? "[core] auth = off" : "[tcp] auth = off";
+}
+
+static void show_auth_text(void)
+{
+    int store, tcp;
+    const char *why;
+    auth_state(&store, &tcp, &why);
+    if (store && tcp) {
+        printf("rendezvous: authenticated: tcp:// store and tcp transport connections prove PLEXUS_JOB_SECRET\n"
+               "            (HMAC-SHA256 challenge-response, both ways)\n");
+        return;
+    }
+    if (!store && !tcp && strcmp(why, "turned off by the configuration")) {
+        printf("rendezvous: UNAUTHENTICATED (torch-compatible: plain TCPStore and Gloo pair protocol):\n"
+               "            %s\n", why);
+    } else {
+        printf("rendezvous: tcp:// store %s: %s\n", store ? "authenticated" : "UNAUTHENTICATED (plain TCPStore)",
+               store ? "it proves PLEXUS_JOB_SECRET" : secret_reason(why, "core"));
+        printf("            tcp transport %s: %s\n", tcp ? "authenticated" : "UNAUTHENTICATED (plain Gloo pairs)",
+               tcp ? "it proves PLEXUS_JOB_SECRET" : secret_reason(why, "tcp"));
+    }
+    printf("            any process that reaches an unauthenticated port can join the job\n");
+}
+
 /* The sample plexus.ini: every [core] key at its default, with its help. */
 static int sample_config(void)
 {
@@ -258,8 +319,15 @@ int main(int argc, char **argv)
                 printf("\n");
         }
     }
-    if (json)
-        printf("]}\n");
+    if (json) {
+        int store, tcp;
+        const char *why;
+        auth_state(&store, &tcp, &why);
+        printf("], \"auth\": {\"store\": %s, \"tcp\": %s, \"reason\": ", store ? "true" : "false",
+               tcp ? "true" : "false");
+        json_str(store && tcp ? "PLEXUS_JOB_SECRET (HMAC-SHA256 challenge-response, both ways)" : why);
+        printf("}}\n");
+    }
     if (!only && !json) {
         int sel = plx_backend_select(NULL);
         struct plx_backend_info b = {.struct_size = sizeof b};
@@ -267,6 +335,7 @@ int main(int argc, char **argv)
             printf("\nselected by the configuration: %s\n", b.name);
         else
             printf("\nselected by the configuration: none (%s)\n", plx_last_error());
+        show_auth_text();
     }
     return only ? !usable : 0;
 }

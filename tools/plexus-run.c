@@ -1,7 +1,10 @@
 /* plexus-run - start N local ranks of a job with the variables torchrun sets
  * (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
  * prefix every output line with its rank, stop the others when one fails,
- * and exit with the first failure's status. */
+ * and exit with the first failure's status. Every job gets a secret
+ * (PLEXUS_JOB_SECRET, 32 random bytes in hex, unless one is set already)
+ * so its store and transport connections are authenticated; --no-auth
+ * starts the ranks without one (torch-compatible). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -10,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -37,6 +41,25 @@ static int free_port(void)
     }
     close(fd); /* a small race with other programs; the store reports a clear error if it is lost */
     return ntohs(sa.sin_port);
+}
+
+/* A fresh job secret: 32 bytes from getrandom, as 64 hex digits. */
+static int make_secret(char out[65])
+{
+    unsigned char raw[32];
+    size_t got = 0;
+    while (got < sizeof raw) {
+        ssize_t k = getrandom(raw + got, sizeof raw - got, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        got += (size_t)k;
+    }
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    memset(raw, 0, sizeof raw);
+    return 0;
 }
 
 static void flush_line(int r, struct rank *k, int final)
@@ -71,17 +94,21 @@ static void describe(int status, char *buf, size_t len)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: plexus-run -n N [--backend NAME] [--timeout SECONDS] [--] PROGRAM [ARGS...]\n"
+    fprintf(f, "usage: plexus-run -n N [--backend NAME] [--timeout SECONDS] [--port PORT] [--no-auth]\n"
+               "                  [--] PROGRAM [ARGS...]\n"
                "Starts N ranks of PROGRAM on this machine with RANK, WORLD_SIZE, LOCAL_RANK,\n"
-               "LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT (what torchrun sets),\n"
-               "and PLEXUS_BACKEND=NAME with --backend. Output lines get a [rank i] prefix. When a\n"
-               "rank fails the others are stopped (SIGTERM, then SIGKILL after 5 s); the exit status\n"
-               "is the first failing rank's (128+signal if it was killed), or 124 on --timeout.\n");
+               "LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT (what torchrun sets;\n"
+               "--port picks it), and PLEXUS_BACKEND=NAME with --backend. Each job gets a random\n"
+               "PLEXUS_JOB_SECRET (unless one is set) so its store and tcp connections authenticate;\n"
+               "--no-auth starts the ranks without one (unauthenticated, torch-compatible).\n"
+               "Output lines get a [rank i] prefix. When a rank fails the others are stopped\n"
+               "(SIGTERM, then SIGKILL after 5 s); the exit status is the first failing rank's\n"
+               "(128+signal if it was killed), or 124 on --timeout.\n");
 }
 
 int main(int argc, char **argv)
 {
-    int n = 0, i = 1, timeout_s = 0;
+    int n = 0, i = 1, timeout_s = 0, port = 0, no_auth = 0;
     const char *backend = NULL;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc)
@@ -90,6 +117,10 @@ int main(int argc, char **argv)
             backend = argv[++i];
         else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
             timeout_s = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--port") && i + 1 < argc)
+            port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-auth"))
+            no_auth = 1;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
@@ -103,10 +134,23 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    int port = free_port();
-    if (port < 0) {
+    if (port <= 0 && (port = free_port()) < 0) {
         perror("plexus-run: cannot find a free port");
         return 2;
+    }
+    /* The secret goes to the ranks through their environment, which only
+     * the same user (and root) can read. */
+    const char *have = getenv("PLEXUS_JOB_SECRET");
+    char secret[65];
+    if (no_auth) {
+        unsetenv("PLEXUS_JOB_SECRET");
+    } else if (!have || !*have) {
+        if (make_secret(secret)) {
+            perror("plexus-run: cannot read random bytes for the job secret");
+            return 2;
+        }
+        setenv("PLEXUS_JOB_SECRET", secret, 1);
+        memset(secret, 0, sizeof secret);
     }
     static struct rank ranks[MAX_RANKS];
     char v[32];

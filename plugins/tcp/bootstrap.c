@@ -7,7 +7,16 @@
  * ssize_t seq;}): bytes 0..127 the sockaddr, 128..135 seq = -1. libgloo
  * leaves bytes 16..127 of an IPv4 address uninitialised and never reads them;
  * plexus writes a marker at 16..31 so two plexus ranks can agree on eager
- * small sends (see tcp.h). */
+ * small sends (see tcp.h).
+ *
+ * With a job secret (PLEXUS_JOB_SECRET, unless [tcp] auth = off) every pair
+ * connection passes the mutual handshake of core/auth.h before it carries a
+ * frame: the dialer is the client, the listener the server, and the context
+ * names the communicator and both ranks. A listener keeps accepting until a
+ * connection authenticates as its peer; the others are refused and logged,
+ * and one that stays silent is dropped after [tcp] auth_timeout_ms. All
+ * handshakes of a rank run in one poll loop, so none waits for another.
+ * Without a secret the pair protocol is Gloo's, byte for byte. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,9 +28,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "tcp.h"
 
 static const char marker[16] = "plexus-tcp/1\0\0\0";
@@ -145,25 +156,325 @@ static int dial(const struct sockaddr_in *to, uint64_t deadline, int *out)
     }
 }
 
+/* The job secret, or NULL for the plain Gloo pair protocol. */
+static int job_secret(const char **out)
+{
+    const char *mode = tcp__host->config_get(tcp__host->ctx, "auth"), *s = getenv(PLX__AUTH_ENV);
+    *out = NULL;
+    if (mode && *mode && strcasecmp(mode, "auto") && strcasecmp(mode, "on") && strcasecmp(mode, "off"))
+        return err(PLX_ERR_CONFIG, "tcp: [tcp] auth = '%s': expected auto, on or off", mode);
+    if (mode && !strcasecmp(mode, "off"))
+        return 0;
+    if (!s || !*s) {
+        if (mode && !strcasecmp(mode, "on"))
+            return err(PLX_ERR_CONFIG, "tcp: [tcp] auth = on, but %s is not set (plexus-run sets one)", PLX__AUTH_ENV);
+        return 0;
+    }
+    char why[160];
+    if (plx__auth_secret_ok(s, why, sizeof why))
+        return err(PLX_ERR_CONFIG, "tcp: %s", why);
+    *out = s;
+    return 0;
+}
+
+/* A connection in its handshake. */
+struct shake {
+    int fd, peer, role; /* peer: the rank dialed, or whose listener accepted it */
+    int dead;           /* finished or dropped; removed by shake_compact */
+    uint64_t deadline;
+    char addr[64];
+    struct plx__auth a;
+};
+
+/* Everything the connect phase of one rank holds. */
+struct mesh {
+    struct tcp_comm *c;
+    const struct plx_comm_args *args;
+    const char *secret;  /* NULL: plain Gloo */
+    int *lfd;            /* listener per peer, -1 once closed */
+    int *accepting;      /* this rank listens for that peer */
+    struct shake *sh;
+    int nsh, capsh;
+    int64_t auth_ms, max_shakes;
+};
+
+static void shake_ctx(const struct mesh *m, int dialer, int listener, char *out, size_t n)
+{
+    snprintf(out, n, "tcp/%s/%d->%d", m->args->name ? m->args->name : "", dialer, listener);
+}
+
+/* Close k's socket (unless taken) and mark it; indices stay valid until
+ * shake_compact, so a poll pass can drop any handshake. */
+static void shake_close(struct mesh *m, int k)
+{
+    if (m->sh[k].fd >= 0)
+        close(m->sh[k].fd);
+    m->sh[k].fd = -1;
+    m->sh[k].dead = 1;
+}
+
+static void shake_compact(struct mesh *m)
+{
+    int n = 0;
+    for (int k = 0; k < m->nsh; k++)
+        if (!m->sh[k].dead)
+            m->sh[n++] = m->sh[k];
+    m->nsh = n;
+}
+
+static int shake_add(struct mesh *m, int fd, int peer, int role, uint64_t deadline, const char *addr)
+{
+    if (m->nsh == m->capsh) {
+        int cap = m->capsh ? 2 * m->capsh : 16;
+        struct shake *p = realloc(m->sh, sizeof *p * (size_t)cap);
+        if (!p) {
+            close(fd);
+            return err(PLX_ERR_NOMEM, "tcp: out of memory");
+        }
+        m->sh = p;
+        m->capsh = cap;
+    }
+    struct shake *h = &m->sh[m->nsh];
+    char ctx[96];
+    int me = m->c->rank;
+    shake_ctx(m, role == PLX__AUTH_CLIENT ? me : peer, role == PLX__AUTH_CLIENT ? peer : me, ctx, sizeof ctx);
+    *h = (struct shake){.fd = fd, .peer = peer, .role = role, .deadline = deadline};
+    snprintf(h->addr, sizeof h->addr, "%s", addr);
+    if (plx__auth_init(&h->a, role, m->secret, ctx) != 0) {
+        close(fd);
+        return err(PLX_ERR_SYSTEM, "tcp: %s", h->a.why);
+    }
+    m->nsh++;
+    return 0;
+}
+
+/* The pair with peer is connected on fd: keep it, stop listening for it,
+ * and drop whatever else was still knocking on that listener. */
+static void pair_done(struct mesh *m, int peer, int fd)
+{
+    m->c->peers[peer].fd = fd;
+    if (m->lfd[peer] >= 0) {
+        close(m->lfd[peer]);
+        m->lfd[peer] = -1;
+    }
+    for (int k = 0; k < m->nsh; k++)
+        if (!m->sh[k].dead && m->sh[k].peer == peer && m->sh[k].role == PLX__AUTH_SERVER) {
+            /* What the stranger already sent may be judged now: log that
+             * reason rather than "dropped" (one non-blocking step). */
+            if (plx__auth_step(&m->sh[k].a, m->sh[k].fd) < 0) {
+                tcp__host->log(tcp__host->ctx, PLX_LOG_WARN,
+                               "rank %d refused a connection from %s on its listener for rank %d: %s",
+                               m->c->rank, m->sh[k].addr, peer, m->sh[k].a.why);
+                shake_close(m, k);
+                continue;
+            }
+            tcp__host->log(tcp__host->ctx, PLX_LOG_WARN,
+                           "rank %d dropping an unauthenticated connection from %s on its listener for rank "
+                           "%d: rank %d has connected (its handshake was %s)",
+                           m->c->rank, m->sh[k].addr, peer, peer, plx__auth_waiting_for(&m->sh[k].a));
+            shake_close(m, k);
+        }
+}
+
+static int pending_on(const struct mesh *m, int peer)
+{
+    int n = 0;
+    for (int k = 0; k < m->nsh; k++)
+        n += !m->sh[k].dead && m->sh[k].peer == peer && m->sh[k].role == PLX__AUTH_SERVER;
+    return n;
+}
+
+/* Take what waits on peer's listener: in plain mode the first connection
+ * is the peer (as in gloo); with a secret each one starts a handshake, at
+ * most max_shakes at a time (the rest wait in the kernel's backlog, so a
+ * flood of strangers delays the peer by at most auth_timeout_ms). */
+static int accept_on(struct mesh *m, int peer)
+{
+    for (;;) {
+        if (m->secret && pending_on(m, peer) >= m->max_shakes) {
+            tcp__host->log(tcp__host->ctx, PLX_LOG_WARN,
+                           "rank %d has %d unauthenticated connections on its listener for rank %d ([tcp] "
+                           "max_handshakes): further ones wait until those end",
+                           m->c->rank, pending_on(m, peer), peer);
+            return 0;
+        }
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof sa;
+        int fd = accept4(m->lfd[peer], (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return 0;
+        if (!m->secret) {
+            pair_done(m, peer, fd);
+            return 0;
+        }
+        char addr[64];
+        fmt_addr(addr, sizeof addr, &sa);
+        int rc = shake_add(m, fd, peer, PLX__AUTH_SERVER,
+                           tcp__host->clock_ns() + (uint64_t)m->auth_ms * 1000000u, addr);
+        if (rc)
+            return rc;
+    }
+}
+
+/* Advance handshake k after poll said it may; returns an error only for a
+ * connection this rank dialed (its peer is then unusable). */
+static int shake_step(struct mesh *m, int k)
+{
+    struct shake *h = &m->sh[k];
+    if (h->dead)
+        return 0;
+    int r = plx__auth_step(&h->a, h->fd);
+    if (r == 0)
+        return 0;
+    int peer = h->peer, rank = m->c->rank;
+    if (r > 0) {
+        int fd = h->fd;
+        h->fd = -1;
+        shake_close(m, k);
+        if (m->c->peers[peer].fd >= 0) { /* cannot happen with one dial per pair; keep the first */
+            close(fd);
+            return 0;
+        }
+        tcp__host->log(tcp__host->ctx, PLX_LOG_DEBUG, "rank %d authenticated rank %d (%s)", rank, peer,
+                       h->role == PLX__AUTH_CLIENT ? "dialed" : "accepted");
+        pair_done(m, peer, fd);
+        return 0;
+    }
+    if (h->role == PLX__AUTH_CLIENT) {
+        int rc = err(PLX_ERR_AUTH, "tcp: rank %d cannot authenticate to rank %d at %s: %s", rank, peer, h->addr,
+                     h->a.why);
+        shake_close(m, k);
+        return rc;
+    }
+    tcp__host->log(tcp__host->ctx, PLX_LOG_WARN,
+                   "rank %d refused a connection from %s on its listener for rank %d: %s", rank, h->addr, peer,
+                   h->a.why);
+    shake_close(m, k);
+    return 0;
+}
+
+/* Drop accepted connections whose handshake ran out of time; a dialed
+ * one out of time is an error. */
+static int shake_expire(struct mesh *m, uint64_t now)
+{
+    for (int k = 0; k < m->nsh; k++) {
+        struct shake *h = &m->sh[k];
+        if (h->dead || now < h->deadline)
+            continue;
+        if (h->role == PLX__AUTH_CLIENT) {
+            int rc = err(PLX_ERR_TIMEOUT, "tcp: rank %d cannot authenticate to rank %d at %s: no answer (%s)",
+                         m->c->rank, h->peer, h->addr, plx__auth_waiting_for(&h->a));
+            shake_close(m, k);
+            return rc;
+        }
+        tcp__host->log(tcp__host->ctx, PLX_LOG_WARN,
+                       "rank %d dropped a connection from %s on its listener for rank %d: not authenticated "
+                       "within %lld ms ([tcp] auth_timeout_ms; it was %s)",
+                       m->c->rank, h->addr, h->peer, (long long)m->auth_ms, plx__auth_waiting_for(&h->a));
+        shake_close(m, k);
+    }
+    return 0;
+}
+
+/* Accept and authenticate until every peer is connected or the deadline. */
+static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
+{
+    struct tcp_comm *c = m->c;
+    int P = c->size;
+    struct pollfd *pf = NULL;
+    int *who = NULL, cap = 0, rc = 0;
+    while (rc == 0) {
+        shake_compact(m);
+        int missing = 0;
+        for (int i = 0; i < P; i++)
+            missing += i != c->rank && c->peers[i].fd < 0;
+        if (!missing)
+            break;
+        if (cap < P + m->nsh) {
+            cap = 2 * (P + m->nsh);
+            free(pf);
+            free(who);
+            pf = malloc(sizeof *pf * (size_t)cap);
+            who = malloc(sizeof *who * (size_t)cap);
+            if (!pf || !who) {
+                rc = err(PLX_ERR_NOMEM, "tcp: out of memory");
+                break;
+            }
+        }
+        /* who[j] >= 0: listener of that peer; -1 - k: handshake k. */
+        int n = 0;
+        uint64_t now = tcp__host->clock_ns(), next = deadline;
+        for (int i = 0; i < P; i++)
+            if (m->accepting[i] && c->peers[i].fd < 0 && m->lfd[i] >= 0 &&
+                (!m->secret || pending_on(m, i) < m->max_shakes)) {
+                pf[n] = (struct pollfd){m->lfd[i], POLLIN, 0};
+                who[n++] = i;
+            }
+        for (int k = 0; k < m->nsh; k++) {
+            pf[n] = (struct pollfd){m->sh[k].fd, plx__auth_events(&m->sh[k].a), 0};
+            who[n++] = -1 - k;
+            if (m->sh[k].deadline < next)
+                next = m->sh[k].deadline;
+        }
+        if ((rc = shake_expire(m, now)) != 0)
+            break;
+        if (now >= deadline) {
+            char miss[160] = "";
+            for (int i = 0; i < P; i++)
+                if (i != c->rank && c->peers[i].fd < 0) {
+                    size_t l = strlen(miss);
+                    snprintf(miss + l, sizeof miss - l, "%s%d", l ? ", " : "", i);
+                }
+            rc = err(PLX_ERR_TIMEOUT, "tcp: rank %d waited %lld ms for rank(s) %s to connect", c->rank,
+                     (long long)conn_ms, miss);
+            break;
+        }
+        int64_t ms = next > now ? (int64_t)((next - now) / 1000000u) + 1 : 0;
+        int k = poll(pf, (nfds_t)n, (int)(ms > 60000 ? 60000 : ms));
+        if (k < 0 && errno != EINTR) {
+            rc = err(PLX_ERR_SYSTEM, "tcp: poll: %s", strerror(errno));
+            break;
+        }
+        /* Handshakes first: accepting may grow m->sh. */
+        for (int j = 0; j < n && rc == 0 && k > 0; j++)
+            if (who[j] < 0 && pf[j].revents)
+                rc = shake_step(m, -1 - who[j]);
+        for (int j = 0; j < n && rc == 0 && k > 0; j++)
+            if (who[j] >= 0 && (pf[j].revents & POLLIN) && m->lfd[who[j]] >= 0)
+                rc = accept_on(m, who[j]);
+    }
+    free(pf);
+    free(who);
+    return rc;
+}
+
 int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
 {
     int P = c->size, r = c->rank, rc = 0;
     struct in_addr ip;
-    if ((rc = choose_address(&ip)) != 0)
+    struct mesh m = {.c = c, .args = a};
+    if ((rc = choose_address(&ip)) != 0 || (rc = job_secret(&m.secret)) != 0)
         return rc;
     int64_t conn_ms = config_int("connect_timeout_ms", a->timeout_ms);
-    int *lfd = malloc(sizeof(int) * (size_t)P);
+    m.auth_ms = config_int("auth_timeout_ms", 10000);
+    m.max_shakes = config_int("max_handshakes", 8);
+    if (m.max_shakes < 1)
+        m.max_shakes = 1;
+    m.lfd = malloc(sizeof(int) * (size_t)P);
+    m.accepting = calloc((size_t)P, sizeof(int));
     struct sockaddr_in *mine = calloc((size_t)P, sizeof *mine);
     unsigned char *blob = calloc((size_t)(P > 1 ? P - 1 : 1), TCP_ADDR_BYTES);
-    if (!lfd || !mine || !blob) {
-        free(lfd);
+    if (!m.lfd || !m.accepting || !mine || !blob) {
+        free(m.lfd);
+        free(m.accepting);
         free(mine);
         free(blob);
         return err(PLX_ERR_NOMEM, "tcp: out of memory");
     }
     for (int i = 0; i < P; i++)
-        lfd[i] = -1;
-    /* One listener per pair (gloo gen-1), on the chosen address only. */
+        m.lfd[i] = -1;
+    /* One listener per pair (gloo gen-1), on the chosen address only. The
+     * backlog leaves room for strangers ahead of the peer. */
     for (int i = 0, k = 0; i < P && rc == 0; i++) {
         if (i == r)
             continue;
@@ -172,7 +483,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd >= 0)
             set_bufs(fd); /* accepted sockets inherit them */
-        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, 1) ||
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, m.secret ? 16 : 1) ||
             getsockname(fd, (struct sockaddr *)&sa, &sl)) {
             char ipt[INET_ADDRSTRLEN];
             inet_ntop(AF_INET, &ip, ipt, sizeof ipt);
@@ -181,7 +492,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
                 close(fd);
             break;
         }
-        lfd[i] = fd;
+        m.lfd[i] = fd;
         mine[i] = sa;
         unsigned char *slice = blob + (size_t)k++ * TCP_ADDR_BYTES;
         memcpy(slice, &sa, sizeof sa);
@@ -200,7 +511,6 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
     }
     uint64_t t0 = tcp__host->clock_ns();
     uint64_t deadline = t0 + (uint64_t)(conn_ms > 0 ? conn_ms : a->timeout_ms) * 1000000u;
-    int *accepting = calloc((size_t)P, sizeof(int));
     for (int i = 0; i < P && rc == 0; i++) {
         if (i == r)
             continue;
@@ -242,58 +552,31 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
             break;
         }
         if (cmp > 0) {
-            close(lfd[i]);
-            lfd[i] = -1;
-            int e = dial(&peer, deadline, &p->fd);
+            close(m.lfd[i]);
+            m.lfd[i] = -1;
+            int fd = -1, e = dial(&peer, deadline, &fd);
             if (e) {
                 rc = err(e == ETIMEDOUT ? PLX_ERR_TIMEOUT : PLX_ERR_PEER_LOST,
                          "tcp: rank %d cannot connect to rank %d at %s: %s", r, i, p->addr, strerror(e));
                 break;
             }
+            if (!m.secret) {
+                p->fd = fd;
+            } else if ((rc = shake_add(&m, fd, i, PLX__AUTH_CLIENT, deadline, p->addr)) == 0) {
+                rc = shake_step(&m, m.nsh - 1); /* the hello goes now: the listener's clock runs from its accept */
+            }
         } else {
-            accepting[i] = 1;
+            m.accepting[i] = 1;
         }
     }
-    /* Accept on the pairs where this rank listens (the first connection wins,
-     * as in gloo: there is no handshake on the wire). */
-    while (rc == 0) {
-        struct pollfd pf[256];
-        int who[256], n = 0;
-        for (int i = 0; i < P && n < 256; i++)
-            if (accepting[i] && c->peers[i].fd < 0) {
-                pf[n] = (struct pollfd){lfd[i], POLLIN, 0};
-                who[n++] = i;
-            }
-        if (n == 0)
-            break;
-        int64_t ms = left_ms(deadline);
-        int k = ms > 0 ? poll(pf, (nfds_t)n, (int)ms) : 0;
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            char miss[160] = "";
-            for (int j = 0; j < n; j++) {
-                size_t l = strlen(miss);
-                snprintf(miss + l, sizeof miss - l, "%s%d", l ? ", " : "", who[j]);
-            }
-            rc = err(PLX_ERR_TIMEOUT, "tcp: rank %d waited %lld ms for rank(s) %s to connect", r, (long long)conn_ms,
-                     miss);
-            break;
-        }
-        for (int j = 0; j < n; j++) {
-            if (!(pf[j].revents & POLLIN))
-                continue;
-            int fd = accept4(lfd[who[j]], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (fd < 0)
-                continue;
-            c->peers[who[j]].fd = fd;
-            close(lfd[who[j]]);
-            lfd[who[j]] = -1;
-        }
-    }
+    if (rc == 0)
+        rc = connect_loop(&m, deadline, conn_ms);
+    for (int k = 0; k < m.nsh; k++)
+        shake_close(&m, k);
+    free(m.sh);
     for (int i = 0; i < P; i++) {
-        if (lfd[i] >= 0)
-            close(lfd[i]);
+        if (m.lfd[i] >= 0)
+            close(m.lfd[i]);
         struct tcp_peer *p = &c->peers[i];
         if (rc == 0 && i != r) {
             int one = 1;
@@ -301,8 +584,8 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
             fcntl(p->fd, F_SETFL, fcntl(p->fd, F_GETFL) | O_NONBLOCK);
         }
     }
-    free(accepting);
-    free(lfd);
+    free(m.accepting);
+    free(m.lfd);
     free(mine);
     free(blob);
     return rc;
