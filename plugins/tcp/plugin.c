@@ -89,6 +89,7 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     }
     c->rank = a->rank;
     c->size = a->size;
+    c->lost_rank = -1;
     c->timeout_ms = a->timeout_ms;
     /* Spinning a little before sleeping saves a scheduler wake-up (about
      * 7 us of a 20 us round trip here), but only pays while every local rank

@@ -34,6 +34,10 @@
 #define TCP_LEAD_IDLE_NS 1000000u /* hand input back to the I/O thread after 1 ms without a leader */
 
 enum { OP_SEND_BUFFER = 0, OP_SEND_UNBOUND = 1, OP_NOTIFY_SEND_READY = 2, OP_NOTIFY_RECV_READY = 3 };
+/* Extension between plexus peers only: "my connection to rank <slot> was
+ * lost", sent just before a broken communicator shuts its connections, so
+ * the ranks that see that shutdown name the rank that died. */
+#define OP_PLX_LOST 0x504c584cu
 
 extern const struct plx_host *tcp__host;
 
@@ -127,6 +131,7 @@ struct tcp_comm {
     int broken;          /* a connection was lost: everything fails with lost_msg */
     int broken_status;
     char lost_msg[240];
+    int lost_rank;       /* the rank whose loss broke it (first cause), or -1 */
 };
 
 /* bootstrap.c */

@@ -65,7 +65,8 @@ static struct tcp_slot *slot_get(struct tcp_peer *p, uint64_t slot, int create)
 
 static void slot_release(struct tcp_peer *p, struct tcp_slot *s)
 {
-    if (!s || s->posted || s->pending || s->early || s->recv_ready || s->remote_send || s->expect_send || s->owed)
+    if (!s || s->posted || s->pending || s->early || s->recv_ready || s->remote_send || s->expect_send || s->owed ||
+        s == p->dst_slot) /* an eager payload for it is still arriving */
         return;
     for (struct tcp_slot **q = &p->slots[bucket(s->slot)]; *q; q = &(*q)->next)
         if (*q == s) {
@@ -224,6 +225,8 @@ int tcp__post_send(struct tcp_comm *c, struct tcp_req *r)
         r->linked++;
     }
     flush(c, p);
+    if (!c->broken) /* a failed write frees every slot */
+        slot_release(p, s);
     return rc ? nomem(c, r) : 0;
 }
 
@@ -269,6 +272,8 @@ static int bind_recv(struct tcp_comm *c, struct tcp_peer *p, struct tcp_req *r, 
      * sends it if neither comes. */
     if (!(explicit_recv && c->in_off && !c->leader))
         flush(c, p);
+    if (explicit_recv && !c->broken) /* (on_header releases the slot itself) */
+        slot_release(p, s);
     return 0;
 }
 
@@ -308,7 +313,26 @@ static void payload_done(struct tcp_comm *c, struct tcp_peer *p)
         unlink_req(p->dst_req);
     } else if (p->dst_early) {
         struct tcp_slot *s = p->dst_slot;
-        LIST_PUSH(s->early, s->early_tail, p->dst_early);
+        struct tcp_early *e = p->dst_early;
+        struct tcp_req *r = pop_req(&s->posted, &s->posted_tail);
+        if (r) { /* its receive was posted while the payload was still arriving */
+            if (e->len > r->bytes) {
+                char msg[200];
+                snprintf(msg, sizeof msg, "tcp: rank %d sent %zu bytes (slot %#llx) into a %zu-byte receive",
+                         p->rank, e->len, (unsigned long long)s->slot, r->bytes);
+                complete(c, r, PLX_ERR_INVALID_ARG, msg);
+            } else {
+                if (e->len && !r->freed)
+                    memcpy(r->buf, e->data, e->len);
+                complete(c, r, 0, NULL);
+            }
+            unlink_req(r);
+            free(e->data);
+            free(e);
+            slot_release(p, s);
+        } else {
+            LIST_PUSH(s->early, s->early_tail, e);
+        }
     }
     p->in_payload = 0;
     p->dst = NULL;
@@ -419,6 +443,19 @@ static int on_header(struct tcp_comm *c, struct tcp_peer *p)
         if (len == 0)
             payload_done(c, p);
         return 0;
+    case OP_PLX_LOST: {
+        if (!p->eager || nbytes != TCP_HDR_BYTES || slot >= (uint64_t)c->size) {
+            reject(c, p, "bad lost-peer notice (nbytes %llu, rank %llu)", (unsigned long long)nbytes,
+                   (unsigned long long)slot);
+            return -1;
+        }
+        char msg[120];
+        snprintf(msg, sizeof msg, "tcp: rank %d reports that its connection to rank %d was lost", p->rank, (int)slot);
+        if (!c->broken)
+            c->lost_rank = (int)slot;
+        tcp__fail_all(c, PLX_ERR_PEER_LOST, msg);
+        return -1;
+    }
     case OP_SEND_BUFFER:
         reject(c, p, "opcode %llu (bound-buffer SEND_BUFFER, slot %#llx) is not supported", (unsigned long long)op,
                (unsigned long long)slot);
@@ -601,13 +638,29 @@ static void clear_peer(struct tcp_comm *c, struct tcp_peer *p, int status, const
     p->in_payload = 0;
 }
 
+/* Tell plexus peer p which rank was lost, if its stream is between frames. */
+static void notify_lost(struct tcp_comm *c, struct tcp_peer *p)
+{
+    if (c->lost_rank < 0 || p->rank == c->lost_rank || !p->eager || p->fd < 0 || p->closed ||
+        (p->tx && p->tx->sent))
+        return;
+    uint64_t h[6] = {htole64(TCP_HDR_BYTES), htole64(OP_PLX_LOST), htole64((uint64_t)c->lost_rank), 0, 0, 0};
+    if (send(p->fd, h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        /* best effort: the shutdown that follows still tells it something broke */
+    }
+}
+
 void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
 {
+    int first = !c->broken;
     if (!c->broken) {
         c->broken = 1;
         c->broken_status = status;
         snprintf(c->lost_msg, sizeof c->lost_msg, "%s", msg);
     }
+    for (int i = 0; first && status == PLX_ERR_PEER_LOST && i < c->size; i++)
+        if (i != c->rank)
+            notify_lost(c, &c->peers[i]);
     /* The streams may be mid-frame now: close every connection so the other
      * ranks learn about the failure at once instead of at their timeout. */
     for (int i = 0; i < c->size; i++) {
@@ -634,6 +687,8 @@ void tcp__drop_peer(struct tcp_comm *c, struct tcp_peer *p, const char *why)
     snprintf(msg, sizeof msg, "tcp: connection to rank %d (%s) lost: %s", p->rank, p->addr, why);
     if (!c->broken && !c->stop)
         tcp__host->log(tcp__host->ctx, PLX_LOG_WARN, "rank %d: %s", c->rank, msg);
+    if (!c->broken)
+        c->lost_rank = p->rank;
     tcp__fail_all(c, PLX_ERR_PEER_LOST, msg);
 }
 
