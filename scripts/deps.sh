@@ -1,6 +1,10 @@
 #!/bin/sh
 # Install everything plexus needs to build and run its tests on Debian
 # bookworm (run as root, or with sudo). Idempotent.
+#   sh scripts/deps.sh               what building and the tests need
+#   sh scripts/deps.sh --test-peers  also the peers some tests compare with
+#       (python3-torch for the interop suite, clang for the libFuzzer runs);
+#       without them those tests skip and say why. CI installs them.
 set -eu
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -15,3 +19,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     iproute2 procps \
     dpkg-dev debhelper lintian fakeroot \
     >/dev/null
+if [ "${1:-}" = --test-peers ]; then
+    $SUDO apt-get install -y -qq --no-install-recommends python3-torch clang libclang-rt-14-dev >/dev/null
+fi

@@ -184,7 +184,7 @@ static int test(void *comm, void *req, int *done)
     if (r->done && st)
         sim_error(st, "%s", r->err);
     pthread_mutex_unlock(&c->w->mu);
-    return r->done ? st : 0;
+    return *done ? st : 0; /* read under the lock: another rank's thread completes r */
 }
 
 static int wait_op(void *comm, void *req, int64_t timeout_ms)

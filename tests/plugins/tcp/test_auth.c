@@ -64,6 +64,18 @@ static int logged(const char *a, const char *b)
     return 0;
 }
 
+/* The same, without waiting: for a line written before a close we saw. */
+static int logged_now(const char *a, const char *b)
+{
+    char line[1024];
+    fflush(stderr);
+    rewind(logf);
+    while (fgets(line, sizeof line, logf))
+        if (strstr(line, a) && strstr(line, b))
+            return 1;
+    return 0;
+}
+
 struct rank {
     struct plx_store *st;
     int rank, size, rc;
@@ -250,11 +262,18 @@ static int case_flood(void)
     CHECK(r0.rc == 0);
     CHECK(t >= 500); /* two rounds of two 300 ms timeouts */
     CHECK(logged("max_handshakes", NULL));
+    /* Each stranger is dropped with its address logged: by its timeout, or
+     * (one that shares the last round with the real peer) once the peer is
+     * in. The first round of two can only end by timeout. */
+    int timed_out = 0;
     for (int i = 0; i < 4; i++) {
         CHECK(until_closed(fds[i], 3000) >= 0);
-        CHECK(logged(addr[i], "not authenticated within 300 ms"));
+        int t_out = logged_now(addr[i], "not authenticated within 300 ms");
+        timed_out += t_out;
+        CHECK(t_out || logged_now(addr[i], "rank 1 has connected"));
         close(fds[i]);
     }
+    CHECK(timed_out >= 2);
     if (r0.rc == 0)
         B->comm_destroy(r0.c);
     close(real);
