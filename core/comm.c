@@ -9,6 +9,7 @@
 #include "error.h"
 #include "log.h"
 #include "store.h"
+#include "store_tcp.h"
 
 PLX_API void plx_comm_options_init(struct plx_comm_options *opt)
 {
@@ -140,6 +141,18 @@ static int init_process_wide(const struct plx_comm_options *opt, struct plx__bac
     return rc;
 }
 
+/* A failure the store took part in: the backend's message says what it was
+ * waiting for, the store's own reason where the store broke (and which rank
+ * hosts it). Say both. */
+static void add_store_cause(const struct plx_store *base)
+{
+    char why[320], msg[1024];
+    if (!plx__store_tcp_lost(base, why, sizeof why) || strstr(plx_last_error(), why))
+        return;
+    snprintf(msg, sizeof msg, "%s", plx_last_error());
+    plx__err(0, "%s (%s)", msg, why);
+}
+
 PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_comm **out)
 {
     struct plx_comm_options opt;
@@ -181,6 +194,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     return 0;
 
 fail:
+    add_store_cause(c->base_store);
     plx__err_prefix("plx_comm_init(rank %d of %d, backend %s): ", rv.rank, rv.size, be->name);
     comm_free(c);
     return rc;
@@ -295,6 +309,7 @@ PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_co
     *out = child;
     return 0;
 fail:
+    add_store_cause(c->base_store);
     plx__err_prefix("plx_comm_split(rank %d, color %d): ", c->rank, color);
     /* The split is collective over the parent: the other ranks may or may
      * not hold a child now, so the parent's issue order is no longer shared. */

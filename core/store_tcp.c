@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -36,7 +37,10 @@ struct client {
     pthread_mutex_t mu;
     int fd;
     char host[256], port[16];
+    char where[320];                  /* "store tcp://HOST:PORT", and who hosts it when known */
     struct plx__store_server *server; /* hosted here (rank 0), or NULL */
+    int gave_up;                      /* the last WAIT timed out: a rendezvous failed */
+    char lost[320];                   /* why the connection broke, or "" */
     struct plx__store_limits lim;
     char *secret;                     /* copy of lim.secret, or NULL */
 };
@@ -94,16 +98,16 @@ static int authenticate(struct client *c, int fd, uint64_t deadline)
     if (r == 1)
         return 0;
     return plx__err(r == 0 ? PLX_ERR_TIMEOUT : PLX_ERR_AUTH,
-                    "store tcp://%s:%s: authentication with %s failed: %s", c->host, c->port, PLX__AUTH_ENV,
+                    "%s: authentication with %s failed: %s", c->where, PLX__AUTH_ENV,
                     a.why);
 }
 
-static int connect_until(const char *host, const char *port, uint64_t deadline, int *out)
+static int connect_until(const struct client *c, uint64_t deadline, int *out)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    int gai = getaddrinfo(host, port, &hints, &res);
+    int gai = getaddrinfo(c->host, c->port, &hints, &res);
     if (gai)
-        return plx__err(PLX_ERR_INVALID_ARG, "store tcp://%s:%s: cannot resolve: %s", host, port, gai_strerror(gai));
+        return plx__err(PLX_ERR_INVALID_ARG, "%s: cannot resolve: %s", c->where, gai_strerror(gai));
     int last = 0;
     for (;;) {
         for (struct addrinfo *a = res; a; a = a->ai_next) {
@@ -125,8 +129,7 @@ static int connect_until(const char *host, const char *port, uint64_t deadline, 
         usleep(20000); /* the server may not be up yet */
     }
     freeaddrinfo(res);
-    return plx__err(PLX_ERR_TIMEOUT, "store tcp://%s:%s: cannot connect: %s (no server appeared in time)", host, port,
-                    strerror(last));
+    return plx__err(PLX_ERR_TIMEOUT, "%s: cannot connect: %s (no server appeared in time)", c->where, strerror(last));
 }
 
 /* Move exactly n bytes, each wait bounded by the deadline (0: none). */
@@ -138,7 +141,7 @@ static int xfer(struct client *c, int is_write, void *buf, size_t n, uint64_t de
         if (deadline) {
             uint64_t now = plx__clock_ns();
             if (now >= deadline)
-                return plx__err(PLX_ERR_TIMEOUT, "store tcp://%s:%s: timed out", c->host, c->port);
+                return plx__err(PLX_ERR_TIMEOUT, "%s: timed out", c->where);
             ms = (int)((deadline - now) / 1000000) + 1;
         }
         struct pollfd pf = {c->fd, is_write ? POLLOUT : POLLIN, 0};
@@ -150,9 +153,12 @@ static int xfer(struct client *c, int is_write, void *buf, size_t n, uint64_t de
         ssize_t k = is_write ? send(c->fd, p, n, MSG_NOSIGNAL) : recv(c->fd, p, n, 0);
         if (k < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
-        if (k <= 0)
-            return plx__err(PLX_ERR_PEER_LOST, "store tcp://%s:%s: connection lost: %s", c->host, c->port,
-                            k == 0 ? "closed by the server" : strerror(errno));
+        if (k <= 0) {
+            plx__err(PLX_ERR_PEER_LOST, "%s: connection lost: %s", c->where,
+                     k == 0 ? "closed by the server" : strerror(errno));
+            snprintf(c->lost, sizeof c->lost, "%s", plx_last_error());
+            return PLX_ERR_PEER_LOST;
+        }
         p += k;
         n -= (size_t)k;
     }
@@ -191,9 +197,13 @@ static int put_bytes(struct msg *m, const void *d, size_t n)
     return put(m, &len, 8) || put(m, d, n);
 }
 
+static int connected(struct client *c, uint64_t deadline);
+
 static int send_msg(struct client *c, struct msg *m, uint64_t deadline)
 {
-    int rc = xfer(c, 1, m->p, m->n, deadline);
+    int rc = connected(c, deadline);
+    if (rc == 0)
+        rc = xfer(c, 1, m->p, m->n, deadline);
     free(m->p);
     m->p = NULL;
     return rc;
@@ -206,7 +216,7 @@ static int read_bytes(struct client *c, void **val, size_t *len, uint64_t deadli
     if (rc)
         return rc;
     if (n > c->lim.max_value)
-        return plx__err(PLX_ERR_PROTOCOL, "store tcp://%s:%s: reply of %llu bytes is too large", c->host, c->port,
+        return plx__err(PLX_ERR_PROTOCOL, "%s: reply of %llu bytes is too large", c->where,
                         (unsigned long long)n);
     *val = malloc(n ? n : 1);
     if (!*val)
@@ -220,18 +230,31 @@ static int read_bytes(struct client *c, void **val, size_t *len, uint64_t deadli
 }
 
 /* After a timed-out WAIT the server's late reply would poison the stream:
- * start a fresh connection instead. */
-static void reconnect(struct client *c)
+ * drop the connection, and let the next request open a fresh one within its
+ * own deadline (reconnecting here would add a wait to the timeout just
+ * reported, and a server that is gone would stretch it). */
+static void disconnect(struct client *c)
 {
-    close(c->fd);
-    c->fd = -1;
-    uint64_t deadline = plx__clock_ns() + 5000000000u;
-    if (connect_until(c->host, c->port, deadline, &c->fd) != 0)
-        c->fd = -1;
-    else if (authenticate(c, c->fd, deadline) != 0) {
+    if (c->fd >= 0)
         close(c->fd);
-        c->fd = -1;
+    c->fd = -1;
+}
+
+/* A connection for the next request (under c->mu), bounded by deadline. */
+static int connected(struct client *c, uint64_t deadline)
+{
+    if (c->fd >= 0)
+        return 0;
+    uint64_t d = deadline ? deadline : plx__clock_ns() + 5000000000u;
+    int rc = connect_until(c, d, &c->fd);
+    if (rc == PLX_ERR_TIMEOUT) { /* it was there before: not a slow start, it is gone */
+        plx__err_prefix("reconnecting after a timed-out wait: ");
+        snprintf(c->lost, sizeof c->lost, "%s", plx_last_error());
+        return PLX_ERR_PEER_LOST;
     }
+    if (rc == 0 && (rc = authenticate(c, c->fd, d)) != 0)
+        disconnect(c);
+    return rc;
 }
 
 /* Refuse here what the server would refuse, with a clearer message. */
@@ -239,12 +262,12 @@ static int too_large(struct client *c, const char *key, size_t vlen)
 {
     size_t kl = strlen(key);
     if (kl > c->lim.max_key)
-        return plx__err(PLX_ERR_INVALID_ARG, "store tcp://%s:%s: key of %zu bytes exceeds [core] store_max_key_bytes = %llu",
-                        c->host, c->port, kl, (unsigned long long)c->lim.max_key);
+        return plx__err(PLX_ERR_INVALID_ARG, "%s: key of %zu bytes exceeds [core] store_max_key_bytes = %llu",
+                        c->where, kl, (unsigned long long)c->lim.max_key);
     if (vlen > c->lim.max_value)
         return plx__err(PLX_ERR_INVALID_ARG,
-                        "store tcp://%s:%s: value of %zu bytes for '%s' exceeds [core] store_max_value_bytes = %llu",
-                        c->host, c->port, vlen, key, (unsigned long long)c->lim.max_value);
+                        "%s: value of %zu bytes for '%s' exceeds [core] store_max_value_bytes = %llu",
+                        c->where, vlen, key, (unsigned long long)c->lim.max_value);
     return 0;
 }
 
@@ -280,18 +303,19 @@ static int wait_locked(struct client *c, const char *const *keys, size_t n, int6
     uint8_t reply = 0xff;
     if (!rc)
         rc = xfer(c, 0, &reply, 1, deadline);
+    c->gave_up = rc == PLX_ERR_TIMEOUT;
     if (rc == PLX_ERR_TIMEOUT) {
-        reconnect(c);
+        disconnect(c);
         char list[256] = "";
         for (size_t i = 0; i < n; i++) {
             size_t l = strlen(list);
             snprintf(list + l, sizeof list - l, "%s'%s'", i ? ", " : "", keys[i]);
         }
-        return plx__err(PLX_ERR_TIMEOUT, "store tcp://%s:%s: waited %lld ms for key(s) %s: timeout", c->host, c->port,
+        return plx__err(PLX_ERR_TIMEOUT, "%s: waited %lld ms for key(s) %s: timeout", c->where,
                         (long long)timeout_ms, list);
     }
     if (!rc && reply != PLX__STOP_WAITING)
-        rc = plx__err(PLX_ERR_PROTOCOL, "store tcp://%s:%s: unexpected WAIT reply %u", c->host, c->port, reply);
+        rc = plx__err(PLX_ERR_PROTOCOL, "%s: unexpected WAIT reply %u", c->where, reply);
     return rc;
 }
 
@@ -379,11 +403,54 @@ static int c_del(struct plx_store *s, const char *key)
     return rc;
 }
 
+struct lingering {
+    struct plx__store_server *server;
+    int64_t ms;
+};
+
+static void *linger_main(void *arg)
+{
+    struct lingering *l = arg;
+    struct timespec ts = {(time_t)(l->ms / 1000), (long)(l->ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    plx__store_server_stop(l->server);
+    free(l);
+    return NULL;
+}
+
+/* This rank hosts the store and gave up waiting for a key; the others began
+ * waiting a little later and would lose the store, and report that, instead
+ * of the rank they all wait for. Keep serving a while (half the timeout, at
+ * most 2 s) from a thread of its own, so this rank's error is not delayed.
+ * Returns 0 if that thread took the server. */
+static int linger(struct plx__store_server *server, int64_t timeout_ms)
+{
+    struct lingering *l = malloc(sizeof *l);
+    pthread_t t;
+    pthread_attr_t at;
+    if (!l)
+        return -1;
+    l->server = server;
+    l->ms = timeout_ms / 2 < 2000 ? timeout_ms / 2 : 2000;
+    int rc = pthread_attr_init(&at);
+    if (rc == 0) {
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        rc = pthread_create(&t, &at, linger_main, l);
+        pthread_attr_destroy(&at);
+    }
+    if (rc)
+        free(l);
+    return rc ? -1 : 0;
+}
+
 static void c_destroy(struct plx_store *s)
 {
     struct client *c = (struct client *)s;
     if (c->fd >= 0)
         close(c->fd);
+    if (c->server && c->gave_up && s->timeout_ms > 0 && linger(c->server, s->timeout_ms) == 0)
+        c->server = NULL;
     plx__store_server_stop(c->server);
     pthread_mutex_destroy(&c->mu);
     if (c->secret) {
@@ -396,6 +463,17 @@ static void c_destroy(struct plx_store *s)
 static const struct plx__store_ops tcp_ops = {
     .set = c_set, .get = c_get, .add = c_add, .wait = c_wait, .check = c_check, .del = c_del, .destroy = c_destroy,
 };
+
+int plx__store_tcp_lost(const struct plx_store *s, char *out, size_t n)
+{
+    if (!s || s->ops != &tcp_ops)
+        return 0;
+    const struct client *c = (const struct client *)s;
+    if (!c->lost[0])
+        return 0;
+    snprintf(out, n, "%s", c->lost);
+    return 1;
+}
 
 int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out)
 {
@@ -428,12 +506,18 @@ int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms
         memmove(c->host, c->host + 1, strlen(c->host));
         c->host[strcspn(c->host, "]")] = '\0';
     }
+    /* Rank 0 hosts it unless a launcher does: then a store that cannot be
+     * reached or goes away says which rank to look at. */
     const char *hosted = getenv("PLEXUS_STORE_HOSTED");
-    if (rank == 0 && !(hosted && !strcmp(hosted, "1")))
+    int by_rank0 = !(hosted && !strcmp(hosted, "1"));
+    snprintf(c->where, sizeof c->where, "store tcp://%s (hosted by rank 0)", rest);
+    if (!by_rank0)
+        snprintf(c->where, sizeof c->where, "store tcp://%s", rest);
+    if (rank == 0 && by_rank0)
         rc = plx__store_server_start_with(c->host, atoi(c->port), &c->lim, &c->server, NULL);
     uint64_t deadline = deadline_of(timeout_ms);
     if (!rc)
-        rc = connect_until(c->host, c->port, deadline, &c->fd);
+        rc = connect_until(c, deadline, &c->fd);
     if (!rc)
         rc = authenticate(c, c->fd, deadline ? deadline : UINT64_MAX);
     if (rc) {
