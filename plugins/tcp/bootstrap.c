@@ -196,6 +196,7 @@ struct mesh {
     struct shake *sh;
     int nsh, capsh;
     int64_t auth_ms, max_shakes;
+    int blame;           /* the rank this rendezvous failed waiting for, or -1 */
 };
 
 static void shake_ctx(const struct mesh *m, int dialer, int listener, char *out, size_t n)
@@ -341,6 +342,7 @@ static int shake_step(struct mesh *m, int k)
         return 0;
     }
     if (h->role == PLX__AUTH_CLIENT) {
+        m->blame = peer;
         int rc = err(PLX_ERR_AUTH, "tcp: rank %d cannot authenticate to rank %d at %s: %s", rank, peer, h->addr,
                      h->a.why);
         shake_close(m, k);
@@ -362,6 +364,7 @@ static int shake_expire(struct mesh *m, uint64_t now)
         if (h->dead || now < h->deadline)
             continue;
         if (h->role == PLX__AUTH_CLIENT) {
+            m->blame = h->peer;
             int rc = err(PLX_ERR_TIMEOUT, "tcp: rank %d cannot authenticate to rank %d at %s: no answer (%s)",
                          m->c->rank, h->peer, h->addr, plx__auth_waiting_for(&h->a));
             shake_close(m, k);
@@ -374,6 +377,23 @@ static int shake_expire(struct mesh *m, uint64_t now)
         shake_close(m, k);
     }
     return 0;
+}
+
+/* This rank's rendezvous failed waiting for rank blame: the plexus peers it
+ * is already connected to may have finished theirs and wait for it in a
+ * first operation. A lost-peer notice on each connection (48 bytes on a
+ * fresh socket: never blocks) makes them fail at once naming that rank,
+ * rather than at their own timeout naming this one. */
+static void tell_peers(struct tcp_comm *c, int blame)
+{
+    uint64_t h[6];
+    tcp__notice_frame(h, blame, TCP_LOST_RENDEZVOUS);
+    for (int i = 0; i < c->size; i++) {
+        struct tcp_peer *p = &c->peers[i];
+        if (i != c->rank && i != blame && p->fd >= 0 && p->eager &&
+            send(p->fd, h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof h)
+            shutdown(p->fd, SHUT_WR);
+    }
 }
 
 /* Accept and authenticate until every peer is connected or the deadline. */
@@ -422,6 +442,8 @@ static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
             char miss[160] = "";
             for (int i = 0; i < P; i++)
                 if (i != c->rank && c->peers[i].fd < 0) {
+                    if (m->blame < 0)
+                        m->blame = i;
                     size_t l = strlen(miss);
                     snprintf(miss + l, sizeof miss - l, "%s%d", l ? ", " : "", i);
                 }
@@ -452,7 +474,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
 {
     int P = c->size, r = c->rank, rc = 0;
     struct in_addr ip;
-    struct mesh m = {.c = c, .args = a};
+    struct mesh m = {.c = c, .args = a, .blame = -1};
     if ((rc = choose_address(&ip)) != 0 || (rc = job_secret(&m.secret)) != 0)
         return rc;
     int64_t conn_ms = config_int("connect_timeout_ms", a->timeout_ms);
@@ -518,9 +540,15 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
         size_t len = 0;
         snprintf(key, sizeof key, "%d", i);
         int64_t wait = left_ms(deadline);
-        if (tcp__host->store_get(a->store, key, &val, &len, wait > 0 ? wait : 1)) {
+        int grc = tcp__host->store_get(a->store, key, &val, &len, wait > 0 ? wait : 1);
+        if (grc == PLX_ERR_TIMEOUT) {
+            m.blame = i;
             rc = err(PLX_ERR_TIMEOUT, "tcp: rank %d never published its address (waited %lld ms)", i,
                      (long long)((tcp__host->clock_ns() - t0) / 1000000u));
+            break;
+        }
+        if (grc) { /* the store itself failed (the core adds its reason) */
+            rc = err(grc, "tcp: rank %d lost the store while waiting for rank %d's address", r, i);
             break;
         }
         if (len != (size_t)(P - 1) * TCP_ADDR_BYTES) {
@@ -556,6 +584,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
             m.lfd[i] = -1;
             int fd = -1, e = dial(&peer, deadline, &fd);
             if (e) {
+                m.blame = i;
                 rc = err(e == ETIMEDOUT ? PLX_ERR_TIMEOUT : PLX_ERR_PEER_LOST,
                          "tcp: rank %d cannot connect to rank %d at %s: %s", r, i, p->addr, strerror(e));
                 break;
@@ -571,6 +600,8 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
     }
     if (rc == 0)
         rc = connect_loop(&m, deadline, conn_ms);
+    if (rc && m.blame >= 0)
+        tell_peers(c, m.blame);
     for (int k = 0; k < m.nsh; k++)
         shake_close(&m, k);
     free(m.sh);

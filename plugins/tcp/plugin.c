@@ -59,10 +59,17 @@ static void destroy(struct tcp_comm *c)
     tcp__free_state(c);
     pthread_mutex_unlock(&c->mu);
     for (int i = 0; i < c->size; i++) {
-        if (c->peers[i].fd >= 0)
-            close(c->peers[i].fd);
-
-        free(c->peers[i].rxbuf);
+        struct tcp_peer *p = &c->peers[i];
+        if (p->fd >= 0) {
+            /* Unread input makes close() reset the connection, and a reset
+             * discards what this side has not sent yet, a lost-peer notice
+             * included: read what is there first (without waiting). */
+            for (int k = 0; k < 64 && p->rxbuf; k++)
+                if (recv(p->fd, p->rxbuf, TCP_RXBUF, MSG_DONTWAIT) <= 0)
+                    break;
+            close(p->fd);
+        }
+        free(p->rxbuf);
     }
     if (c->ep >= 0)
         close(c->ep);

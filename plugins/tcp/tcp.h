@@ -38,6 +38,10 @@ enum { OP_SEND_BUFFER = 0, OP_SEND_UNBOUND = 1, OP_NOTIFY_SEND_READY = 2, OP_NOT
  * lost", sent just before a broken communicator shuts its connections, so
  * the ranks that see that shutdown name the rank that died. */
 #define OP_PLX_LOST 0x504c584cu
+/* Its offset field says why (older plexus peers send 0 and ignore it). */
+enum { TCP_LOST_CONNECTION = 0, TCP_LOST_RENDEZVOUS = 1 };
+/* How long a failing rank may spend getting its notices out. */
+#define TCP_NOTICE_NS 250000000u
 
 extern const struct plx_host *tcp__host;
 
@@ -144,6 +148,8 @@ int tcp__post_recv(struct tcp_comm *c, struct tcp_req *r);
 void tcp__cancel(struct tcp_comm *c, struct tcp_req *r);
 void tcp__fail_all(struct tcp_comm *c, int status, const char *msg);
 void tcp__drop_peer(struct tcp_comm *c, struct tcp_peer *p, const char *why);
+/* The 48-byte lost-peer notice naming lost_rank (why: TCP_LOST_*); any thread. */
+void tcp__notice_frame(uint64_t h[6], int lost_rank, int why);
 int tcp__peer_gone(struct tcp_comm *c, struct tcp_peer *p, const struct tcp_req *r); /* error status if p closed, else 0 */
 void tcp__free_state(struct tcp_comm *c);
 /* Read and write what p's socket allows now, without blocking. */

@@ -142,6 +142,9 @@ static size_t frame_len(const struct tcp_frame *f)
     return TCP_HDR_BYTES + (f->req ? f->req->bytes : 0);
 }
 
+static void lost_notice(struct tcp_comm *c, struct tcp_peer *p, int lost, uint64_t why);
+static int salvage_notice(struct tcp_comm *c, struct tcp_peer *p, uint64_t *why);
+
 /* Write as much of p's queue as the socket takes, in one sendmsg per batch. */
 static void flush(struct tcp_comm *c, struct tcp_peer *p)
 {
@@ -164,7 +167,12 @@ static void flush(struct tcp_comm *c, struct tcp_peer *p)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
-            tcp__drop_peer(c, p, strerror(errno));
+            int e = errno, lost = -1;
+            uint64_t why = 0;
+            if (p->eager && !c->broken && (lost = salvage_notice(c, p, &why)) >= 0)
+                lost_notice(c, p, lost, why);
+            else
+                tcp__drop_peer(c, p, strerror(e));
             return;
         }
         size_t left = (size_t)k;
@@ -342,6 +350,71 @@ static void payload_done(struct tcp_comm *c, struct tcp_peer *p)
     p->hdr_got = 0;
 }
 
+/* Plexus peer p said that rank lost broke its side of the communicator
+ * (why: TCP_LOST_*): fail everything, naming that rank. */
+static void lost_notice(struct tcp_comm *c, struct tcp_peer *p, int lost, uint64_t why)
+{
+    char msg[160];
+    if (why == TCP_LOST_RENDEZVOUS)
+        snprintf(msg, sizeof msg, "tcp: rank %d could not set up this communicator: it waited for rank %d in vain",
+                 p->rank, lost);
+    else
+        snprintf(msg, sizeof msg, "tcp: rank %d reports that its connection to rank %d was lost", p->rank, lost);
+    if (!c->broken)
+        c->lost_rank = lost;
+    tcp__fail_all(c, PLX_ERR_PEER_LOST, msg);
+}
+
+/* Writing to plexus peer p failed: it has reset the connection, maybe
+ * after a lost-peer notice that is still unread. Read what remains (no
+ * waiting; nothing is delivered) and return the rank a notice names, or -1. */
+static int salvage_notice(struct tcp_comm *c, struct tcp_peer *p, uint64_t *why)
+{
+    unsigned char hdr[TCP_HDR_BYTES], buf[4096];
+    size_t got = p->in_payload ? 0 : p->hdr_got, avail = p->rx_len - p->rx_pos, budget = 64u << 20;
+    uint64_t skip = p->in_payload ? p->pay_len - p->pay_got : 0;
+    const unsigned char *in = p->rxbuf + p->rx_pos;
+    memcpy(hdr, p->hdr, got);
+    for (;;) {
+        if (!avail) {
+            ssize_t k = budget ? recv(p->fd, buf, sizeof buf, MSG_DONTWAIT) : -1;
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                return -1;
+            in = buf;
+            avail = (size_t)k;
+            budget -= (size_t)k < budget ? (size_t)k : budget;
+        }
+        if (skip) {
+            size_t n = skip < avail ? (size_t)skip : avail;
+            skip -= n;
+            in += n;
+            avail -= n;
+            continue;
+        }
+        size_t n = TCP_HDR_BYTES - got < avail ? TCP_HDR_BYTES - got : avail;
+        memcpy(hdr + got, in, n);
+        got += n;
+        in += n;
+        avail -= n;
+        if (got < TCP_HDR_BYTES)
+            continue;
+        got = 0;
+        uint64_t h[6];
+        memcpy(h, hdr, sizeof h);
+        for (int i = 0; i < 6; i++)
+            h[i] = le64toh(h[i]);
+        if (h[1] == OP_PLX_LOST && h[0] == TCP_HDR_BYTES && h[2] < (uint64_t)c->size) {
+            *why = h[3];
+            return (int)h[2];
+        }
+        if (h[0] < TCP_HDR_BYTES || (h[1] != OP_SEND_UNBOUND && h[0] != TCP_HDR_BYTES))
+            return -1; /* not a stream this side can follow */
+        skip = h[0] - TCP_HDR_BYTES;
+    }
+}
+
 /* A whole preamble is in p->hdr. Returns 0, or -1 after dropping p. */
 static int on_header(struct tcp_comm *c, struct tcp_peer *p)
 {
@@ -449,11 +522,7 @@ static int on_header(struct tcp_comm *c, struct tcp_peer *p)
                    (unsigned long long)slot);
             return -1;
         }
-        char msg[120];
-        snprintf(msg, sizeof msg, "tcp: rank %d reports that its connection to rank %d was lost", p->rank, (int)slot);
-        if (!c->broken)
-            c->lost_rank = (int)slot;
-        tcp__fail_all(c, PLX_ERR_PEER_LOST, msg);
+        lost_notice(c, p, (int)slot, h[3]);
         return -1;
     }
     case OP_SEND_BUFFER:
@@ -493,14 +562,19 @@ static void peer_closed(struct tcp_comm *c, struct tcp_peer *p, const char *why)
 
 int tcp__peer_gone(struct tcp_comm *c, struct tcp_peer *p, const struct tcp_req *r)
 {
-    (void)c;
     if (!p->closed)
         return 0;
     struct tcp_slot *s = r->is_send ? NULL : slot_get(p, r->slot, 0);
     if (s && s->early)
         return 0; /* its message arrived before it left */
-    return tcp__host->error(tcp__host->ctx, PLX_ERR_PEER_LOST, "tcp: connection to rank %d (%s) lost: %s", p->rank,
-                            p->addr, p->closed_why);
+    /* Work for a rank that has left can never finish: the communicator is
+     * broken, and the other ranks hear which rank was lost. */
+    char msg[240];
+    snprintf(msg, sizeof msg, "tcp: connection to rank %d (%s) lost: %s", p->rank, p->addr, p->closed_why);
+    if (!c->broken)
+        c->lost_rank = p->rank;
+    tcp__fail_all(c, PLX_ERR_PEER_LOST, msg);
+    return tcp__host->error(tcp__host->ctx, PLX_ERR_PEER_LOST, "%s", c->lost_msg);
 }
 
 static void do_read(struct tcp_comm *c, struct tcp_peer *p)
@@ -638,16 +712,58 @@ static void clear_peer(struct tcp_comm *c, struct tcp_peer *p, int status, const
     p->in_payload = 0;
 }
 
-/* Tell plexus peer p which rank was lost, if its stream is between frames. */
-static void notify_lost(struct tcp_comm *c, struct tcp_peer *p)
+/* Write all of buf to p's socket, waiting for room until deadline_ns. */
+static int write_until(struct tcp_peer *p, const void *buf, size_t n, uint64_t deadline_ns)
 {
-    if (c->lost_rank < 0 || p->rank == c->lost_rank || !p->eager || p->fd < 0 || p->closed ||
-        (p->tx && p->tx->sent))
-        return;
-    uint64_t h[6] = {htole64(TCP_HDR_BYTES), htole64(OP_PLX_LOST), htole64((uint64_t)c->lost_rank), 0, 0, 0};
-    if (send(p->fd, h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
-        /* best effort: the shutdown that follows still tells it something broke */
+    const char *b = buf;
+    while (n) {
+        ssize_t k = send(p->fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0) {
+            b += k;
+            n -= (size_t)k;
+            continue;
+        }
+        if (k < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
+            return -1;
+        uint64_t now = tcp__host->clock_ns();
+        if (now >= deadline_ns)
+            return -1;
+        struct pollfd pf = {p->fd, POLLOUT, 0};
+        if (poll(&pf, 1, (int)((deadline_ns - now) / 1000000u) + 1) < 0 && errno != EINTR)
+            return -1;
     }
+    return 0;
+}
+
+void tcp__notice_frame(uint64_t h[6], int lost_rank, int why)
+{
+    uint64_t f[6] = {htole64(TCP_HDR_BYTES), htole64(OP_PLX_LOST), htole64((uint64_t)lost_rank),
+                     htole64((uint64_t)why), 0, 0};
+    memcpy(h, f, sizeof f);
+}
+
+/* Tell plexus peer p which rank was lost. A frame half on the wire is
+ * finished first (its buffer is still the caller's: its request has not
+ * completed), so the notice starts at a frame boundary; every wait ends at
+ * deadline_ns, and a peer that does not take the bytes by then only sees
+ * the shutdown that follows. */
+static void notify_lost(struct tcp_comm *c, struct tcp_peer *p, uint64_t deadline_ns)
+{
+    if (c->lost_rank < 0 || p->rank == c->lost_rank || !p->eager || p->fd < 0 || p->closed)
+        return;
+    struct tcp_frame *f = p->tx;
+    if (f && f->sent && f->sent < frame_len(f)) {
+        if (f->sent < TCP_HDR_BYTES &&
+            write_until(p, (char *)f->hdr + f->sent, TCP_HDR_BYTES - f->sent, deadline_ns))
+            return;
+        size_t po = f->sent > TCP_HDR_BYTES ? f->sent - TCP_HDR_BYTES : 0;
+        if (f->req && write_until(p, f->req->buf + po, f->req->bytes - po, deadline_ns))
+            return;
+        f->sent = frame_len(f);
+    }
+    uint64_t h[6];
+    tcp__notice_frame(h, c->lost_rank, TCP_LOST_CONNECTION);
+    write_until(p, h, sizeof h, deadline_ns);
 }
 
 void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
@@ -658,9 +774,10 @@ void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
         c->broken_status = status;
         snprintf(c->lost_msg, sizeof c->lost_msg, "%s", msg);
     }
+    uint64_t notice_by = tcp__host->clock_ns() + TCP_NOTICE_NS;
     for (int i = 0; first && status == PLX_ERR_PEER_LOST && i < c->size; i++)
         if (i != c->rank)
-            notify_lost(c, &c->peers[i]);
+            notify_lost(c, &c->peers[i], notice_by);
     /* The streams may be mid-frame now: close every connection so the other
      * ranks learn about the failure at once instead of at their timeout. */
     for (int i = 0; i < c->size; i++) {
@@ -679,6 +796,10 @@ void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
     }
     c->any = c->any_tail = NULL;
     pthread_cond_broadcast(&c->cv);
+    uint64_t one = 1;
+    if (c->leader_sleeping && write(c->wake_fd, &one, sizeof one) < 0) {
+        /* cannot overflow: the leader drains it on each wake-up */
+    }
 }
 
 void tcp__drop_peer(struct tcp_comm *c, struct tcp_peer *p, const char *why)
@@ -721,7 +842,12 @@ void tcp__cancel(struct tcp_comm *c, struct tcp_req *r)
         if (f->req != r)
             continue;
         if (f->sent) { /* half on the wire: the stream cannot be resumed */
-            tcp__drop_peer(c, p, "a send was cancelled in the middle of its transfer");
+            /* The core gave up on it (a timeout, an abort): nobody was lost,
+             * so no notice names p. */
+            char msg[160];
+            snprintf(msg, sizeof msg, "tcp: a send to rank %d (%s) was cancelled in the middle of its transfer",
+                     p->rank, p->addr);
+            tcp__fail_all(c, PLX_ERR_PEER_LOST, msg);
             return;
         }
         if (prev)
