@@ -152,7 +152,7 @@ static int listen_on(const char *ip, struct sockaddr_in *sa)
 /* Slice `which` of rank r's published address list. */
 static int peer_addr(struct plx_store *st, int r, int which, struct sockaddr_in *out)
 {
-    char key[8];
+    char key[16];
     void *v = NULL;
     size_t len = 0;
     snprintf(key, sizeof key, "%d", r);
