@@ -107,6 +107,9 @@ static int comm_create(const struct plx_comm_args *a, void **out)
         c->busy_poll_us = atoi(bp);
     else
         c->busy_poll_us = a->local_size > 0 && cores >= a->local_size ? 20 : 0;
+    const char *me = host->config_get(host->ctx, "max_early_bytes");
+    long long max_early = me && *me ? atoll(me) : 0;
+    c->max_early_bytes = max_early > 0 ? (size_t)max_early : (size_t)256 << 20;
     pthread_mutex_init(&c->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -338,6 +341,7 @@ static const struct plx_param params[] = {
     {"sndbuf", "4194304", "SO_SNDBUF in bytes (0: kernel autotuning)"},
     {"rcvbuf", "4194304", "SO_RCVBUF in bytes (0: kernel autotuning)"},
     {"connect_timeout_ms", "", "limit for the rendezvous and connections (default: the communicator's timeout)"},
+    {"max_early_bytes", "268435456", "most bytes of eager messages kept per peer for receives not yet posted; more drops that peer"},
     {"busy_poll_us", "auto", "spin this long (us) in wait() before sleeping; auto: 20 when every local rank has a core, else 0"},
     {NULL, NULL, NULL},
 };

@@ -104,6 +104,7 @@ struct tcp_peer {
     size_t pay_len, pay_got;
     struct tcp_req *dst_req;
     struct tcp_early *dst_early;
+    size_t early_bytes;  /* eager payloads held for receives not yet posted */
     struct tcp_slot *dst_slot;
     unsigned char *rxbuf;
     size_t rx_pos, rx_len;
@@ -113,6 +114,7 @@ struct tcp_comm {
     int rank, size;
     int64_t timeout_ms;
     int busy_poll_us;
+    size_t max_early_bytes; /* [tcp] max_early_bytes: per peer */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct tcp_peer *peers;

@@ -258,6 +258,7 @@ static int bind_recv(struct tcp_comm *c, struct tcp_peer *p, struct tcp_req *r, 
     if (e) { /* its eager payload is already here */
         if (!(s->early = e->next))
             s->early_tail = NULL;
+        p->early_bytes -= e->len;
         if (e->len > r->bytes) {
             char msg[200];
             snprintf(msg, sizeof msg, "tcp: rank %d sent %zu bytes (slot %#llx) into a %zu-byte receive", p->rank,
@@ -324,6 +325,7 @@ static void payload_done(struct tcp_comm *c, struct tcp_peer *p)
         struct tcp_early *e = p->dst_early;
         struct tcp_req *r = pop_req(&s->posted, &s->posted_tail);
         if (r) { /* its receive was posted while the payload was still arriving */
+            p->early_bytes -= e->len;
             if (e->len > r->bytes) {
                 char msg[200];
                 snprintf(msg, sizeof msg, "tcp: rank %d sent %zu bytes (slot %#llx) into a %zu-byte receive",
@@ -493,6 +495,15 @@ static int on_header(struct tcp_comm *c, struct tcp_peer *p)
             p->dst = r->freed ? NULL : r->buf;
             slot_release(p, s);
         } else if (p->eager && len <= TCP_EAGER_MAX) {
+            if (p->early_bytes + len > c->max_early_bytes) {
+                /* A peer that keeps sending what nobody receives would
+                 * make this rank buffer without end. */
+                char why[200];
+                snprintf(why, sizeof why, "it sent %zu bytes that no posted receive took ([tcp] max_early_bytes %zu)",
+                         p->early_bytes + (size_t)len, c->max_early_bytes);
+                tcp__drop_peer(c, p, why); /* logs it with the peer's address */
+                return -1;
+            }
             struct tcp_early *e = calloc(1, sizeof *e);
             if (!e || !(e->data = malloc(len ? len : 1)) || !(s = slot_get(p, slot, 1))) {
                 if (e)
@@ -502,6 +513,7 @@ static int on_header(struct tcp_comm *c, struct tcp_peer *p)
                 return -1;
             }
             e->len = len;
+            p->early_bytes += len;
             p->dst_early = e;
             p->dst_slot = s;
             p->dst = e->data;
@@ -708,6 +720,7 @@ static void clear_peer(struct tcp_comm *c, struct tcp_peer *p, int status, const
     }
     p->dst_req = NULL;
     p->dst_early = NULL;
+    p->early_bytes = 0;
     p->dst = NULL;
     p->in_payload = 0;
 }

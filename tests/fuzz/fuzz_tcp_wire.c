@@ -93,6 +93,7 @@ static struct tcp_comm *comm_new(int eager, int *other)
     c->rank = 0;
     c->size = 2;
     c->timeout_ms = 1000;
+    c->max_early_bytes = 256u << 10; /* small, so inputs reach the limit too */
     pthread_mutex_init(&c->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -240,6 +240,42 @@ static int timeout_fn(void *c, int me, int P)
     return bad;
 }
 
+/* [tcp] max_early_bytes (1 MiB here): rank 1 sends 32 eager 64 KiB
+ * messages rank 0 never receives. Rank 0 must drop rank 1 once it holds
+ * more than the limit, its pending receive failing with a message that
+ * names the key; rank 1's sends may finish or fail, but never hang. */
+static int early_fn(void *c, int me, int P)
+{
+    (void)P;
+    int bad = 0;
+    enum { N = 32, LEN = 64 << 10 };
+    if (me == 1) {
+        static unsigned char buf[LEN];
+        void *r[N];
+        for (int k = 0; k < N; k++)
+            if (xfer(c, 1, 0, buf, LEN, 1000 + (uint64_t)k, &r[k]) != 0)
+                r[k] = NULL;
+        for (int k = 0; k < N; k++)
+            if (r[k]) {
+                int rc = wait_free(c, r[k], 10000);
+                bad += rc == PLX_ERR_TIMEOUT;
+            }
+        return bad;
+    }
+    int v = 0;
+    void *r;
+    xfer(c, 0, 1, &v, sizeof v, 5, &r); /* a receive that never matches */
+    double t = now_s();
+    int rc = B->wait(c, r, 10000);
+    B->req_free(c, r);
+    const char *e = fake_last_error();
+    if (rc != PLX_ERR_PEER_LOST || !strstr(e, "max_early_bytes") || now_s() - t > 5.0) {
+        fprintf(stderr, "early: got %d after %.1f s: %s\n", rc, now_s() - t, e);
+        bad++;
+    }
+    return bad;
+}
+
 /* ---- a hand-written Gloo peer ------------------------------------------- */
 
 struct one {
@@ -442,6 +478,9 @@ int main(int argc, char **argv)
     CASE("any", run_job(4, any_fn));
     CASE("timeout", run_job(2, timeout_fn));
     CASE("missing", missing_rank());
+    if (!strcmp(only, "early")) /* only alone: the limit applies to every case run after it */
+        setenv("PLEXUS_TCP_MAX_EARLY_BYTES", "1048576", 1);
+    CASE("early", run_job(2, early_fn));
     CASE("ifname", bad_ifname());
     CASE("wire", evil_case(BAD_NONE));
     CASE("badop", evil_case(BAD_OPCODE));
