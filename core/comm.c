@@ -48,6 +48,8 @@ static void load_tuning(struct plx_comm *c)
         c->tuning.allreduce_algo = PLX__AR_RECDBL;
     else if (algo && !strcmp(algo, "tree"))
         c->tuning.allreduce_algo = PLX__AR_TREE;
+    else if (algo && !strcmp(algo, "rabenseifner"))
+        c->tuning.allreduce_algo = PLX__AR_RABENSEIFNER;
     c->tuning.small_bytes = (size_t)config_int("small_bytes", 64 * 1024);
     c->tuning.segment_bytes = (size_t)config_int("segment_bytes", 1 << 20);
     int staging = 0;

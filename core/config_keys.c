@@ -13,9 +13,10 @@ const struct plx__key plx__keys[] = {
      "Default timeout in milliseconds of every blocking step: rendezvous, waits, collectives."},
     {"core", "log_level", PLX__KEY_ENUM, "warn", "error|warn|info|debug|trace",
      "Messages at this level and above go to stderr. PLEXUS_DEBUG=loader,store,tcp adds debug categories."},
-    {"core", "allreduce_algo", PLX__KEY_ENUM, "auto", "auto|ring|recdbl|tree",
-     "Generic allreduce algorithm: ring for bandwidth, recdbl (recursive doubling) for latency, tree, or "
-     "auto (recdbl up to small_bytes, ring above)."},
+    {"core", "allreduce_algo", PLX__KEY_ENUM, "auto", "auto|ring|recdbl|tree|rabenseifner",
+     "Generic allreduce algorithm: ring for bandwidth, rabenseifner (recursive halving + doubling: the "
+     "ring's traffic in fewer rounds), recdbl (recursive doubling) for latency, tree, or auto (recdbl up to "
+     "small_bytes; above, rabenseifner where the world size is a power of two above 2, else ring)."},
     {"core", "small_bytes", PLX__KEY_INT, "65536", NULL,
      "Messages up to this many bytes use the latency algorithm when allreduce_algo = auto."},
     {"core", "segment_bytes", PLX__KEY_INT, "1048576", NULL,

@@ -1,6 +1,7 @@
 /* algo.h - generic collectives over a backend's point-to-point.
- * Ring reduce-scatter + allgather allreduce (chunked, pipelined), recursive
- * doubling for small messages, binomial-tree broadcast and reduce, ring
+ * Ring reduce-scatter + allgather allreduce (chunked, pipelined),
+ * Rabenseifner's halving-doubling allreduce, recursive doubling for small
+ * messages, binomial-tree broadcast and reduce, ring
  * allgather, pairwise alltoall, dissemination barrier, direct gather and
  * scatter. Used by the core for every collective a plugin does not run
  * natively. Scratch memory lives as long as the communicator.
@@ -28,7 +29,7 @@ struct plx__p2p {
 };
 
 /* Tuning, from [core] keys (comm.c fills it). */
-enum plx__allreduce_algo { PLX__AR_AUTO = 0, PLX__AR_RING, PLX__AR_RECDBL, PLX__AR_TREE };
+enum plx__allreduce_algo { PLX__AR_AUTO = 0, PLX__AR_RING, PLX__AR_RECDBL, PLX__AR_TREE, PLX__AR_RABENSEIFNER };
 struct plx__algo_tuning {
     int allreduce_algo;       /* enum plx__allreduce_algo */
     size_t small_bytes;       /* below: latency algorithm (auto mode) */

@@ -1,45 +1,73 @@
 /* allreduce.c - allreduce: ring reduce-scatter + allgather for bandwidth,
- * recursive doubling (log2 P steps) for latency, or reduce + broadcast. */
+ * Rabenseifner (halving + doubling) for bandwidth in fewer rounds, recursive
+ * doubling (log2 P steps) for latency, or reduce + broadcast. */
 #include "error.h"
 #include "internal.h"
 #include "reduce.h"
 
-/* Recursive doubling; a non-power-of-two P first folds the extra ranks into
- * their neighbours and unfolds the result at the end. */
+/* The largest power of two <= P. */
+static int pow2_floor(int P)
+{
+    int p2 = 1;
+    while (p2 * 2 <= P)
+        p2 *= 2;
+    return p2;
+}
+
+/* Fold a non-power-of-two P onto p2 ranks: of the first 2 * (P - p2) ranks,
+ * each even one hands its input (from) to the odd one above, which reduces
+ * it into buf and takes virtual rank r / 2; the rest take r - (P - p2).
+ * Returns the virtual rank in *vr, -1 for a rank that sits out. */
+static int fold(struct algo_ctx *x, const char *from, char *buf, char *tmp, int p2, int *vr)
+{
+    const struct plx_coll_args *a = x->a;
+    int r = x->rank, rem = x->size - p2, rc;
+    size_t bytes = a->count * x->esize;
+    *vr = r - rem;
+    if (r >= 2 * rem)
+        return from != buf ? (memcpy(buf, from, bytes), 0) : 0;
+    if (r % 2 == 0) {
+        *vr = -1;
+        return plx__send(x, r + 1, from, bytes, step_tag(x, 0, 0));
+    }
+    *vr = r / 2;
+    if ((rc = plx__recv(x, r - 1, tmp, bytes, step_tag(x, 0, 0))) != 0)
+        return rc;
+    return plx__reduce3(buf, tmp, from, a->count, a->dtype, a->op);
+}
+
+/* The folded-out ranks get the result from their partner. */
+static int unfold(struct algo_ctx *x, char *buf, int p2)
+{
+    int r = x->rank, rem = x->size - p2;
+    size_t bytes = x->a->count * x->esize;
+    if (r >= 2 * rem)
+        return 0;
+    return r % 2 ? plx__send(x, r - 1, buf, bytes, step_tag(x, 63, 0))
+                 : plx__recv(x, r + 1, buf, bytes, step_tag(x, 63, 0));
+}
+
+static int real_rank(int vr, int rem)
+{
+    return vr < rem ? vr * 2 + 1 : vr + rem;
+}
+
+/* Recursive doubling: log2 P exchanges of the whole buffer. */
 static int recursive_doubling(struct algo_ctx *x)
 {
     const struct plx_coll_args *a = x->a;
-    int P = x->size, r = x->rank, rc;
     size_t bytes = a->count * x->esize;
     char *buf = a->recv;
     char *tmp = plx__scratch_get(x->scratch, bytes);
     if (!tmp)
         return PLX_ERR_NOMEM;
-    if (a->send != a->recv)
-        memcpy(buf, a->send, bytes);
-    int p2 = 1;
-    while (p2 * 2 <= P)
-        p2 *= 2;
-    int rem = P - p2, vr;
-    if (r < 2 * rem) {
-        if (r % 2 == 0) {
-            if ((rc = plx__send(x, r + 1, buf, bytes, step_tag(x, 0, 0))) != 0)
-                return rc;
-            vr = -1;
-        } else {
-            if ((rc = plx__recv(x, r - 1, tmp, bytes, step_tag(x, 0, 0))) != 0)
-                return rc;
-            if ((rc = plx__reduce3(buf, tmp, buf, a->count, a->dtype, a->op)) != 0)
-                return rc;
-            vr = r / 2;
-        }
-    } else {
-        vr = r - rem;
-    }
+    int p2 = pow2_floor(x->size), rem = x->size - p2, vr, rc;
+    if ((rc = fold(x, a->send, buf, tmp, p2, &vr)) != 0)
+        return rc;
     if (vr >= 0) {
         uint32_t step = 1;
         for (int mask = 1; mask < p2; mask <<= 1, step++) {
-            int vp = vr ^ mask, peer = vp < rem ? vp * 2 + 1 : vp + rem;
+            int vp = vr ^ mask, peer = real_rank(vp, rem);
             if ((rc = plx__sendrecv(x, peer, buf, bytes, peer, tmp, bytes, step_tag(x, step, 0))) != 0)
                 return rc;
             /* Lower virtual rank first, so both partners compute the same bits. */
@@ -49,10 +77,65 @@ static int recursive_doubling(struct algo_ctx *x)
                 return rc;
         }
     }
-    if (r < 2 * rem)
-        rc = r % 2 ? plx__send(x, r - 1, buf, bytes, step_tag(x, 63, 0))
-                   : plx__recv(x, r + 1, buf, bytes, step_tag(x, 63, 0));
-    return rc;
+    return unfold(x, buf, p2);
+}
+
+/* Rabenseifner's allreduce: reduce-scatter by recursive halving, then
+ * allgather by recursive doubling. The ring's 2(P-1)/P of the data per rank
+ * in 2 log2 P rounds instead of 2(P-1): with more ranks than cores every
+ * round waits for a descheduled peer, so fewer rounds win (4 ranks on 2
+ * cores, 1 MiB: see bench/compare.sh). Each element is reduced by one rank
+ * only, so every rank ends with the same bits. */
+static int rabenseifner(struct algo_ctx *x)
+{
+    const struct plx_coll_args *a = x->a;
+    size_t es = x->esize, n = a->count;
+    int p2 = pow2_floor(x->size), rem = x->size - p2, vr, rc;
+    size_t seg = plx__seg_elems(x, block_off(n, 2, 1) + 1);
+    size_t tmp_bytes = RING_WINDOW * seg * es;
+    if (rem && tmp_bytes < n * es)
+        tmp_bytes = n * es; /* the fold receives a whole buffer */
+    char *tmp = plx__scratch_get(x->scratch, tmp_bytes);
+    if (!tmp)
+        return PLX_ERR_NOMEM;
+    char *out = a->recv;
+    const char *cur = a->send; /* where this rank's partial sums are */
+    if (rem) {
+        if ((rc = fold(x, a->send, out, tmp, p2, &vr)) != 0)
+            return rc;
+        cur = out;
+    } else {
+        vr = x->rank;
+    }
+    if (vr >= 0) {
+        uint32_t step = 1;
+        int lo = 0; /* this rank's range: blocks [lo, lo + half * 2) of p2 */
+        for (int half = p2 / 2; half >= 1; half /= 2, step++) {
+            int peer = real_rank(vr ^ half, rem);
+            int keep = vr & half ? lo + half : lo, give = vr & half ? lo : lo + half;
+            size_t koff = block_off(n, p2, keep), goff = block_off(n, p2, give);
+            struct ring_io io = {
+                .to = peer, .from = peer,
+                .sbuf = cur + goff * es, .selems = block_off(n, p2, give + half) - goff,
+                .relems = block_off(n, p2, keep + half) - koff, .dst = out + koff * es, .src = cur + koff * es,
+                .tmp = tmp, .seg = seg, .tag_step = step,
+            };
+            if ((rc = plx__ring_step(x, &io)) != 0)
+                return rc;
+            cur = out;
+            lo = keep;
+        }
+        for (int have = 1; have < p2; have *= 2, step++) {
+            int peer = real_rank(vr ^ have, rem), plo = lo ^ have;
+            size_t off = block_off(n, p2, lo), poff = block_off(n, p2, plo);
+            rc = plx__sendrecv(x, peer, out + off * es, (block_off(n, p2, lo + have) - off) * es, peer,
+                               out + poff * es, (block_off(n, p2, plo + have) - poff) * es, step_tag(x, step, 0));
+            if (rc)
+                return rc;
+            lo = lo < plo ? lo : plo;
+        }
+    }
+    return unfold(x, out, p2);
 }
 
 int plx__allreduce(struct algo_ctx *x)
@@ -67,11 +150,19 @@ int plx__allreduce(struct algo_ctx *x)
         return 0;
     }
     int algo = x->t->allreduce_algo;
-    if (algo == PLX__AR_AUTO)
-        algo = bytes <= x->t->small_bytes || a->count < (size_t)x->size ? PLX__AR_RECDBL : PLX__AR_RING;
+    if (algo == PLX__AR_AUTO) {
+        /* Rabenseifner where P is a power of two above 2 (at 2 it is the
+         * ring); elsewhere its fold would move the whole buffer twice more. */
+        int pow2 = (x->size & (x->size - 1)) == 0;
+        algo = bytes <= x->t->small_bytes || a->count < (size_t)x->size ? PLX__AR_RECDBL
+               : pow2 && x->size > 2                                   ? PLX__AR_RABENSEIFNER
+                                                                       : PLX__AR_RING;
+    }
     switch (algo) {
     case PLX__AR_RECDBL:
         return recursive_doubling(x);
+    case PLX__AR_RABENSEIFNER:
+        return rabenseifner(x);
     case PLX__AR_TREE: {
         int rc = plx__tree_reduce(x, a->send, a->recv, a->recv, 0);
         x->tag_base = 128;

@@ -99,14 +99,18 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     c->lost_rank = -1;
     c->timeout_ms = a->timeout_ms;
     /* Spinning a little before sleeping saves a scheduler wake-up (about
-     * 7 us of a 20 us round trip here), but only pays while every local rank
-     * has a core of its own; oversubscribed, it steals the peers' time. */
+     * 7 us of a 20 us round trip here). While every local rank has a core
+     * of its own a short plain spin does; oversubscribed, a plain spin would
+     * steal the peers' time, so the spin yields the core between looks: the
+     * peer that shares it runs at once instead of after a sleep and a
+     * wake-up (4 ranks on 2 cores, 8 B allreduce: 95 -> 55 us). */
     const char *bp = host->config_get(host->ctx, "busy_poll_us");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c->spin_yield = a->local_size > 0 && cores > 0 && cores < a->local_size;
     if (bp && *bp && strcmp(bp, "auto"))
         c->busy_poll_us = atoi(bp);
     else
-        c->busy_poll_us = a->local_size > 0 && cores >= a->local_size ? 20 : 0;
+        c->busy_poll_us = c->spin_yield ? 2000 : a->local_size > 0 ? 20 : 0;
     const char *me = host->config_get(host->ctx, "max_early_bytes");
     long long max_early = me && *me ? atoll(me) : 0;
     c->max_early_bytes = max_early > 0 ? (size_t)max_early : (size_t)256 << 20;
@@ -268,6 +272,8 @@ static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
         struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
         c->leader_sleeping = left > 0;
         pthread_mutex_unlock(&c->mu);
+        if (left == 0 && c->spin_yield)
+            sched_yield();
         int k = ppoll(c->pfds, (nfds_t)n, &ts, NULL);
         pthread_mutex_lock(&c->mu);
         c->leader_sleeping = 0;
@@ -342,7 +348,9 @@ static const struct plx_param params[] = {
     {"rcvbuf", "4194304", "SO_RCVBUF in bytes (0: kernel autotuning)"},
     {"connect_timeout_ms", "", "limit for the rendezvous and connections (default: the communicator's timeout)"},
     {"max_early_bytes", "268435456", "most bytes of eager messages kept per peer for receives not yet posted; more drops that peer"},
-    {"busy_poll_us", "auto", "spin this long (us) in wait() before sleeping; auto: 20 when every local rank has a core, else 0"},
+    {"busy_poll_us", "auto",
+     "spin this long (us) in wait() before sleeping, yielding the core between looks when local ranks outnumber "
+     "cores; auto: 20 when every local rank has a core, 2000 when they outnumber the cores"},
     {NULL, NULL, NULL},
 };
 

@@ -114,6 +114,7 @@ struct tcp_comm {
     int rank, size;
     int64_t timeout_ms;
     int busy_poll_us;
+    int spin_yield;      /* local ranks outnumber cores: sched_yield() while spinning */
     size_t max_early_bytes; /* [tcp] max_early_bytes: per peer */
     pthread_mutex_t mu;
     pthread_cond_t cv;

@@ -738,7 +738,7 @@ static void run_cell(struct casedef c, const int *algos, int nalgos)
 
 static void small_matrix(int eager, size_t seg_bytes, size_t small_bytes, int all_dtypes)
 {
-    static const int all_algos[] = {PLX__AR_RING, PLX__AR_RECDBL, PLX__AR_TREE, PLX__AR_AUTO};
+    static const int all_algos[] = {PLX__AR_RING, PLX__AR_RECDBL, PLX__AR_TREE, PLX__AR_RABENSEIFNER, PLX__AR_AUTO};
     /* data movers do not look at values: one dtype per element size */
     static const int mover_dts[] = {PLX_I8, PLX_F16, PLX_F32, PLX_F64};
     for (size_t pi = 0; pi < sizeof Ps / sizeof Ps[0]; pi++) {
@@ -761,7 +761,7 @@ static void small_matrix(int eager, size_t seg_bytes, size_t small_bytes, int al
                                             .eager = eager};
                         c.t.segment_bytes = seg_bytes;
                         c.t.small_bytes = small_bytes;
-                        run_cell(c, all_algos, 4);
+                        run_cell(c, all_algos, 5);
                     }
                 }
             }
@@ -773,7 +773,7 @@ static void small_matrix(int eager, size_t seg_bytes, size_t small_bytes, int al
  * collectives n per rank with n*P >= 1 Mi. */
 static void big_matrix(void)
 {
-    static const int algos[] = {PLX__AR_RING, PLX__AR_RECDBL, PLX__AR_TREE};
+    static const int algos[] = {PLX__AR_RING, PLX__AR_RECDBL, PLX__AR_TREE, PLX__AR_RABENSEIFNER};
     for (size_t pi = 0; pi < sizeof Ps / sizeof Ps[0]; pi++) {
         int P = Ps[pi];
         for (int coll = 0; coll < PLX_COLL_BARRIER; coll++) {
@@ -781,12 +781,13 @@ static void big_matrix(void)
             struct casedef c = {.P = P, .coll = coll, .dt = PLX_F32, .op = PLX_SUM, .n = n};
             c.t.segment_bytes = 64 << 10; /* many pipeline segments */
             c.t.small_bytes = 64 << 10;
-            run_cell(c, algos, 3); /* auto picks ring here: covered */
+            run_cell(c, algos, 4); /* auto picks ring or rabenseifner here: covered */
             if (coll == PLX_COLL_ALLREDUCE) {
                 /* 1-byte segments: the 4096-segments-per-step cap must kick in */
                 c.t.segment_bytes = 1;
                 c.dt = PLX_BF16;
                 run_cell(c, algos, 1);
+                run_cell(c, algos + 3, 1); /* rabenseifner's halves */
                 c.t.segment_bytes = 1 << 20;
                 c.dt = PLX_I64;
                 c.op = PLX_MAX;
@@ -937,7 +938,7 @@ static void fault_case(int P, int coll, int algo, int absent, int fail_rank, lon
 static void faults(void)
 {
     for (int coll = 0; coll <= PLX_COLL_BARRIER; coll++) {
-        int algos = coll == PLX_COLL_ALLREDUCE ? 3 : 1;
+        int algos = coll == PLX_COLL_ALLREDUCE ? 4 : 1; /* ring, recdbl, tree, rabenseifner */
         for (int ai = 0; ai < algos; ai++) {
             int algo = coll == PLX_COLL_ALLREDUCE ? PLX__AR_RING + ai : 0;
             fault_case(4, coll, algo, 3, -1, 0);       /* the last rank never comes */
