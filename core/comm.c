@@ -51,7 +51,7 @@ static void load_tuning(struct plx_comm *c)
     else if (algo && !strcmp(algo, "rabenseifner"))
         c->tuning.allreduce_algo = PLX__AR_RABENSEIFNER;
     c->tuning.small_bytes = (size_t)config_int("small_bytes", 64 * 1024);
-    c->tuning.segment_bytes = (size_t)config_int("segment_bytes", 1 << 20);
+    c->tuning.segment_bytes = (size_t)config_int("segment_bytes", 0);
     int staging = 0;
     plx__config_get_bool("core", "cuda_staging", 0, &staging);
     c->cuda_staging = staging;

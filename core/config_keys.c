@@ -19,8 +19,9 @@ const struct plx__key plx__keys[] = {
      "small_bytes; above, rabenseifner where the world size is a power of two above 2, else ring)."},
     {"core", "small_bytes", PLX__KEY_INT, "65536", NULL,
      "Messages up to this many bytes use the latency algorithm when allreduce_algo = auto."},
-    {"core", "segment_bytes", PLX__KEY_INT, "1048576", NULL,
-     "Pipeline segment of the generic ring and tree algorithms, in bytes."},
+    {"core", "segment_bytes", PLX__KEY_INT, "0", NULL,
+     "Pipeline segment of the generic ring, rabenseifner and tree algorithms, in bytes; 0: 128 KiB with 2 "
+     "ranks (data stays in cache between the copies), 1 MiB with more (fewer rounds per step)."},
     {"core", "cuda_staging", PLX__KEY_BOOL, "false", NULL,
      "Stage CUDA buffers through host memory for backends that take host memory only."},
     {"core", "auth", PLX__KEY_ENUM, "auto", "auto|on|off",

@@ -33,7 +33,7 @@ enum plx__allreduce_algo { PLX__AR_AUTO = 0, PLX__AR_RING, PLX__AR_RECDBL, PLX__
 struct plx__algo_tuning {
     int allreduce_algo;       /* enum plx__allreduce_algo */
     size_t small_bytes;       /* below: latency algorithm (auto mode) */
-    size_t segment_bytes;     /* pipeline segment of ring steps */
+    size_t segment_bytes;     /* pipeline segment of ring steps; 0: by world size */
 };
 
 /* Per-communicator scratch, grown on demand and kept (fresh pages are slow). */

@@ -138,6 +138,88 @@ static int rabenseifner(struct algo_ctx *x)
     return unfold(x, out, p2);
 }
 
+/* P = 2 (the ring's case): both phases at once. Each rank sends its copy
+ * of the peer's half raw, reduces its own half segment by segment as the
+ * peer's copy arrives, and returns each reduced segment at once, while it is
+ * still in cache; the peer's reduced half lands straight in the output.
+ * Against a reduce-scatter then an allgather this saves a pass over the
+ * buffer and the pipeline drain between the phases. Each element is reduced
+ * once, so both ranks hold the same bits. In place, a final segment can only
+ * arrive after the peer received this rank's raw copy of it, so the receive
+ * never overwrites data still being sent. Windows as in plx__ring_step: a
+ * wait in iteration k needs only what the peer posted by its iteration k. */
+enum { RAW_SEND, RAW_RECV, FINAL_SEND, FINAL_RECV, PAIR_KINDS, PAIR_SLOTS = 2 * RING_WINDOW };
+struct pair_state {
+    void *req[PAIR_KINDS][PAIR_SLOTS];
+    size_t posted[PAIR_KINDS], done[PAIR_KINDS];
+};
+
+static int pair_wait(struct algo_ctx *x, struct pair_state *st, int kind)
+{
+    size_t i = st->done[kind]++;
+    return x->p->wait(x->p->ctx, st->req[kind][i % PAIR_SLOTS], x->deadline);
+}
+
+static int pair_allreduce(struct algo_ctx *x)
+{
+    const struct plx_coll_args *a = x->a;
+    const struct plx__p2p *p = x->p;
+    size_t es = x->esize, n = a->count;
+    int peer = 1 - x->rank;
+    size_t moff = block_off(n, 2, x->rank), mlen = block_len(n, 2, x->rank); /* reduced here */
+    size_t toff = block_off(n, 2, peer), tlen = block_len(n, 2, peer);       /* reduced there */
+    size_t seg = plx__seg_elems(x, mlen > tlen ? mlen : tlen);
+    char *tmp = plx__scratch_get(x->scratch, RING_WINDOW * seg * es);
+    if (!tmp)
+        return PLX_ERR_NOMEM;
+    const char *src = a->send;
+    char *out = a->recv;
+    size_t nm = (mlen + seg - 1) / seg, nt = (tlen + seg - 1) / seg, nk = nm > nt ? nm : nt;
+#define SEG_LEN(len, i) ((len) - (i) * seg < seg ? (len) - (i) * seg : seg)
+    struct pair_state st = {0};
+    int rc = 0;
+    for (size_t k = 0; k < nk + RING_WINDOW - 1; k++) {
+        for (size_t i; (i = st.posted[RAW_RECV]) < nm && i < k + RING_WINDOW; st.posted[RAW_RECV]++)
+            if ((rc = p->irecv(p->ctx, peer, tmp + (i % RING_WINDOW) * seg * es, SEG_LEN(mlen, i) * es,
+                               step_tag(x, 0, (uint32_t)i), &st.req[RAW_RECV][i % PAIR_SLOTS])) != 0)
+                goto fail;
+        for (size_t i; (i = st.posted[FINAL_RECV]) < nt && i < k + RING_WINDOW; st.posted[FINAL_RECV]++)
+            if ((rc = p->irecv(p->ctx, peer, out + (toff + i * seg) * es, SEG_LEN(tlen, i) * es,
+                               step_tag(x, 1, (uint32_t)i), &st.req[FINAL_RECV][i % PAIR_SLOTS])) != 0)
+                goto fail;
+        if (k < nt) {
+            if ((rc = p->isend(p->ctx, peer, src + (toff + k * seg) * es, SEG_LEN(tlen, k) * es,
+                               step_tag(x, 0, (uint32_t)k), &st.req[RAW_SEND][k % PAIR_SLOTS])) != 0)
+                goto fail;
+            st.posted[RAW_SEND]++;
+        }
+        if (k < nm) {
+            if ((rc = pair_wait(x, &st, RAW_RECV)) != 0)
+                goto fail;
+            size_t off = (moff + k * seg) * es;
+            if ((rc = plx__reduce3(out + off, src + off, tmp + (k % RING_WINDOW) * seg * es, SEG_LEN(mlen, k),
+                                   a->dtype, a->op)) != 0)
+                goto fail;
+            if ((rc = p->isend(p->ctx, peer, out + off, SEG_LEN(mlen, k) * es, step_tag(x, 1, (uint32_t)k),
+                               &st.req[FINAL_SEND][k % PAIR_SLOTS])) != 0)
+                goto fail;
+            st.posted[FINAL_SEND]++;
+        }
+        /* Retire what was posted RING_WINDOW - 1 iterations ago. */
+        for (int kind = 0; kind < PAIR_KINDS; kind++)
+            if (kind != RAW_RECV && k + 1 >= RING_WINDOW && st.done[kind] < st.posted[kind] &&
+                st.done[kind] <= k + 1 - RING_WINDOW && (rc = pair_wait(x, &st, kind)) != 0)
+                goto fail;
+    }
+#undef SEG_LEN
+    return 0;
+fail:
+    for (int kind = 0; kind < PAIR_KINDS; kind++)
+        for (; st.done[kind] < st.posted[kind]; st.done[kind]++)
+            p->discard(p->ctx, st.req[kind][st.done[kind] % PAIR_SLOTS]);
+    return rc;
+}
+
 int plx__allreduce(struct algo_ctx *x)
 {
     const struct plx_coll_args *a = x->a;
@@ -169,6 +251,8 @@ int plx__allreduce(struct algo_ctx *x)
         return rc ? rc : plx__tree_bcast(x, a->recv, 0);
     }
     default: {
+        if (x->size == 2)
+            return pair_allreduce(x);
         struct layout l = {a->count, 0};
         int rc = plx__ring_reduce_scatter(x, a->send, l, a->recv, NULL);
         return rc ? rc : plx__ring_allgather(x, a->recv, l, (uint32_t)x->size);

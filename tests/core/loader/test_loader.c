@@ -113,7 +113,7 @@ static void test_layers(void)
     snprintf(want, sizeof want, "%s/plexus.ini:3", b);
     CHECK_MSG(plx__config_origin("core", "timeout_ms"), want);
     CHECK_MSG(plx__config_get("core", "small_bytes"), "7");
-    CHECK_MSG(plx__config_get("core", "segment_bytes"), "1048576");
+    CHECK_MSG(plx__config_get("core", "segment_bytes"), "0");
     CHECK_MSG(plx__config_origin("core", "segment_bytes"), "default");
 
     setenv("PLEXUS_CORE_TIMEOUT_MS", "3000", 1);
