@@ -24,8 +24,11 @@ static int fold(struct algo_ctx *x, const char *from, char *buf, char *tmp, int 
     int r = x->rank, rem = x->size - p2, rc;
     size_t bytes = a->count * x->esize;
     *vr = r - rem;
-    if (r >= 2 * rem)
-        return from != buf ? (memcpy(buf, from, bytes), 0) : 0;
+    if (r >= 2 * rem) {
+        if (from != buf)
+            memcpy(buf, from, bytes);
+        return 0;
+    }
     if (r % 2 == 0) {
         *vr = -1;
         return plx__send(x, r + 1, from, bytes, step_tag(x, 0, 0));
@@ -100,7 +103,7 @@ static int rabenseifner(struct algo_ctx *x)
         return PLX_ERR_NOMEM;
     char *out = a->recv;
     const char *cur = a->send; /* where this rank's partial sums are */
-    if (rem) {
+    if (rem) { /* without a fold, the first halving step reads send directly: no copy */
         if ((rc = fold(x, a->send, out, tmp, p2, &vr)) != 0)
             return rc;
         cur = out;
@@ -175,20 +178,19 @@ static int pair_allreduce(struct algo_ctx *x)
     const char *src = a->send;
     char *out = a->recv;
     size_t nm = (mlen + seg - 1) / seg, nt = (tlen + seg - 1) / seg, nk = nm > nt ? nm : nt;
-#define SEG_LEN(len, i) ((len) - (i) * seg < seg ? (len) - (i) * seg : seg)
     struct pair_state st = {0};
     int rc = 0;
     for (size_t k = 0; k < nk + RING_WINDOW - 1; k++) {
         for (size_t i; (i = st.posted[RAW_RECV]) < nm && i < k + RING_WINDOW; st.posted[RAW_RECV]++)
-            if ((rc = p->irecv(p->ctx, peer, tmp + (i % RING_WINDOW) * seg * es, SEG_LEN(mlen, i) * es,
+            if ((rc = p->irecv(p->ctx, peer, tmp + (i % RING_WINDOW) * seg * es, seg_len(mlen, i, seg) * es,
                                step_tag(x, 0, (uint32_t)i), &st.req[RAW_RECV][i % PAIR_SLOTS])) != 0)
                 goto fail;
         for (size_t i; (i = st.posted[FINAL_RECV]) < nt && i < k + RING_WINDOW; st.posted[FINAL_RECV]++)
-            if ((rc = p->irecv(p->ctx, peer, out + (toff + i * seg) * es, SEG_LEN(tlen, i) * es,
+            if ((rc = p->irecv(p->ctx, peer, out + (toff + i * seg) * es, seg_len(tlen, i, seg) * es,
                                step_tag(x, 1, (uint32_t)i), &st.req[FINAL_RECV][i % PAIR_SLOTS])) != 0)
                 goto fail;
         if (k < nt) {
-            if ((rc = p->isend(p->ctx, peer, src + (toff + k * seg) * es, SEG_LEN(tlen, k) * es,
+            if ((rc = p->isend(p->ctx, peer, src + (toff + k * seg) * es, seg_len(tlen, k, seg) * es,
                                step_tag(x, 0, (uint32_t)k), &st.req[RAW_SEND][k % PAIR_SLOTS])) != 0)
                 goto fail;
             st.posted[RAW_SEND]++;
@@ -197,10 +199,10 @@ static int pair_allreduce(struct algo_ctx *x)
             if ((rc = pair_wait(x, &st, RAW_RECV)) != 0)
                 goto fail;
             size_t off = (moff + k * seg) * es;
-            if ((rc = plx__reduce3(out + off, src + off, tmp + (k % RING_WINDOW) * seg * es, SEG_LEN(mlen, k),
+            if ((rc = plx__reduce3(out + off, src + off, tmp + (k % RING_WINDOW) * seg * es, seg_len(mlen, k, seg),
                                    a->dtype, a->op)) != 0)
                 goto fail;
-            if ((rc = p->isend(p->ctx, peer, out + off, SEG_LEN(mlen, k) * es, step_tag(x, 1, (uint32_t)k),
+            if ((rc = p->isend(p->ctx, peer, out + off, seg_len(mlen, k, seg) * es, step_tag(x, 1, (uint32_t)k),
                                &st.req[FINAL_SEND][k % PAIR_SLOTS])) != 0)
                 goto fail;
             st.posted[FINAL_SEND]++;
@@ -211,7 +213,6 @@ static int pair_allreduce(struct algo_ctx *x)
                 st.done[kind] <= k + 1 - RING_WINDOW && (rc = pair_wait(x, &st, kind)) != 0)
                 goto fail;
     }
-#undef SEG_LEN
     return 0;
 fail:
     for (int kind = 0; kind < PAIR_KINDS; kind++)

@@ -62,6 +62,12 @@ static inline size_t lo_len(struct layout l, int n, int i)
     return l.uniform ? l.count : block_len(l.count, n, i);
 }
 
+/* Length of segment i when total is cut into segments of seg. */
+static inline size_t seg_len(size_t total, size_t i, size_t seg)
+{
+    return total - i * seg < seg ? total - i * seg : seg;
+}
+
 enum { RING_WINDOW = 4 };
 /* Elements per pipeline segment for blocks of up to max_elems. */
 size_t plx__seg_elems(const struct algo_ctx *x, size_t max_elems);

@@ -9,8 +9,8 @@
 
 size_t plx__seg_elems(const struct algo_ctx *x, size_t max_elems)
 {
-    /* Measured on loopback (bench/compare.sh): 2 ranks move 64 MiB in
-     * 24-32 ms with 128 KiB segments, 41-50 ms with 1 MiB; 4 ranks on 2
+    /* Measured on loopback with plexus-bench: 2 ranks allreduce 64 MiB in
+     * 24-32 ms with 128 KiB segments, 44-60 ms with 1 MiB; 4 ranks on 2
      * cores are 5-20 % faster with 1 MiB. */
     size_t bytes = x->t->segment_bytes ? x->t->segment_bytes : x->size == 2 ? 128u << 10 : 1u << 20;
     size_t seg = bytes / x->esize;
@@ -44,7 +44,7 @@ int plx__ring_step(struct algo_ctx *x, const struct ring_io *io)
     int rc = 0;
     for (size_t k = 0; k < n + RING_WINDOW - 1; k++) {
         while (rpost < nrs && rpost < k + RING_WINDOW) {
-            size_t off = rpost * seg, len = io->relems - off < seg ? io->relems - off : seg;
+            size_t len = seg_len(io->relems, rpost, seg);
             rc = p->irecv(p->ctx, io->from, io->tmp + (rpost % RING_WINDOW) * seg * es, len * es,
                           step_tag(x, io->tag_step, (uint32_t)rpost), &rreq[rpost % RING_WINDOW]);
             if (rc)
@@ -52,7 +52,7 @@ int plx__ring_step(struct algo_ctx *x, const struct ring_io *io)
             rpost++;
         }
         if (k < nss) {
-            size_t off = k * seg, len = io->selems - off < seg ? io->selems - off : seg;
+            size_t off = k * seg, len = seg_len(io->selems, k, seg);
             rc = p->isend(p->ctx, io->to, io->sbuf + off * es, len * es, step_tag(x, io->tag_step, (uint32_t)k),
                           &sreq[k % RING_WINDOW]);
             if (rc)
@@ -64,7 +64,7 @@ int plx__ring_step(struct algo_ctx *x, const struct ring_io *io)
             rdone++;
             if (rc)
                 goto fail;
-            size_t off = k * seg, len = io->relems - off < seg ? io->relems - off : seg;
+            size_t off = k * seg, len = seg_len(io->relems, k, seg);
             rc = plx__reduce3(io->dst + off * es, io->src + off * es, io->tmp + (k % RING_WINDOW) * seg * es, len,
                               x->a->dtype, x->a->op);
             if (rc)

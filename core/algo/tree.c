@@ -43,12 +43,12 @@ int plx__tree_bcast(struct algo_ctx *x, char *buf, int root)
     }
     if (parent >= 0)
         for (; nr < nseg; nr++) {
-            size_t off = nr * seg, len = bytes - off < seg ? bytes - off : seg;
+            size_t off = nr * seg, len = seg_len(bytes, nr, seg);
             if ((rc = p->irecv(p->ctx, parent, buf + off, len, step_tag(x, 0, (uint32_t)nr), &rreq[nr])) != 0)
                 goto out;
         }
     for (size_t k = 0; k < nseg; k++) {
-        size_t off = k * seg, len = bytes - off < seg ? bytes - off : seg;
+        size_t off = k * seg, len = seg_len(bytes, k, seg);
         if (parent >= 0) {
             rc = p->wait(p->ctx, rreq[rdone++], x->deadline);
             if (rc)
