@@ -206,9 +206,9 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
         int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
         rc = plx_work_wait(tmp, t + t / 4 + 500);
         if (!tmp->done) {
-            char msg[512];
+            char msg[sizeof c->failed_msg];
             snprintf(msg, sizeof msg, "%s", plx_last_error());
-            plx__comm_fail(c, rc, msg);
+            plx__comm_fail(c, rc, msg, sizeof msg);
             c->be->ops.req_free(c->bc, tmp->req); /* cancel: the caller's buffers are returned */
             tmp->req = NULL;
             tmp->done = 1;

@@ -192,6 +192,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
              c->size, rv.source, be->name, rv.url[0] ? rv.url : "none");
     if ((rc = comm_create_backend(c)) != 0)
         goto fail;
+    plx__family_join(c, NULL);
     *out = c;
     return 0;
 
@@ -206,6 +207,7 @@ PLX_API int plx_comm_destroy(struct plx_comm *c)
 {
     if (!c)
         return 0;
+    plx__family_leave(c);
     plx__executor_stop(c);
     int rc = c->be->ops.comm_destroy(c->bc);
     comm_free(c);
@@ -308,6 +310,7 @@ PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_co
     }
     if (rc != 0)
         goto fail;
+    plx__family_join(child, c);
     *out = child;
     return 0;
 fail:
@@ -315,7 +318,9 @@ fail:
     plx__err_prefix("plx_comm_split(rank %d, color %d): ", c->rank, color);
     /* The split is collective over the parent: the other ranks may or may
      * not hold a child now, so the parent's issue order is no longer shared. */
-    plx__comm_fail(c, rc, plx_last_error());
+    char msg[sizeof c->failed_msg];
+    snprintf(msg, sizeof msg, "%s", plx_last_error());
+    plx__comm_fail(c, rc, msg, sizeof msg);
     if (child)
         comm_free(child);
     return rc;

@@ -24,7 +24,9 @@ struct plx_comm {
     int cuda_staging;
     int aborted;              /* set by plx_comm_abort */
     int failed;               /* first error that broke the communicator */
-    char failed_msg[512];
+    char failed_msg[768];
+    uint64_t family;          /* shared with the communicators split from the same root (family.c) */
+    struct plx_comm *family_next; /* family.c's list of live communicators */
 
     /* Executor for generic collectives: one thread, FIFO queue. */
     pthread_mutex_t mu;
@@ -52,7 +54,7 @@ struct plx_work {
     int done;                 /* guarded by comm->mu for WORK_GENERIC */
     int status;
     int freed_by_user;
-    char errmsg[512];         /* the message of a failure, replayed to the waiter */
+    char errmsg[768];         /* the message of a failure, replayed to the waiter */
     struct plx_work *next;
 };
 
@@ -64,10 +66,20 @@ int plx__work_done(struct plx_comm *c, int status, struct plx_work **w);
 /* Run a generic collective now in the calling thread if the executor is idle. */
 int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a);
 void plx__executor_stop(struct plx_comm *c);
-/* Record that the communicator can no longer be trusted after status. */
-void plx__comm_fail(struct plx_comm *c, int status, const char *msg);
+/* Record that the communicator can no longer be trusted after status. msg
+ * (len bytes) is the failure's message: what c's relatives have lost is
+ * added to it (family.c), and it becomes the calling thread's last error. */
+void plx__comm_fail(struct plx_comm *c, int status, char *msg, size_t len);
 /* The p2p adapter the algorithms drive (wraps the backend's isend/irecv). */
 void plx__p2p_init(struct plx_comm *c);
+
+/* family.c: communicators related by split. join with parent NULL starts a
+ * family; leave before the backend's communicator is destroyed. */
+void plx__family_join(struct plx_comm *c, const struct plx_comm *parent);
+void plx__family_leave(struct plx_comm *c);
+/* For a failure by a loss or a timeout: add to msg what the live relatives'
+ * backends (c's included) have lost, waiting briefly for one to notice. */
+void plx__family_explain(const struct plx_comm *c, int status, char *msg, size_t len);
 
 /* rendezvous.c: who am I and where do we meet. */
 struct plx__rendezvous {

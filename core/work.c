@@ -15,8 +15,10 @@
 
 /* ---- failure bookkeeping ---------------------------------------------- */
 
-void plx__comm_fail(struct plx_comm *c, int status, const char *msg)
+void plx__comm_fail(struct plx_comm *c, int status, char *msg, size_t len)
 {
+    plx__family_explain(c, status, msg, len);
+    plx__err(status, "%s", msg);
     pthread_mutex_lock(&c->mu);
     if (!c->failed) {
         c->failed = status;
@@ -161,7 +163,7 @@ static int run_generic(struct plx_comm *c, const struct plx_coll_args *a, char *
         plx__err_prefix("%s(seq %llu) on '%s': ", plx_coll_name(a->coll), (unsigned long long)a->seq, c->name);
         snprintf(errmsg, errlen, "%s", plx_last_error());
         if (breaks_comm(rc))
-            plx__comm_fail(c, rc, errmsg);
+            plx__comm_fail(c, rc, errmsg, errlen);
     }
     return rc;
 }
@@ -325,7 +327,7 @@ static int finish_native(struct plx_work *w, int rc)
                             c->name, c->be->name);
         snprintf(w->errmsg, sizeof w->errmsg, "%s", plx_last_error());
         if (breaks_comm(rc))
-            plx__comm_fail(c, rc, w->errmsg);
+            plx__comm_fail(c, rc, w->errmsg, sizeof w->errmsg);
     }
     w->status = rc;
     w->done = 1;

@@ -396,6 +396,28 @@ static void tell_peers(struct tcp_comm *c, int blame)
     }
 }
 
+/* The connected peers that have closed their end (without reading what
+ * they sent: a fast peer may already be in its first operation), as
+ * "; meanwhile rank 0 (addr) closed its connection". A rank that died right
+ * after its own rendezvous shows up here while the one that gave up because
+ * of it is what this rank waits for. */
+static void closed_peers(const struct tcp_comm *c, char *out, size_t n)
+{
+    out[0] = '\0';
+    for (int i = 0; i < c->size; i++) {
+        const struct tcp_peer *p = &c->peers[i];
+        struct pollfd pf = {p->fd, POLLRDHUP, 0};
+        if (i == c->rank || p->fd < 0 || poll(&pf, 1, 0) != 1 || !(pf.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+            continue;
+        size_t l = strlen(out);
+        snprintf(out + l, n - l, "%s rank %d (%s)", l ? "," : "; meanwhile", i, p->addr);
+    }
+    if (out[0]) {
+        size_t l = strlen(out);
+        snprintf(out + l, n - l, strchr(out, ',') ? " closed their connections" : " closed its connection");
+    }
+}
+
 /* Accept and authenticate until every peer is connected or the deadline. */
 static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
 {
@@ -447,8 +469,10 @@ static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
                     size_t l = strlen(miss);
                     snprintf(miss + l, sizeof miss - l, "%s%d", l ? ", " : "", i);
                 }
-            rc = err(PLX_ERR_TIMEOUT, "tcp: rank %d waited %lld ms for rank(s) %s to connect", c->rank,
-                     (long long)conn_ms, miss);
+            char closed[200];
+            closed_peers(c, closed, sizeof closed);
+            rc = err(PLX_ERR_TIMEOUT, "tcp: rank %d waited %lld ms for rank(s) %s to connect%s", c->rank,
+                     (long long)conn_ms, miss, closed);
             break;
         }
         int64_t ms = next > now ? (int64_t)((next - now) / 1000000u) + 1 : 0;

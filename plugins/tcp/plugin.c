@@ -176,6 +176,33 @@ static int comm_abort(void *comm)
     return 0;
 }
 
+/* What this communicator lost by itself: the loss that broke it, then the
+ * peers that closed a quiet connection (they died, or finished first). */
+static int comm_losses(void *comm, char *msg, size_t len)
+{
+    struct tcp_comm *c = comm;
+    int n = 0;
+    size_t at = 0;
+    msg[0] = '\0';
+    pthread_mutex_lock(&c->mu);
+    if (c->broken && c->lost_rank >= 0) {
+        snprintf(msg, len, "%s", c->lost_msg);
+        at = strlen(msg);
+        n = 1;
+    }
+    for (int i = 0; i < c->size && at + 1 < len; i++) {
+        const struct tcp_peer *p = &c->peers[i];
+        if (i == c->rank || !p->closed || (c->broken && i == c->lost_rank))
+            continue;
+        snprintf(msg + at, len - at, "%stcp: rank %d (%s) closed its connection: %s", n ? "; " : "", p->rank,
+                 p->addr, p->closed_why);
+        at += strlen(msg + at);
+        n++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
 static int comm_destroy(void *comm)
 {
     destroy(comm);
@@ -371,6 +398,7 @@ static const struct plx_backend tcp_backend = {
     .test = test,
     .wait = wait_req,
     .req_free = req_free,
+    .comm_losses = comm_losses,
 };
 
 PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)

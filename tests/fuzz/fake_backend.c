@@ -129,6 +129,14 @@ static void finalize(void)
 {
 }
 
+static int comm_losses(void *comm, char *msg, size_t len)
+{
+    (void)comm;
+    if (len)
+        msg[0] = '\0';
+    return 0;
+}
+
 /* Copies up to n-1 input bytes as a string (it may contain anything but NUL). */
 static void take_str(char *dst, size_t n)
 {
@@ -204,7 +212,7 @@ PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *
         .probe = probe, .get_caps = get_caps, .op_supported = op_supported, .comm_create = comm_create,
         .comm_destroy = comm_destroy, .comm_abort = comm_abort, .isend = p2p, .irecv = p2p,
         .collective = collective, .test = test, .wait = wait_req, .req_free = req_free,
-        .comm_split = comm_split, .finalize = finalize,
+        .comm_split = comm_split, .finalize = finalize, .comm_losses = comm_losses,
     };
     switch (d.name_mode % 4) {
     case 0: full.name = "fz"; break; /* its drop-in section */
@@ -225,6 +233,7 @@ PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *
         (void (**)(void))&full.comm_abort, (void (**)(void))&full.isend, (void (**)(void))&full.irecv,
         (void (**)(void))&full.collective, (void (**)(void))&full.test, (void (**)(void))&full.wait,
         (void (**)(void))&full.req_free, (void (**)(void))&full.comm_split, (void (**)(void))&full.finalize,
+        (void (**)(void))&full.comm_losses,
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (d.nulls & (1u << i))

@@ -102,6 +102,7 @@ static const struct {
 } ops[] = {
     OP(probe), OP(get_caps), OP(op_supported), OP(comm_create), OP(comm_destroy), OP(comm_abort), OP(isend),
     OP(irecv), OP(collective), OP(test), OP(wait), OP(req_free), OP(comm_split), OP(finalize),
+    OP(comm_losses),
 };
 
 static void check_backend(const struct plx__backend *b, const uint8_t *data, size_t size)

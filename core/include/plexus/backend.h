@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define PLX_ABI_MAJOR 1
-#define PLX_ABI_MINOR 1
+#define PLX_ABI_MINOR 2
 
 /* The entry symbol of ABI major 1. */
 #define PLX_BACKEND_ENTRY_V1 plx_backend_entry_v1
@@ -249,6 +249,17 @@ struct plx_backend {
     int (*comm_split)(void *comm, int color, int key, const struct plx_comm_args *args, void **out);
     /* Optional: called once when the process finalizes plexus explicitly. */
     void (*finalize)(void);
+
+    /* ---- ABI 1.2 ---- */
+    /* Optional; any thread; never blocks. The peers this communicator has
+     * lost or seen leave by itself, whether or not a request failed for it:
+     * one line in msg (NUL-terminated, at most len bytes), one item per
+     * peer separated by "; ", returning how many (0: nothing seen). A peer that closed after destroying
+     * its own communicator may be listed too. The core adds the line to the
+     * error of a related communicator (parent, child or sibling by split)
+     * that failed by a loss or a timeout: such a failure is often the echo
+     * of a rank that died in the relative, and the line names that rank. */
+    int (*comm_losses)(void *comm, char *msg, size_t len);
 };
 
 typedef int (*plx_backend_entry_v1_fn)(const struct plx_host *host, uint32_t *abi_minor_inout,

@@ -19,7 +19,7 @@ static int failures;
 int main(void)
 {
     PIN(PLX_ABI_MAJOR, 1);
-    PIN(PLX_ABI_MINOR, 1);
+    PIN(PLX_ABI_MINOR, 2);
 
     PIN(sizeof(struct plx_caps), 32);
     PIN(offsetof(struct plx_caps, flags), 4);
@@ -62,7 +62,7 @@ int main(void)
     PIN(offsetof(struct plx_p2p_args, tag), 24);
     PIN(offsetof(struct plx_p2p_args, timeout_ms), 48);
 
-    PIN(sizeof(struct plx_backend), 152);
+    PIN(sizeof(struct plx_backend), 160);
     PIN(offsetof(struct plx_backend, name), 8);
     PIN(offsetof(struct plx_backend, params), 32);
     PIN(offsetof(struct plx_backend, probe), 40);
@@ -72,6 +72,7 @@ int main(void)
     PIN(offsetof(struct plx_backend, req_free), 128);
     PIN(offsetof(struct plx_backend, comm_split), 136); /* ABI 1.1 */
     PIN(offsetof(struct plx_backend, finalize), 144);
+    PIN(offsetof(struct plx_backend, comm_losses), 152); /* ABI 1.2 */
 
     PIN(sizeof(struct plx_comm_options), 72);
     PIN(offsetof(struct plx_comm_options, init), 32);
