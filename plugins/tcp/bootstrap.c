@@ -379,15 +379,16 @@ static int shake_expire(struct mesh *m, uint64_t now)
     return 0;
 }
 
-/* This rank's rendezvous failed waiting for rank blame: the plexus peers it
- * is already connected to may have finished theirs and wait for it in a
- * first operation. A lost-peer notice on each connection (48 bytes on a
+/* This rank's rendezvous failed waiting for rank blame (why:
+ * TCP_LOST_RENDEZVOUS) or after losing it (TCP_LOST_CONNECTION): the
+ * plexus peers it is already connected to may have finished theirs and
+ * wait for it in a first operation. A lost-peer notice on each connection (48 bytes on a
  * fresh socket: never blocks) makes them fail at once naming that rank,
  * rather than at their own timeout naming this one. */
-static void tell_peers(struct tcp_comm *c, int blame)
+static void tell_peers(struct tcp_comm *c, int blame, int why)
 {
     uint64_t h[6];
-    tcp__notice_frame(h, blame, TCP_LOST_RENDEZVOUS);
+    tcp__notice_frame(h, blame, why);
     for (int i = 0; i < c->size; i++) {
         struct tcp_peer *p = &c->peers[i];
         if (i != c->rank && i != blame && p->fd >= 0 && p->eager &&
@@ -406,8 +407,7 @@ static void closed_peers(const struct tcp_comm *c, char *out, size_t n)
     out[0] = '\0';
     for (int i = 0; i < c->size; i++) {
         const struct tcp_peer *p = &c->peers[i];
-        struct pollfd pf = {p->fd, POLLRDHUP, 0};
-        if (i == c->rank || p->fd < 0 || poll(&pf, 1, 0) != 1 || !(pf.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        if (i == c->rank || !tcp__hung_up(p->fd))
             continue;
         size_t l = strlen(out);
         snprintf(out + l, n - l, "%s rank %d (%s)", l ? "," : "; meanwhile", i, p->addr);
@@ -624,8 +624,16 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
     }
     if (rc == 0)
         rc = connect_loop(&m, deadline, conn_ms);
+    /* Failed for want of a store or a peer nobody can name: a connected
+     * peer that has gone is the likely cause (the store's host died). */
+    int why = TCP_LOST_RENDEZVOUS;
+    for (int i = 0; rc && m.blame < 0 && i < P; i++)
+        if (i != r && tcp__hung_up(c->peers[i].fd)) {
+            m.blame = i;
+            why = TCP_LOST_CONNECTION;
+        }
     if (rc && m.blame >= 0)
-        tell_peers(c, m.blame);
+        tell_peers(c, m.blame, why);
     for (int k = 0; k < m.nsh; k++)
         shake_close(&m, k);
     free(m.sh);

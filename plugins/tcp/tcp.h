@@ -155,6 +155,8 @@ void tcp__drop_peer(struct tcp_comm *c, struct tcp_peer *p, const char *why);
 void tcp__notice_frame(uint64_t h[6], int lost_rank, int why);
 int tcp__peer_gone(struct tcp_comm *c, struct tcp_peer *p, const struct tcp_req *r); /* error status if p closed, else 0 */
 void tcp__free_state(struct tcp_comm *c);
+/* The peer's end of fd has closed (its FIN, reset or error is queued); any thread. */
+int tcp__hung_up(int fd);
 /* Read and write what p's socket allows now, without blocking. */
 void tcp__progress(struct tcp_comm *c, struct tcp_peer *p);
 /* Register p's epoll interest: EPOLLIN unless c->in_off, EPOLLOUT while output is queued. */

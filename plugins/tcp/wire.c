@@ -779,9 +779,31 @@ static void notify_lost(struct tcp_comm *c, struct tcp_peer *p, uint64_t deadlin
     write_until(p, h, sizeof h, deadline_ns);
 }
 
+int tcp__hung_up(int fd)
+{
+    struct pollfd pf = {fd, POLLRDHUP, 0};
+    return fd >= 0 && poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* Peers whose end has closed when this communicator breaks: the shutdowns
+ * below hide that from later reads, and a rank that died at about the same
+ * time as the one that broke it may be the real cause (comm_losses says so). */
+static void note_closed_peers(struct tcp_comm *c)
+{
+    for (int i = 0; i < c->size; i++) {
+        struct tcp_peer *p = &c->peers[i];
+        if (i != c->rank && i != c->lost_rank && !p->closed && tcp__hung_up(p->fd)) {
+            p->closed = 1;
+            snprintf(p->closed_why, sizeof p->closed_why, "closed (seen when this communicator broke)");
+        }
+    }
+}
+
 void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
 {
     int first = !c->broken;
+    if (first && status == PLX_ERR_PEER_LOST)
+        note_closed_peers(c);
     if (!c->broken) {
         c->broken = 1;
         c->broken_status = status;
