@@ -20,9 +20,12 @@ reps=${REPS:-2}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-iters_for() { # fewer iterations for big messages: ~1-2 s per run
-    if [ "$1" -le 65536 ]; then echo 200; elif [ "$1" -le 1048576 ]; then echo 50
-    elif [ "$1" -le 16777216 ]; then echo 10; else echo 4; fi
+# Iterations per run: enough that plexus and Open MPI run for 30-250 ms
+# (this 2-core VM stalls for milliseconds now and then: with 200 x 8 B, a
+# 1.6 ms run, one stall doubled a figure), gloo up to a few seconds.
+iters_for() {
+    if [ "$1" -le 64 ]; then echo 4000; elif [ "$1" -le 65536 ]; then echo 1000
+    elif [ "$1" -le 1048576 ]; then echo 200; elif [ "$1" -le 16777216 ]; then echo 20; else echo 6; fi
 }
 
 have_gloo=0; have_ompi=0

@@ -794,7 +794,7 @@ static void note_closed_peers(struct tcp_comm *c)
         struct tcp_peer *p = &c->peers[i];
         if (i != c->rank && i != c->lost_rank && !p->closed && tcp__hung_up(p->fd)) {
             p->closed = 1;
-            snprintf(p->closed_why, sizeof p->closed_why, "closed (seen when this communicator broke)");
+            snprintf(p->closed_why, sizeof p->closed_why, "seen when this communicator broke");
         }
     }
 }
