@@ -99,9 +99,10 @@ void plx__family_explain(const struct plx_comm *c, int status, char *msg, size_t
         return;
     uint64_t until = plx__clock_ns() + EXPLAIN_GRACE_NS;
     int askable;
-    /* A loss in a communicator without relatives is already named by its
-     * own error; a timeout, or a loss among relatives, may be an echo. */
-    while (collect(c, msg, len, &askable) == 0 && (status == PLX_ERR_TIMEOUT || askable > 1) &&
+    /* Nobody to ask (a backend without comm_losses): no wait. A loss in a
+     * communicator without relatives is already named by its own error; a
+     * timeout, or a loss among relatives, may be an echo worth waiting for. */
+    while (collect(c, msg, len, &askable) == 0 && askable > 0 && (status == PLX_ERR_TIMEOUT || askable > 1) &&
            plx__clock_ns() < until) {
         struct timespec ts = {0, EXPLAIN_POLL_NS};
         nanosleep(&ts, NULL);
