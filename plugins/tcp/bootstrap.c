@@ -382,9 +382,9 @@ static int shake_expire(struct mesh *m, uint64_t now)
 /* This rank's rendezvous failed waiting for rank blame (why:
  * TCP_LOST_RENDEZVOUS) or after losing it (TCP_LOST_CONNECTION): the
  * plexus peers it is already connected to may have finished theirs and
- * wait for it in a first operation. A lost-peer notice on each connection (48 bytes on a
- * fresh socket: never blocks) makes them fail at once naming that rank,
- * rather than at their own timeout naming this one. */
+ * wait for it in a first operation. A lost-peer notice on each connection
+ * (48 bytes on a fresh socket: never blocks) makes them fail at once
+ * naming that rank, rather than at their own timeout naming this one. */
 static void tell_peers(struct tcp_comm *c, int blame, int why)
 {
     uint64_t h[6];

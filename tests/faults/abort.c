@@ -80,12 +80,7 @@ static int open_comm(struct shared *sh, int which, int rank, struct plx_comm **c
     return plx_comm_init(&o, c);
 }
 
-#define FAIL(...)                                                                        \
-    do {                                                                                 \
-        size_t l_ = strlen(log);                                                         \
-        snprintf(log + l_, sizeof sh->log[0] - l_, __VA_ARGS__);                         \
-        __atomic_add_fetch(&sh->failures, 1, __ATOMIC_RELAXED);                          \
-    } while (0)
+#define FAIL(...) procs_report(log, sizeof sh->log[0], &sh->failures, __VA_ARGS__)
 
 /* Rank 0: start everything, abort, check. */
 static void aborter(struct shared *sh, struct plx_comm *c, char *log)
@@ -117,9 +112,8 @@ static void aborter(struct shared *sh, struct plx_comm *c, char *log)
     for (int i = 0; i < NWAIT; i++) {
         pthread_join(th[i], NULL);
         double ms = (w[i].end_s - t_abort) * 1e3;
-        size_t l = strlen(log);
-        snprintf(log + l, sizeof sh->log[0] - l, "rank 0: %-22s %s %.0f ms after the abort: %s\n", what[i],
-                 plx_err_name(w[i].rc), ms, w[i].msg);
+        procs_report(log, sizeof sh->log[0], NULL, "rank 0: %-22s %s %.0f ms after the abort: %s\n", what[i],
+                     plx_err_name(w[i].rc), ms, w[i].msg);
         if (w[i].rc != PLX_ERR_ABORTED || ms < 0 || ms > 2000)
             FAIL("rank 0: %s: expected PLX_ERR_ABORTED within 2000 ms of the abort\n", what[i]);
     }

@@ -26,12 +26,7 @@ struct shared {
     char log[3][2048];
 };
 
-#define FAIL(...)                                                                        \
-    do {                                                                                 \
-        size_t l_ = strlen(log);                                                         \
-        snprintf(log + l_, sizeof sh->log[0] - l_, __VA_ARGS__);                         \
-        __atomic_add_fetch(&sh->failures, 1, __ATOMIC_RELAXED);                          \
-    } while (0)
+#define FAIL(...) procs_report(log, sizeof sh->log[0], &sh->failures, __VA_ARGS__)
 
 /* The part of msg after "[meanwhile on 'world': " names rank 2. */
 static int world_names_rank2(const char *msg)
@@ -48,8 +43,8 @@ static void rank0(struct shared *sh, struct plx_comm *world, struct plx_comm *a,
     double ms = (now_s() - t0) * 1e3;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", plx_last_error());
-    snprintf(log + strlen(log), sizeof sh->log[0] - strlen(log), "rank 0: allreduce on A: %s after %.0f ms: %s\n",
-             plx_err_name(rc), ms, msg);
+    procs_report(log, sizeof sh->log[0], NULL, "rank 0: allreduce on A: %s after %.0f ms: %s\n", plx_err_name(rc),
+                 ms, msg);
     if (rc != PLX_ERR_PEER_LOST || ms > 2000)
         FAIL("rank 0: expected PLX_ERR_PEER_LOST within 2000 ms (rank 1 left A)\n");
     if (!world_names_rank2(msg))

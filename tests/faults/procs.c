@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -108,4 +109,16 @@ const char *procs_describe(const struct procs *p, int r)
     else
         snprintf(buf, sizeof buf, "status %#x", st);
     return buf;
+}
+
+void procs_report(char *log, size_t cap, int *failures, const char *fmt, ...)
+{
+    size_t l = strlen(log);
+    va_list ap;
+    va_start(ap, fmt);
+    if (l + 1 < cap)
+        vsnprintf(log + l, cap - l, fmt, ap);
+    va_end(ap);
+    if (failures)
+        __atomic_add_fetch(failures, 1, __ATOMIC_RELAXED);
 }

@@ -33,5 +33,8 @@ int procs_start(struct procs *p, int n, int (*fn)(int rank, void *arg), void *ar
 void procs_wait(struct procs *p, double deadline);
 /* "exit 0", "signal 9 (Killed)", "hung": for messages. Static storage. */
 const char *procs_describe(const struct procs *p, int r);
+/* Append a formatted line to a rank's report (log, cap bytes, in shared
+ * memory); with failures non-NULL it also counts one failure there. */
+void procs_report(char *log, size_t cap, int *failures, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #endif

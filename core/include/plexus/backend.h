@@ -254,8 +254,8 @@ struct plx_backend {
     /* Optional; any thread; never blocks. The peers this communicator has
      * lost or seen leave by itself, whether or not a request failed for it:
      * one line in msg (NUL-terminated, at most len bytes), one item per
-     * peer separated by "; ", returning how many (0: nothing seen). A peer that closed after destroying
-     * its own communicator may be listed too. The core adds the line to the
+     * peer separated by "; ", returning how many (0: nothing seen). A peer
+     * that closed after destroying its own communicator may be listed too. The core adds the line to the
      * error of a related communicator (parent, child or sibling by split)
      * that failed by a loss or a timeout: such a failure is often the echo
      * of a rank that died in the relative, and the line names that rank. */
