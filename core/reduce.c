@@ -103,9 +103,13 @@ uint16_t plx__f32_to_bf16(float f)
 #define IMIN(x, y) ((x) < (y) ? (x) : (y))
 #define IMAX(x, y) ((x) > (y) ? (x) : (y))
 
-/* One function per (type, op): out[i] = a[i] OP b[i]. */
-#define KERNEL(T, NAME, EXPR)                                                  \
-    static void NAME(void *out_, const void *a_, const void *b_, size_t n)     \
+/* One function per (type, op): out[i] = a[i] OP b[i]. ATTR and the name
+ * prefix let the same loops be built twice: for the baseline ISA and, on
+ * x86-64, for AVX2 (picked at run time: 256-bit lanes cut a 512 KiB f32 sum
+ * from ~22 to ~15 us with the data in cache on the machines we measured).
+ * Elementwise, so both builds give the same bits. */
+#define KERNEL(ATTR, T, NAME, EXPR)                                            \
+    ATTR static void NAME(void *out_, const void *a_, const void *b_, size_t n) \
     {                                                                          \
         T *out = out_;                                                         \
         const T *a = a_, *b = b_;                                              \
@@ -116,34 +120,56 @@ uint16_t plx__f32_to_bf16(float f)
     }
 
 /* Integers: sum and prod in the unsigned type U (wrapping, defined). */
-#define INT_KERNELS(T, U, P)                                                   \
-    KERNEL(T, P##_sum, (T)((U)x + (U)y))                                       \
-    KERNEL(T, P##_prod, (T)((U)x * (U)y))                                      \
-    KERNEL(T, P##_min, IMIN(x, y))                                             \
-    KERNEL(T, P##_max, IMAX(x, y))
+#define INT_KERNELS(ATTR, T, U, P)                                             \
+    KERNEL(ATTR, T, P##_sum, (T)((U)x + (U)y))                                 \
+    KERNEL(ATTR, T, P##_prod, (T)((U)x * (U)y))                                \
+    KERNEL(ATTR, T, P##_min, IMIN(x, y))                                       \
+    KERNEL(ATTR, T, P##_max, IMAX(x, y))
 
-#define FLOAT_KERNELS(T, P)                                                    \
-    KERNEL(T, P##_sum, x + y)                                                  \
-    KERNEL(T, P##_prod, x * y)                                                 \
-    KERNEL(T, P##_min, FMIN(x, y))                                             \
-    KERNEL(T, P##_max, FMAX(x, y))
-
-INT_KERNELS(int8_t, uint8_t, i8)
-INT_KERNELS(uint8_t, uint8_t, u8)
-INT_KERNELS(int32_t, uint32_t, i32)
-INT_KERNELS(uint32_t, uint32_t, u32)
-INT_KERNELS(int64_t, uint64_t, i64)
-INT_KERNELS(uint64_t, uint64_t, u64)
-FLOAT_KERNELS(float, f32)
-FLOAT_KERNELS(double, f64)
+#define FLOAT_KERNELS(ATTR, T, P)                                              \
+    KERNEL(ATTR, T, P##_sum, x + y)                                            \
+    KERNEL(ATTR, T, P##_prod, x * y)                                           \
+    KERNEL(ATTR, T, P##_min, FMIN(x, y))                                       \
+    KERNEL(ATTR, T, P##_max, FMAX(x, y))
 
 typedef void (*kernel_fn)(void *, const void *, const void *, size_t);
+typedef kernel_fn kernel_table[PLX_DTYPE_COUNT][PLX_REDOP_COUNT];
 
+/* Every (dtype, op) kernel with prefix X, and their table X##kernels. */
 #define ROW(P) {P##_sum, P##_prod, P##_min, P##_max, P##_sum}
-static const kernel_fn kernels[PLX_DTYPE_COUNT][PLX_REDOP_COUNT] = {
-    [PLX_I8] = ROW(i8), [PLX_U8] = ROW(u8), [PLX_I32] = ROW(i32), [PLX_U32] = ROW(u32),
-    [PLX_I64] = ROW(i64), [PLX_U64] = ROW(u64), [PLX_F32] = ROW(f32), [PLX_F64] = ROW(f64),
-};
+#define ALL_KERNELS(ATTR, X)                                                   \
+    INT_KERNELS(ATTR, int8_t, uint8_t, X##i8)                                  \
+    INT_KERNELS(ATTR, uint8_t, uint8_t, X##u8)                                 \
+    INT_KERNELS(ATTR, int32_t, uint32_t, X##i32)                               \
+    INT_KERNELS(ATTR, uint32_t, uint32_t, X##u32)                              \
+    INT_KERNELS(ATTR, int64_t, uint64_t, X##i64)                               \
+    INT_KERNELS(ATTR, uint64_t, uint64_t, X##u64)                              \
+    FLOAT_KERNELS(ATTR, float, X##f32)                                         \
+    FLOAT_KERNELS(ATTR, double, X##f64)                                        \
+    static const kernel_table X##kernels = {                                   \
+        [PLX_I8] = ROW(X##i8), [PLX_U8] = ROW(X##u8), [PLX_I32] = ROW(X##i32), \
+        [PLX_U32] = ROW(X##u32), [PLX_I64] = ROW(X##i64), [PLX_U64] = ROW(X##u64), \
+        [PLX_F32] = ROW(X##f32), [PLX_F64] = ROW(X##f64),                      \
+    };
+
+ALL_KERNELS(, )
+
+#if defined(__x86_64__) && defined(__GNUC__)
+ALL_KERNELS(__attribute__((target("avx2"))), avx2_)
+
+/* The table for this CPU; __builtin_cpu_init is idempotent and the check
+ * reads one global, so this is cheap enough to ask on every call. */
+static const kernel_table *cpu_kernels(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") ? &avx2_kernels : &kernels;
+}
+#else
+static const kernel_table *cpu_kernels(void)
+{
+    return &kernels;
+}
+#endif
 
 /* f16/bf16: widen a block to f32, run the f32 kernel, round back. One
  * loop per format with the conversions inlined, so both vectorise. Blocks
@@ -156,7 +182,7 @@ enum { BLOCK = 512 };
         float fa[BLOCK], fb[BLOCK];                                            \
         uint16_t *out = out_;                                                  \
         const uint16_t *a = a_, *b = b_;                                       \
-        kernel_fn k = kernels[PLX_F32][op];                                    \
+        kernel_fn k = (*cpu_kernels())[PLX_F32][op];                           \
         for (size_t base = 0; base < n; base += BLOCK) {                       \
             size_t m = n - base < BLOCK ? n - base : BLOCK;                    \
             for (size_t i = 0; i < m; i++) {                                   \
@@ -184,7 +210,7 @@ __attribute__((target("avx2,f16c"))) static void f16_kernel_f16c(int op, void *o
     float fa[BLOCK] __attribute__((aligned(32))), fb[BLOCK] __attribute__((aligned(32)));
     uint16_t *out = out_;
     const uint16_t *a = a_, *b = b_;
-    kernel_fn k = kernels[PLX_F32][op];
+    kernel_fn k = avx2_kernels[PLX_F32][op];
     for (size_t base = 0; base < n; base += BLOCK) {
         size_t m = n - base < BLOCK ? n - base : BLOCK, i = 0;
         for (; i + 8 <= m; i += 8) {
@@ -232,7 +258,7 @@ __attribute__((target("avx2"))) static void bf16_kernel_avx2(int op, void *out_,
     float fa[BLOCK] __attribute__((aligned(32))), fb[BLOCK] __attribute__((aligned(32)));
     uint16_t *out = out_;
     const uint16_t *a = a_, *b = b_;
-    kernel_fn k = kernels[PLX_F32][op];
+    kernel_fn k = avx2_kernels[PLX_F32][op];
     for (size_t base = 0; base < n; base += BLOCK) {
         size_t m = n - base < BLOCK ? n - base : BLOCK, i = 0;
         for (; i + 8 <= m; i += 8) {
@@ -296,7 +322,7 @@ int plx__reduce3(void *out, const void *a, const void *b, size_t count, int dtyp
     else if (dtype == PLX_BF16)
         bf16_kernel(op, out, a, b, count);
     else
-        kernels[dtype][op](out, a, b, count);
+        (*cpu_kernels())[dtype][op](out, a, b, count);
     return 0;
 }
 
