@@ -525,6 +525,7 @@ static int on_header(struct tcp_comm *c, struct tcp_peer *p)
         p->in_payload = 1;
         p->pay_len = len;
         p->pay_got = 0;
+        p->bulk = len >= TCP_BULK_BYTES;
         if (len == 0)
             payload_done(c, p);
         return 0;
@@ -632,9 +633,12 @@ static void do_read(struct tcp_comm *c, struct tcp_peer *p)
                 continue;
             }
         } else {
-            k = recv(p->fd, p->rxbuf, TCP_RXBUF, MSG_DONTWAIT);
+            /* Between bulk payloads, read little past the next header: what
+             * the stage takes of a payload costs a second copy. */
+            size_t want = p->bulk ? TCP_RX_BULK_STAGE : TCP_RXBUF;
+            k = recv(p->fd, p->rxbuf, want, MSG_DONTWAIT);
             if (k > 0) {
-                drained = (size_t)k < TCP_RXBUF;
+                drained = (size_t)k < want;
                 p->rx_pos = 0;
                 p->rx_len = (size_t)k;
                 budget -= (size_t)k < budget ? (size_t)k : budget;
