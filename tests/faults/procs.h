@@ -20,8 +20,9 @@ struct procs {
 
 /* Monotonic seconds; comparable between processes of one machine. */
 double now_s(void);
-/* A free TCP port on 127.0.0.1 (bound, read and closed: a small race with
- * other programs, which shows as a clear store error). -1 on failure. */
+/* A free TCP port on 127.0.0.1, below the ephemeral range where possible
+ * (bound and closed: a small race with other programs, which shows as a
+ * clear store error). -1 on failure. */
 int free_port(void);
 /* Zeroed memory shared with every child forked later; never freed. */
 void *shared_alloc(size_t bytes);
