@@ -2,10 +2,11 @@
 # compare.sh [BUILD_DIR] - allreduce f32 sum on loopback: plexus (tcp backend,
 # plexus-bench under plexus-run) against torch's gloo and Open MPI over TCP
 # (ob1 + tcp btl). Runs are interleaved (plexus, gloo, ompi for each size) and
-# the whole sweep is done twice; an absent peer is skipped. Prints microseconds
-# per op (rep1 / rep2) and plexus's ratio to each peer (mean of the two reps;
-# < 1 means plexus is faster). Sizes: 8 B, 64 KiB, 1 MiB, 16 MiB, 64 MiB;
-# ranks: 2 and 4 (NP="2 4" and SIZES="..." override).
+# the whole sweep is done REPS times (default 3); an absent peer is skipped.
+# Prints microseconds per op (rep1 / rep2 / ...) and plexus's ratio to each
+# peer: the median over the reps of plexus's time / the peer's (< 1 means
+# plexus is faster). Sizes: 8 B, 64 KiB, 1 MiB, 16 MiB, 64 MiB; ranks: 2 and
+# 4 (NP="2 4" and SIZES="..." override).
 # Note: Open MPI's 64 MiB figure pays for fresh mmap memory per call on this
 # kind of VM (see perf-baseline.md); plexus and gloo reuse their buffers.
 set -u
@@ -16,7 +17,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 export PLEXUS_CONFIG_PATH=${PLEXUS_CONFIG_PATH:-$build/devconfig}
 sizes=${SIZES:-"8 65536 1048576 16777216 67108864"}
 nps=${NP:-"2 4"}
-reps=${REPS:-2}
+reps=${REPS:-3}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -73,16 +74,22 @@ cell() { # peer np size -> "a / b"
     done
     echo "$v"
 }
-mean() { # peer np size -> mean over reps, or empty
-    cat "$out/$1.$2.$3."* 2>/dev/null | awk 'NF { s += $1; n++ } END { if (n) printf "%.2f", s / n }'
+# plexus time / peer time, per rep (the runs of a rep are interleaved, so
+# they share the VM's mood), then the median over the reps: one stalled run
+# moves it less than it moves a mean.
+ratio() { # peer np size -> median ratio, or -
+    r=1
+    while [ $r -le "$reps" ]; do
+        printf '%s %s\n' "$(cat "$out/plexus.$2.$3.$r" 2>/dev/null)" "$(cat "$out/$1.$2.$3.$r" 2>/dev/null)"
+        r=$((r + 1))
+    done | awk 'NF == 2 && $2 > 0 { print $1 / $2 }' | sort -g |
+        awk '{ v[n++] = $1 } END { if (!n) print "-"; else printf "%.2f", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b > 0) printf "%.2f", a / b; else print "-" }'; }
 
-printf '%-3s %10s  %-22s %-22s %-22s %12s %12s\n' np bytes "plexus-tcp us" "torch-gloo us" "ompi-tcp us" "plx/ompi" "plx/gloo"
+printf '%-3s %10s  %-26s %-26s %-26s %9s %9s\n' np bytes "plexus-tcp us" "torch-gloo us" "ompi-tcp us" "plx/ompi" "plx/gloo"
 for np in $nps; do
     for s in $sizes; do
-        p=$(mean plexus "$np" "$s"); g=$(mean gloo "$np" "$s"); o=$(mean ompi "$np" "$s")
-        printf '%-3s %10s  %-22s %-22s %-22s %12s %12s\n' "$np" "$s" "$(cell plexus "$np" "$s")" \
-            "$(cell gloo "$np" "$s")" "$(cell ompi "$np" "$s")" "$(ratio "$p" "$o")" "$(ratio "$p" "$g")"
+        printf '%-3s %10s  %-26s %-26s %-26s %9s %9s\n' "$np" "$s" "$(cell plexus "$np" "$s")" \
+            "$(cell gloo "$np" "$s")" "$(cell ompi "$np" "$s")" "$(ratio ompi "$np" "$s")" "$(ratio gloo "$np" "$s")"
     done
 done
