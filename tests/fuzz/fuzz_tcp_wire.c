@@ -25,7 +25,8 @@
  *
  * Checks beyond "no crash": what the plugin writes is well-formed Gloo
  * frames (known opcode, notifications of 48 bytes, data frames whose nbytes
- * matches their length) and never more data frames or RECV_READYs on a slot
+ * matches their length, a lost-peer notice only to a plexus peer and only
+ * as the last frame) and never more data frames or RECV_READYs on a slot
  * than sends or receives were posted on it; tcp__free_state completes every
  * pending request. */
 #include <endian.h>
@@ -69,6 +70,8 @@ struct harness {
     struct tcp_comm *c;
     int other;               /* rank 1's end */
     int threaded;
+    int eager;               /* rank 1 speaks plexus's extensions */
+    int notice_seen;         /* the plugin sent a lost-peer notice */
     struct req_slot reqs[MAX_REQS];
     int nreqs;
     /* Checking what the plugin writes: posts and frames per slot (< 256). */
@@ -226,6 +229,13 @@ static void check_frame(struct harness *h)
     uint64_t v[6];
     memcpy(v, h->hdr, sizeof v);
     uint64_t nbytes = le64toh(v[0]), op = le64toh(v[1]), slot = le64toh(v[2]), len = le64toh(v[4]);
+    FUZZ_CHECK(!h->notice_seen); /* a notice is the last frame before the shutdown */
+    if (op == OP_PLX_LOST) {
+        /* To a plexus peer only, naming a rank of this communicator. */
+        FUZZ_CHECK(h->eager && nbytes == TCP_HDR_BYTES && slot < 2);
+        h->notice_seen = 1;
+        return;
+    }
     FUZZ_CHECK(slot < 256);
     switch (op) {
     case OP_NOTIFY_SEND_READY:
@@ -330,6 +340,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(h);
     unsigned flags = data[0];
     h->threaded = !!(flags & 2);
+    h->eager = flags & 1;
     h->c = comm_new(flags & 1, &h->other);
     struct tcp_comm *c = h->c;
     if (h->threaded) {

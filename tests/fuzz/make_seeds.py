@@ -178,7 +178,7 @@ def send(slot, size):
 
 REL = lambda i: bytes([4, i])
 PROG, DRAIN, ABORT, EOF, INPUT_OFF, HANGUP = (bytes([c]) for c in (5, 6, 7, 8, 9, 10))
-SR, RR, DATA, SB = 2, 3, 1, 0
+SR, RR, DATA, SB, LOST = 2, 3, 1, 0, 0x504C584C
 
 
 def data(slot, n):
@@ -202,6 +202,7 @@ def tcp():
         "bad-data-len": recv(1, 16) + wr(frame(DATA, 1, 16, nbytes=60, payload=b"x" * 16)),
         "send-buffer": wr(frame(SB, 1)),
         "too-big": recv(1, 4) + wr(frame(SR, 1) + data(1, 64)),
+        "cancel-too-big": recv(7, 4) + REL(0) + wr(frame(SR, 7) + data(7, 64)) + DRAIN,
         "unposted": wr(frame(SR, 1) + data(1, 8)),
         "garbage": wr(bytes(range(256)) * 2),
         "half-header": recv(1, 16) + wr(frame(SR, 1)[:20]),
@@ -216,6 +217,8 @@ def tcp():
         "eager-send": send(1, 8) + DRAIN + wr(frame(RR, 1)) + PROG + DRAIN,
         "eager-too-big": wr(frame(SR, 1) + data(1, 12)) + recv(1, 4),
         "eager-left": wr(frame(SR, 2) + data(2, 12)),
+        "eager-lost-notice": recv(1, 8) + wr(frame(LOST, 0)) + DRAIN,
+        "eager-lost-bad-rank": recv(1, 8) + wr(frame(LOST, 7)) + DRAIN,
     }
     for name, script in cases.items():
         write("tcp_wire", name, bytes([0]) + script)
