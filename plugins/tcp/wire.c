@@ -480,10 +480,10 @@ static int on_header(struct tcp_comm *c, struct tcp_peer *p)
         if (s && s->posted) {
             struct tcp_req *r = pop_req(&s->posted, &s->posted_tail);
             if (len > r->bytes) {
+                size_t want = r->bytes; /* r may be gone after unlink_req */
                 char msg[200];
                 snprintf(msg, sizeof msg, "tcp: rank %d sent %llu bytes into a %zu-byte receive (slot %#llx)",
-                         p->rank, (unsigned long long)len, r->bytes, (unsigned long long)slot);
-                size_t want = r->bytes;
+                         p->rank, (unsigned long long)len, want, (unsigned long long)slot);
                 complete(c, r, PLX_ERR_INVALID_ARG, msg);
                 unlink_req(r); /* frees r if its owner already let it go */
                 reject(c, p, "%llu bytes for a %llu-byte receive", (unsigned long long)len,

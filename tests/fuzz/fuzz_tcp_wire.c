@@ -341,7 +341,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned flags = data[0];
     h->threaded = !!(flags & 2);
     h->eager = flags & 1;
-    h->c = comm_new(flags & 1, &h->other);
+    h->c = comm_new(h->eager, &h->other);
     struct tcp_comm *c = h->c;
     if (h->threaded) {
         FUZZ_CHECK(pthread_create(&c->io, NULL, tcp__io_main, c) == 0);
