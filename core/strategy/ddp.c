@@ -1,7 +1,13 @@
 /* ddp.c - distributed data parallel: gradients grouped into buckets of at
  * most bucket_cap_bytes in reverse registration order (the order backward
- * produces them), one allreduce per bucket; OVERLAP starts a bucket the
- * moment its last gradient is ready, SYNC at finish, NO_SYNC never. */
+ * produces them), one allreduce per bucket; OVERLAP starts buckets in bucket
+ * order as soon as each is complete, SYNC at finish, NO_SYNC never.
+ *
+ * Collectives on a communicator pair up by issue order, so every rank must
+ * launch bucket k as its k-th allreduce whatever order its gradients became
+ * ready in: a bucket that completes early waits until every earlier bucket
+ * has been launched (as PyTorch's reducer does). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,7 +38,9 @@ struct plx_ddp {
     int ngrads, cap;
     struct bucket *buckets;
     int nbuckets;
+    int next_launch;     /* OVERLAP: the first bucket not launched yet this step */
     int mode, in_step;
+    pthread_mutex_t mu;  /* plx_ddp_ready may be called from several threads */
 };
 
 PLX_API void plx_ddp_options_init(struct plx_ddp_options *o)
@@ -51,6 +59,7 @@ PLX_API int plx_ddp_create(struct plx_comm *comm, const struct plx_ddp_options *
     if (!d)
         return plx__err(PLX_ERR_NOMEM, "plx_ddp_create: out of memory");
     d->comm = comm;
+    pthread_mutex_init(&d->mu, NULL);
     plx_ddp_options_init(&d->opt);
     if (o) {
         if (PLX_HAS_FIELD(o, struct plx_ddp_options, bucket_cap_bytes) && o->bucket_cap_bytes)
@@ -72,6 +81,7 @@ PLX_API void plx_ddp_destroy(struct plx_ddp *d)
     }
     free(d->buckets);
     free(d->grads);
+    pthread_mutex_destroy(&d->mu);
     free(d);
 }
 
@@ -142,6 +152,7 @@ PLX_API int plx_ddp_begin(struct plx_ddp *d, int mode)
         d->grads[i].ready = 0;
     for (int b = 0; b < d->nbuckets; b++)
         d->buckets[b].pending = d->buckets[b].n;
+    d->next_launch = 0;
     d->mode = mode;
     d->in_step = 1;
     return 0;
@@ -164,16 +175,23 @@ PLX_API int plx_ddp_ready(struct plx_ddp *d, int index)
 {
     if (!d || index < 0 || index >= d->ngrads)
         return plx__err(PLX_ERR_INVALID_ARG, "plx_ddp_ready: no gradient %d", index);
-    if (!d->in_step)
-        return plx__err(PLX_ERR_INVALID_USAGE, "plx_ddp_ready(%d): no step begun (call plx_ddp_begin)", index);
+    pthread_mutex_lock(&d->mu);
+    int rc = 0;
     struct grad *g = &d->grads[index];
-    if (g->ready)
-        return plx__err(PLX_ERR_INVALID_USAGE, "plx_ddp_ready: gradient %d marked ready twice in this step", index);
-    g->ready = 1;
-    struct bucket *k = &d->buckets[g->bucket];
-    if (--k->pending == 0 && d->mode == PLX_DDP_OVERLAP)
-        return start_bucket(d, k);
-    return 0;
+    if (!d->in_step) {
+        rc = plx__err(PLX_ERR_INVALID_USAGE, "plx_ddp_ready(%d): no step begun (call plx_ddp_begin)", index);
+    } else if (g->ready) {
+        rc = plx__err(PLX_ERR_INVALID_USAGE, "plx_ddp_ready: gradient %d marked ready twice in this step", index);
+    } else {
+        g->ready = 1;
+        d->buckets[g->bucket].pending--;
+        /* Launch in bucket order: the completed prefix of buckets, no further. */
+        while (d->mode == PLX_DDP_OVERLAP && !rc && d->next_launch < d->nbuckets &&
+               d->buckets[d->next_launch].pending == 0)
+            rc = start_bucket(d, &d->buckets[d->next_launch++]);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
 }
 
 PLX_API int plx_ddp_finish(struct plx_ddp *d)
