@@ -37,6 +37,27 @@ static int total_elems(const struct plx_comm *c, int coll, size_t count, size_t 
     return 0;
 }
 
+/* Elements this rank sends and receives, and whether it does either. */
+void plx__coll_extent(const struct plx_comm *c, const struct plx_coll_args *a, size_t *sn, size_t *rn, int *use_send,
+                      int *use_recv)
+{
+    size_t n = a->count, np = a->count * (size_t)c->size; /* coll.c checked the product */
+    int root = c->rank == a->root;
+    *sn = *rn = n;
+    *use_send = *use_recv = 1;
+    switch (a->coll) {
+    case PLX_COLL_BROADCAST: *use_send = root; break;
+    case PLX_COLL_REDUCE: *use_recv = root; break;
+    case PLX_COLL_ALLGATHER: *rn = np; break;
+    case PLX_COLL_REDUCE_SCATTER: *sn = np; break;
+    case PLX_COLL_GATHER: *rn = np; *use_recv = root; break;
+    case PLX_COLL_SCATTER: *sn = np; *use_send = root; break;
+    case PLX_COLL_ALLTOALL: *sn = *rn = np; break;
+    case PLX_COLL_BARRIER: *sn = *rn = 0; break;
+    default: break;
+    }
+}
+
 static int check_usable(struct plx_comm *c, const char *what)
 {
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
@@ -177,13 +198,17 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     if (o && PLX_HAS_FIELD(o, struct plx_op_options, stream))
         a->stream = o->stream;
 
+    /* f16/bf16 AVG runs as an f32 SUM of pre-divided copies (avg_lowp.c). */
+    struct plx__lowp_avg *lowp = NULL;
+    if (plx__lowp_avg_needed(a) && (rc = plx__lowp_avg_begin(c, a, &lowp)) != 0)
+        return rc;
     int scale_avg = 0;
     int native = !staged && native_ok(c, a, &scale_avg);
     if (!native && !generic_ok(c, a))
-        return plx__err(PLX_ERR_UNSUPPORTED,
+        return plx__lowp_avg_end(lowp, plx__err(PLX_ERR_UNSUPPORTED,
                         "%s(%s, %s) on '%s': backend '%s' cannot run it natively and has no point-to-point "
                         "for the core's generic algorithm", what, plx_dtype_name(a->dtype),
-                        has_op(a->coll) ? plx_redop_name(a->op) : "-", c->name, c->be->name);
+                        has_op(a->coll) ? plx_redop_name(a->op) : "-", c->name, c->be->name));
     a->seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
     if (!w)
         a->flags |= PLX_COLL_FLAG_BLOCKING;
@@ -192,10 +217,10 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
         void *req = NULL;
         if ((rc = c->be->ops.collective(c->bc, a, &req)) != 0) {
             plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", what, (unsigned long long)a->seq, c->name, c->be->name);
-            return rc;
+            return plx__lowp_avg_end(lowp, rc);
         }
         struct plx_work *tmp;
-        if ((rc = plx__work_native(c, a, scale_avg, req, &tmp)) != 0)
+        if ((rc = plx__work_native(c, a, scale_avg, lowp, req, &tmp)) != 0)
             return rc;
         if (w) {
             *w = tmp;
@@ -218,8 +243,8 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
         return rc;
     }
     if (!w)
-        return plx__run_generic_blocking(c, a);
-    return plx__work_generic(c, a, w);
+        return plx__lowp_avg_end(lowp, plx__run_generic_blocking(c, a));
+    return plx__work_generic(c, a, lowp, w);
 }
 
 #define ARGS(kind, s, r, n, dt, o, rt)                                                                   \
@@ -400,7 +425,7 @@ static int p2p(struct plx_comm *c, int is_send, void *buf, size_t count, int dty
     struct plx_coll_args ca = {.struct_size = sizeof ca, .coll = is_send ? PLX_COLL_SEND : PLX_COLL_RECV,
                                .send = buf, .recv = buf, .count = count, .dtype = dtype, .root = peer};
     struct plx_work *tmp;
-    if ((rc = plx__work_native(c, &ca, 0, req, &tmp)) != 0)
+    if ((rc = plx__work_native(c, &ca, 0, NULL, req, &tmp)) != 0)
         return rc;
     if (w) {
         *w = tmp;

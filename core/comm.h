@@ -43,6 +43,8 @@ struct plx_comm {
     struct plx__p2p p2p;
 };
 
+struct plx__lowp_avg;
+
 enum work_kind { WORK_DONE, WORK_NATIVE, WORK_GENERIC };
 
 struct plx_work {
@@ -51,6 +53,7 @@ struct plx_work {
     void *req;                /* WORK_NATIVE: the backend's request */
     struct plx_coll_args args;
     int scale_avg;            /* native SUM standing in for AVG: divide on completion */
+    struct plx__lowp_avg *lowp; /* f16/bf16 AVG run in f32: round into the caller's buffer on completion */
     int done;                 /* guarded by comm->mu for WORK_GENERIC */
     int status;
     int freed_by_user;
@@ -59,9 +62,11 @@ struct plx_work {
 };
 
 /* work.c */
-int plx__work_native(struct plx_comm *c, const struct plx_coll_args *a, int scale_avg, void *req,
-                     struct plx_work **w);
-int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct plx_work **w);
+/* The work owns lowp from here on, also when these fail. */
+int plx__work_native(struct plx_comm *c, const struct plx_coll_args *a, int scale_avg, struct plx__lowp_avg *lowp,
+                     void *req, struct plx_work **w);
+int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct plx__lowp_avg *lowp,
+                      struct plx_work **w);
 int plx__work_done(struct plx_comm *c, int status, struct plx_work **w);
 /* Run a generic collective now in the calling thread if the executor is idle. */
 int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a);
@@ -88,6 +93,22 @@ struct plx__rendezvous {
     const char *source; /* "options", "torchrun", "Open MPI", "MPICH", "Slurm", "default" */
 };
 int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rendezvous *out);
+
+/* coll.c: elements this rank sends (*sn) and receives (*rn) in a, and
+ * whether it uses its send and receive buffers at all. */
+void plx__coll_extent(const struct plx_comm *c, const struct plx_coll_args *a, size_t *sn, size_t *rn, int *use_send,
+                      int *use_recv);
+
+/* avg_lowp.c: AVG on f16/bf16 host buffers runs as an f32 SUM of the inputs
+ * pre-divided by the group size, rounded once into the caller's buffer. */
+struct plx__lowp_avg;
+int plx__lowp_avg_needed(const struct plx_coll_args *a);
+/* Rewrites a to an F32 SUM over scratch copies (send converted now); *out
+ * finishes it. */
+int plx__lowp_avg_begin(const struct plx_comm *c, struct plx_coll_args *a, struct plx__lowp_avg **out);
+/* status 0: rounds the result into the caller's buffer. Always frees x
+ * (NULL is a no-op). Returns status, or the conversion's error. */
+int plx__lowp_avg_end(struct plx__lowp_avg *x, int status);
 
 /* Core-internal bit of plx_coll_args.flags, never seen by a backend: the
  * buffers are CUDA memory and the op runs on host copies (stage.c). */

@@ -368,3 +368,38 @@ int plx__scale_div(void *buf, size_t count, int dtype, uint64_t divisor)
     }
     return 0;
 }
+
+int plx__widen_div(float *dst, const void *src, size_t count, int dtype, uint64_t divisor)
+{
+    const uint16_t *s = src;
+    float d = (float)divisor;
+    switch (dtype) {
+    case PLX_F16:
+        for (size_t i = 0; i < count; i++)
+            dst[i] = h2f(s[i]) / d;
+        return 0;
+    case PLX_BF16:
+        for (size_t i = 0; i < count; i++)
+            dst[i] = bf2f(s[i]) / d;
+        return 0;
+    default:
+        return plx__err(PLX_ERR_INVALID_ARG, "widen: dtype %d is not f16 or bf16", dtype);
+    }
+}
+
+int plx__narrow(void *dst, const float *src, size_t count, int dtype)
+{
+    uint16_t *o = dst;
+    switch (dtype) {
+    case PLX_F16:
+        for (size_t i = 0; i < count; i++)
+            o[i] = f2h(src[i]);
+        return 0;
+    case PLX_BF16:
+        for (size_t i = 0; i < count; i++)
+            o[i] = f2bf(src[i]);
+        return 0;
+    default:
+        return plx__err(PLX_ERR_INVALID_ARG, "narrow: dtype %d is not f16 or bf16", dtype);
+    }
+}

@@ -14,6 +14,10 @@ int plx__reduce3(void *out, const void *a, const void *b, size_t count, int dtyp
 int plx__reduce(void *inout, const void *in, size_t count, int dtype, int op);
 /* buf[i] /= divisor (integers truncate toward zero). */
 int plx__scale_div(void *buf, size_t count, int dtype, uint64_t divisor);
+/* dst[i] = (f32)src[i] / divisor, src f16 or bf16 (AVG's pre-division, avg_lowp.c). */
+int plx__widen_div(float *dst, const void *src, size_t count, int dtype, uint64_t divisor);
+/* dst[i] = src[i] rounded to nearest-even f16 or bf16. */
+int plx__narrow(void *dst, const float *src, size_t count, int dtype);
 /* Conversions used by kernels, tests and the bench. */
 float plx__f16_to_f32(uint16_t h);
 uint16_t plx__f32_to_f16(float f);

@@ -7,32 +7,11 @@
 #include "cuda_mem.h"
 #include "error.h"
 
-/* Elements this rank sends and receives, and whether it does either. */
-static void extent(const struct plx_comm *c, const struct plx_coll_args *a, size_t *sn, size_t *rn, int *use_send,
-                   int *use_recv)
-{
-    size_t n = a->count, np = a->count * (size_t)c->size; /* coll.c checked the product */
-    int root = c->rank == a->root;
-    *sn = *rn = n;
-    *use_send = *use_recv = 1;
-    switch (a->coll) {
-    case PLX_COLL_BROADCAST: *use_send = root; break;
-    case PLX_COLL_REDUCE: *use_recv = root; break;
-    case PLX_COLL_ALLGATHER: *rn = np; break;
-    case PLX_COLL_REDUCE_SCATTER: *sn = np; break;
-    case PLX_COLL_GATHER: *rn = np; *use_recv = root; break;
-    case PLX_COLL_SCATTER: *sn = np; *use_send = root; break;
-    case PLX_COLL_ALLTOALL: *sn = *rn = np; break;
-    case PLX_COLL_BARRIER: *sn = *rn = 0; break;
-    default: break;
-    }
-}
-
 int plx__stage_run(struct plx_comm *c, const struct plx_coll_args *a, uint64_t deadline_ns)
 {
     size_t es = plx_dtype_size(a->dtype), sn, rn;
     int use_send, use_recv;
-    extent(c, a, &sn, &rn, &use_send, &use_recv);
+    plx__coll_extent(c, a, &sn, &rn, &use_send, &use_recv);
     int inplace = a->send == a->recv;
     size_t sbytes = sn * es, rbytes = rn * es;
     size_t total = inplace ? (sbytes > rbytes ? sbytes : rbytes) : sbytes + rbytes;
@@ -49,8 +28,13 @@ int plx__stage_run(struct plx_comm *c, const struct plx_coll_args *a, uint64_t d
     size_t in = inplace ? total : sbytes;
     if (use_send && in && a->send)
         rc = plx__cuda_copy(h, a->send, in, 1, a->stream);
+    void *host_recv = ha.recv; /* f16/bf16 AVG runs on f32 copies and rounds back here */
+    struct plx__lowp_avg *lowp = NULL;
+    if (rc == 0 && plx__lowp_avg_needed(&ha))
+        rc = plx__lowp_avg_begin(c, &ha, &lowp);
     if (rc == 0)
-        rc = plx__algo_run(&c->p2p, &c->tuning, &c->scratch, &ha, deadline_ns);
+        rc = plx__lowp_avg_end(lowp, plx__algo_run(&c->p2p, &c->tuning, &c->scratch, &ha, deadline_ns));
+    ha.recv = host_recv;
     if (rc == 0 && use_recv && rbytes && a->recv)
         rc = plx__cuda_copy(a->recv, ha.recv, rbytes, 0, a->stream);
     return rc;

@@ -189,6 +189,8 @@ static void *executor_main(void *arg)
             rc = plx__err(PLX_ERR_ABORTED, "communicator '%s' was destroyed with this work pending", c->name);
         else
             rc = run_generic(c, &w->args, w->errmsg, sizeof w->errmsg);
+        rc = plx__lowp_avg_end(w->lowp, rc);
+        w->lowp = NULL;
         if (rc != 0 && !w->errmsg[0])
             snprintf(w->errmsg, sizeof w->errmsg, "%s", plx_last_error());
 
@@ -221,7 +223,7 @@ int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a)
     }
     pthread_mutex_unlock(&c->mu);
     struct plx_work *w;
-    int rc = plx__work_generic(c, a, &w);
+    int rc = plx__work_generic(c, a, NULL, &w);
     if (rc != 0)
         return rc;
     rc = plx_work_wait(w, PLX_TIMEOUT_INFINITE);
@@ -229,18 +231,21 @@ int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a)
     return rc;
 }
 
-int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct plx_work **out)
+int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct plx__lowp_avg *lowp,
+                      struct plx_work **out)
 {
     struct plx_work *w = calloc(1, sizeof *w);
     if (!w)
-        return plx__err(PLX_ERR_NOMEM, "out of memory");
+        return plx__lowp_avg_end(lowp, plx__err(PLX_ERR_NOMEM, "out of memory"));
     w->comm = c;
     w->kind = WORK_GENERIC;
     w->args = *a;
+    w->lowp = lowp;
     pthread_mutex_lock(&c->mu);
     if (!c->thread_started) {
         if (pthread_create(&c->thread, NULL, executor_main, c) != 0) {
             pthread_mutex_unlock(&c->mu);
+            plx__lowp_avg_end(lowp, PLX_ERR_SYSTEM);
             free(w);
             return plx__err(PLX_ERR_SYSTEM, "cannot start the executor thread of '%s': %s", c->name,
                             strerror(errno));
@@ -274,14 +279,15 @@ void plx__executor_stop(struct plx_comm *c)
         pthread_join(c->thread, NULL);
 }
 
-int plx__work_native(struct plx_comm *c, const struct plx_coll_args *a, int scale_avg, void *req,
-                     struct plx_work **out)
+int plx__work_native(struct plx_comm *c, const struct plx_coll_args *a, int scale_avg, struct plx__lowp_avg *lowp,
+                     void *req, struct plx_work **out)
 {
     struct plx_work *w = calloc(1, sizeof *w);
     if (!w) {
         c->be->ops.req_free(c->bc, req);
-        return plx__err(PLX_ERR_NOMEM, "out of memory");
+        return plx__lowp_avg_end(lowp, plx__err(PLX_ERR_NOMEM, "out of memory"));
     }
+    w->lowp = lowp;
     w->comm = c;
     w->kind = WORK_NATIVE;
     w->req = req;
@@ -313,6 +319,8 @@ static int finish_native(struct plx_work *w, int rc)
     const struct plx_coll_args *a = &w->args;
     c->be->ops.req_free(c->bc, w->req);
     w->req = NULL;
+    rc = plx__lowp_avg_end(w->lowp, rc);
+    w->lowp = NULL;
     if (rc == 0 && w->scale_avg) {
         if (a->coll == PLX_COLL_ALLREDUCE || a->coll == PLX_COLL_REDUCE_SCATTER ||
             (a->coll == PLX_COLL_REDUCE && c->rank == a->root))
@@ -439,5 +447,6 @@ PLX_API void plx_work_free(struct plx_work *w)
             c->be->ops.req_free(c->bc, w->req);
         }
     }
+    plx__lowp_avg_end(w->lowp, PLX_ERR_ABORTED); /* cancelled: nothing to round */
     free(w);
 }
