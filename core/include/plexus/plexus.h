@@ -77,7 +77,10 @@ enum plx_dtype {
 };
 
 /* Reduction operators. AVG is SUM divided by the communicator size (integer
- * types divide with truncation toward zero, as PyTorch does). */
+ * types divide with truncation toward zero, as PyTorch does). f16 and bf16
+ * AVG in host memory is the mean wherever the mean is representable: each
+ * input is divided in f32, summed in f32 and rounded once, on every backend
+ * (twice the bytes of a 16-bit SUM on the wire). */
 enum plx_redop {
     PLX_SUM = 0,
     PLX_PROD = 1,
