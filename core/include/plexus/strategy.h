@@ -207,6 +207,49 @@ struct plx_fsdp_memstats {
 };
 PLX_API int plx_fsdp_memory(const struct plx_fsdp *f, struct plx_fsdp_memstats *out);
 
+/* ---- SyncBatchNorm ------------------------------------------------------ *
+ * Batch normalisation over every rank's batch (PyTorch's SyncBatchNorm) on
+ * flat f32 buffers laid out n x channels x spatial (NC: spatial 1; NCHW:
+ * spatial H*W). Ranks may hold different batch sizes, 0 included. Training:
+ * each rank's per-channel count, mean and M2 (sum of squared deviations)
+ * are gathered in one collective and merged with Chan's parallel formula
+ * (no sum-of-squares cancellation); x is normalised by the global mean and
+ * biased variance; the running statistics move by momentum toward the mean
+ * and the unbiased variance. Backward allreduces the two per-channel sums
+ * (dy and dy * xhat) in one call. Eval uses the running statistics and does
+ * not communicate. Every rank must call forward/backward in the same order. */
+struct plx_syncbn_options {
+    uint32_t struct_size;
+    double eps;      /* default 1e-5 */
+    double momentum; /* default 0.1: running = (1 - momentum) running + momentum batch */
+};
+PLX_API void plx_syncbn_options_init(struct plx_syncbn_options *o);
+
+struct plx_syncbn;
+/* comm is borrowed until plx_syncbn_destroy(). Running mean starts at 0,
+ * running variance at 1. Free with plx_syncbn_destroy(). */
+PLX_API int plx_syncbn_create(struct plx_comm *comm, size_t channels, const struct plx_syncbn_options *o,
+                              struct plx_syncbn **out);
+PLX_API void plx_syncbn_destroy(struct plx_syncbn *bn);
+/* The running statistics (channels floats each, owned by bn, valid until
+ * destroy; the caller may write them, e.g. to load a checkpoint). */
+PLX_API float *plx_syncbn_running_mean(struct plx_syncbn *bn);
+PLX_API float *plx_syncbn_running_var(struct plx_syncbn *bn);
+/* y = (x - mean) / sqrt(var + eps) * weight + bias over n samples of this
+ * rank (x, y borrowed during the call; y may equal x). weight and bias
+ * (channels floats) may be NULL: 1 and 0. training 1: global batch
+ * statistics (collective; PLX_ERR_INVALID_ARG on every rank if the world
+ * holds at most one value per channel), kept for plx_syncbn_backward();
+ * training 0: running statistics, local. */
+PLX_API int plx_syncbn_forward(struct plx_syncbn *bn, const float *x, float *y, size_t n, size_t spatial,
+                               const float *weight, const float *bias, int training);
+/* Backward of the last training forward (collective): x and n, spatial as
+ * given to it, dy the gradient of y. Writes dx (may equal dy) and, where
+ * not NULL, this rank's dweight and dbias (written, not accumulated; as
+ * PyTorch, they are local sums that DDP then reduces like any gradient). */
+PLX_API int plx_syncbn_backward(struct plx_syncbn *bn, const float *x, const float *dy, float *dx, size_t n,
+                                size_t spatial, const float *weight, float *dweight, float *dbias);
+
 #ifdef __cplusplus
 }
 #endif
