@@ -14,7 +14,8 @@ f32 files), the same models are trained
 f32 runs must agree with torch within REL (per-step losses; final weights
 and running statistics, as max |a - b| / max |b| per tensor), and every
 rank must end with bit-identical weights. The 16-bit compress hooks are
-held to the f32 run within the bound explained at BOUND16. Exit 0 on
+(and FSDP bf16 mixed precision, where strategy.h has param_dtype) are
+held to the f32 run within the bounds explained at BOUND16. Exit 0 on
 agreement, 1 if not, 77 (skip) without torch, numpy or gloo."""
 import os
 import subprocess
@@ -53,6 +54,12 @@ BN2 = ("bn2w", "bn2b", "W3", "b3", "running_mean", "running_var")
 # one way), the weights' distance from the f32 run is at most 2 (P + 1) u
 # times their total movement |w - w0|. Losses use the same relative bound.
 U16 = {"ddp-fp16": 2.0 ** -11, "ddp-bf16": 2.0 ** -8}
+# FSDP bf16 (param_dtype = reduce_dtype = bf16 over f32 masters) adds to
+# that the forward and backward on parameters rounded to bf16 (relative
+# 2^-9 each): for this smooth model with O(1) weights a relative weight
+# perturbation moves the gradient by about as much relative to |g| as the
+# reduction's rounding does, so the budget doubles: 4 (P + 1) 2^-8.
+BOUND_FSDP16 = 4 * (S.P + 1) * 2.0 ** -8
 
 
 def write(d, name, a):
@@ -195,8 +202,13 @@ def compare(d):
         fails += not ok
         print("%-17s %-9s %12.3g %12.3g %-6s %s" % (run, "torch-" + ref, rl, rw, "yes" if eq else "NO",
                                                     "ok" if ok else "FAIL (limit %g)" % REL))
-    for run, u in U16.items():
-        bound = 2 * (S.P + 1) * u
+    runs16 = list(U16.items())
+    if os.path.exists(os.path.join(d, "plx-fsdp-bf16-loss-r0.bin")):
+        runs16.append(("fsdp-bf16", 2.0 ** -8))
+    else:
+        print("fsdp-bf16: not run (this build's strategy.h has no FSDP param_dtype)")
+    for run, u in runs16:
+        bound = 2 * (S.P + 1) * u if run != "fsdp-bf16" else BOUND_FSDP16
         w0 = {n: read(d, n) for n in MLP}
         rw = max(float(np.max(np.abs(plx(run, n).astype(np.float64) - plx("ddp-sync", n))) /
                        np.max(np.abs(plx("ddp-sync", n).astype(np.float64) - w0[n]))) for n in MLP)

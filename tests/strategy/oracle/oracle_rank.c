@@ -16,9 +16,12 @@
  * Runs: ddp-sync, ddp-overlap-view (bucket views, small buckets), ddp-accum
  * (per step: NO_SYNC micro-batch, then a synchronised one), ddp-fp16,
  * ddp-bf16 (compress hooks), fsdp-full, fsdp-grad-op, no-shard, fsdp-hybrid
- * (2 nodes x 2), bn1d, bn2d. Files: DIR/plx-RUN-loss-rR.bin (steps x 2: the
+ * (2 nodes x 2), bn1d, bn2d, and fsdp-bf16 (FULL_SHARD with param_dtype bf16
+ * over f32 masters; built only where strategy.h has FSDP param_dtype:
+ * ORACLE_FSDP_MIXED). Files: DIR/plx-RUN-loss-rR.bin (steps x 2: the
  * losses of the step's one or two micro-batches), DIR/plx-RUN-NAME-rR.bin. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,24 @@ extern int plx_fsdp_zero_grad(struct plx_fsdp *f, int unit) __attribute__((weak)
 
 static const char *dir;
 static int me, P;
+
+#ifdef ORACLE_FSDP_MIXED
+/* bf16 <-> f32, round to nearest even (finite values only here). */
+static uint16_t to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+#endif
 
 #define MAXP 8
 struct params {
@@ -225,7 +246,8 @@ static int run_fsdp(struct plx_comm *c, const char *run)
     struct params m = {0};
     struct plx_fsdp *f = NULL;
     struct plx_mesh *mesh = NULL;
-    int status = 1, units[4];
+    int status = 1, units[4], mixed = !strcmp(run, "fsdp-bf16");
+    uint16_t *hp[4] = {0}, *hg[4] = {0}; /* fsdp-bf16: gathered parameters, gradients */
     float x[NB * D], y[NB], loss[STEPS * 2] = {0};
     if (add_param(&m, "W1", H * D) || add_param(&m, "b1", H) || add_param(&m, "W2", H) || add_param(&m, "b2", 1))
         goto out;
@@ -247,6 +269,18 @@ static int run_fsdp(struct plx_comm *c, const char *run)
                  : !strcmp(run, "fsdp-grad-op") ? PLX_FSDP_SHARD_GRAD_OP
                  : !strcmp(run, "no-shard")     ? PLX_FSDP_NO_SHARD
                                                 : PLX_FSDP_HYBRID_SHARD;
+    if (mixed) { /* FULL_SHARD, bf16 parameters and reduction over f32 masters */
+#ifdef ORACLE_FSDP_MIXED
+        o.strategy = PLX_FSDP_FULL_SHARD;
+        o.param_dtype = PLX_BF16;
+        for (int k = 0; k < m.n; k++)
+            if (!(hp[k] = calloc(m.count[k], 2)) || !(hg[k] = calloc(m.count[k], 2)))
+                goto out;
+#else
+        fprintf(stderr, "oracle_rank: fsdp-bf16 needs FSDP param_dtype (not in this build's strategy.h)\n");
+        goto out;
+#endif
+    }
     if (o.strategy == PLX_FSDP_HYBRID_SHARD) {
         TRY(plx_mesh_create(c, 2, &mesh));
         o.mesh = mesh;
@@ -256,14 +290,24 @@ static int run_fsdp(struct plx_comm *c, const char *run)
         TRY(plx_fsdp_add_unit(f, m.p[k], m.count[k], PLX_F32, &units[k]));
     for (int s = 0; s < STEPS; s++) {
         for (int k = 0; k < m.n; k++)
-            TRY(plx_fsdp_gather(f, units[k], m.p[k]));
+            TRY(plx_fsdp_gather(f, units[k], mixed ? (void *)hp[k] : m.p[k]));
+#ifdef ORACLE_FSDP_MIXED
+        for (int k = 0; k < m.n && mixed; k++) /* compute in f32 on the bf16 parameters */
+            for (size_t i = 0; i < m.count[k]; i++)
+                m.p[k][i] = from_bf16(hp[k][i]);
+#endif
         zero_grads(&m);
         if (plx_fsdp_zero_grad)
             TRY(plx_fsdp_zero_grad(f, -1));
         float sse = mlp_fwd_bwd(m.p, m.g, x, y, NB, 1.0f / NB);
         loss[s * 2] = sse / NB;
+#ifdef ORACLE_FSDP_MIXED
+        for (int k = 0; k < m.n && mixed; k++) /* gradients leave backward in param_dtype */
+            for (size_t i = 0; i < m.count[k]; i++)
+                hg[k][i] = to_bf16(m.g[k][i]);
+#endif
         for (int k = m.n - 1; k >= 0; k--)
-            TRY(plx_fsdp_reduce_grad(f, units[k], m.g[k]));
+            TRY(plx_fsdp_reduce_grad(f, units[k], mixed ? (void *)hg[k] : m.g[k]));
         for (int k = 0; k < m.n; k++) {
             size_t n;
             float *shard = plx_fsdp_shard(f, units[k], &n), *gs = plx_fsdp_grad_shard(f, units[k], NULL);
@@ -272,10 +316,24 @@ static int run_fsdp(struct plx_comm *c, const char *run)
             TRY(plx_fsdp_regather(f, units[k]));
         }
     }
-    for (int k = 0; k < m.n; k++)
-        TRY(plx_fsdp_gather(f, units[k], m.p[k]));
+    for (int k = 0; k < m.n; k++) {
+        if (!mixed) {
+            TRY(plx_fsdp_gather(f, units[k], m.p[k]));
+            continue;
+        }
+        /* the f32 masters: every rank's shard in place, zeros elsewhere, summed (exact) */
+        size_t n;
+        const float *shard = plx_fsdp_shard(f, units[k], &n);
+        memset(m.p[k], 0, m.count[k] * sizeof(float));
+        memcpy(m.p[k] + plx_fsdp_shard_offset(f, units[k]), shard, n * sizeof(float));
+        TRY(plx_allreduce(c, m.p[k], m.p[k], m.count[k], PLX_F32, PLX_SUM));
+    }
     status = save_all(run, &m, loss);
 out:
+    for (int k = 0; k < 4; k++) {
+        free(hp[k]);
+        free(hg[k]);
+    }
     plx_fsdp_destroy(f);
     plx_mesh_destroy(mesh);
     free_params(&m);
@@ -392,7 +450,11 @@ out:
 }
 
 static const char *const all_runs[] = {"ddp-sync", "ddp-overlap-view", "ddp-accum", "ddp-fp16", "ddp-bf16",
-                                       "fsdp-full", "fsdp-grad-op", "no-shard", "fsdp-hybrid", "bn1d", "bn2d"};
+                                       "fsdp-full", "fsdp-grad-op", "no-shard", "fsdp-hybrid", "bn1d", "bn2d",
+#ifdef ORACLE_FSDP_MIXED
+                                       "fsdp-bf16"
+#endif
+};
 
 int main(int argc, char **argv)
 {
