@@ -44,6 +44,11 @@ struct plx_ddp_options {
     uint32_t struct_size;
     size_t bucket_cap_bytes; /* 0: 25 MiB */
     int average;             /* 1 (default): divide by the world size */
+    /* Later fields (a caller built before them gets their defaults). */
+    size_t first_bucket_bytes;   /* cap of each dtype's first bucket (the first to
+                                    launch); 0: 1 MiB; never above bucket_cap_bytes */
+    int gradient_as_bucket_view; /* 1: every gradient lives inside its bucket's
+                                    flat storage (no copies); see plx_ddp_grad_buffer() */
 };
 PLX_API void plx_ddp_options_init(struct plx_ddp_options *o);
 
@@ -53,7 +58,17 @@ PLX_API int plx_ddp_create(struct plx_comm *comm, const struct plx_ddp_options *
 PLX_API void plx_ddp_destroy(struct plx_ddp *ddp);
 /* Register a gradient buffer (borrowed until destroy), in the order the
  * model defines its parameters; buckets fill in reverse order, as gradients
- * become ready in backward. *index identifies it. Only before the first step. */
+ * become ready in backward. *index identifies it. Only before the bucket
+ * layout is fixed (the first plx_ddp_begin() or plx_ddp_grad_buffer()).
+ *
+ * Buckets, as PyTorch's reducer builds them: each dtype fills its own open
+ * bucket (interleaved dtypes do not split buckets); a bucket closes once it
+ * holds at least its cap in bytes (the gradient that crosses the cap stays
+ * in); a dtype's first bucket is capped by first_bucket_bytes, the later
+ * ones by bucket_cap_bytes. Buckets are numbered (and launched) in the order
+ * they were opened. gradient_as_bucket_view: grad may be NULL; if not, its
+ * contents when the layout is fixed are copied into the bucket and the
+ * gradient lives there from then on (grad is no longer read or written). */
 PLX_API int plx_ddp_register(struct plx_ddp *ddp, void *grad, size_t count, int dtype, int *index);
 /* Start a step in a mode; gradients are then marked ready one by one. */
 PLX_API int plx_ddp_begin(struct plx_ddp *ddp, int mode);
@@ -64,6 +79,70 @@ PLX_API int plx_ddp_ready(struct plx_ddp *ddp, int index);
 PLX_API int plx_ddp_finish(struct plx_ddp *ddp);
 /* Number of buckets and the gradients of bucket b (for inspection). */
 PLX_API int plx_ddp_bucket_count(const struct plx_ddp *ddp);
+/* The gradients of bucket b in bucket order: returns how many there are
+ * (0 before the layout is fixed) and writes the first max of them to
+ * indices (may be NULL). PLX_ERR_INVALID_ARG for a bad bucket. */
+PLX_API int plx_ddp_bucket_grads(const struct plx_ddp *ddp, int bucket, int *indices, int max);
+/* Where gradient index lives now: with gradient_as_bucket_view, inside its
+ * bucket's flat storage (valid until destroy; write the gradient there),
+ * else the buffer registered or last set. Fixes the bucket layout (no more
+ * registration). NULL (detail in plx_last_error()) for a bad index. */
+PLX_API void *plx_ddp_grad_buffer(struct plx_ddp *ddp, int index);
+/* Re-point gradient index to another buffer of the same count and dtype
+ * (borrowed until destroy or the next re-pointing), between steps only.
+ * It is copied into its bucket at launch and the result copied back.
+ * gradient_as_bucket_view: grad NULL points it back into the bucket.
+ * PLX_ERR_INVALID_USAGE inside a step or for NULL without a bucket view. */
+PLX_API int plx_ddp_set_grad(struct plx_ddp *ddp, int index, void *grad);
+/* Mark gradient index unused by this rank in this step (PyTorch's
+ * find_unused_parameters): it is ready, and it contributes zero, or what it
+ * accumulated over the NO_SYNC steps since the last synchronised one. Its
+ * buffer (zeroed if it held nothing accumulated) receives the reduced
+ * result like any other. Marking a gradient both ready and unused is an
+ * error, as marking it twice. */
+PLX_API int plx_ddp_mark_unused(struct plx_ddp *ddp, int index);
+
+/* Communication hooks (PyTorch's register_comm_hook): one call per bucket
+ * replaces the bucket's allreduce. The hook reduces data in place: start
+ * launches the work (*work a nonblocking work, or NULL when it finished
+ * synchronously); finish, if not NULL, runs after that work completed
+ * (e.g. to decompress). The result must be the mean over the world when
+ * average is 1, else the sum. */
+struct plx_ddp_bucket {
+    uint32_t struct_size;
+    int index;             /* bucket number = launch order, same on every rank */
+    void *data;            /* the bucket's flat gradients */
+    size_t count;          /* elements */
+    int dtype;
+    int average;           /* the options' average */
+    struct plx_comm *comm; /* the DDP communicator */
+};
+struct plx_ddp_comm_hook {
+    uint32_t struct_size;
+    void *state; /* passed back to the callbacks; borrowed until destroy */
+    int (*start)(void *state, const struct plx_ddp_bucket *bucket, struct plx_work **work);
+    int (*finish)(void *state, const struct plx_ddp_bucket *bucket); /* may be NULL */
+};
+/* Built-in hooks. The compress hooks cast f32/f64 buckets to 16 bits after
+ * dividing by the world size (when averaging), allreduce them with SUM and
+ * cast the result back, as PyTorch's fp16_compress_hook / bf16_compress_hook;
+ * buckets of other dtypes are allreduced as usual. */
+enum plx_ddp_builtin_hook {
+    PLX_DDP_HOOK_ALLREDUCE = 0,     /* the default */
+    PLX_DDP_HOOK_FP16_COMPRESS = 1,
+    PLX_DDP_HOOK_BF16_COMPRESS = 2,
+};
+/* Install a hook (copied; state borrowed until destroy) or a built-in one,
+ * before the first step. PLX_ERR_INVALID_USAGE after it. */
+PLX_API int plx_ddp_register_comm_hook(struct plx_ddp *ddp, const struct plx_ddp_comm_hook *hook);
+PLX_API int plx_ddp_register_builtin_hook(struct plx_ddp *ddp, int builtin);
+
+/* Threads: plx_ddp_ready() and plx_ddp_mark_unused() may be called from
+ * several threads at once during a step (a lock orders them; the hook's
+ * start runs under it, on the thread whose call completed the bucket, so
+ * a hook must not call back into this DDP). Every other plx_ddp_* call
+ * must come from one thread at a time and not overlap a step's marking. */
+
 /* Broadcast n parameter buffers from root (model initialisation). */
 PLX_API int plx_broadcast_params(struct plx_comm *comm, void *const *bufs, const size_t *counts, const int *dtypes,
                                  int n, int root);
@@ -127,6 +206,49 @@ struct plx_fsdp_memstats {
     double optim_estimate_bytes; /* shard elements x optim_bytes_per_param */
 };
 PLX_API int plx_fsdp_memory(const struct plx_fsdp *f, struct plx_fsdp_memstats *out);
+
+/* ---- SyncBatchNorm ------------------------------------------------------ *
+ * Batch normalisation over every rank's batch (PyTorch's SyncBatchNorm) on
+ * flat f32 buffers laid out n x channels x spatial (NC: spatial 1; NCHW:
+ * spatial H*W). Ranks may hold different batch sizes, 0 included. Training:
+ * each rank's per-channel count, mean and M2 (sum of squared deviations)
+ * are gathered in one collective and merged with Chan's parallel formula
+ * (no sum-of-squares cancellation); x is normalised by the global mean and
+ * biased variance; the running statistics move by momentum toward the mean
+ * and the unbiased variance. Backward allreduces the two per-channel sums
+ * (dy and dy * xhat) in one call. Eval uses the running statistics and does
+ * not communicate. Every rank must call forward/backward in the same order. */
+struct plx_syncbn_options {
+    uint32_t struct_size;
+    double eps;      /* default 1e-5 */
+    double momentum; /* default 0.1: running = (1 - momentum) running + momentum batch */
+};
+PLX_API void plx_syncbn_options_init(struct plx_syncbn_options *o);
+
+struct plx_syncbn;
+/* comm is borrowed until plx_syncbn_destroy(). Running mean starts at 0,
+ * running variance at 1. Free with plx_syncbn_destroy(). */
+PLX_API int plx_syncbn_create(struct plx_comm *comm, size_t channels, const struct plx_syncbn_options *o,
+                              struct plx_syncbn **out);
+PLX_API void plx_syncbn_destroy(struct plx_syncbn *bn);
+/* The running statistics (channels floats each, owned by bn, valid until
+ * destroy; the caller may write them, e.g. to load a checkpoint). */
+PLX_API float *plx_syncbn_running_mean(struct plx_syncbn *bn);
+PLX_API float *plx_syncbn_running_var(struct plx_syncbn *bn);
+/* y = (x - mean) / sqrt(var + eps) * weight + bias over n samples of this
+ * rank (x, y borrowed during the call; y may equal x). weight and bias
+ * (channels floats) may be NULL: 1 and 0. training 1: global batch
+ * statistics (collective; PLX_ERR_INVALID_ARG on every rank if the world
+ * holds at most one value per channel), kept for plx_syncbn_backward();
+ * training 0: running statistics, local. */
+PLX_API int plx_syncbn_forward(struct plx_syncbn *bn, const float *x, float *y, size_t n, size_t spatial,
+                               const float *weight, const float *bias, int training);
+/* Backward of the last training forward (collective): x and n, spatial as
+ * given to it, dy the gradient of y. Writes dx (may equal dy) and, where
+ * not NULL, this rank's dweight and dbias (written, not accumulated; as
+ * PyTorch, they are local sums that DDP then reduces like any gradient). */
+PLX_API int plx_syncbn_backward(struct plx_syncbn *bn, const float *x, const float *dy, float *dx, size_t n,
+                                size_t spatial, const float *weight, float *dweight, float *dbias);
 
 #ifdef __cplusplus
 }
