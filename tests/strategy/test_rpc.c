@@ -96,6 +96,15 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* How many references the handler has stored (it runs on another thread). */
+static int held_count(struct held *h)
+{
+    pthread_mutex_lock(&h->mu);
+    int n = h->n;
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
 /* Send a fork of r to rank dst, which keeps it. */
 static int give(struct plx_rpc *rpc, const struct plx_rref *r, int dst)
 {
@@ -204,10 +213,11 @@ static int run(struct plx_comm *c)
         CHECK(plx_rpc_owned_count(rpc) == 1, "owner keeps the value while others hold it: %zu",
               plx_rpc_owned_count(rpc));
     if (me == 0 || me == 3) {
-        CHECK(held.n == 1 && expect_value(rpc, held.r[0], "abc!"), "a third rank's to_here");
+        CHECK(held_count(&held) == 1 && expect_value(rpc, held.r[0], "abc!"), "a third rank's to_here");
     }
     if (me == 1)
-        CHECK(held.n == 1 && expect_value(rpc, held.r[0], "self!"), "to_here of rank 0's own value");
+        CHECK(held_count(&held) == 1 && expect_value(rpc, held.r[0], "self!"), "to_here of rank 0's own value");
+    plx_barrier(c);
     if (me == 0) { /* forward the forwarded reference once more, then drop ours */
         CHECK(!give(rpc, held.r[0], 3), "a fork of a fork");
         CHECK(!plx_rref_release(rpc, held.r[0]), "release by rank 0");
@@ -217,8 +227,8 @@ static int run(struct plx_comm *c)
     }
     plx_barrier(c);
     if (me == 3) { /* two references now: both must fetch */
-        CHECK(held.n == 2 && expect_value(rpc, held.r[0], "abc!") && expect_value(rpc, held.r[1], "abc!"),
-              "rank 3 holds %d references", held.n);
+        CHECK(held_count(&held) == 2 && expect_value(rpc, held.r[0], "abc!") && expect_value(rpc, held.r[1], "abc!"),
+              "rank 3 holds %d references", held_count(&held));
         CHECK(!plx_rref_release(rpc, held.r[0]), "release 1 of 2");
         CHECK(!plx_rpc_sync(rpc, 2, "echo", NULL, 0, NULL, NULL, -1), "echo after release");
         CHECK(expect_value(rpc, held.r[1], "abc!"), "the last reference still fetches");

@@ -118,13 +118,67 @@ void plx__rpc_reap(struct plx_rpc *rpc, int wait_all)
     }
 }
 
-/* Wait for w in slices, so destroy can make the thread leave. */
+/* Post a receive of each peer's shutdown byte. */
+static int watch_peers(struct plx_rpc *rpc)
+{
+    rpc->bye = calloc((size_t)rpc->size, sizeof *rpc->bye);
+    rpc->bye_buf = calloc((size_t)rpc->size, 1);
+    if (!rpc->bye || !rpc->bye_buf)
+        return plx__err(PLX_ERR_NOMEM, "rpc: out of memory");
+    for (int p = 0; p < rpc->size; p++) {
+        if (p == rpc->rank)
+            continue;
+        int rc = plx_irecv(rpc->data, &rpc->bye_buf[p], 1, PLX_U8, p, PLX__RPC_TAG_BYE, NULL, &rpc->bye[p]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* A peer's receive that ended before its shutdown byte means it is lost. */
+static int check_peers(struct plx_rpc *rpc)
+{
+    for (int p = 0; p < rpc->size; p++) {
+        int done = 0, rc;
+        if (!rpc->bye[p] || (rc = plx_work_test(rpc->bye[p], &done), !done))
+            continue;
+        plx_work_free(rpc->bye[p]);
+        rpc->bye[p] = NULL;
+        if (rc) {
+            plx__err_prefix("rank %d lost: ", p);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Wait for the shutdown bytes (STOP came: every peer sent its byte), or
+ * abort them when the agent broke. */
+static void unwatch_peers(struct plx_rpc *rpc, int broken)
+{
+    if (broken)
+        plx_comm_abort(rpc->data);
+    for (int p = 0; rpc->bye && p < rpc->size; p++) {
+        if (rpc->bye[p])
+            plx_work_wait(rpc->bye[p], rpc->timeout_ms);
+        plx_work_free(rpc->bye[p]);
+    }
+    free(rpc->bye);
+    free(rpc->bye_buf);
+    rpc->bye = NULL;
+    rpc->bye_buf = NULL;
+}
+
+/* Wait for w in slices: between them, notice lost peers, reap finished
+ * sends, and leave if destroy asks. */
 static int wait_sliced(struct plx_rpc *rpc, struct plx_work *w, int64_t limit_ms)
 {
     int64_t end = limit_ms < 0 ? -1 : plx__rpc_now_ns() + limit_ms * 1000000;
     for (;;) {
-        int rc = plx_work_wait(w, 100);
+        int rc = plx_work_wait(w, 50);
         if (rc != PLX_ERR_TIMEOUT)
+            return rc;
+        if ((rc = check_peers(rpc)))
             return rc;
         plx__rpc_reap(rpc, 0);
         pthread_mutex_lock(&rpc->mu);
@@ -141,13 +195,15 @@ static int wait_sliced(struct plx_rpc *rpc, struct plx_work *w, int64_t limit_ms
 static void *progress(void *p)
 {
     struct plx_rpc *rpc = p;
-    int rc = 0;
-    for (;;) {
+    int rc = watch_peers(rpc);
+    while (!rc) {
         struct plx__rpc_hdr h;
         struct plx_work *w = NULL;
         rc = plx_irecv(rpc->data, &h, sizeof h, PLX_U8, PLX_ANY_SOURCE, PLX__RPC_TAG_HDR, NULL, &w);
         if (!rc)
             rc = wait_sliced(rpc, w, -1);
+        if (rc && w) /* still pending if a peer was lost: end it */
+            plx_comm_abort(rpc->data);
         plx_work_free(w);
         if (rc)
             break;
@@ -168,6 +224,8 @@ static void *progress(void *p)
             rc = plx_irecv(rpc->data, payload, h.payload_len, PLX_U8, h.src, PLX__RPC_TAG_DATA, NULL, &w);
             if (!rc)
                 rc = wait_sliced(rpc, w, rpc->timeout_ms);
+            if (rc && w)
+                plx_comm_abort(rpc->data);
             plx_work_free(w);
             if (rc) {
                 free(payload);
@@ -177,7 +235,7 @@ static void *progress(void *p)
         plx__rpc_serve(rpc, h.src, &h, payload);
         plx__rpc_reap(rpc, 0);
     }
-    if (rc) { /* the communicator failed: every pending call learns why */
+    if (rc) { /* the communicator failed or a peer is lost: every pending call learns why */
         char msg[sizeof rpc->broken_msg];
         snprintf(msg, sizeof msg, "%s", plx_last_error());
         pthread_mutex_lock(&rpc->mu);
@@ -187,6 +245,7 @@ static void *progress(void *p)
         pthread_cond_broadcast(&rpc->cv);
         pthread_mutex_unlock(&rpc->mu);
     }
+    unwatch_peers(rpc, rc != 0);
     return NULL;
 }
 
@@ -326,11 +385,23 @@ PLX_API int plx_rpc_shutdown(struct plx_rpc *rpc, int64_t timeout_ms)
                             rpc->rank, (long long)r[0], (long long)limit);
     }
     if (rpc->has_thread) {
-        /* Each progress thread's last message: STOP from its left neighbour. */
+        /* Every peer's watch ends with our byte; each progress thread's
+         * last message is STOP from its left neighbour. */
+        static const unsigned char bye = 1;
+        int rc = 0;
+        for (int p = 0; p < rpc->size && !rc; p++) {
+            struct plx_work *w = NULL;
+            if (p != rpc->rank && !(rc = plx_isend(rpc->data, &bye, 1, PLX_U8, p, PLX__RPC_TAG_BYE, NULL, &w)))
+                rc = plx_work_wait(w, limit);
+            plx_work_free(w);
+        }
         struct plx__rpc_hdr h = {.kind = RPC_STOP};
-        int rc = plx__rpc_send(rpc, (rpc->rank + 1) % rpc->size, &h, NULL);
-        if (rc)
+        if (!rc)
+            rc = plx__rpc_send(rpc, (rpc->rank + 1) % rpc->size, &h, NULL);
+        if (rc) {
+            plx__err_prefix("plx_rpc_shutdown: ");
             return rc;
+        }
         pthread_join(rpc->thread, NULL);
         rpc->has_thread = 0;
         plx__rpc_reap(rpc, 1);

@@ -15,6 +15,7 @@
 
 #define PLX__RPC_TAG_HDR 1
 #define PLX__RPC_TAG_DATA 2
+#define PLX__RPC_TAG_BYE 3 /* one byte to each peer at shutdown; until then a receive that fails if the peer is lost */
 #define PLX__RPC_MAX_PAYLOAD ((uint64_t)1 << 32)
 
 enum plx__rpc_kind {
@@ -95,6 +96,10 @@ struct plx_rpc {
     char broken_msg[768];
     int stopped;         /* shutdown completed */
     int abandon;         /* destroy without shutdown: the thread must leave */
+    /* progress thread only: per peer, a receive of its shutdown byte. An
+     * any-source receive is not failed when one peer is lost; these are. */
+    struct plx_work **bye;
+    unsigned char *bye_buf;
 };
 
 int64_t plx__rpc_now_ns(void);
