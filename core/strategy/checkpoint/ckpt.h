@@ -27,6 +27,8 @@ int plx__ckpt_nelem(int ndim, const int64_t *shape, size_t *out);
 /* Check one item's fields; `what` names the operation in the message. */
 int plx__ckpt_check_item(const char *what, const struct plx_ckpt_item *it);
 
+/* Select the fastest BLAKE2b; call before plx__ckpt_digest_hex. */
+int plx__ckpt_digest_init(void);
 /* Digest of one block as 64 hex digits + NUL. */
 void plx__ckpt_digest_hex(const void *data, size_t bytes, char out[2 * PLX__CKPT_DIGEST + 1]);
 

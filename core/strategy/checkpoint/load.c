@@ -107,11 +107,15 @@ static int read_range(struct ctx *c, const struct piece *p, const char *tensor, 
     uint64_t rlo = (uint64_t)b0 * PLX__CKPT_BLOCK, rhi = (uint64_t)(b1 + 1) * PLX__CKPT_BLOCK;
     if (rhi > bytes)
         rhi = bytes;
-    char *buf = malloc(rhi - rlo);
+    /* Whole blocks wanted (the usual case: whole pieces): read straight
+     * into the staging buffer, no bounce copy. */
+    int direct = rlo == blo && rhi == bhi;
+    char *buf = direct ? dst : malloc(rhi - rlo);
     if (!buf)
         return plx__err(PLX_ERR_NOMEM, "checkpoint load: out of memory reading tensor '%s'", tensor);
     if (plx__ckpt_pread_all(f->fd, buf, rhi - rlo, base + rlo)) {
-        free(buf);
+        if (!direct)
+            free(buf);
         return plx__err(PLX_ERR_SYSTEM, "checkpoint load: reading tensor '%s' from %s: %s", tensor, f->path,
                         strerror(errno));
     }
@@ -121,15 +125,18 @@ static int read_range(struct ctx *c, const struct piece *p, const char *tensor, 
         plx__ckpt_digest_hex(buf + (s - rlo), t - s, hex);
         const char *want = json_string_value(json_array_get(p->sums, k));
         if (!want || strcmp(want, hex)) {
-            free(buf);
+            if (!direct)
+                free(buf);
             return plx__err(PLX_ERR_PROTOCOL,
                             "checkpoint load: checksum mismatch in %s, tensor '%s', bytes %llu..%llu of its piece "
                             "(elements from %zu): the file is corrupt",
                             f->path, tensor, (unsigned long long)s, (unsigned long long)t, p->off);
         }
     }
-    memcpy(dst, buf + (blo - rlo), bhi - blo);
-    free(buf);
+    if (!direct) {
+        memcpy(dst, buf + (blo - rlo), bhi - blo);
+        free(buf);
+    }
     return 0;
 }
 
@@ -206,6 +213,8 @@ PLX_API int plx_ckpt_load(struct plx_comm *comm, const char *path, const struct 
         rc = plx__err(PLX_ERR_INVALID_ARG, "plx_ckpt_load: no path or a bad item list");
     for (int i = 0; !rc && i < n; i++)
         rc = plx__ckpt_check_item("checkpoint load", &items[i]);
+    if (!rc && opt.verify)
+        rc = plx__ckpt_digest_init();
     struct ctx c = {.dir = path, .verify = opt.verify};
     json_t *index = NULL;
     if (!rc) {
