@@ -4,7 +4,8 @@
  *
  * Calls: echo of 8 B and 256 KiB to a neighbour and to itself, async to
  * every rank; a handler's error comes back with its code and message; an
- * unknown handler; a call that outlives its timeout.
+ * unknown handler; a handler that tries to block on a call; a call that
+ * outlives its timeout.
  * RRefs: rank 1 creates a value on rank 2 and forks it to ranks 0 and 3;
  * rank 0 forks its copy on to rank 3 again (a forwarded forward); rank 0
  * owns a value of its own that rank 1 holds. Holders fetch with to_here,
@@ -96,6 +97,17 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* A handler that tries to block on another call: refused, and the refusal
+ * travels back to its caller. */
+static int h_nested(void *ctx, int caller, const void *a, size_t len, void **res, size_t *rl, char *err, size_t cap)
+{
+    (void)a, (void)len, (void)res, (void)rl;
+    struct held *h = ctx;
+    int rc = plx_rpc_sync(h->rpc, caller, "echo", NULL, 0, NULL, NULL, -1);
+    snprintf(err, cap, "%s", plx_last_error());
+    return rc ? rc : PLX_ERR_INTERNAL;
+}
+
 /* How many references the handler has stored (it runs on another thread). */
 static int held_count(struct held *h)
 {
@@ -145,6 +157,7 @@ static int run(struct plx_comm *c)
     plx_rpc_register(rpc, "slow", h_slow, NULL);
     plx_rpc_register(rpc, "make", h_make, NULL);
     plx_rpc_register(rpc, "hold", h_hold, &held);
+    plx_rpc_register(rpc, "nested", h_nested, &held);
     plx_barrier(c); /* every handler registered everywhere */
 
     /* ---- calls ---- */
@@ -179,6 +192,9 @@ static int run(struct plx_comm *c)
           "handler error: %s", plx_err_name(rc));
     rc = plx_rpc_sync(rpc, (me + 1) % P, "nope", NULL, 0, NULL, NULL, -1);
     CHECK(rc == PLX_ERR_NOT_FOUND && strstr(plx_last_error(), "no handler 'nope'"), "unknown handler: %s",
+          plx_err_name(rc));
+    rc = plx_rpc_sync(rpc, (me + 3) % P, "nested", NULL, 0, NULL, NULL, -1);
+    CHECK(rc == PLX_ERR_INVALID_USAGE && strstr(plx_last_error(), "must not block"), "a handler blocking: %s",
           plx_err_name(rc));
     if (me == 0) { /* rank 1's handler takes 400 ms; the call allows 50 */
         double t0 = now_ms();

@@ -54,8 +54,8 @@ int plx__ckpt_agree(struct plx_comm *c, const char *what, int rc)
         return rc;
     }
     if (r[0])
-        return plx__err(PLX_ERR_REMOTE, "%s: rank %d failed with %s, so no rank went on", what, (int)r[1],
-                        plx_err_name(r[0]));
+        return plx__err(PLX_ERR_REMOTE, "%s: rank %d failed (its message is in its own error; worst status %s), so no "
+                        "rank went on", what, (int)r[1], plx_err_name(r[0]));
     return 0;
 }
 

@@ -20,9 +20,13 @@ int64_t plx__rpc_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The agent this thread serves, if it is a progress thread: set by the
+ * thread itself, so no other thread's memory is read to tell. */
+static _Thread_local const struct plx_rpc *serving;
+
 int plx__rpc_on_progress_thread(const struct plx_rpc *rpc)
 {
-    return rpc->has_thread && pthread_equal(pthread_self(), rpc->thread);
+    return serving == rpc;
 }
 
 PLX_API void plx_rpc_options_init(struct plx_rpc_options *o)
@@ -195,6 +199,7 @@ static int wait_sliced(struct plx_rpc *rpc, struct plx_work *w, int64_t limit_ms
 static void *progress(void *p)
 {
     struct plx_rpc *rpc = p;
+    serving = rpc;
     int rc = watch_peers(rpc);
     while (!rc) {
         struct plx__rpc_hdr h;
