@@ -260,8 +260,22 @@ static int run(struct plx_comm *c)
     if (me == 2)
         CHECK(plx_rpc_owned_count(rpc) == 0, "rank 2 freed its value after the last release: %zu left",
               plx_rpc_owned_count(rpc));
+    /* Shutdown waits for every rank's outstanding calls: rank 0 leaves a
+     * 400 ms call to rank 2 unwaited; it must be answered when shutdown
+     * returns. */
+    struct plx_rpc_future *pending = NULL;
+    if (me == 0)
+        CHECK(!plx_rpc_async(rpc, 2, "slow", NULL, 0, -1, &pending), "async slow");
+    double t0 = now_ms();
     rc = plx_rpc_shutdown(rpc, 20000);
     CHECK(!rc, "shutdown");
+    if (me == 0) {
+        int done = 0;
+        plx_rpc_test(pending, &done);
+        CHECK(done && now_ms() - t0 > 300, "shutdown returned after %.0f ms with the call %s", now_ms() - t0,
+              done ? "answered" : "still pending");
+        CHECK(!plx_rpc_wait(pending, NULL, NULL), "the call shutdown waited for");
+    }
     CHECK(plx_rpc_owned_count(rpc) == 0, "after shutdown rank %d still owns %zu values", me, plx_rpc_owned_count(rpc));
     rc = plx_rpc_sync(rpc, (me + 1) % P, "echo", NULL, 0, NULL, NULL, -1);
     CHECK(rc == PLX_ERR_INVALID_USAGE, "a call after shutdown is refused: %s", plx_err_name(rc));
