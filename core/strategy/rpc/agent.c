@@ -200,15 +200,21 @@ static void *progress(void *p)
 {
     struct plx_rpc *rpc = p;
     serving = rpc;
+    char why[sizeof rpc->broken_msg] = "";
     int rc = watch_peers(rpc);
+    if (rc)
+        snprintf(why, sizeof why, "%s", plx_last_error());
     while (!rc) {
         struct plx__rpc_hdr h;
         struct plx_work *w = NULL;
         rc = plx_irecv(rpc->data, &h, sizeof h, PLX_U8, PLX_ANY_SOURCE, PLX__RPC_TAG_HDR, NULL, &w);
         if (!rc)
             rc = wait_sliced(rpc, w, -1);
-        if (rc && w) /* still pending if a peer was lost: end it */
-            plx_comm_abort(rpc->data);
+        if (rc) { /* the reason first: ending the receive below may say other things */
+            snprintf(why, sizeof why, "%s", plx_last_error());
+            if (w) /* still pending if a peer was lost: end it */
+                plx_comm_abort(rpc->data);
+        }
         plx_work_free(w);
         if (rc)
             break;
@@ -218,19 +224,24 @@ static void *progress(void *p)
         if (h.payload_len > PLX__RPC_MAX_PAYLOAD || h.src < 0 || h.src >= rpc->size) {
             rc = plx__err(PLX_ERR_PROTOCOL, "rpc: rank %d: a message claims %llu bytes from rank %d", rpc->rank,
                           (unsigned long long)h.payload_len, h.src);
+            snprintf(why, sizeof why, "%s", plx_last_error());
             break;
         }
         if (h.payload_len) {
             if (!(payload = malloc(h.payload_len))) {
                 rc = plx__err(PLX_ERR_NOMEM, "rpc: out of memory for a %llu-byte message",
                               (unsigned long long)h.payload_len);
+                snprintf(why, sizeof why, "%s", plx_last_error());
                 break;
             }
             rc = plx_irecv(rpc->data, payload, h.payload_len, PLX_U8, h.src, PLX__RPC_TAG_DATA, NULL, &w);
             if (!rc)
                 rc = wait_sliced(rpc, w, rpc->timeout_ms);
-            if (rc && w)
-                plx_comm_abort(rpc->data);
+            if (rc) {
+                snprintf(why, sizeof why, "%s", plx_last_error());
+                if (w)
+                    plx_comm_abort(rpc->data);
+            }
             plx_work_free(w);
             if (rc) {
                 free(payload);
@@ -241,11 +252,9 @@ static void *progress(void *p)
         plx__rpc_reap(rpc, 0);
     }
     if (rc) { /* the communicator failed or a peer is lost: every pending call learns why */
-        char msg[sizeof rpc->broken_msg];
-        snprintf(msg, sizeof msg, "%s", plx_last_error());
         pthread_mutex_lock(&rpc->mu);
         rpc->broken = rc;
-        snprintf(rpc->broken_msg, sizeof rpc->broken_msg, "rank %d's RPC agent stopped: %.700s", rpc->rank, msg);
+        snprintf(rpc->broken_msg, sizeof rpc->broken_msg, "rank %d's RPC agent stopped: %.700s", rpc->rank, why);
         plx__rpc_fail_all(rpc);
         pthread_cond_broadcast(&rpc->cv);
         pthread_mutex_unlock(&rpc->mu);
