@@ -92,7 +92,10 @@ PLX_API int plx_ckpt_load(struct plx_comm *comm, const char *path, const struct 
  * The tensor is 1-D of counts[i] elements unless shapes is not NULL
  * (shapes[i] points at ndims[i] extents). items must have room for n.
  * Data pointers are the live shards: saving reads them, loading writes
- * them. */
+ * them (SHARD_GRAD_OP keeps full copies too: call plx_fsdp_regather on
+ * each unit after a load). Ranks holding the same shard (NO_SHARD,
+ * HYBRID_SHARD replicas) all write it; the index lists every copy and a
+ * load reads one. */
 struct plx_fsdp;
 PLX_API int plx_ckpt_fsdp_items(struct plx_fsdp *f, int n, const char *const *names, const size_t *counts,
                                 const int *dtypes, const int *ndims, const int64_t *const *shapes,
