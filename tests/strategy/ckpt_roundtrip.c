@@ -3,7 +3,8 @@
  * DDP layout, and check that every full tensor is bit-identical to what
  * was saved.
  *
- *   ckpt_roundtrip save|load-fsdp|load-ddp DIR [--ranks N] [--async]
+ *   ckpt_roundtrip save|load-fsdp|load-ddp DIR [--ranks N] [--async] [--hybrid L]
+ * --hybrid L: HYBRID_SHARD in groups of L ranks (replicas write copies).
  * --ranks N: N sim ranks as threads; otherwise one rank of a plexus-run job
  * (backend from the environment). Exit 0 only if every rank checked out. */
 #include <pthread.h>
@@ -17,7 +18,7 @@
 #include "plexus/strategy.h"
 
 static const char *mode, *dir;
-static int use_async;
+static int use_async, hybrid_local;
 
 #define TRY(call)                                                                                  \
     do {                                                                                           \
@@ -34,6 +35,7 @@ static int run(struct plx_comm *c)
     int me = plx_comm_rank(c), P = plx_comm_size(c), bad = 0;
     int is_save = !strcmp(mode, "save"), is_ddp = !strcmp(mode, "load-ddp");
     struct plx_fsdp *f = NULL;
+    struct plx_mesh *mesh = NULL;
     struct plx_ckpt_item items[CK_UNITS + 1 + CK_REPL];
     void *full[CK_UNITS] = {0}, *repl[CK_REPL] = {0}, *mom = NULL;
     int n = 0;
@@ -48,6 +50,11 @@ static int run(struct plx_comm *c)
         struct plx_fsdp_options o;
         plx_fsdp_options_init(&o);
         o.strategy = PLX_FSDP_FULL_SHARD;
+        if (hybrid_local) { /* shards inside groups of hybrid_local, replicas across */
+            TRY(plx_mesh_create(c, hybrid_local, &mesh));
+            o.strategy = PLX_FSDP_HYBRID_SHARD;
+            o.mesh = mesh;
+        }
         TRY(plx_fsdp_create(c, &o, &f));
         for (int k = 0; k < CK_UNITS; k++) /* zeros: a load must bring the values */
             TRY(plx_fsdp_add_unit(f, full[k], ck_unit_counts[k], ck_unit_dtypes[k], NULL));
@@ -121,6 +128,7 @@ out:;
     if (plx_allreduce(c, &bad, &total, 1, PLX_I32, PLX_SUM))
         total = bad + 1;
     plx_fsdp_destroy(f);
+    plx_mesh_destroy(mesh);
     for (int k = 0; k < CK_UNITS; k++)
         free(full[k]);
     for (int r = 0; r < CK_REPL; r++)
@@ -159,7 +167,7 @@ static void *rank_main(void *p)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: ckpt_roundtrip save|load-fsdp|load-ddp DIR [--ranks N] [--async]\n");
+        fprintf(stderr, "usage: ckpt_roundtrip save|load-fsdp|load-ddp DIR [--ranks N] [--async] [--hybrid L]\n");
         return 2;
     }
     mode = argv[1];
@@ -169,6 +177,8 @@ int main(int argc, char **argv)
             nranks = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--async"))
             use_async = 1;
+        else if (!strcmp(argv[i], "--hybrid") && i + 1 < argc)
+            hybrid_local = atoi(argv[++i]);
         else
             return 2;
     }
