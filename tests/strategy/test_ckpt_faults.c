@@ -7,7 +7,9 @@
  * shape). Each must fail with the expected code, a message naming the file
  * and the tensor, and buffers still holding their sentinel bytes. Last, a
  * collective load in which only rank 1 asks for something wrong: rank 0
- * read everything it needed, yet its buffers stay untouched too. */
+ * read everything it needed, yet its buffers stay untouched too. And a
+ * 3-block piece: unaligned ranges load, a corrupt block is found only by
+ * the loads that read it. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +169,60 @@ static int collective_rank(struct rank_ctx *ctx, int init_rc)
     return bad;
 }
 
+/* Pieces over several checksum blocks (4 MiB): a load of an unaligned
+ * range crossing blocks gets its values; after a byte of the last block is
+ * corrupted, a range in the first block still loads (only the blocks read
+ * are checked) and a range reaching the last block fails. */
+static void blocks(const char *root)
+{
+    enum { NB = 10 << 18 }; /* f32 elements: 10 MiB, 3 blocks */
+    char dir[600], file[700];
+    snprintf(dir, sizeof dir, "%s/blocks", root);
+    float *v = malloc(NB * sizeof *v);
+    for (size_t i = 0; i < NB; i++)
+        v[i] = (float)(i % 65521);
+    struct plx_ckpt_item it;
+    plx_ckpt_item_init(&it);
+    it.name = "big";
+    it.dtype = PLX_F32;
+    it.ndim = 1;
+    it.shape[0] = NB;
+    it.data = v;
+    it.count = NB;
+    if (plx_ckpt_save(NULL, dir, &it, 1, NULL))
+        failures++, fprintf(stderr, "blocks: save: %s\n", plx_last_error());
+    float *got = calloc(NB, sizeof *got);
+    it.data = got;
+    it.offset = 1000001; /* block 0 into block 1, unaligned */
+    it.count = 1500000;
+    int rc = plx_ckpt_load(NULL, dir, &it, 1, NULL);
+    if (rc || memcmp(got, v + it.offset, it.count * sizeof *v))
+        failures++, fprintf(stderr, "blocks: an unaligned range across blocks: %s\n", plx_last_error());
+    snprintf(file, sizeof file, "%s/rank-00000.safetensors", dir);
+    long at = data_start(file) + (long)NB * 4 - 3; /* in block 2 */
+    int fd = open(file, O_RDWR);
+    unsigned char c = 0;
+    if (at < 0 || fd < 0 || pread(fd, &c, 1, at) != 1 || (c ^= 1, pwrite(fd, &c, 1, at) != 1))
+        failures++;
+    if (fd >= 0)
+        close(fd);
+    it.offset = 10;
+    it.count = 1000;
+    rc = plx_ckpt_load(NULL, dir, &it, 1, NULL);
+    printf("%-22s -> %s\n", "block 0 of a corrupt piece", rc ? plx_last_error() : "loaded");
+    if (rc || memcmp(got, v + 10, 1000 * sizeof *v))
+        failures++, fprintf(stderr, "blocks: a range in an intact block should load\n");
+    it.offset = NB - 2000000;
+    it.count = 2000000;
+    memset(got, 0, NB * sizeof *got);
+    rc = plx_ckpt_load(NULL, dir, &it, 1, NULL);
+    printf("%-22s -> %s: %s\n", "its corrupt block", plx_err_name(rc), plx_last_error());
+    if (rc != PLX_ERR_PROTOCOL || !strstr(plx_last_error(), "checksum mismatch") || got[0] != 0)
+        failures++, fprintf(stderr, "blocks: the corrupt block was not reported, or the buffer was written\n");
+    free(v);
+    free(got);
+}
+
 int main(void)
 {
     char root[] = "/tmp/plexus-ckpt-faults-XXXXXX", dir[600], file[700];
@@ -240,6 +296,7 @@ int main(void)
 
     if (run_ranks(2, "sim", NULL, 30000, collective_rank, NULL))
         failures++;
+    blocks(root);
 
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);

@@ -206,9 +206,13 @@ static char *build_header(const struct plx_ckpt_item *items, int n, char **diges
     return p;
 }
 
+/* One pass over the data: each block is hashed just before it is written,
+ * while it is in cache. The header precedes the data but carries the
+ * digests, so its length is fixed first with placeholder digests (hex
+ * digests have one length, and nothing in them needs JSON escaping), the
+ * data goes after it, and the real header is written last. */
 int plx__ckpt_write_shard(const char *file, const struct plx_ckpt_item *items, int n, int do_fsync)
 {
-    /* Checksums first: the header that precedes the data carries them. */
     int rc = plx__ckpt_digest_init();
     if (rc)
         return rc;
@@ -218,19 +222,12 @@ int plx__ckpt_write_shard(const char *file, const struct plx_ckpt_item *items, i
     for (int i = 0; i < n && !rc; i++) {
         size_t bytes = items[i].count * plx_dtype_size(items[i].dtype);
         size_t nblk = (bytes + PLX__CKPT_BLOCK - 1) / PLX__CKPT_BLOCK;
-        digests[i] = malloc(nblk * 2 * PLX__CKPT_DIGEST + 1);
-        if (!digests[i]) {
+        if (!(digests[i] = malloc(nblk * 2 * PLX__CKPT_DIGEST + 1)))
             rc = plx__err(PLX_ERR_NOMEM, "checkpoint save: %s: out of memory", file);
-            break;
-        }
-        for (size_t b = 0; b < nblk; b++) {
-            size_t lo = b * PLX__CKPT_BLOCK, k = bytes - lo < PLX__CKPT_BLOCK ? bytes - lo : PLX__CKPT_BLOCK;
-            char hex[2 * PLX__CKPT_DIGEST + 1];
-            plx__ckpt_digest_hex((const char *)items[i].data + lo, k, hex);
-            memcpy(digests[i] + b * 2 * PLX__CKPT_DIGEST, hex, 2 * PLX__CKPT_DIGEST);
-        }
+        else
+            memset(digests[i], '0', nblk * 2 * PLX__CKPT_DIGEST);
     }
-    size_t hlen = 0;
+    size_t hlen = 0, hlen2 = 0;
     char *header = rc ? NULL : build_header(items, n, digests, &hlen);
     if (!rc && !header)
         rc = plx__err(PLX_ERR_NOMEM, "checkpoint save: %s: could not build the header", file);
@@ -238,25 +235,39 @@ int plx__ckpt_write_shard(const char *file, const struct plx_ckpt_item *items, i
     if (!rc && (fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         rc = plx__err(PLX_ERR_SYSTEM, "checkpoint save: open %s: %s", file, strerror(errno));
     if (!rc) {
+        uint64_t at = 8 + hlen;
+        for (int i = 0; i < n && !rc; i++) {
+            size_t bytes = items[i].count * plx_dtype_size(items[i].dtype);
+            for (size_t lo = 0; lo < bytes && !rc; lo += PLX__CKPT_BLOCK) {
+                size_t k = bytes - lo < PLX__CKPT_BLOCK ? bytes - lo : PLX__CKPT_BLOCK;
+                const char *src = (const char *)items[i].data + lo;
+                char hex[2 * PLX__CKPT_DIGEST + 1];
+                plx__ckpt_digest_hex(src, k, hex);
+                memcpy(digests[i] + lo / PLX__CKPT_BLOCK * 2 * PLX__CKPT_DIGEST, hex, 2 * PLX__CKPT_DIGEST);
+                if (plx__ckpt_pwrite_all(fd, src, k, at + lo))
+                    rc = -1;
+            }
+            at += bytes;
+        }
+        free(header);
+        header = rc ? NULL : build_header(items, n, digests, &hlen2);
         unsigned char len8[8];
         for (int b = 0; b < 8; b++)
             len8[b] = (unsigned char)((uint64_t)hlen >> (8 * b));
-        uint64_t at = 0;
-        if (plx__ckpt_pwrite_all(fd, len8, 8, 0) || plx__ckpt_pwrite_all(fd, header, hlen, 8))
-            rc = -1;
-        at = 8 + hlen;
-        for (int i = 0; i < n && !rc; i++) {
-            size_t bytes = items[i].count * plx_dtype_size(items[i].dtype);
-            if (plx__ckpt_pwrite_all(fd, items[i].data, bytes, at))
+        if (!rc && (!header || hlen2 != hlen)) {
+            close(fd);
+            rc = plx__err(PLX_ERR_INTERNAL, "checkpoint save: %s: the header changed length (%zu, then %zu)", file,
+                          hlen, hlen2);
+        } else {
+            if (!rc && (plx__ckpt_pwrite_all(fd, len8, 8, 0) || plx__ckpt_pwrite_all(fd, header, hlen, 8)))
                 rc = -1;
-            at += bytes;
+            if (!rc && do_fsync && fsync(fd))
+                rc = -1;
+            if (rc)
+                rc = plx__err(PLX_ERR_SYSTEM, "checkpoint save: writing %s: %s", file, strerror(errno));
+            if (close(fd) && !rc)
+                rc = plx__err(PLX_ERR_SYSTEM, "checkpoint save: closing %s: %s", file, strerror(errno));
         }
-        if (!rc && do_fsync && fsync(fd))
-            rc = -1;
-        if (rc)
-            rc = plx__err(PLX_ERR_SYSTEM, "checkpoint save: writing %s: %s", file, strerror(errno));
-        if (close(fd) && !rc)
-            rc = plx__err(PLX_ERR_SYSTEM, "checkpoint save: closing %s: %s", file, strerror(errno));
     }
     for (int i = 0; i < n; i++)
         free(digests[i]);
