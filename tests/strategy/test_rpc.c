@@ -5,7 +5,7 @@
  * Calls: echo of 8 B and 256 KiB to a neighbour and to itself, async to
  * every rank; a handler's error comes back with its code and message; an
  * unknown handler; a handler that tries to block on a call; a call that
- * outlives its timeout.
+ * outlives its timeout, and a remote() that does (its value must not stay).
  * RRefs: rank 1 creates a value on rank 2 and forks it to ranks 0 and 3;
  * rank 0 forks its copy on to rank 3 again (a forwarded forward); rank 0
  * owns a value of its own that rank 1 holds. Holders fetch with to_here,
@@ -62,6 +62,13 @@ static int h_make(void *ctx, int caller, const void *a, size_t len, void **res, 
     *res = v;
     *rl = len + 1;
     return 0;
+}
+
+static int h_slowmake(void *ctx, int caller, const void *a, size_t len, void **res, size_t *rl, char *err,
+                      size_t cap)
+{
+    usleep(400000);
+    return h_make(ctx, caller, a, len, res, rl, err, cap);
 }
 
 static int h_hold(void *ctx, int caller, const void *a, size_t len, void **res, size_t *rl, char *err, size_t cap)
@@ -158,6 +165,7 @@ static int run(struct plx_comm *c)
     plx_rpc_register(rpc, "make", h_make, NULL);
     plx_rpc_register(rpc, "hold", h_hold, &held);
     plx_rpc_register(rpc, "nested", h_nested, &held);
+    plx_rpc_register(rpc, "slowmake", h_slowmake, NULL);
     plx_barrier(c); /* every handler registered everywhere */
 
     /* ---- calls ---- */
@@ -202,6 +210,11 @@ static int run(struct plx_comm *c)
         double ms = now_ms() - t0;
         CHECK(rc == PLX_ERR_TIMEOUT && ms < 350 && strstr(plx_last_error(), "'slow' to rank 1"), "timeout after %.0f ms",
               ms);
+    }
+    if (me == 3) { /* a remote() whose caller gives up: the owner must not keep its value */
+        struct plx_rref *r = NULL;
+        rc = plx_rpc_remote(rpc, 1, "slowmake", "x", 1, 50, &r);
+        CHECK(rc == PLX_ERR_TIMEOUT && !r, "remote that times out: %s", plx_err_name(rc));
     }
     free(msg);
     plx_barrier(c);

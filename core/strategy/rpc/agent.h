@@ -129,5 +129,7 @@ int plx__rpc_value_add(struct plx_rpc *rpc, void *data, size_t len, uint64_t *id
 struct plx__rpc_value *plx__rpc_value_find(struct plx_rpc *rpc, uint64_t id);
 /* refs += delta; frees the value at 0. Returns -1 if unknown. */
 int plx__rpc_value_ref(struct plx_rpc *rpc, uint64_t id, int delta);
+/* Drop one reference to value id of owner without waiting (not under mu). */
+int plx__rpc_release_id(struct plx_rpc *rpc, int owner, uint64_t id);
 
 #endif

@@ -202,11 +202,13 @@ void plx__rpc_serve(struct plx_rpc *rpc, int src, const struct plx__rpc_hdr *h, 
 {
     char err[600], name[PLX_RPC_NAME_MAX + 1] = "";
     if (h->kind == RPC_RESP) {
+        int orphan = 0; /* a value made for a remote() whose caller gave up */
         pthread_mutex_lock(&rpc->mu);
         struct plx__rpc_call *c = rpc->calls;
         while (c && c->id != h->call_id)
             c = c->next;
         if (c && !c->done) {
+            orphan = c->abandoned && c->kind == RPC_REMOTE && h->status == 0;
             c->status = h->status;
             c->rref_id = h->rref_id;
             if (h->status) {
@@ -228,6 +230,8 @@ void plx__rpc_serve(struct plx_rpc *rpc, int src, const struct plx__rpc_hdr *h, 
         }
         pthread_mutex_unlock(&rpc->mu);
         free(payload);
+        if (orphan) /* nobody holds it: the owner must not keep it forever */
+            plx__rpc_release_id(rpc, src, h->rref_id);
         return;
     }
     if (h->name_len > PLX_RPC_NAME_MAX || h->name_len > h->payload_len) {

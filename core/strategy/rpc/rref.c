@@ -50,8 +50,6 @@ int plx__rpc_value_ref(struct plx_rpc *rpc, uint64_t id, int delta)
     return 0;
 }
 
-static int release_id(struct plx_rpc *rpc, int owner, uint64_t id);
-
 /* ---- public -------------------------------------------------------------------- */
 
 static struct plx_rref *new_rref(int owner, uint64_t id)
@@ -103,7 +101,7 @@ PLX_API int plx_rpc_remote(struct plx_rpc *rpc, int owner, const char *name, con
             return rc;
     }
     if (!(*out = new_rref(owner, id))) {
-        release_id(rpc, owner, id);
+        plx__rpc_release_id(rpc, owner, id);
         return plx__err(PLX_ERR_NOMEM, "plx_rpc_remote: out of memory");
     }
     return 0;
@@ -208,10 +206,10 @@ PLX_API int plx_rref_release(struct plx_rpc *rpc, struct plx_rref *r)
     int owner = r->owner;
     uint64_t id = r->id;
     free(r);
-    return release_id(rpc, owner, id);
+    return plx__rpc_release_id(rpc, owner, id);
 }
 
-static int release_id(struct plx_rpc *rpc, int owner, uint64_t id)
+int plx__rpc_release_id(struct plx_rpc *rpc, int owner, uint64_t id)
 {
     int rc;
     if (owner == rpc->rank) {
