@@ -126,10 +126,11 @@ int plx__rpc_finish(struct plx_rpc *rpc, struct plx__rpc_call *c, void **result,
         if (!c->done && plx__rpc_now_ns() >= c->deadline_ns) {
             /* Give up, but keep counting it until its answer arrives (or
              * the agent breaks): shutdown waits for it. */
-            c->abandoned = 1;
+            int rc = plx__err(PLX_ERR_TIMEOUT, "rpc %s '%s' to rank %d: no response before its timeout",
+                              kind_name(c->kind), c->name, c->dst);
+            c->abandoned = 1; /* from here on the progress thread frees c */
             pthread_mutex_unlock(&rpc->mu);
-            return plx__err(PLX_ERR_TIMEOUT, "rpc %s '%s' to rank %d: no response before its timeout",
-                            kind_name(c->kind), c->name, c->dst);
+            return rc;
         }
     }
     unlink_call(rpc, c);
