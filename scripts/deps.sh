@@ -14,6 +14,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential g++ meson ninja-build pkg-config python3 \
     libinih-dev \
     libsodium-dev \
+    libjansson-dev \
+    python3-numpy \
     openmpi-bin libopenmpi-dev mpich libmpich-dev \
     libgloo-dev \
     iproute2 procps \
