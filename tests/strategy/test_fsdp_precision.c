@@ -8,9 +8,12 @@
  *    an independent round-to-nearest-even), also after an update of the
  *    masters and a regather; gradients passed in bf16 and reduced in bf16
  *    land in the f32 gradient shard within bf16's rounding of the mean; with
- *    reduce_dtype f32 within f32's.
+ *    reduce_dtype f32 within f32's;
+ *  - an options struct of the first version (before param_dtype) is read
+ *    only as far as its struct_size: garbage past it changes nothing.
  * usage: test_fsdp_precision P */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +261,21 @@ static int rank_fn(struct rank_ctx *ctx, int rc)
     o.param_dtype = PLX_I32;
     struct plx_fsdp *f = NULL;
     CHECK(plx_fsdp_create(ctx->comm, &o, &f) == PLX_ERR_INVALID_ARG);
+    /* A caller built against the first options struct (no param_dtype,
+     * reduce_dtype, offload): whatever lies past it is not read. */
+    memset(&o, 0x55, sizeof o);
+    o.struct_size = (uint32_t)offsetof(struct plx_fsdp_options, param_dtype);
+    o.strategy = PLX_FSDP_FULL_SHARD;
+    o.mesh = NULL;
+    o.optim_bytes_per_param = 8;
+    CHECK(plx_fsdp_create(ctx->comm, &o, &f) == 0);
+    if (f) {
+        float x[5] = {1.5f, 2.5f, 3.5f, 4.5f, 5.5f}, y[5] = {0};
+        CHECK(plx_fsdp_add_unit(f, x, 5, PLX_F32, NULL) == 0);
+        CHECK(plx_fsdp_gather(f, 0, y) == 0);
+        CHECK(memcmp(x, y, sizeof x) == 0);
+        plx_fsdp_destroy(f);
+    }
     return failures != 0;
 }
 
