@@ -105,6 +105,7 @@ PLX_API void plx_fsdp_destroy(struct plx_fsdp *f)
         free(u->grad);
     }
     free(f->units);
+    free(f->rq);
     free(f->gbuf);
     free(f->gsend);
     free(f);

@@ -54,6 +54,7 @@ PLX_API int plx_fsdp_prefetch(struct plx_fsdp *f, int unit, void *full)
         return plx__err(PLX_ERR_INVALID_ARG, "plx_fsdp_prefetch: no unit %d or no buffer", unit);
     if (f->pf_work)
         return plx__err(PLX_ERR_INVALID_USAGE, "plx_fsdp_prefetch: unit %d is still being prefetched", f->pf_unit);
+    plx__fsdp_progress(f);
     if (f->shards == 1) /* nothing to fetch */
         return plx_fsdp_gather(f, unit, full);
     int rc = start_gather(f, u, full, &f->pf_work);
@@ -70,6 +71,7 @@ PLX_API int plx_fsdp_gather(struct plx_fsdp *f, int unit, void *full)
     if (!u || (!full && u->count))
         return plx__err(PLX_ERR_INVALID_ARG, "plx_fsdp_gather: no unit %d or no buffer", unit);
     size_t pes = plx_dtype_size(u->pdtype);
+    plx__fsdp_progress(f);
     if (f->pf_work && f->pf_unit == unit) {
         int rc = plx_work_wait(f->pf_work, PLX_TIMEOUT_DEFAULT);
         plx_work_free(f->pf_work);

@@ -8,9 +8,13 @@
 
 #include "plexus/strategy.h"
 
-/* One reduction of a unit's gradient in flight (ireduce_grad). */
+/* One reduction of a unit's gradient in flight (ireduce_grad). HYBRID_SHARD
+ * runs two stages: the reduce-scatter inside the node, then the allreduce
+ * across nodes, launched in issue order (f->rq). */
 struct fsdp_reduce {
-    struct plx_work *work; /* NULL: none in flight */
+    struct plx_work *work; /* the stage in flight; NULL: none */
+    int stage;             /* 1: reduce-scatter, the inter-node stage still to launch; 2: last stage */
+    int err;               /* a failed stage 1 (reported by the wait) */
     void *send;            /* owned copy of the gradient (padded / converted), or NULL */
     void *recv;            /* the reduced shard, len elements of the reduce dtype */
     size_t bytes;          /* send + recv held */
@@ -38,6 +42,7 @@ struct plx_fsdp {
     size_t gbuf_bytes;
     void *gsend; /* the shard converted to the param dtype */
     size_t gsend_bytes;
+    int *rq, rq_n, rq_cap;    /* HYBRID_SHARD: units in stage 1, in issue order */
     struct plx_work *pf_work; /* one prefetch in flight */
     int pf_unit;
     void *pf_full;
@@ -60,5 +65,8 @@ void plx__fsdp_scale(void *p, int dtype, size_t n, double scale);
 
 /* fsdp_grad.c */
 int plx__fsdp_finish_reduce(struct plx_fsdp *f, struct fsdp_unit *u);
+/* Launch the inter-node stage of every HYBRID_SHARD reduction whose
+ * reduce-scatter has completed, in issue order (never blocks). */
+void plx__fsdp_progress(struct plx_fsdp *f);
 
 #endif

@@ -4,7 +4,10 @@
  *    both means in the gradient shard (the old reduce_grad overwrote it);
  *    zero_grad of one unit or of every unit clears it;
  *  - ireduce_grad issued while a prefetch is in flight, as backward does,
- *    gives bit-identical shards and gathers to blocking reduce_grad;
+ *    gives bit-identical shards and gathers to blocking reduce_grad, also
+ *    when one rank lags (so ranks of one node see reductions complete at
+ *    different calls, other nodes not) and reductions are waited for in the reverse of
+ *    their issue order (HYBRID_SHARD's inter-node stages must still pair up);
  *  - clip_grad_norm with norm types 2, 1 and inf against the norm of the
  *    whole mean gradient computed here, PyTorch's coefficient
  *    max_norm / (total + 1e-6) applied only when below 1.
@@ -13,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "plexus/strategy.h"
 #include "ranks.h"
@@ -153,14 +157,38 @@ static void ireduce_case(struct rank_ctx *ctx, int strategy, struct plx_mesh *me
                 CHECK(plx_fsdp_prefetch(b, ub[u - 1], fb[u - 1]) == 0);
             fill_grad(gb[u], u, ctx->rank, mb); /* borrowed until the wait */
             CHECK(plx_fsdp_ireduce_grad(b, ub[u], gb[u]) == 0);
+            if (ctx->rank % 4 == 1) /* one node out of step inside, the other not */
+                nanosleep(&(struct timespec){0, 2000000}, NULL);
             int same = 1;
             for (size_t i = 0; i < count_of(u); i++)
                 same &= fb[u][i] == param_val(u, i);
             CHECK(same);
         }
+        if (mb == 1) /* the first issued last: HYBRID_SHARD launches earlier stages first */
+            for (int u = 0; u < NU; u++)
+                CHECK(plx_fsdp_wait_grad(b, ub[u]) == 0);
         CHECK(plx_fsdp_wait_grad(b, -1) == 0);
         CHECK(plx_fsdp_wait_grad(b, -1) == 0); /* nothing in flight: no-op */
     }
+    /* A burst: every reduction issued back to back while one rank lags, a
+     * pause in which every reduce-scatter completes, then one call that
+     * polls (a gather): ranks of the lagging node find several complete at
+     * once, the others one by one, and still launch HYBRID_SHARD's second
+     * stages in the same order. */
+    for (int u = NU - 1; u >= 0; u--) {
+        fill_grad(ga[u], u, ctx->rank, 2);
+        CHECK(plx_fsdp_reduce_grad(a, ua[u], ga[u]) == 0);
+    }
+    for (int u = NU - 1; u >= 0; u--) {
+        fill_grad(gb[u], u, ctx->rank, 2);
+        CHECK(plx_fsdp_ireduce_grad(b, ub[u], gb[u]) == 0);
+        if (ctx->rank % 4 == 1)
+            nanosleep(&(struct timespec){0, 2000000}, NULL);
+    }
+    nanosleep(&(struct timespec){0, 30000000}, NULL);
+    CHECK(plx_fsdp_gather(b, ub[0], fb[0]) == 0);
+    for (int u = 0; u < NU; u++)
+        CHECK(plx_fsdp_wait_grad(b, ub[u]) == 0);
     /* a second ireduce of a unit in flight completes the first */
     fill_grad(ga[1], 1, ctx->rank, 2);
     CHECK(plx_fsdp_reduce_grad(a, ua[1], ga[1]) == 0);
