@@ -140,7 +140,8 @@ PLX_API int plx_fsdp_reduce_grad(struct plx_fsdp *f, int unit, const void *full_
  * second call for the unit completes the first); any number of units, and
  * a prefetch, may be in flight together. Every rank must issue reductions
  * and prefetches in the same order. HYBRID_SHARD: the inter-node allreduce
- * runs in the wait. */
+ * starts once the reduce-scatter has completed (seen by a later FSDP call or
+ * the wait), in the order the reductions were issued. */
 PLX_API int plx_fsdp_ireduce_grad(struct plx_fsdp *f, int unit, const void *full_grad);
 /* Complete the reduction in flight for unit (-1: every unit, in unit order);
  * 0 when none is in flight. */
