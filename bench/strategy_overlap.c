@@ -1,15 +1,42 @@
 /* strategy_overlap - how much communication DDP OVERLAP hides versus SYNC,
- * and what FSDP prefetch gains, with a synthetic model: L layers of G floats,
- * and "compute" of a set duration per layer (a sleep, like a GPU kernel the
- * host waits for). Run under plexus-run, e.g.
+ * what FSDP prefetch gains in forward, and how much of FSDP backward's
+ * reduce-scatter time ireduce_grad hides, with a synthetic model: L layers of
+ * G floats, and "compute" of a set duration per layer (a sleep, like a GPU
+ * kernel the host waits for). Run under plexus-run, e.g.
  *   plexus-run -n 4 bench/strategy_overlap [layers] [floats per layer] [ms per layer]
- * Each figure is the median of 5 steps of the slowest rank. */
+ *                                          [layers per DDP bucket] [steps]
+ * (defaults 8, 1048576, 20, 2, 9).
+ *
+ * The variants being compared run interleaved, step by step, so a burst of
+ * load on a shared machine hits them alike; a step's time is the slowest
+ * rank's, and each figure is the median over the steps (after one warm-up).
+ *
+ * Hidden fraction: the communication a variant leaves exposed (its step time
+ * minus the same step without that communication, or minus the compute for
+ * DDP) against what the blocking variant exposes: DDP
+ * 1 - exposed(OVERLAP) / exposed(SYNC), FSDP backward
+ * 1 - exposed(ireduce_grad) / exposed(reduce_grad). DDP buckets launch in
+ * bucket order (PyTorch's reducer); the last layer's gradient, ready first,
+ * leads the first bucket, and the last bucket's allreduce (the first layers')
+ * can never be hidden: with B buckets at most 1 - 1/B is. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "plexus/strategy.h"
+
+enum { MAXVAR = 3, MAXSTEPS = 64 };
+
+struct bench {
+    struct plx_comm *c;
+    int L;
+    size_t G;
+    double T;
+    float **g, **full;
+    struct plx_ddp *ddp;
+    struct plx_fsdp *fsdp;
+};
 
 static double now_ms(void)
 {
@@ -30,100 +57,158 @@ static int cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static double slowest_median(struct plx_comm *c, double *t, int n)
+/* DDP backward, last layer first: variant 0 SYNC, 1 OVERLAP. */
+static int ddp_step(struct bench *b, int v)
 {
-    qsort(t, (size_t)n, sizeof *t, cmp);
-    double m = t[n / 2], worst = m;
-    plx_allreduce(c, &m, &worst, 1, PLX_F64, PLX_MAX);
-    return worst;
+    int rc = plx_ddp_begin(b->ddp, v ? PLX_DDP_OVERLAP : PLX_DDP_SYNC);
+    for (int l = b->L - 1; l >= 0 && !rc; l--) {
+        compute(b->T);
+        rc = plx_ddp_ready(b->ddp, l);
+    }
+    return rc ? rc : plx_ddp_finish(b->ddp);
+}
+
+/* FSDP FULL_SHARD forward: gather each unit, then compute on it; variant 1
+ * prefetches the next unit meanwhile. */
+static int fsdp_forward(struct bench *b, int v)
+{
+    int rc = v ? plx_fsdp_prefetch(b->fsdp, 0, b->full[0]) : 0;
+    for (int l = 0; l < b->L && !rc; l++) {
+        rc = plx_fsdp_gather(b->fsdp, l, b->full[l]);
+        if (!rc && v && l + 1 < b->L)
+            rc = plx_fsdp_prefetch(b->fsdp, l + 1, b->full[l + 1]);
+        compute(b->T);
+    }
+    return rc;
+}
+
+/* FSDP FULL_SHARD backward, last layer first: gather the layer (prefetched),
+ * prefetch the next, compute, hand its gradient on: variant 0 no reduction
+ * (the baseline), 1 reduce_grad, 2 ireduce_grad (waited for at the end, as
+ * the optimizer step needs the shards). */
+static int fsdp_backward(struct bench *b, int v)
+{
+    int rc = plx_fsdp_prefetch(b->fsdp, b->L - 1, b->full[b->L - 1]);
+    for (int l = b->L - 1; l >= 0 && !rc; l--) {
+        rc = plx_fsdp_gather(b->fsdp, l, b->full[l]);
+        if (!rc && l > 0)
+            rc = plx_fsdp_prefetch(b->fsdp, l - 1, b->full[l - 1]);
+        compute(b->T);
+        if (!rc && v == 1)
+            rc = plx_fsdp_reduce_grad(b->fsdp, l, b->g[l]);
+        if (!rc && v == 2)
+            rc = plx_fsdp_ireduce_grad(b->fsdp, l, b->g[l]);
+    }
+    if (!rc)
+        rc = plx_fsdp_wait_grad(b->fsdp, -1);
+    return rc ? rc : plx_fsdp_zero_grad(b->fsdp, -1);
+}
+
+/* Median over steps of the slowest rank's time, per variant, interleaved. */
+static int measure(struct bench *b, int nvar, int steps, int (*step)(struct bench *, int), double *out)
+{
+    static double t[MAXVAR][MAXSTEPS];
+    for (int s = 0; s <= steps; s++)
+        for (int v = 0; v < nvar; v++) {
+            plx_barrier(b->c);
+            double t0 = now_ms();
+            int rc = step(b, v);
+            double dt = now_ms() - t0, worst = dt;
+            if (rc || (rc = plx_allreduce(b->c, &dt, &worst, 1, PLX_F64, PLX_MAX)) != 0) {
+                fprintf(stderr, "strategy_overlap: rank %d: %s\n", plx_comm_rank(b->c), plx_last_error());
+                return rc;
+            }
+            if (s > 0) /* step 0 warms up */
+                t[v][s - 1] = worst;
+        }
+    for (int v = 0; v < nvar; v++) {
+        qsort(t[v], (size_t)steps, sizeof(double), cmp);
+        out[v] = t[v][steps / 2];
+    }
+    return 0;
+}
+
+static double hidden(double exposed, double exposed_blocking)
+{
+    return 100.0 * (1 - exposed / (exposed_blocking > 0 ? exposed_blocking : 1));
 }
 
 int main(int argc, char **argv)
 {
-    int L = argc > 1 ? atoi(argv[1]) : 8;
-    size_t G = argc > 2 ? (size_t)atol(argv[2]) : 1u << 20;
-    double T = argc > 3 ? atof(argv[3]) : 20;
-    struct plx_comm *c;
-    if (plx_comm_init(NULL, &c)) {
+    struct bench b = {0};
+    b.L = argc > 1 ? atoi(argv[1]) : 8;
+    b.G = argc > 2 ? (size_t)atol(argv[2]) : 1u << 20;
+    b.T = argc > 3 ? atof(argv[3]) : 20;
+    int per_bucket = argc > 4 ? atoi(argv[4]) : 2, steps = argc > 5 ? atoi(argv[5]) : 9;
+    if (b.L < 1 || b.G < 1 || per_bucket < 1 || steps < 1 || steps > MAXSTEPS) {
+        fprintf(stderr, "usage: strategy_overlap [layers] [floats per layer] [ms per layer] [layers per bucket] "
+                        "[steps <= %d]\n", MAXSTEPS);
+        return 2;
+    }
+    if (plx_comm_init(NULL, &b.c)) {
         fprintf(stderr, "strategy_overlap: %s\n", plx_last_error());
         return 2;
     }
-    int me = plx_comm_rank(c), P = plx_comm_size(c);
-    float **g = calloc((size_t)L, sizeof *g);
+    int me = plx_comm_rank(b.c), P = plx_comm_size(b.c), L = b.L, rc = 0;
+    b.g = calloc((size_t)L, sizeof *b.g);
+    b.full = calloc((size_t)L, sizeof *b.full);
     for (int l = 0; l < L; l++) {
-        g[l] = malloc(G * sizeof(float));
-        for (size_t i = 0; i < G; i++)
-            g[l][i] = (float)(i % 7);
+        b.g[l] = malloc(b.G * sizeof(float));
+        b.full[l] = malloc(b.G * sizeof(float));
+        for (size_t i = 0; i < b.G; i++)
+            b.g[l][i] = (float)(i % 7);
     }
+    double comp = L * b.T;
+    if (me == 0)
+        printf("backend %s, %d ranks, %d layers x %zu floats (%.1f MiB), %.1f ms compute per layer (%.0f ms in all), "
+               "median of %d steps\n", plx_comm_backend(b.c), P, L, b.G, (double)L * b.G * 4 / 1048576, b.T, comp,
+               steps);
+
     struct plx_ddp_options o;
     plx_ddp_options_init(&o);
-    o.bucket_cap_bytes = G * sizeof(float) * 2; /* two layers per bucket */
-    struct plx_ddp *d;
-    plx_ddp_create(c, &o, &d);
-    for (int l = 0; l < L; l++)
-        plx_ddp_register(d, g[l], G, PLX_F32, NULL);
-    double res[2];
-    for (int mode = 0; mode < 2; mode++) {
-        double t[6];
-        for (int s = 0; s < 6; s++) {
-            plx_barrier(c);
-            double t0 = now_ms();
-            plx_ddp_begin(d, mode ? PLX_DDP_OVERLAP : PLX_DDP_SYNC);
-            for (int l = L - 1; l >= 0; l--) {
-                compute(T);
-                plx_ddp_ready(d, l);
-            }
-            if (plx_ddp_finish(d)) {
-                fprintf(stderr, "rank %d: %s\n", me, plx_last_error());
-                return 1;
-            }
-            t[s] = now_ms() - t0;
-        }
-        res[mode] = slowest_median(c, t + 1, 5);
+    o.bucket_cap_bytes = b.G * sizeof(float) * (size_t)per_bucket;
+    double dres[2];
+    if ((rc = plx_ddp_create(b.c, &o, &b.ddp)) == 0)
+        for (int l = 0; l < L && !rc; l++)
+            rc = plx_ddp_register(b.ddp, b.g[l], b.G, PLX_F32, NULL);
+    if (!rc)
+        rc = measure(&b, 2, steps, ddp_step, dres);
+    if (!rc && me == 0) {
+        printf("DDP, %d layer(s) per bucket (%d buckets)\n", per_bucket, plx_ddp_bucket_count(b.ddp));
+        printf("  SYNC    step %8.1f ms   communication exposed %8.1f ms\n", dres[0], dres[0] - comp);
+        printf("  OVERLAP step %8.1f ms   communication exposed %8.1f ms\n", dres[1], dres[1] - comp);
+        printf("  OVERLAP hides %.0f%% of the communication SYNC exposes\n", hidden(dres[1] - comp, dres[0] - comp));
     }
-    double comp = L * T, exposed_sync = res[0] - comp, exposed_overlap = res[1] - comp;
-    if (me == 0) {
-        printf("DDP, %d ranks, %d layers x %zu floats (%.1f MiB), %.1f ms compute per layer (%.0f ms in all)\n", P, L,
-               G, (double)L * G * 4 / 1048576, T, comp);
-        printf("  SYNC    step %8.1f ms   communication exposed %8.1f ms\n", res[0], exposed_sync);
-        printf("  OVERLAP step %8.1f ms   communication exposed %8.1f ms\n", res[1], exposed_overlap);
-        printf("  OVERLAP hides %.0f%% of the communication SYNC exposes\n",
-               100.0 * (1 - exposed_overlap / (exposed_sync > 0 ? exposed_sync : 1)));
-    }
-    plx_ddp_destroy(d);
+    plx_ddp_destroy(b.ddp);
 
-    /* FSDP FULL_SHARD forward: gather each unit, then compute on it. */
-    struct plx_fsdp *f;
     struct plx_fsdp_options fo;
     plx_fsdp_options_init(&fo);
-    plx_fsdp_create(c, &fo, &f);
-    float **full = calloc((size_t)L, sizeof *full);
-    for (int l = 0; l < L; l++) {
-        plx_fsdp_add_unit(f, g[l], G, PLX_F32, NULL);
-        full[l] = malloc(G * sizeof(float));
-    }
-    double fres[2];
-    for (int pf = 0; pf < 2; pf++) {
-        double t[6];
-        for (int s = 0; s < 6; s++) {
-            plx_barrier(c);
-            double t0 = now_ms();
-            if (pf)
-                plx_fsdp_prefetch(f, 0, full[0]);
-            for (int l = 0; l < L; l++) {
-                plx_fsdp_gather(f, l, full[l]);
-                if (pf && l + 1 < L)
-                    plx_fsdp_prefetch(f, l + 1, full[l + 1]);
-                compute(T);
-            }
-            t[s] = now_ms() - t0;
-        }
-        fres[pf] = slowest_median(c, t + 1, 5);
-    }
-    if (me == 0)
+    double fres[2], bres[3];
+    if (!rc && (rc = plx_fsdp_create(b.c, &fo, &b.fsdp)) == 0)
+        for (int l = 0; l < L && !rc; l++)
+            rc = plx_fsdp_add_unit(b.fsdp, b.g[l], b.G, PLX_F32, NULL);
+    if (!rc)
+        rc = measure(&b, 2, steps, fsdp_forward, fres);
+    if (!rc && me == 0)
         printf("FSDP FULL_SHARD forward: without prefetch %.1f ms, with prefetch %.1f ms (%.0f%% faster)\n", fres[0],
                fres[1], 100.0 * (fres[0] - fres[1]) / fres[0]);
-    plx_fsdp_destroy(f);
-    plx_comm_destroy(c);
-    return 0;
+    if (!rc)
+        rc = measure(&b, 3, steps, fsdp_backward, bres);
+    if (!rc && me == 0) {
+        printf("FSDP FULL_SHARD backward (prefetching): no reduction %.1f ms, reduce_grad %.1f ms, ireduce_grad "
+               "%.1f ms\n", bres[0], bres[1], bres[2]);
+        printf("  reduce-scatter exposed: reduce_grad %.1f ms, ireduce_grad %.1f ms\n", bres[1] - bres[0],
+               bres[2] - bres[0]);
+        printf("  ireduce_grad hides %.0f%% of the reduce-scatter time\n",
+               hidden(bres[2] - bres[0], bres[1] - bres[0]));
+    }
+    plx_fsdp_destroy(b.fsdp);
+    for (int l = 0; l < L; l++) {
+        free(b.g[l]);
+        free(b.full[l]);
+    }
+    free(b.g);
+    free(b.full);
+    plx_comm_destroy(b.c);
+    return rc ? 1 : 0;
 }

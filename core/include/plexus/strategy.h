@@ -147,7 +147,14 @@ PLX_API int plx_ddp_register_builtin_hook(struct plx_ddp *ddp, int builtin);
 PLX_API int plx_broadcast_params(struct plx_comm *comm, void *const *bufs, const size_t *counts, const int *dtypes,
                                  int n, int root);
 
-/* ---- FSDP --------------------------------------------------------------- */
+/* ---- FSDP --------------------------------------------------------------- *
+ * Units are flat parameters. Each rank keeps the master shard of every unit
+ * (the unit's dtype, f32 typically) and a gradient shard of the same dtype.
+ * Mixed precision follows PyTorch's MixedPrecision: gathered parameters
+ * have param_dtype, gradients are communicated in reduce_dtype and
+ * accumulated into the gradient shard in the master dtype. Gradient shards
+ * start zeroed and accumulate across reduce_grad calls (micro-batches) until
+ * plx_fsdp_zero_grad(). */
 enum plx_fsdp_strategy {
     PLX_FSDP_FULL_SHARD = 0,    /* ZeRO-3: parameters, gradients sharded; gather before use */
     PLX_FSDP_SHARD_GRAD_OP = 1, /* ZeRO-2: full parameters kept, gradients sharded, re-gather after step */
@@ -155,55 +162,115 @@ enum plx_fsdp_strategy {
     PLX_FSDP_HYBRID_SHARD = 3,  /* shard inside a node, replicate across nodes (needs a mesh) */
 };
 
+/* Where sharded state lives while gathered parameters are in device memory
+ * (PyTorch's CPUOffload, DeepSpeed's offload_param / offload_optimizer). */
+enum plx_fsdp_offload {
+    PLX_FSDP_OFFLOAD_NONE = 0,   /* shards, gradient shards, optimizer state: device */
+    PLX_FSDP_OFFLOAD_PARAMS = 1, /* parameter shards on the host; gradients, optimizer state: device */
+    PLX_FSDP_OFFLOAD_FULL = 2,   /* parameter and gradient shards and optimizer state on the host
+                                    (the optimizer steps on the host) */
+};
+
 struct plx_fsdp_options {
     uint32_t struct_size;
     int strategy;                 /* enum plx_fsdp_strategy */
     struct plx_mesh *mesh;        /* HYBRID_SHARD: borrowed until destroy */
     double optim_bytes_per_param; /* for the optimizer-state estimate; default 8 (Adam, f32) */
+    /* Appended in 0.2 (mixed precision, offload). */
+    int param_dtype;  /* dtype of gathered parameters (and of the gradients passed to
+                         reduce_grad); -1 (default): each unit's own dtype */
+    int reduce_dtype; /* dtype gradients are reduced in; -1 (default): param_dtype */
+    int offload;      /* enum plx_fsdp_offload; default NONE */
 };
 PLX_API void plx_fsdp_options_init(struct plx_fsdp_options *o);
 
 struct plx_fsdp;
 PLX_API int plx_fsdp_create(struct plx_comm *comm, const struct plx_fsdp_options *o, struct plx_fsdp **out);
+/* Waits for reductions in flight, then frees everything. destroy(NULL) is a no-op. */
 PLX_API void plx_fsdp_destroy(struct plx_fsdp *fsdp);
 /* Add a unit (a flat parameter) from its full initial values (identical on
  * every rank; borrowed during the call). The shard is padded so any count
- * works. dtypes: f32 or f64. */
+ * works. dtypes: f32, f64, f16, bf16 (the master dtype). */
 PLX_API int plx_fsdp_add_unit(struct plx_fsdp *f, const void *full, size_t count, int dtype, int *unit);
-/* The local shard of parameters and of gradients (owned by f, valid until
- * destroy); *count = elements of the shard that are real (padding excluded).
- * NO_SHARD: the whole unit. */
+/* The local master shard of parameters and of gradients (owned by f, valid
+ * until destroy), in the unit's dtype; *count = elements of the shard that
+ * are real (padding excluded). NO_SHARD: the whole unit. The gradient shard
+ * is final once every reduction of the unit has completed
+ * (plx_fsdp_wait_grad). */
 PLX_API void *plx_fsdp_shard(struct plx_fsdp *f, int unit, size_t *count);
 PLX_API void *plx_fsdp_grad_shard(struct plx_fsdp *f, int unit, size_t *count);
 /* Offset of the shard's first element in the full unit. */
 PLX_API size_t plx_fsdp_shard_offset(const struct plx_fsdp *f, int unit);
-/* Write the full parameters of unit into full (count elements). Waits for a
- * prefetch of that unit if one is in flight. */
+/* Write the full parameters of unit (count elements of param_dtype) into
+ * full. Waits for a prefetch of that unit if one is in flight. */
 PLX_API int plx_fsdp_gather(struct plx_fsdp *f, int unit, void *full);
-/* Start gathering unit into full without waiting (one prefetch at a time). */
+/* Start gathering unit into full without waiting (one prefetch at a time;
+ * full is borrowed until the gather of that unit returns). */
 PLX_API int plx_fsdp_prefetch(struct plx_fsdp *f, int unit, void *full);
-/* Reduce-scatter the full gradient (mean over the world) into the gradient
- * shard; HYBRID_SHARD adds the inter-node allreduce; NO_SHARD allreduces. */
+/* Reduce the full gradient (count elements of param_dtype; mean over the
+ * world) and add it to the gradient shard: a reduce-scatter in reduce_dtype,
+ * HYBRID_SHARD adds the inter-node allreduce, NO_SHARD allreduces. May run
+ * while a prefetch is in flight. Waits for an ireduce_grad of the unit in
+ * flight first. */
 PLX_API int plx_fsdp_reduce_grad(struct plx_fsdp *f, int unit, const void *full_grad);
-/* SHARD_GRAD_OP: after the optimizer updated the shard, refresh the kept
- * full parameters from every rank's shard. Other strategies: no-op. */
+/* The same without waiting: starts the reduction and returns; full_grad is
+ * borrowed until it completes. plx_fsdp_wait_grad() completes it and adds
+ * the result to the gradient shard. One reduction per unit in flight (a
+ * second call for the unit completes the first); any number of units, and
+ * a prefetch, may be in flight together. Every rank must issue reductions
+ * and prefetches in the same order. HYBRID_SHARD: the inter-node allreduce
+ * starts once the reduce-scatter has completed (seen by a later FSDP call or
+ * the wait), in the order the reductions were issued. */
+PLX_API int plx_fsdp_ireduce_grad(struct plx_fsdp *f, int unit, const void *full_grad);
+/* Complete the reduction in flight for unit (-1: every unit, in unit order);
+ * 0 when none is in flight. */
+PLX_API int plx_fsdp_wait_grad(struct plx_fsdp *f, int unit);
+/* Zero the gradient shard of unit (-1: every unit), completing a reduction
+ * in flight first. Gradients accumulate until this is called. */
+PLX_API int plx_fsdp_zero_grad(struct plx_fsdp *f, int unit);
+/* After the optimizer updated the master shards, refresh the kept full
+ * parameters (SHARD_GRAD_OP: from every rank's shard; NO_SHARD with a
+ * param_dtype other than the unit's: the converted copy). Otherwise a no-op. */
 PLX_API int plx_fsdp_regather(struct plx_fsdp *f, int unit);
-/* The full parameters SHARD_GRAD_OP and NO_SHARD keep (NULL otherwise). */
+/* The full parameters SHARD_GRAD_OP and NO_SHARD keep, in param_dtype (NULL otherwise). */
 PLX_API void *plx_fsdp_full_params(struct plx_fsdp *f, int unit);
-/* Global gradient-norm clipping over every unit's gradient shard: *norm is
- * the total L2 norm before clipping; shards are scaled if it exceeds max_norm
- * (max_norm <= 0: only measure). */
+/* Global gradient-norm clipping over every unit's gradient shard (padding
+ * excluded), as torch.nn.utils.clip_grad_norm_: the total norm of type
+ * norm_type (a positive p, or INFINITY for the largest magnitude) over the
+ * whole model; if max_norm / (total + 1e-6) < 1 every gradient is scaled by
+ * that coefficient. max_norm < 0: only measure. *total_norm (may be NULL) is
+ * the norm before clipping. Completes every reduction in flight first.
+ * Collective over the shard group. */
+PLX_API int plx_fsdp_clip_grad_norm_p(struct plx_fsdp *f, double max_norm, double norm_type, double *total_norm);
+/* The same with norm type 2; max_norm <= 0: only measure. */
 PLX_API int plx_fsdp_clip_grad_norm(struct plx_fsdp *f, double max_norm, double *norm);
 
-/* Memory this rank holds for the strategy, measured from its allocations. */
+/* Memory this rank holds for the strategy, measured from its allocations.
+ * Output struct sized by the caller: any struct_size from the first
+ * version's (through optim_estimate_bytes) up is accepted, and only fields
+ * that fit are written. */
 struct plx_fsdp_memstats {
     uint32_t struct_size;
     size_t param_bytes;       /* shards (+ kept full copies) */
     size_t grad_bytes;        /* gradient shards */
     size_t gather_bytes;      /* gather scratch held now */
-    size_t peak_bytes;        /* peak of all three */
+    size_t peak_bytes;        /* peak of everything held (all byte counts here) */
     size_t padding_bytes;     /* of param_bytes, padding */
     double optim_estimate_bytes; /* shard elements x optim_bytes_per_param */
+    /* Appended in 0.2: categories and placement. Every byte counted above
+     * (and reduce_bytes) is in exactly one category; each category is on the
+     * host or on the device as the offload policy places it. */
+    size_t reduce_bytes;      /* reduction buffers held now (ireduce_grad in flight) */
+    int offload;              /* the policy in force */
+    int device_alloc;         /* 1 if device-placed buffers are device memory; 0: this
+                                 build has no device allocator, they are host memory
+                                 and the device figures are the policy's placement */
+    size_t shard_host_bytes, shard_device_bytes; /* master parameter shards */
+    size_t full_host_bytes, full_device_bytes;   /* kept full copies (param_dtype) */
+    size_t grad_host_bytes, grad_device_bytes;   /* gradient shards */
+    size_t comm_host_bytes, comm_device_bytes;   /* gather + reduce buffers held now */
+    size_t host_bytes, device_bytes;             /* the sums of the four categories */
+    double optim_host_bytes, optim_device_bytes; /* the optimizer-state estimate */
 };
 PLX_API int plx_fsdp_memory(const struct plx_fsdp *f, struct plx_fsdp_memstats *out);
 
