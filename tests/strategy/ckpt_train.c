@@ -173,6 +173,8 @@ static int train_steps(struct trainer *t, int until, float *losses)
         for (int k = 0; k < NP && !rc; k++)
             rc = plx_fsdp_gather(t->f, k, t->full[k]);
         float loss = fwd_bwd(t->full, t->g, lo, hi, (float)P / N), total = 0;
+        if (!rc)
+            rc = plx_fsdp_zero_grad(t->f, -1); /* reduce_grad accumulates, as PyTorch */
         for (int k = NP - 1; k >= 0 && !rc; k--)
             rc = plx_fsdp_reduce_grad(t->f, k, t->g[k]);
         for (int k = 0; k < NP && !rc; k++) {
