@@ -308,10 +308,13 @@ static int step(struct run *r, int i)
     return fail(r, PLX_ERR_INVALID_ARG, r->me, a, "stage %d: action %d has unknown operation %d", r->me, i, a->op);
 }
 
-/* Tell every stage that has not heard from us how we ended: "done", or the
- * failure. A failure is delivered within NOTIFY_MAX_MS where it can be. */
+/* Tell every stage how we ended: "done", or our own failure (one we heard
+ * of, its reporter has told everyone already; the others may be gone). A
+ * failure is delivered within NOTIFY_MAX_MS where it can be. */
 static void notify(struct run *r, int lost_stage)
 {
+    if (r->failed && r->failure.reporter != r->me)
+        return;
     struct ctrl done = {.kind = CTRL_DONE, .reporter = r->me};
     const struct ctrl *msg = r->failed ? &r->failure : &done;
     struct plx_op_options oo = {.struct_size = sizeof oo, .mem_kind = PLX_MEM_HOST, .timeout_ms = -1};
