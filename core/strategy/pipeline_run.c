@@ -105,10 +105,30 @@ static int adopt(struct run *r, const struct ctrl *c)
     return r->failure.status;
 }
 
-/* Look at the control messages that arrived. Returns nonzero once this stage
- * knows of a failure (a peer's report, or the loss of a peer's channel). */
+/* Which stage a lost-peer error is about. A transport that loses one rank
+ * fails every pending transfer of the communicator, so the peer of the
+ * transfer that failed may well be alive; the transports name the rank they
+ * lost ("connection to rank N", tcp), and in pp ranks are stages. Falls back
+ * to the peer when the message names none. */
+static int lost_stage_of(const struct run *r, int status, const char *msg, int peer)
+{
+    const char *key = "connection to rank ", *at = status == PLX_ERR_PEER_LOST ? strstr(msg, key) : NULL;
+    if (!at)
+        return peer;
+    char *end;
+    long n = strtol(at + strlen(key), &end, 10);
+    return end != at + strlen(key) && n >= 0 && n < r->S && n != r->me ? (int)n : peer;
+}
+
+/* Look at the control messages that arrived. A failure a peer reported
+ * wins over a broken channel: the stage that failed told everyone before it
+ * aborted, and that abort is what breaks the channels of a transport that
+ * closes connections (tcp). Returns nonzero once this stage knows of a
+ * failure. */
 static int poll_ctrl(struct run *r)
 {
+    int err = 0, err_peer = -1;
+    char err_msg[384] = "";
     for (int p = 0; p < r->S && !r->failed; p++) {
         if (p == r->me || r->cgot[p])
             continue;
@@ -116,15 +136,34 @@ static int poll_ctrl(struct run *r)
         if (!done)
             continue;
         r->cgot[p] = 1;
-        if (rc)
-            fail(r, rc, p, NULL, "lost stage %d: %s", p, plx_last_error());
-        else if (r->cin[p].kind == CTRL_FAILED)
+        if (rc && !err) {
+            err = rc;
+            err_peer = p;
+            snprintf(err_msg, sizeof err_msg, "%s", plx_last_error());
+        } else if (!rc && r->cin[p].kind == CTRL_FAILED) {
             adopt(r, &r->cin[p]);
-        else if (r->cin[p].kind != CTRL_DONE)
+        } else if (!rc && r->cin[p].kind != CTRL_DONE) {
             fail(r, PLX_ERR_PROTOCOL, p, NULL, "a control message of unknown kind %d from stage %d",
                  (int)r->cin[p].kind, p);
+        }
+    }
+    if (err && !r->failed) {
+        int lost = lost_stage_of(r, err, err_msg, err_peer);
+        fail(r, err, lost, NULL, "stage %d lost stage %d: %s", r->me, lost, err_msg);
     }
     return r->failed;
+}
+
+/* A transfer with peer failed (plx_last_error() says how): a failure some
+ * stage reported explains it best; else blame the stage the transport lost. */
+static int transfer_error(struct run *r, int rc, int peer, const struct plx_pipe_action *a, const char *doing)
+{
+    char msg[384];
+    snprintf(msg, sizeof msg, "%s", plx_last_error());
+    if (poll_ctrl(r))
+        return r->failure.status;
+    int lost = lost_stage_of(r, rc, msg, peer);
+    return fail(r, rc, lost, a, "stage %d lost stage %d while %s stage %d: %s", r->me, lost, doing, peer, msg);
 }
 
 /* Wait for w (a transfer with stage peer) in slices, watching the control
@@ -138,9 +177,11 @@ static int wait_for(struct run *r, struct plx_work *w, int peer, const struct pl
             rc = plx_work_test(w, &done);
         if (done && rc == 0)
             return 0;
-        if (done)
-            return fail(r, rc, peer, a, "stage %d lost stage %d waiting for %s: %s", r->me, peer, thing,
-                        plx_last_error());
+        if (done) {
+            char doing[160];
+            snprintf(doing, sizeof doing, "waiting for %s from", thing);
+            return transfer_error(r, rc, peer, a, doing);
+        }
         if (poll_ctrl(r))
             return r->failure.status;
         if (now_s() > deadline)
@@ -170,8 +211,7 @@ static int post_ahead(struct run *r)
                            data_tag(r, is_grad, is_grad ? vs + 1 : vs - 1, a->mb), &oo, &r->rwork[r->next_post]);
         if (rc) {
             free(buf);
-            return fail(r, rc, a->peer, a, "stage %d could not post a receive from stage %d: %s", r->me, a->peer,
-                        plx_last_error());
+            return transfer_error(r, rc, a->peer, a, "posting a receive from");
         }
         r->rbuf[r->next_post] = buf;
         r->posted++;
@@ -186,8 +226,7 @@ static int reap_sends(struct run *r)
     for (int i = 0; i < r->nsends; i++) {
         int done = 0, st = plx_work_test(r->sends[i].work, &done);
         if (done && st && !rc)
-            rc = fail(r, st, r->sends[i].peer, NULL, "stage %d: a send to stage %d failed: %s", r->me,
-                      r->sends[i].peer, plx_last_error());
+            rc = transfer_error(r, st, r->sends[i].peer, NULL, "sending to");
         if (done) {
             plx_work_free(r->sends[i].work);
             free(r->sends[i].buf);
@@ -238,7 +277,7 @@ static int start_send(struct run *r, const struct plx_pipe_action *a, void **slo
     int rc = plx_isend(r->pp, buf, r->o.act_count, r->o.dtype, a->peer, data_tag(r, is_grad, vs, a->mb), &oo, &w);
     if (rc) {
         free(buf);
-        return fail(r, rc, a->peer, a, "stage %d could not send to stage %d: %s", r->me, a->peer, plx_last_error());
+        return transfer_error(r, rc, a->peer, a, "sending to");
     }
     return push_send(r, w, buf, a->peer);
 }
@@ -308,33 +347,45 @@ static int step(struct run *r, int i)
     return fail(r, PLX_ERR_INVALID_ARG, r->me, a, "stage %d: action %d has unknown operation %d", r->me, i, a->op);
 }
 
-/* Tell every stage how we ended: "done", or our own failure (one we heard
- * of, its reporter has told everyone already; the others may be gone). A
- * failure is delivered within NOTIFY_MAX_MS where it can be. */
+/* Tell every stage how we ended: "done", or the failure (ours or the one
+ * we heard of, which then doubles as "I know"). Every pair of stages swaps
+ * exactly one control message per run. After a failure the wait is bounded
+ * by NOTIFY_MAX_MS (a peer may be gone), and nobody aborts before it heard
+ * from every peer: on a transport whose abort closes connections (tcp) an
+ * early abort would reach a peer before the report it sent, and that peer
+ * would only see a lost connection. */
 static void notify(struct run *r, int lost_stage)
 {
-    if (r->failed && r->failure.reporter != r->me)
-        return;
     struct ctrl done = {.kind = CTRL_DONE, .reporter = r->me};
     const struct ctrl *msg = r->failed ? &r->failure : &done;
     struct plx_op_options oo = {.struct_size = sizeof oo, .mem_kind = PLX_MEM_HOST, .timeout_ms = -1};
+    int64_t ms = r->failed && r->o.timeout_ms > NOTIFY_MAX_MS ? NOTIFY_MAX_MS : r->o.timeout_ms;
+    double deadline = now_s() + (double)ms / 1e3;
+    int first = r->nsends;
     for (int p = 0; p < r->S; p++) {
-        if (p == r->me || r->csent[p] || p == lost_stage || (r->cgot[p] && r->cin[p].kind == CTRL_FAILED))
-            continue;
         struct plx_work *w;
-        r->csent[p] = 1;
-        if (plx_isend(r->pp, msg, sizeof *msg, PLX_U8, p, r->o.tag_base, &oo, &w))
+        if (p == r->me || r->csent[p] || p == lost_stage)
             continue;
-        /* Normal end: every peer has its control receive posted, so this
-         * completes; after a failure a peer may be gone: bounded. */
-        int64_t ms = r->failed ? (r->o.timeout_ms < NOTIFY_MAX_MS ? r->o.timeout_ms : NOTIFY_MAX_MS) : r->o.timeout_ms;
-        plx_work_wait(w, ms);
-        int ok = 0;
-        plx_work_test(w, &ok);
-        if (ok)
-            plx_work_free(w);
-        else
-            push_send(r, w, NULL, p); /* freed after the abort */
+        r->csent[p] = 1;
+        if (plx_isend(r->pp, msg, sizeof *msg, PLX_U8, p, r->o.tag_base, &oo, &w) == 0)
+            push_send(r, w, NULL, p);
+    }
+    /* Normal end: every peer has its control receive posted, so these
+     * complete; await_peers() then waits for theirs. */
+    for (int i = first; i < r->nsends; i++) {
+        double left = deadline - now_s();
+        plx_work_wait(r->sends[i].work, left > 0 ? (int64_t)(left * 1e3) + 1 : 0);
+    }
+    if (!r->failed)
+        return;
+    for (int p = 0; p < r->S; p++) {
+        if (p == r->me || p == lost_stage || r->cgot[p])
+            continue;
+        double left = deadline - now_s();
+        int rc = plx_work_wait(r->cwork[p], left > 0 ? (int64_t)(left * 1e3) + 1 : 0), done = 1;
+        if (rc == PLX_ERR_TIMEOUT)
+            plx_work_test(r->cwork[p], &done);
+        r->cgot[p] = (unsigned char)done;
     }
 }
 
@@ -485,11 +536,11 @@ PLX_API int plx_pipe_run(struct plx_comm *pp, const struct plx_pipe_schedule *s,
             if (step(&r, i) || reap_sends(&r) || poll_ctrl(&r) || post_ahead(&r))
                 break;
         }
-    if (r.failed && r.failure.reporter == r.me && r.failure.stage != r.me && r.failure.status == PLX_ERR_PEER_LOST)
+    if (r.failed && r.failure.stage != r.me && r.failure.status == PLX_ERR_PEER_LOST)
         lost = r.failure.stage;
     notify(&r, lost);
-    if (!r.failed)
-        await_peers(&r);
+    if (!r.failed && await_peers(&r))
+        notify(&r, -1); /* a peer failed after we said "done": wait for the others to know too */
     if (stats) {
         double total = now_s() - r.t0;
         struct plx_pipe_stats st = {.struct_size = sizeof st, .peak_live = r.peak, .busy_s = r.busy, .total_s = total,
