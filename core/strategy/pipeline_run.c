@@ -48,6 +48,7 @@ struct run {
     struct ctrl *cin;
     unsigned char *cgot, *csent;
     struct ctrl failure; /* the first failure this stage learned of */
+    struct ctrl cout;    /* what we tell the others at the end */
     int failed, live, peak;
     double t0, busy;
 };
@@ -356,8 +357,11 @@ static int step(struct run *r, int i)
  * would only see a lost connection. */
 static void notify(struct run *r, int lost_stage)
 {
-    struct ctrl done = {.kind = CTRL_DONE, .reporter = r->me};
-    const struct ctrl *msg = r->failed ? &r->failure : &done;
+    if (!r->csent || !r->cgot || !r->cwork || !r->sends)
+        return; /* setup ran out of memory: nothing was posted */
+    /* The message lives in r: its sends may outlast this call. */
+    r->cout = r->failed ? r->failure : (struct ctrl){.kind = CTRL_DONE, .reporter = r->me};
+    const struct ctrl *msg = &r->cout;
     struct plx_op_options oo = {.struct_size = sizeof oo, .mem_kind = PLX_MEM_HOST, .timeout_ms = -1};
     int64_t ms = r->failed && r->o.timeout_ms > NOTIFY_MAX_MS ? NOTIFY_MAX_MS : r->o.timeout_ms;
     double deadline = now_s() + (double)ms / 1e3;
@@ -450,7 +454,7 @@ static void teardown(struct run *r)
         plx_comm_abort(r->pp);
     for (int p = 0; r->cwork && p < r->S; p++)
         plx_work_free(r->cwork[p]);
-    for (int i = 0; r->rwork && i < r->n; i++) {
+    for (int i = 0; r->rwork && r->rbuf && i < r->n; i++) {
         plx_work_free(r->rwork[i]);
         free(r->rbuf[i]);
     }
