@@ -130,6 +130,10 @@ static int check_shape(int kind, int S, int M, int V)
         return plx__err(PLX_ERR_INVALID_ARG,
                         "plx_pipe_schedule_create(%s): %d stages, %d micro-batches, %d chunks (limits: stages 1 .. "
                         "1024, micro-batches 1 .. 65536, chunks 1 .. 64)", name, S, M, V);
+    if ((long long)S * V * M > (1LL << 22))
+        return plx__err(PLX_ERR_INVALID_ARG,
+                        "plx_pipe_schedule_create(%s): %d x %d x %d stage-chunk-micro-batches (at most 2^22)", name, S, V,
+                        M);
     if (kind != PLX_PIPE_INTERLEAVED && V != 1)
         return plx__err(PLX_ERR_INVALID_ARG,
                         "plx_pipe_schedule_create(%s): %d chunks per stage, but %s runs one (use interleaved)", name,

@@ -88,7 +88,8 @@ struct plx_pipe_schedule;
  * INTERLEAVED needs chunks >= 2 and micro_batches a positive multiple of
  * stages (its forward order takes micro-batches in groups of S per chunk);
  * other values are PLX_ERR_INVALID_ARG with a message saying which rule.
- * Limits: stages 1 .. 1024, micro_batches 1 .. 65536, chunks 1 .. 64.
+ * Limits: stages 1 .. 1024, micro_batches 1 .. 65536, chunks 1 .. 64, and
+ * stages * chunks * micro_batches at most 2^22.
  * Free with plx_pipe_schedule_destroy(). */
 PLX_API int plx_pipe_schedule_create(int kind, int stages, int micro_batches, int chunks,
                                      struct plx_pipe_schedule **out);
