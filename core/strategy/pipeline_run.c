@@ -16,6 +16,7 @@
 
 #define SLICE_MS 5        /* how often a wait looks at the control messages */
 #define NOTIFY_MAX_MS 2000 /* bound on delivering "failed" to the others */
+#define LOST_GRACE_MS 100  /* after a lost peer, before closing ours */
 
 enum { CTRL_DONE = 1, CTRL_FAILED = 2 };
 
@@ -450,6 +451,12 @@ static int setup(struct run *r)
 /* After a failure nothing may stay pending: abort pp, then free. */
 static void teardown(struct run *r)
 {
+    if (r->failed && r->failure.status == PLX_ERR_PEER_LOST) {
+        /* A rank died: give the others' transports a moment to see that
+         * loss before ours closes its connections (they would name us). */
+        struct timespec ts = {0, LOST_GRACE_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     if (r->failed)
         plx_comm_abort(r->pp);
     for (int p = 0; r->cwork && p < r->S; p++)
