@@ -26,7 +26,10 @@
  *
  *   train_3d [--schedule gpipe|1f1b|interleaved] [--dp N] [--pp N] [--tp N]
  *            [--chunks V] [--micro-batches M] [--steps K] [--hidden H]
- *            [--ranks N] [--backend NAME]
+ *            [--ranks N] [--backend NAME] [--fail-at STAGE:MB]
+ * --fail-at makes replica 0's stage STAGE fail in step 1 (on all its tp
+ * ranks): after plx_pipe_run every rank joins one allreduce of "did a
+ * pipeline fail, where", so all of them stop naming the stage.
  * --ranks N runs N ranks as threads (sim by default); otherwise each process
  * is a rank of a job started by plexus-run (dp * pp * tp must be its size). */
 #include <math.h>
@@ -34,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "plexus/parallel.h"
@@ -41,6 +45,7 @@
 enum { D = 4, MBS = 2 }; /* width; samples per micro-batch */
 static const char *backend;
 static int kind = PLX_PIPE_1F1B, DP = 2, PP = 2, TP = 2, V = 1, M = 4, steps = 10, H = 8, nranks;
+static int fail_stage = -1, fail_mb = -1; /* --fail-at: a forward that fails in step 1 */
 static const float lr = 0.1f;
 static char world_url[64];
 
@@ -52,6 +57,13 @@ static int L(void)
 static int N(void)
 {
     return DP * M * MBS;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static float lcg(unsigned *s)
@@ -232,6 +244,7 @@ struct rank {
     struct block *w, *g; /* per local chunk: shards */
     struct stash *st;    /* per (chunk, mb) */
     float loss;
+    int step;
 };
 
 static int vstage(const struct rank *r, int chunk)
@@ -260,6 +273,11 @@ static int fwd_cb(void *user, int chunk, int mb, const void *in, void *out)
         return rc;
     for (int i = 0; i < MBS * D; i++)
         y[i] = st->x[i] + z[i] + b->b2[i % D];
+    /* --fail-at: replica 0's stage fails here, on every tp rank alike (as a
+     * non-finite loss would, seen after g's sum): a failure inside only one
+     * tp rank would leave its tp peers in g's allreduce until its timeout. */
+    if (r->step == 1 && r->dpi == 0 && r->ppi == fail_stage && mb == fail_mb && chunk == 0)
+        return PLX_ERR_INTERNAL;
     if (out) {
         memcpy(out, y, sizeof y);
         return 0;
@@ -450,7 +468,23 @@ static int train(struct plx_comm *world)
     for (int s = 0; s < steps; s++) {
         struct plx_pipe_stats st = {.struct_size = sizeof st};
         r->loss = 0;
-        TRY(plx_pipe_run(r->pp, sched, &cb, &o, &st));
+        r->step = s;
+        double t0 = now_s();
+        int rc = plx_pipe_run(r->pp, sched, &cb, &o, &st);
+        if (rc) /* the pipeline communicator is aborted now; world, dp and tp still work */
+            fprintf(stderr, "train_3d: rank %d: step %d: %s: %s\n", r->me, s, plx_err_name(rc), plx_last_error());
+        /* Every rank learns whether some pipeline failed, and where: the
+         * other replicas' pipelines ran to the end and know nothing yet. */
+        int32_t mine_f[3] = {rc != 0, rc ? st.failed_stage + 1 : 0, rc ? st.failed_mb + 1 : 0}, any[3];
+        TRY(plx_allreduce(world, mine_f, any, 3, PLX_I32, PLX_MAX));
+        if (any[0]) {
+            int ok = fail_stage >= 0 && any[1] - 1 == fail_stage && any[2] - 1 == fail_mb;
+            printf("rank %d (dp %d, pp %d, tp %d): step %d: pipeline stage %d failed at micro-batch %d; stopping "
+                   "after %.2f s%s\n", r->me, r->dpi, r->ppi, r->tpi, s, any[1] - 1, any[2] - 1, now_s() - t0,
+                   fail_stage >= 0 ? (ok ? " (the failure --fail-at asked for)" : " (NOT the one asked for)") : "");
+            status = ok && now_s() - t0 < 10 ? 0 : 1;
+            goto out;
+        }
         TRY(allreduce_grads(r));
         for (int c = 0; c < V; c++)
             block_sgd(&r->w[c], &r->g[c], r->h);
@@ -476,7 +510,7 @@ static int train(struct plx_comm *world)
             printf("%s\n", line);
         }
     }
-    status = check(r);
+    status = fail_stage >= 0 ? 1 : check(r); /* --fail-at: reaching here means no failure was seen */
 out:
     for (int c = 0; r->w && c < V; c++) {
         block_free(&r->w[c]);
@@ -484,6 +518,11 @@ out:
     }
     free(r->w);
     free(r->g);
+    for (int k = 0; r->st && k < V * M; k++) { /* what a failed step left stashed */
+        free(r->st[k].x);
+        free(r->st[k].a);
+        free(r->st[k].dy);
+    }
     free(r->st);
     plx_pipe_schedule_destroy(sched);
     plx_nd_mesh_destroy(mesh);
@@ -518,9 +557,12 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: train_3d [--schedule gpipe|1f1b|interleaved] [--dp N] [--pp N] [--tp N] [--chunks V]\n"
                "                [--micro-batches M] [--steps K] [--hidden H] [--ranks N] [--backend NAME]\n"
+               "                [--fail-at STAGE:MB]\n"
                "Trains a residual MLP with data x pipeline x tensor parallelism (default 2 x 2 x 2, 1f1b;\n"
                "interleaved defaults to 2 chunks) and checks the weights against one process training on\n"
-               "the whole batch. --ranks N runs N threads (sim); otherwise run it under plexus-run.\n");
+               "the whole batch. --ranks N runs N threads (sim); otherwise run it under plexus-run.\n"
+               "--fail-at STAGE:MB makes replica 0's pipeline stage STAGE fail in the forward of micro-batch MB\n"
+               "in step 1; every rank must then stop, naming it (exit status 0 when they all did).\n");
 }
 
 int main(int argc, char **argv)
@@ -546,6 +588,13 @@ int main(int argc, char **argv)
                  : !strcmp(a, "--chunks") ? &chunks : !strcmp(a, "--micro-batches") ? &M
                  : !strcmp(a, "--steps") ? &steps : !strcmp(a, "--hidden") ? &H : !strcmp(a, "--ranks") ? &nranks
                                                                                 : NULL;
+        if (!strcmp(a, "--fail-at")) {
+            if (sscanf(v, "%d:%d", &fail_stage, &fail_mb) != 2 || fail_stage < 0 || fail_mb < 0) {
+                usage(stderr);
+                return 2;
+            }
+            continue;
+        }
         if (!strcmp(a, "--backend")) {
             backend = v;
             continue;

@@ -231,7 +231,8 @@ PLX_API int plx_pipe_check_lists(int S, int M, int V, const struct plx_pipe_acti
         for (int s = 0; s < S; s++) {
             struct plx_pipe_stats st = {.struct_size = sizeof st, .peak_live = x.peak[s], .busy_s = x.busy[s],
                                         .total_s = makespan, .bubble = makespan > 0 ? 1 - x.busy[s] / makespan : 0,
-                                        .forwards = x.nf[s], .backwards = x.nb[s]};
+                                        .forwards = x.nf[s], .backwards = x.nb[s], .failed_stage = -1,
+                                        .failed_chunk = -1, .failed_mb = -1};
             plx__pipe_stats_put(stats, s, &st);
         }
     }

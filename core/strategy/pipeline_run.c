@@ -555,7 +555,13 @@ PLX_API int plx_pipe_run(struct plx_comm *pp, const struct plx_pipe_schedule *s,
     if (stats) {
         double total = now_s() - r.t0;
         struct plx_pipe_stats st = {.struct_size = sizeof st, .peak_live = r.peak, .busy_s = r.busy, .total_s = total,
-                                    .bubble = total > 0 ? 1 - r.busy / total : 0};
+                                    .bubble = total > 0 ? 1 - r.busy / total : 0, .failed_stage = -1,
+                                    .failed_chunk = -1, .failed_mb = -1};
+        if (r.failed) {
+            st.failed_stage = r.failure.stage;
+            st.failed_chunk = r.failure.op >= 0 ? r.failure.chunk : -1;
+            st.failed_mb = r.failure.op >= 0 ? r.failure.mb : -1;
+        }
         for (int i = 0; i < r.n; i++) {
             st.forwards += r.acts[i].op == PLX_PIPE_FORWARD;
             st.backwards += r.acts[i].op == PLX_PIPE_BACKWARD;

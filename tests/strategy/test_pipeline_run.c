@@ -8,7 +8,8 @@
  *           must equal the formula exactly, the bubble fraction be within
  *           10% of it. Prints the table.
  *   fault:  a callback fails at a chosen micro-batch (forward or backward);
- *           every stage returns an error naming the stage and micro-batch,
+ *           every stage returns an error naming the stage and micro-batch
+ *           (in the message and in its stats),
  *           long before the timeout. A stage that never joins: the others
  *           fail naming it, within the timeout.
  * usage: test_pipeline_run flow|table|fault */
@@ -277,6 +278,7 @@ static void expect_failure(struct job *j, const char *what)
         CHECK(j->rc[s] != 0);
         if (j->fail_stage >= 0) {
             CHECK(strstr(j->msg[s], want_stage) != NULL);
+            CHECK(j->stats[s].failed_stage == j->fail_stage && j->stats[s].failed_mb == j->fail_mb);
             CHECK(strstr(j->msg[s], want_mb) != NULL);
             CHECK(j->rc[s] == (s == j->fail_stage ? PLX_ERR_INTERNAL : PLX_ERR_REMOTE));
             /* Told at once, not at the 30 s timeout (a loaded machine may take a while to run 4 threads). */

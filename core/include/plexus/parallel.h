@@ -113,6 +113,10 @@ struct plx_pipe_stats {
     double total_s;  /* from the stage's start until every stage had finished */
     double bubble;   /* 1 - busy_s / total_s: the idle fraction */
     int forwards, backwards;
+    /* After plx_pipe_run() failed: the stage that failed and where (-1 when
+     * unknown or when nothing failed), the same on every stage, so a caller
+     * can tell ranks outside the pipeline (e.g. with an allreduce). */
+    int failed_stage, failed_chunk, failed_mb;
 };
 
 /* Prove that lists (lists[s] has counts[s] actions, for s < stages) complete:
