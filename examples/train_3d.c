@@ -27,9 +27,9 @@
  *   train_3d [--schedule gpipe|1f1b|interleaved] [--dp N] [--pp N] [--tp N]
  *            [--chunks V] [--micro-batches M] [--steps K] [--hidden H]
  *            [--ranks N] [--backend NAME] [--fail-at STAGE:MB]
- * --fail-at makes replica 0's stage STAGE fail in step 1 (on all its tp
- * ranks): after plx_pipe_run every rank joins one allreduce of "did a
- * pipeline fail, where", so all of them stop naming the stage.
+ * --fail-at makes replica 0's stage STAGE fail in step 1 (with --tp 1):
+ * after plx_pipe_run every rank joins one allreduce of "did a pipeline
+ * fail, where", so all of them stop naming the stage.
  * --ranks N runs N ranks as threads (sim by default); otherwise each process
  * is a rank of a job started by plexus-run (dp * pp * tp must be its size). */
 #include <math.h>
@@ -273,9 +273,7 @@ static int fwd_cb(void *user, int chunk, int mb, const void *in, void *out)
         return rc;
     for (int i = 0; i < MBS * D; i++)
         y[i] = st->x[i] + z[i] + b->b2[i % D];
-    /* --fail-at: replica 0's stage fails here, on every tp rank alike (as a
-     * non-finite loss would, seen after g's sum): a failure inside only one
-     * tp rank would leave its tp peers in g's allreduce until its timeout. */
+    /* --fail-at: replica 0's stage fails here (runs with --tp 1, see main). */
     if (r->step == 1 && r->dpi == 0 && r->ppi == fail_stage && mb == fail_mb && chunk == 0)
         return PLX_ERR_INTERNAL;
     if (out) {
@@ -561,8 +559,8 @@ static void usage(FILE *f)
                "Trains a residual MLP with data x pipeline x tensor parallelism (default 2 x 2 x 2, 1f1b;\n"
                "interleaved defaults to 2 chunks) and checks the weights against one process training on\n"
                "the whole batch. --ranks N runs N threads (sim); otherwise run it under plexus-run.\n"
-               "--fail-at STAGE:MB makes replica 0's pipeline stage STAGE fail in the forward of micro-batch MB\n"
-               "in step 1; every rank must then stop, naming it (exit status 0 when they all did).\n");
+               "--fail-at STAGE:MB (with --tp 1) makes replica 0's pipeline stage STAGE fail in the forward of\n"
+               "micro-batch MB in step 1; every rank must then stop, naming it (exit status 0 when they all did).\n");
 }
 
 int main(int argc, char **argv)
@@ -605,6 +603,15 @@ int main(int argc, char **argv)
         }
     }
     V = kind == PLX_PIPE_INTERLEAVED ? (chunks ? chunks : 2) : 1;
+    if (fail_stage >= 0 && TP != 1) {
+        /* The tp ranks of a stage run tp collectives inside the callbacks,
+         * and each learns of the failure from its own pipeline, so one may
+         * stop while its tp peer is inside such a collective: that peer then
+         * waits out the tp communicator's timeout, which this demo avoids. */
+        fprintf(stderr, "train_3d: --fail-at needs --tp 1 (a stage's tp ranks learn of a failure at different "
+                        "points; one may then wait in a tp collective until its timeout)\n");
+        return 2;
+    }
     if (PP > 16) {
         fprintf(stderr, "train_3d: at most 16 pipeline stages\n");
         return 2;

@@ -177,9 +177,10 @@ PLX_API void plx_pipe_options_init(struct plx_pipe_options *o);
  * create a new communicator to go on. stats (or NULL) gets this stage's
  * measured figures, and after a failure where it happened. Collectives the
  * callbacks run on other communicators (tensor parallelism) are the
- * caller's: a callback that fails on one tp rank only leaves its tp peers in
- * their collective until that communicator's timeout, so fail alike on all
- * (examples/train_3d.c shows it, and how the other replicas learn of it). */
+ * caller's: the tp ranks of a stage each learn of a failure from their own
+ * pipeline, at different points, so one may stop while its tp peer waits in
+ * such a collective until that communicator's timeout. examples/train_3d.c
+ * shows how the other replicas learn of a failure (one allreduce). */
 PLX_API int plx_pipe_run(struct plx_comm *pp, const struct plx_pipe_schedule *s, const struct plx_pipe_callbacks *cb,
                          const struct plx_pipe_options *o, struct plx_pipe_stats *stats);
 
