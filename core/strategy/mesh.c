@@ -1,21 +1,24 @@
-/* mesh.c - a 2-D device mesh (nodes x local ranks) over a communicator:
- * the intra-node and inter-node sub-communicators, built with split. */
+/* mesh.c - the 2-D device mesh (nodes x local ranks): the N-D mesh of
+ * mesh_nd.c with dimensions ("node", "local"); intra-node is "local"'s
+ * communicator, inter-node "node"'s. */
 #include <stdlib.h>
 
 #include "error.h"
+#include "plexus/parallel.h"
 #include "plexus/strategy.h"
 
 struct plx_mesh {
-    struct plx_comm *intra, *inter;
-    int nodes, local;
+    struct plx_nd_mesh *nd;
 };
+
+enum { NODE = 0, LOCAL = 1 };
 
 PLX_API int plx_mesh_create(struct plx_comm *world, int local_size, struct plx_mesh **out)
 {
     if (!world || !out)
         return plx__err(PLX_ERR_INVALID_ARG, "plx_mesh_create: world or out is NULL");
     *out = NULL;
-    int P = plx_comm_size(world), r = plx_comm_rank(world);
+    int P = plx_comm_size(world);
     int L = local_size > 0 ? local_size : plx_comm_local_size(world);
     if (L <= 0 || P % L)
         return plx__err(PLX_ERR_INVALID_ARG,
@@ -24,13 +27,11 @@ PLX_API int plx_mesh_create(struct plx_comm *world, int local_size, struct plx_m
     struct plx_mesh *m = calloc(1, sizeof *m);
     if (!m)
         return plx__err(PLX_ERR_NOMEM, "plx_mesh_create: out of memory");
-    m->nodes = P / L;
-    m->local = L;
-    int rc = plx_comm_split(world, r / L, r % L, &m->intra);
-    if (rc == 0)
-        rc = plx_comm_split(world, r % L, r / L, &m->inter);
+    const char *names[] = {"node", "local"};
+    int sizes[] = {P / L, L};
+    int rc = plx_nd_mesh_create(world, 2, names, sizes, &m->nd);
     if (rc) {
-        plx_mesh_destroy(m);
+        free(m);
         return rc;
     }
     *out = m;
@@ -41,22 +42,21 @@ PLX_API void plx_mesh_destroy(struct plx_mesh *m)
 {
     if (!m)
         return;
-    plx_comm_destroy(m->intra);
-    plx_comm_destroy(m->inter);
+    plx_nd_mesh_destroy(m->nd);
     free(m);
 }
 
 PLX_API struct plx_comm *plx_mesh_intra(const struct plx_mesh *m)
 {
-    return m ? m->intra : NULL;
+    return m ? plx_nd_mesh_comm(m->nd, LOCAL) : NULL;
 }
 
 PLX_API struct plx_comm *plx_mesh_inter(const struct plx_mesh *m)
 {
-    return m ? m->inter : NULL;
+    return m ? plx_nd_mesh_comm(m->nd, NODE) : NULL;
 }
 
 PLX_API int plx_mesh_nodes(const struct plx_mesh *m)
 {
-    return m ? m->nodes : PLX_ERR_INVALID_ARG;
+    return m ? plx_nd_mesh_size(m->nd, NODE) : PLX_ERR_INVALID_ARG;
 }
