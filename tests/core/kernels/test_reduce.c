@@ -18,19 +18,9 @@
 
 #include "plexus/plexus.h"
 #include "reduce.h"
+#include "check.h"
 
 static int failures;
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            if (failures++ < 30) {                                             \
-                fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);          \
-                fprintf(stderr, __VA_ARGS__);                                  \
-                fputc('\n', stderr);                                           \
-            }                                                                  \
-        }                                                                      \
-    } while (0)
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
 static uint64_t next_u64(void)
@@ -120,14 +110,14 @@ static void test_conversions(void)
 {
     /* widening: all 65536 patterns of both formats */
     for (uint32_t h = 0; h < 0x10000; h++) {
-        CHECK(same_f32(plx__f16_to_f32((uint16_t)h), f16w((uint16_t)h)), "f16_to_f32(0x%04x) = %a, want %a", h,
+        CHECKF(same_f32(plx__f16_to_f32((uint16_t)h), f16w((uint16_t)h)), "f16_to_f32(0x%04x) = %a, want %a", h,
               plx__f16_to_f32((uint16_t)h), f16w((uint16_t)h));
-        CHECK(same_f32(plx__bf16_to_f32((uint16_t)h), bf16w((uint16_t)h)), "bf16_to_f32(0x%04x)", h);
+        CHECKF(same_f32(plx__bf16_to_f32((uint16_t)h), bf16w((uint16_t)h)), "bf16_to_f32(0x%04x)", h);
         /* round trip of every non-NaN value is the identity */
         if (!half_is_nan((uint16_t)h, 10))
-            CHECK(plx__f32_to_f16(plx__f16_to_f32((uint16_t)h)) == h, "f16 round trip 0x%04x", h);
+            CHECKF(plx__f32_to_f16(plx__f16_to_f32((uint16_t)h)) == h, "f16 round trip 0x%04x", h);
         if (!half_is_nan((uint16_t)h, 7))
-            CHECK(plx__f32_to_bf16(plx__bf16_to_f32((uint16_t)h)) == h, "bf16 round trip 0x%04x", h);
+            CHECKF(plx__f32_to_bf16(plx__bf16_to_f32((uint16_t)h)) == h, "bf16 round trip 0x%04x", h);
     }
     /* narrowing: every midpoint between adjacent values (the ties) and the
      * floats right beside it, for both formats */
@@ -149,7 +139,7 @@ static void test_conversions(void)
                     float v = s ? -cases[k] : cases[k];
                     uint16_t got = fmt ? plx__f32_to_bf16(v) : plx__f32_to_f16(v);
                     uint16_t want = fmt ? bf16n(v) : f16n(v);
-                    CHECK(same_half(got, want, mb), "%s(%a) = 0x%04x, want 0x%04x", fmt ? "f32_to_bf16" : "f32_to_f16",
+                    CHECKF(same_half(got, want, mb), "%s(%a) = 0x%04x, want 0x%04x", fmt ? "f32_to_bf16" : "f32_to_f16",
                           (double)v, got, want);
                 }
             }
@@ -158,9 +148,9 @@ static void test_conversions(void)
     /* random f32 bit patterns, NaNs and f32 subnormals included */
     for (int i = 0; i < 2000000; i++) {
         float v = bits_f32((uint32_t)next_u64());
-        CHECK(same_half(plx__f32_to_f16(v), f16n(v), 10), "f32_to_f16(%a) = 0x%04x, want 0x%04x", (double)v,
+        CHECKF(same_half(plx__f32_to_f16(v), f16n(v), 10), "f32_to_f16(%a) = 0x%04x, want 0x%04x", (double)v,
               plx__f32_to_f16(v), f16n(v));
-        CHECK(same_half(plx__f32_to_bf16(v), bf16n(v), 7), "f32_to_bf16(%a) = 0x%04x, want 0x%04x", (double)v,
+        CHECKF(same_half(plx__f32_to_bf16(v), bf16n(v), 7), "f32_to_bf16(%a) = 0x%04x, want 0x%04x", (double)v,
               plx__f32_to_bf16(v), bf16n(v));
     }
     /* named edge cases, so a failure reads plainly */
@@ -186,19 +176,19 @@ static void test_conversions(void)
         {bits_f32(0x00018000), 0x0000, 0x0002},
     };
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++) {
-        CHECK(plx__f32_to_f16(e[i].in) == e[i].f16, "f32_to_f16(%a) = 0x%04x, want 0x%04x", (double)e[i].in,
+        CHECKF(plx__f32_to_f16(e[i].in) == e[i].f16, "f32_to_f16(%a) = 0x%04x, want 0x%04x", (double)e[i].in,
               plx__f32_to_f16(e[i].in), e[i].f16);
-        CHECK(plx__f32_to_bf16(e[i].in) == e[i].bf16, "f32_to_bf16(%a) = 0x%04x, want 0x%04x", (double)e[i].in,
+        CHECKF(plx__f32_to_bf16(e[i].in) == e[i].bf16, "f32_to_bf16(%a) = 0x%04x, want 0x%04x", (double)e[i].in,
               plx__f32_to_bf16(e[i].in), e[i].bf16);
     }
     /* NaN stays NaN (a signalling NaN whose payload sits in the dropped bits
      * must not turn into inf), with its sign */
     float snan = bits_f32(0x7f800001), nneg = bits_f32(0xffc00000);
-    CHECK(half_is_nan(plx__f32_to_bf16(snan), 7), "bf16(sNaN) = 0x%04x", plx__f32_to_bf16(snan));
-    CHECK(half_is_nan(plx__f32_to_f16(snan), 10), "f16(sNaN) = 0x%04x", plx__f32_to_f16(snan));
-    CHECK(plx__f32_to_bf16(nneg) >> 15 && half_is_nan(plx__f32_to_bf16(nneg), 7), "bf16(-NaN)");
-    CHECK(plx__f32_to_f16(nneg) >> 15 && half_is_nan(plx__f32_to_f16(nneg), 10), "f16(-NaN)");
-    CHECK(isnan(plx__f16_to_f32(0x7e00)) && isnan(plx__bf16_to_f32(0x7fc0)), "half NaN widens to NaN");
+    CHECKF(half_is_nan(plx__f32_to_bf16(snan), 7), "bf16(sNaN) = 0x%04x", plx__f32_to_bf16(snan));
+    CHECKF(half_is_nan(plx__f32_to_f16(snan), 10), "f16(sNaN) = 0x%04x", plx__f32_to_f16(snan));
+    CHECKF(plx__f32_to_bf16(nneg) >> 15 && half_is_nan(plx__f32_to_bf16(nneg), 7), "bf16(-NaN)");
+    CHECKF(plx__f32_to_f16(nneg) >> 15 && half_is_nan(plx__f32_to_f16(nneg), 10), "f16(-NaN)");
+    CHECKF(isnan(plx__f16_to_f32(0x7e00)) && isnan(plx__bf16_to_f32(0x7fc0)), "half NaN widens to NaN");
 }
 
 /* ---- kernels --------------------------------------------------------------- */
@@ -292,7 +282,7 @@ static int check_elems(const void *got, const void *a, const void *b, size_t n, 
         }
         }
         if (!ok) {
-            CHECK(0, "dtype %d op %d n %zu: element %zu wrong", dt, op, n, i);
+            CHECKF(0, "dtype %d op %d n %zu: element %zu wrong", dt, op, n, i);
             return 0;
         }
     }
@@ -316,16 +306,16 @@ static void test_kernels(void)
                     fill_random(b, MAXB, dt);
                     memset(out, 0xa5, MAXB + 16);
                     /* three-operand form; bytes after the output stay untouched */
-                    CHECK(plx__reduce3(po, pa, pb, n, dt, op) == 0, "reduce3 dt %d op %d", dt, op);
+                    CHECKF(plx__reduce3(po, pa, pb, n, dt, op) == 0, "reduce3 dt %d op %d", dt, op);
                     check_elems(po, pa, pb, n, dt, op);
                     for (size_t k = n * es; k < n * es + 16; k++)
-                        CHECK(po[k] == 0xa5, "reduce3 dt %d op %d n %zu wrote past the end", dt, op, n);
+                        CHECKF(po[k] == 0xa5, "reduce3 dt %d op %d n %zu wrote past the end", dt, op, n);
                     /* out == a (the in-place form), then out == b */
                     memcpy(keep, pa, n * es);
-                    CHECK(plx__reduce(pa, pb, n, dt, op) == 0, "reduce");
+                    CHECKF(plx__reduce(pa, pb, n, dt, op) == 0, "reduce");
                     check_elems(pa, keep, pb, n, dt, op);
                     memcpy(keep, pb, n * es);
-                    CHECK(plx__reduce3(pb, pa, pb, n, dt, op) == 0, "reduce3 out=b");
+                    CHECKF(plx__reduce3(pb, pa, pb, n, dt, op) == 0, "reduce3 out=b");
                     check_elems(pb, pa, keep, n, dt, op);
                 }
             }
@@ -356,7 +346,7 @@ static void test_half_kernels_exhaustive(void)
                 b[i] = ps < 16 ? partner_seed[ps] : ps == 16 ? (uint16_t)(i ^ 1) : (uint16_t)(i * 40503u);
             }
             for (int op = 0; op < PLX_REDOP_COUNT; op++) {
-                CHECK(plx__reduce3(o, a, b, N, dt, op) == 0, "reduce3");
+                CHECKF(plx__reduce3(o, a, b, N, dt, op) == 0, "reduce3");
                 check_elems(o, a, b, N, dt, op);
             }
         }
@@ -366,7 +356,7 @@ static void test_half_kernels_exhaustive(void)
         plx__scale_div(o, N, dt, 3);
         for (uint32_t i = 0; i < N; i++) {
             float w = (fmt ? bf16w(a[i]) : f16w(a[i])) / 3.0f;
-            CHECK(same_half(o[i], fmt ? bf16n(w) : f16n(w), fmt ? 7 : 10), "scale_div %s 0x%04x", fmt ? "bf16" : "f16",
+            CHECKF(same_half(o[i], fmt ? bf16n(w) : f16n(w), fmt ? 7 : 10), "scale_div %s 0x%04x", fmt ? "bf16" : "f16",
                   a[i]);
         }
     }
@@ -378,42 +368,42 @@ static void test_nan_rules(void)
 {
     float a[4] = {NAN, 1.0f, INFINITY, 2.0f}, b[4] = {1.0f, NAN, -INFINITY, -0.5f}, o[4];
     plx__reduce3(o, a, b, 4, PLX_F32, PLX_MIN);
-    CHECK(isnan(o[0]) && isnan(o[1]) && o[2] == -INFINITY && o[3] == -0.5f, "f32 min NaN rules");
+    CHECKF(isnan(o[0]) && isnan(o[1]) && o[2] == -INFINITY && o[3] == -0.5f, "f32 min NaN rules");
     plx__reduce3(o, a, b, 4, PLX_F32, PLX_MAX);
-    CHECK(isnan(o[0]) && isnan(o[1]) && o[2] == INFINITY && o[3] == 2.0f, "f32 max NaN rules");
+    CHECKF(isnan(o[0]) && isnan(o[1]) && o[2] == INFINITY && o[3] == 2.0f, "f32 max NaN rules");
     plx__reduce3(o, a, b, 4, PLX_F32, PLX_SUM);
-    CHECK(isnan(o[0]) && isnan(o[1]) && isnan(o[2]) && o[3] == 1.5f, "f32 sum NaN rules");
+    CHECKF(isnan(o[0]) && isnan(o[1]) && isnan(o[2]) && o[3] == 1.5f, "f32 sum NaN rules");
     uint16_t ha[2] = {0x7e00, 0x3c00}, hb[2] = {0x3c00, 0x7e00}, ho[2];
     plx__reduce3(ho, ha, hb, 2, PLX_F16, PLX_MAX);
-    CHECK(half_is_nan(ho[0], 10) && half_is_nan(ho[1], 10), "f16 max NaN rules");
+    CHECKF(half_is_nan(ho[0], 10) && half_is_nan(ho[1], 10), "f16 max NaN rules");
     uint16_t ba[2] = {0x7fc0, 0x3f80}, bb[2] = {0x3f80, 0x7fc0}, bo[2];
     plx__reduce3(bo, ba, bb, 2, PLX_BF16, PLX_MIN);
-    CHECK(half_is_nan(bo[0], 7) && half_is_nan(bo[1], 7), "bf16 min NaN rules");
+    CHECKF(half_is_nan(bo[0], 7) && half_is_nan(bo[1], 7), "bf16 min NaN rules");
     /* f16 overflow of a sum saturates to inf, as the rounding says */
     uint16_t big[1] = {0x7bff}, sum[1];
     plx__reduce3(sum, big, big, 1, PLX_F16, PLX_SUM);
-    CHECK(sum[0] == 0x7c00, "f16 65504+65504 = 0x%04x, want inf", sum[0]);
+    CHECKF(sum[0] == 0x7c00, "f16 65504+65504 = 0x%04x, want inf", sum[0]);
 }
 
 static void test_scale_div(void)
 {
     int8_t i8[4] = {-7, 7, -128, 127};
     plx__scale_div(i8, 4, PLX_I8, 2);
-    CHECK(i8[0] == -3 && i8[1] == 3 && i8[2] == -64 && i8[3] == 63, "i8 /2 truncates toward zero");
+    CHECKF(i8[0] == -3 && i8[1] == 3 && i8[2] == -64 && i8[3] == 63, "i8 /2 truncates toward zero");
     int64_t i64[3] = {-9, INT64_MIN, INT64_MAX};
     plx__scale_div(i64, 3, PLX_I64, 4);
-    CHECK(i64[0] == -2 && i64[1] == INT64_MIN / 4 && i64[2] == INT64_MAX / 4, "i64 /4");
+    CHECKF(i64[0] == -2 && i64[1] == INT64_MIN / 4 && i64[2] == INT64_MAX / 4, "i64 /4");
     uint64_t u64[2] = {UINT64_MAX, 5};
     plx__scale_div(u64, 2, PLX_U64, 3);
-    CHECK(u64[0] == UINT64_MAX / 3 && u64[1] == 1, "u64 /3 (no signed conversion)");
+    CHECKF(u64[0] == UINT64_MAX / 3 && u64[1] == 1, "u64 /3 (no signed conversion)");
     uint8_t u8[2] = {255, 9};
     plx__scale_div(u8, 2, PLX_U8, 4);
-    CHECK(u8[0] == 63 && u8[1] == 2, "u8 /4");
+    CHECKF(u8[0] == 63 && u8[1] == 2, "u8 /4");
     int32_t i32[2] = {-5, 5};
     uint32_t u32[1] = {4000000000u};
     plx__scale_div(i32, 2, PLX_I32, 3);
     plx__scale_div(u32, 1, PLX_U32, 3);
-    CHECK(i32[0] == -1 && i32[1] == 1 && u32[0] == 1333333333u, "i32/u32 /3");
+    CHECKF(i32[0] == -1 && i32[1] == 1 && u32[0] == 1333333333u, "i32/u32 /3");
     /* floats: one correctly rounded division per element */
     enum { N = 1000 };
     float f[N], fk[N];
@@ -432,27 +422,27 @@ static void test_scale_div(void)
     plx__scale_div(h, N, PLX_F16, 5);
     plx__scale_div(bh, N, PLX_BF16, 6);
     for (int i = 0; i < N; i++) {
-        CHECK(same_f32(f[i], fk[i] / 3.0f), "f32 /3 at %d", i);
-        CHECK((isnan(d[i]) && isnan(dk[i])) || d[i] == dk[i] / 7.0, "f64 /7 at %d", i);
-        CHECK(same_half(h[i], f16n(f16w(hk[i]) / 5.0f), 10), "f16 /5 at %d", i);
-        CHECK(same_half(bh[i], bf16n(bf16w(bk[i]) / 6.0f), 7), "bf16 /6 at %d", i);
+        CHECKF(same_f32(f[i], fk[i] / 3.0f), "f32 /3 at %d", i);
+        CHECKF((isnan(d[i]) && isnan(dk[i])) || d[i] == dk[i] / 7.0, "f64 /7 at %d", i);
+        CHECKF(same_half(h[i], f16n(f16w(hk[i]) / 5.0f), 10), "f16 /5 at %d", i);
+        CHECKF(same_half(bh[i], bf16n(bf16w(bk[i]) / 6.0f), 7), "bf16 /6 at %d", i);
     }
-    CHECK(plx__scale_div(f, 0, PLX_F32, 3) == 0, "count 0");
+    CHECKF(plx__scale_div(f, 0, PLX_F32, 3) == 0, "count 0");
 }
 
 static void test_bad_args(void)
 {
     float x[1] = {1}, y[1] = {2};
-    CHECK(plx__reduce3(x, x, y, 1, -1, PLX_SUM) == PLX_ERR_INVALID_ARG, "dtype -1");
-    CHECK(strstr(plx_last_error(), "dtype") != NULL, "message names the dtype: '%s'", plx_last_error());
-    CHECK(plx__reduce3(x, x, y, 1, PLX_DTYPE_COUNT, PLX_SUM) == PLX_ERR_INVALID_ARG, "dtype COUNT");
-    CHECK(plx__reduce(x, y, 1, PLX_F32, PLX_REDOP_COUNT) == PLX_ERR_INVALID_ARG, "op COUNT");
-    CHECK(plx__reduce(x, y, 1, PLX_F32, -1) == PLX_ERR_INVALID_ARG, "op -1");
-    CHECK(x[0] == 1.0f, "a rejected call writes nothing");
-    CHECK(plx__scale_div(x, 1, PLX_F32, 0) == PLX_ERR_INVALID_ARG, "divisor 0");
-    CHECK(plx__scale_div(x, 1, 42, 2) == PLX_ERR_INVALID_ARG, "scale dtype 42");
-    CHECK(x[0] == 1.0f, "a rejected scale writes nothing");
-    CHECK(plx__reduce3(NULL, NULL, NULL, 0, PLX_F64, PLX_PROD) == 0, "count 0 with NULL buffers");
+    CHECKF(plx__reduce3(x, x, y, 1, -1, PLX_SUM) == PLX_ERR_INVALID_ARG, "dtype -1");
+    CHECKF(strstr(plx_last_error(), "dtype") != NULL, "message names the dtype: '%s'", plx_last_error());
+    CHECKF(plx__reduce3(x, x, y, 1, PLX_DTYPE_COUNT, PLX_SUM) == PLX_ERR_INVALID_ARG, "dtype COUNT");
+    CHECKF(plx__reduce(x, y, 1, PLX_F32, PLX_REDOP_COUNT) == PLX_ERR_INVALID_ARG, "op COUNT");
+    CHECKF(plx__reduce(x, y, 1, PLX_F32, -1) == PLX_ERR_INVALID_ARG, "op -1");
+    CHECKF(x[0] == 1.0f, "a rejected call writes nothing");
+    CHECKF(plx__scale_div(x, 1, PLX_F32, 0) == PLX_ERR_INVALID_ARG, "divisor 0");
+    CHECKF(plx__scale_div(x, 1, 42, 2) == PLX_ERR_INVALID_ARG, "scale dtype 42");
+    CHECKF(x[0] == 1.0f, "a rejected scale writes nothing");
+    CHECKF(plx__reduce3(NULL, NULL, NULL, 0, PLX_F64, PLX_PROD) == 0, "count 0 with NULL buffers");
 }
 
 int main(void)

@@ -7,16 +7,9 @@
 
 #include "host.h"
 #include "store.h"
+#include "check.h"
 
 static int failures;
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                          \
-        }                                                                        \
-    } while (0)
-
 static void *adder(void *arg)
 {
     struct plx_store *s = NULL;

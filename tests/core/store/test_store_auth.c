@@ -22,17 +22,9 @@
 #include "error.h"
 #include "store.h"
 #include "store_tcp.h"
+#include "check.h"
 
 static int failures;
-#define CHECK(cond)                                                                                      \
-    do {                                                                                                 \
-        if (!(cond)) {                                                                                   \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond,     \
-                    plx_last_error());                                                                   \
-            failures++;                                                                                  \
-        }                                                                                                \
-    } while (0)
-
 static const char *SECRET = "test-secret-0123456789abcdef";
 static const char *OTHER = "another-secret-9876543210fedcba";
 static FILE *logf;

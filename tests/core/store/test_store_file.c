@@ -13,17 +13,9 @@
 #include "host.h"
 #include "store.h"
 #include "store_file.h"
+#include "check.h"
 
 static int failures;
-#define CHECK(cond)                                                                                  \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-                    plx_last_error());                                                               \
-            failures++;                                                                              \
-        }                                                                                            \
-    } while (0)
-
 static char dir[256], url[300];
 
 static void path_of(const char *name, char *out, size_t n)

@@ -10,23 +10,9 @@
 #include "config.h"
 #include "error.h"
 #include "loader.h"
+#include "check.h"
 
 static int failures;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
-#define CHECK_MSG(got, want)                                                          \
-    do {                                                                              \
-        if (strcmp((got), (want))) {                                                  \
-            fprintf(stderr, "%s:%d: message\n  got:  %s\n  want: %s\n", __FILE__, __LINE__, (got), (want)); \
-            failures++;                                                               \
-        }                                                                             \
-    } while (0)
-
 static char root[PATH_MAX];
 
 static void write_file(const char *rel, const char *text)
@@ -59,39 +45,39 @@ static void test_ini_errors(void)
     fresh(dir);
     CHECK(plx__config_load(NULL) == PLX_ERR_CONFIG);
     snprintf(want, sizeof want, "%s/plexus.ini:3: expected 'key = value': this line is bad", dir);
-    CHECK_MSG(plx_last_error(), want);
+    CHECK_STR(plx_last_error(), want);
 
     write_file("bad1/plexus.ini", "[core\ntimeout_ms = 10\n");
     fresh(dir);
     CHECK(plx__config_load(NULL) == PLX_ERR_CONFIG);
     snprintf(want, sizeof want, "%s/plexus.ini:1: section header without ']': [core", dir);
-    CHECK_MSG(plx_last_error(), want);
+    CHECK_STR(plx_last_error(), want);
 
     write_file("bad1/plexus.ini", "# comment\n[core]\ntimeout = 10\n");
     fresh(dir);
     CHECK(plx__config_load(NULL) == PLX_ERR_CONFIG);
     snprintf(want, sizeof want, "%s/plexus.ini:3: unknown key 'timeout' in [core] (did you mean 'timeout_ms'?)", dir);
-    CHECK_MSG(plx_last_error(), want);
+    CHECK_STR(plx_last_error(), want);
 
     write_file("bad1/plexus.ini", "[core]\ntimeout_ms = abc\n");
     fresh(dir);
     CHECK(plx__config_load(NULL) == PLX_ERR_CONFIG);
     snprintf(want, sizeof want, "%s/plexus.ini:2: core.timeout_ms = 'abc' is not a non-negative integer", dir);
-    CHECK_MSG(plx_last_error(), want);
+    CHECK_STR(plx_last_error(), want);
 
     write_file("bad1/plexus.ini", "[core]\nallreduce_algo = fast\n");
     fresh(dir);
     CHECK(plx__config_load(NULL) == PLX_ERR_CONFIG);
     snprintf(want, sizeof want, "%s/plexus.ini:2: core.allreduce_algo = 'fast' is not one of auto|ring|recdbl|tree|rabenseifner",
              dir);
-    CHECK_MSG(plx_last_error(), want);
+    CHECK_STR(plx_last_error(), want);
 
     /* A bad variable names itself. */
     write_file("bad1/plexus.ini", "[core]\n");
     fresh(dir);
     setenv("PLEXUS_CORE_LOG_LEVEL", "loud", 1);
     CHECK(plx__config_load(NULL) == PLX_ERR_CONFIG);
-    CHECK_MSG(plx_last_error(),
+    CHECK_STR(plx_last_error(),
               "environment PLEXUS_CORE_LOG_LEVEL: core.log_level = 'loud' is not one of error|warn|info|debug|trace");
     unsetenv("PLEXUS_CORE_LOG_LEVEL");
 }
@@ -109,35 +95,35 @@ static void test_layers(void)
 
     fresh(both);
     CHECK(plx__config_load(NULL) == 0);
-    CHECK_MSG(plx__config_get("core", "timeout_ms"), "2000");
+    CHECK_STR(plx__config_get("core", "timeout_ms"), "2000");
     snprintf(want, sizeof want, "%s/plexus.ini:3", b);
-    CHECK_MSG(plx__config_origin("core", "timeout_ms"), want);
-    CHECK_MSG(plx__config_get("core", "small_bytes"), "7");
-    CHECK_MSG(plx__config_get("core", "segment_bytes"), "0");
-    CHECK_MSG(plx__config_origin("core", "segment_bytes"), "default");
+    CHECK_STR(plx__config_origin("core", "timeout_ms"), want);
+    CHECK_STR(plx__config_get("core", "small_bytes"), "7");
+    CHECK_STR(plx__config_get("core", "segment_bytes"), "0");
+    CHECK_STR(plx__config_origin("core", "segment_bytes"), "default");
 
     setenv("PLEXUS_CORE_TIMEOUT_MS", "3000", 1);
     setenv("PLEXUS_BACKEND", "sim", 1);
     fresh(both);
     CHECK(plx__config_load(NULL) == 0);
-    CHECK_MSG(plx__config_get("core", "timeout_ms"), "3000");
-    CHECK_MSG(plx__config_origin("core", "timeout_ms"), "env PLEXUS_CORE_TIMEOUT_MS");
-    CHECK_MSG(plx__config_get("core", "backend"), "sim");
+    CHECK_STR(plx__config_get("core", "timeout_ms"), "3000");
+    CHECK_STR(plx__config_origin("core", "timeout_ms"), "env PLEXUS_CORE_TIMEOUT_MS");
+    CHECK_STR(plx__config_get("core", "backend"), "sim");
 
     struct plx_comm_options o;
     plx_comm_options_init(&o);
     const char *ov[] = {"core.timeout_ms=4000", NULL};
     o.overrides = ov;
     CHECK(plx__config_load(&o) == 0);
-    CHECK_MSG(plx__config_get("core", "timeout_ms"), "4000");
-    CHECK_MSG(plx__config_origin("core", "timeout_ms"), "option");
+    CHECK_STR(plx__config_get("core", "timeout_ms"), "4000");
+    CHECK_STR(plx__config_origin("core", "timeout_ms"), "option");
     /* Options apply to the call that passes them, not to later ones. */
     CHECK(plx__config_load(NULL) == 0);
-    CHECK_MSG(plx__config_get("core", "timeout_ms"), "3000");
+    CHECK_STR(plx__config_get("core", "timeout_ms"), "3000");
     const char *bad[] = {"core.timeout_ms", NULL};
     o.overrides = bad;
     CHECK(plx__config_load(&o) == PLX_ERR_CONFIG);
-    CHECK_MSG(plx_last_error(), "option 'core.timeout_ms': expected section.key=value");
+    CHECK_STR(plx_last_error(), "option 'core.timeout_ms': expected section.key=value");
     unsetenv("PLEXUS_CORE_TIMEOUT_MS");
     unsetenv("PLEXUS_BACKEND");
 }
@@ -176,14 +162,14 @@ static void test_loader(const char *plugdir, const char *sim)
     snprintf(want, sizeof want, "library %s/backends.d/nothere.so not found (from %s/backends.d/20-missing.ini:2)", dir,
              dir);
     if (b)
-        CHECK_MSG(b->reason, want);
+        CHECK_STR(b->reason, want);
 
     b = plx__loader_find("noentry");
     snprintf(lib, sizeof lib, "%s/fake-noentry.so", plugdir);
     snprintf(want, sizeof want, "%s is not a plexus backend: no symbol plx_backend_entry_v1", lib);
     CHECK(b && b->state == PLX_STATE_BROKEN);
     if (b)
-        CHECK_MSG(b->reason, want);
+        CHECK_STR(b->reason, want);
 
     b = plx__loader_find("v2");
     snprintf(lib, sizeof lib, "%s/fake-v2.so", plugdir);
@@ -191,7 +177,7 @@ static void test_loader(const char *plugdir, const char *sim)
              "%s is built for plugin ABI major 2; this plexus supports major 1 (no plx_backend_entry_v1)", lib);
     CHECK(b && b->state == PLX_STATE_BROKEN);
     if (b)
-        CHECK_MSG(b->reason, want);
+        CHECK_STR(b->reason, want);
 
     b = plx__loader_find("wrongname");
     snprintf(lib, sizeof lib, "%s/fake-wrongname.so", plugdir);
@@ -199,7 +185,7 @@ static void test_loader(const char *plugdir, const char *sim)
     snprintf(want, sizeof want, "%s declares the name 'other' but its drop-in section is [wrongname] (%s)", lib, drop);
     CHECK(b && b->state == PLX_STATE_BROKEN);
     if (b)
-        CHECK_MSG(b->reason, want);
+        CHECK_STR(b->reason, want);
 
     b = plx__loader_find("garbage");
     snprintf(want, sizeof want, "cannot load %s/backends.d/garbage.so: ", dir);
@@ -220,13 +206,13 @@ static void test_loader(const char *plugdir, const char *sim)
 
     struct plx__backend *sel = NULL;
     CHECK(plx__loader_select("tpc", &sel) == PLX_ERR_NOT_FOUND);
-    CHECK_MSG(plx_last_error(),
+    CHECK_STR(plx_last_error(),
               "unknown backend 'tpc' (did you mean 'tcp'?); known: garbage, missing, noentry, tcp, v2, wrongname, sim");
     CHECK(plx__loader_select("noentry", &sel) == PLX_ERR_BROKEN);
     snprintf(lib, sizeof lib, "%s/fake-noentry.so", plugdir);
     snprintf(want, sizeof want, "backend 'noentry' (library %s, drop-in %s/backends.d/30-noentry.ini:2) is broken: "
              "%s is not a plexus backend: no symbol plx_backend_entry_v1", lib, dir, lib);
-    CHECK_MSG(plx_last_error(), want);
+    CHECK_STR(plx_last_error(), want);
     CHECK(plx__loader_select("auto", &sel) == 0 && sel && !strcmp(sel->name, "tcp"));
     CHECK(plx__loader_select("^tcp", &sel) == 0 && sel && !strcmp(sel->name, "sim"));
     CHECK(plx__loader_select("noentry,sim", &sel) == 0 && sel && !strcmp(sel->name, "sim"));

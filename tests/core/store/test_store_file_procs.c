@@ -12,17 +12,9 @@
 
 #include "plexus/plexus.h"
 #include "store.h"
+#include "check.h"
 
 static int failures;
-#define CHECK(cond)                                                                                  \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-                    plx_last_error());                                                               \
-            failures++;                                                                              \
-        }                                                                                            \
-    } while (0)
-
 enum { PROCS = 4, THREADS = 2, ADDS = 150 };
 
 static char url[300];
