@@ -75,6 +75,7 @@ static struct plx_comm *comm_alloc(const char *name)
 
 static void comm_free(struct plx_comm *c)
 {
+    plx__config_release(c->config);
     plx__store_release(c->store);
     plx__store_release(c->base_store);
     plx__scratch_free(&c->scratch);
@@ -111,6 +112,7 @@ static int comm_create_backend(struct plx_comm *c)
         .name = c->name,
         .store = c->store,
         .timeout_ms = c->timeout_ms,
+        .config = c->config,
     };
     int rc = c->be->ops.comm_create(&args, &c->bc);
     if (rc != 0)
@@ -118,17 +120,21 @@ static int comm_create_backend(struct plx_comm *c)
     return comm_finish_setup(c);
 }
 
-/* Configuration, log level, plugin discovery and the choice of backend use
- * process-wide tables: communicators created by several threads at once
- * take turns here (ThreadSanitizer caught plx__config_load rewriting the
- * drop-in table while another thread's plx__loader_discover read it). */
-static int init_process_wide(const struct plx_comm_options *opt, struct plx__backend **be)
+/* The process layers of the configuration, the log level, plugin discovery
+ * and the choice of backend use process-wide tables: communicators created
+ * by several threads at once take turns here (ThreadSanitizer caught the
+ * drop-in table rewritten while another thread's discovery read it). The
+ * options become *cfg, this communicator's own view, which the calling
+ * thread reads through from here on (the caller restores the old view). */
+static int init_process_wide(const struct plx_comm_options *opt, struct plx__backend **be, struct plx_config **cfg)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     static char applied_level[32];
     int rc;
     pthread_mutex_lock(&mu);
-    if ((rc = plx__config_load(opt)) == 0) {
+    if ((rc = plx__config_load()) == 0 && (rc = plx__loader_discover()) == 0 &&
+        (rc = plx__config_open(opt, cfg)) == 0) {
+        plx__config_use(*cfg);
         /* Threads of running communicators read the threshold unlocked:
          * write it only when it changes. */
         const char *level = plx__config_get("core", "log_level");
@@ -136,8 +142,8 @@ static int init_process_wide(const struct plx_comm_options *opt, struct plx__bac
             plx__log_set_level(level);
             snprintf(applied_level, sizeof applied_level, "%s", level);
         }
-        if ((rc = plx__loader_discover()) == 0)
-            rc = plx__loader_select(opt->backend, be);
+        if ((rc = plx__loader_select(opt->backend, be)) == 0)
+            rc = plx__config_check_view(*cfg, (*be)->name);
     }
     pthread_mutex_unlock(&mu);
     return rc;
@@ -161,6 +167,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     struct plx__backend *be = NULL;
     struct plx__rendezvous rv;
     struct plx_comm *c = NULL;
+    struct plx_config *cfg = NULL;
     int rc;
 
     plx__err_clear();
@@ -168,13 +175,18 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
         return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_init: out is NULL");
     *out = NULL;
     copy_options(user_opt, &opt);
-    if ((rc = init_process_wide(&opt, &be)) != 0)
+    const struct plx_config *outer = plx__config_current();
+    if ((rc = init_process_wide(&opt, &be, &cfg)) != 0 || (rc = plx__rendezvous_resolve(&opt, &rv)) != 0) {
+        plx__config_use(outer);
+        plx__config_release(cfg);
         return rc;
-    if ((rc = plx__rendezvous_resolve(&opt, &rv)) != 0)
-        return rc;
-
-    if (!(c = comm_alloc(opt.name ? opt.name : "world")))
+    }
+    if (!(c = comm_alloc(opt.name ? opt.name : "world"))) {
+        plx__config_use(outer);
+        plx__config_release(cfg);
         return plx__err(PLX_ERR_NOMEM, "plx_comm_init: out of memory");
+    }
+    c->config = cfg;
     c->be = be;
     c->rank = rv.rank;
     c->size = rv.size;
@@ -193,12 +205,14 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     if ((rc = comm_create_backend(c)) != 0)
         goto fail;
     plx__family_join(c, NULL);
+    plx__config_use(outer);
     *out = c;
     return 0;
 
 fail:
     add_store_cause(c->base_store);
     plx__err_prefix("plx_comm_init(rank %d of %d, backend %s): ", rv.rank, rv.size, be->name);
+    plx__config_use(outer);
     comm_free(c);
     return rc;
 }
@@ -286,6 +300,7 @@ PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_co
         goto fail;
     }
     child->be = c->be;
+    child->config = plx__config_retain(c->config);
     child->rank = new_rank;
     child->size = n;
     child->local_rank = new_rank; /* refined by a device mesh, not known here */
@@ -297,10 +312,13 @@ PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_co
         if ((rc = plx__store_prefixed(c->base_store, name, &child->store)) != 0)
             goto fail;
     }
+    /* The child inherits the parent's options: the backend reads them now. */
+    const struct plx_config *outer = plx__config_use(c->config);
     if (native) {
         struct plx_comm_args args = {
             .struct_size = sizeof args, .rank = new_rank, .size = n, .local_rank = new_rank,
             .local_size = n, .name = name, .store = child->store, .timeout_ms = c->timeout_ms,
+            .config = child->config,
         };
         rc = c->be->ops.comm_split(c->bc, color, key, &args, &child->bc);
         if (rc == 0)
@@ -308,6 +326,7 @@ PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_co
     } else {
         rc = comm_create_backend(child);
     }
+    plx__config_use(outer);
     if (rc != 0)
         goto fail;
     plx__family_join(child, c);

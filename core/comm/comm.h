@@ -15,6 +15,7 @@ struct plx_comm {
     int rank, size, local_rank, local_size;
     int64_t timeout_ms;
     struct plx__backend *be;
+    struct plx_config *config; /* its options over the process layers; shared with its splits */
     void *bc;                 /* the backend's communicator */
     struct plx_caps caps;     /* this communicator's capabilities */
     struct plx_store *base_store; /* the job's store (NULL if the backend bootstraps itself) */

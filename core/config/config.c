@@ -1,5 +1,7 @@
 /* config.c - layered configuration: defaults, INI files and drop-ins (inih),
- * PLEXUS_<SECTION>_<KEY> variables, API options; each value keeps its origin.
+ * PLEXUS_<SECTION>_<KEY> variables (the process layers, loaded once), and
+ * per communicator the API options as an overlay (struct plx_config); each
+ * value keeps its origin and is validated once against its key's type.
  *
  * Debian's libinih is built without INI_HANDLER_LINENO, so line numbers come
  * from our own line reader passed to ini_parse_stream (inih asks it for one
@@ -26,8 +28,21 @@ extern char **environ;
 
 struct entry {
     char *section, *key;
-    const char *value, *origin;         /* files, env (never freed: plugins keep pointers) */
-    const char *opt_value, *opt_origin; /* the API options layer, replaced per load */
+    const char *value, *origin; /* files, env (never freed: plugins keep pointers) */
+};
+
+/* A communicator's view: its options over the process layers. Immutable
+ * once built, shared by reference with the communicator's splits. */
+struct plx_config {
+    int refs;
+    size_t n;
+    struct entry *items;
+};
+
+/* The keys a loaded backend declared for its section (plx__config_declare). */
+struct declared {
+    char *section;
+    const struct plx_key *keys;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -36,7 +51,10 @@ static size_t n_entries, cap_entries;
 static struct plx__dropin *dropins;
 static size_t n_dropins;
 static int loaded;
-static char *options_signature; /* the options applied last, to skip re-applying */
+static struct declared *declared;
+static size_t n_declared;
+/* The view the calling thread works under (plx__config_use). */
+static _Thread_local const struct plx_config *current;
 
 /* Every string the config hands out lives as long as the process (plugins
  * keep the pointers), so all of them are kept here, reachable, never freed. */
@@ -101,11 +119,6 @@ static struct entry *upsert(const char *section, const char *key)
     return e;
 }
 
-static const char *effective(const struct entry *e)
-{
-    return e->opt_value ? e->opt_value : e->value;
-}
-
 /* ---- validation --------------------------------------------------------- */
 
 int plx__edit_distance(const char *a, const char *b)
@@ -127,64 +140,85 @@ int plx__edit_distance(const char *a, const char *b)
     return d[la][lb];
 }
 
-/* Check value against the table; fills msg on error. */
+static const struct plx_key *declared_key(const char *section, const char *key, int *section_declared)
+{
+    *section_declared = 0;
+    for (size_t i = 0; i < n_declared; i++)
+        if (!strcasecmp(declared[i].section, section)) {
+            *section_declared = 1;
+            for (const struct plx_key *k = declared[i].keys; k->key; k++)
+                if (!strcasecmp(k->key, key))
+                    return k;
+        }
+    return NULL;
+}
+
+/* "unknown key 'k' in [s]", with the nearest known key when it is close. */
+static void unknown_key(const char *section, const char *key, char *msg, size_t len)
+{
+    const char *best = NULL;
+    int bd = 99;
+    for (size_t i = 0; i < plx__nkeys; i++) {
+        int d = strcasecmp(plx__keys[i].section, section) && (strcmp(plx__keys[i].section, "*") ||
+                                                                !strcasecmp(section, "core"))
+                    ? 99
+                    : plx__edit_distance(key, plx__keys[i].key);
+        if (d < bd) {
+            bd = d;
+            best = plx__keys[i].key;
+        }
+    }
+    for (size_t i = 0; i < n_declared; i++)
+        for (const struct plx_key *k = declared[i].keys; !strcasecmp(declared[i].section, section) && k->key; k++) {
+            int d = plx__edit_distance(key, k->key);
+            if (d < bd) {
+                bd = d;
+                best = k->key;
+            }
+        }
+    if (best && bd <= 3)
+        snprintf(msg, len, "unknown key '%s' in [%s] (did you mean '%s'?)", key, section, best);
+    else
+        snprintf(msg, len, "unknown key '%s' in [%s]", key, section);
+}
+
+/* Check value against the key's declaration; fills msg on error. A key of a
+ * backend that has not declared its keys (not loaded yet, or older than ABI
+ * 1.3) passes here and is checked when the backend declares them. */
 static int validate(const char *section, const char *key, const char *value, char *msg, size_t len)
 {
     const struct plx__key *k = plx__key_find(section, key);
-    if (!k) {
-        if (strcasecmp(section, "core"))
-            return 0; /* a backend's own key: the plugin validates it */
-        const char *best = NULL;
-        int bd = 99;
-        for (size_t i = 0; i < plx__nkeys; i++) {
-            int d = strcmp(plx__keys[i].section, "core") ? 99 : plx__edit_distance(key, plx__keys[i].key);
-            if (d < bd) {
-                bd = d;
-                best = plx__keys[i].key;
-            }
-        }
-        if (best && bd <= 3)
-            snprintf(msg, len, "unknown key '%s' in [core] (did you mean '%s'?)", key, best);
-        else
-            snprintf(msg, len, "unknown key '%s' in [core]", key);
+    if (k)
+        return plx__key_check(section, key, k->type, k->choices, value, msg, len);
+    int known_section;
+    const struct plx_key *d = declared_key(section, key, &known_section);
+    if (d)
+        return plx__key_check(section, key, d->type, d->choices, value, msg, len);
+    if (!strcasecmp(section, "core") || known_section) {
+        unknown_key(section, key, msg, len);
         return -1;
     }
-    char *end;
-    switch (k->type) {
-    case PLX__KEY_INT:
-        errno = 0;
-        long long v = strtoll(value, &end, 10);
-        if (!*value || *end || errno || v < 0) {
-            snprintf(msg, len, "%s.%s = '%s' is not a non-negative integer", section, key, value);
-            return -1;
-        }
-        return 0;
-    case PLX__KEY_BOOL:
-        if (!strcasecmp(value, "true") || !strcasecmp(value, "false") || !strcmp(value, "1") ||
-            !strcmp(value, "0") || !strcasecmp(value, "yes") || !strcasecmp(value, "no"))
-            return 0;
-        snprintf(msg, len, "%s.%s = '%s' is not a boolean (true or false)", section, key, value);
-        return -1;
-    case PLX__KEY_ENUM: {
-        size_t n = strlen(value);
-        for (const char *c = k->choices; c && *c;) {
-            const char *bar = strchr(c, '|');
-            size_t m = bar ? (size_t)(bar - c) : strlen(c);
-            if (m == n && !strncasecmp(c, value, n))
-                return 0;
-            c = bar ? bar + 1 : NULL;
-        }
-        snprintf(msg, len, "%s.%s = '%s' is not one of %s", section, key, value, k->choices);
-        return -1;
-    }
-    default:
-        return 0;
-    }
+    return 0;
+}
+
+/* The declared type of section.key: the core's table, then the backend's
+ * keys; STRING when nobody declared it. */
+static int type_of(const char *section, const char *key, const char **def, const char **choices)
+{
+    const struct plx__key *k = plx__key_find(section, key);
+    int known;
+    const struct plx_key *d = k ? NULL : declared_key(section, key, &known);
+    if (def)
+        *def = k ? k->def : d ? d->default_value : NULL;
+    if (choices)
+        *choices = k ? k->choices : d ? d->choices : NULL;
+    return k ? k->type : d ? d->type : PLX_KEY_STRING;
 }
 
 /* ---- INI files ---------------------------------------------------------- */
 
 struct parse {
+    struct plx_config *into; /* an options file: its values go to this view */
     const char *file;
     char dir[PATH_MAX];
     FILE *f;
@@ -245,18 +279,48 @@ static void set_dropin(const char *section, const char *file, int line, const ch
     };
 }
 
-static int set_value(const char *section, const char *key, const char *value, const char *origin, int option)
+static int set_value(const char *section, const char *key, const char *value, const char *origin)
 {
     struct entry *e = upsert(section, key);
     if (!e)
         return plx__err(PLX_ERR_NOMEM, "config: out of memory");
-    if (option) {
-        e->opt_value = kept_strdup(value);
-        e->opt_origin = kept_strdup(origin);
+    e->value = kept_strdup(value);
+    e->origin = kept_strdup(origin);
+    return 0;
+}
+
+static struct entry *view_find(const struct plx_config *v, const char *section, const char *key)
+{
+    for (size_t i = 0; v && i < v->n; i++)
+        if (!strcasecmp(v->items[i].section, section) && !strcasecmp(v->items[i].key, key))
+            return &v->items[i];
+    return NULL;
+}
+
+/* A view's strings are its own (freed with it). */
+static int view_set(struct plx_config *v, const char *section, const char *key, const char *value,
+                    const char *origin)
+{
+    struct entry *e = view_find(v, section, key);
+    if (!e) {
+        struct entry *ni = realloc(v->items, (v->n + 1) * sizeof *ni);
+        if (!ni)
+            return plx__err(PLX_ERR_NOMEM, "config: out of memory");
+        v->items = ni;
+        e = &v->items[v->n++];
+        *e = (struct entry){.section = strdup(section), .key = strdup(key)};
+        for (char *c = e->section; c && *c; c++)
+            *c = (char)tolower((unsigned char)*c);
+        for (char *c = e->key; c && *c; c++)
+            *c = (char)tolower((unsigned char)*c);
     } else {
-        e->value = kept_strdup(value);
-        e->origin = kept_strdup(origin);
+        free((char *)e->value);
+        free((char *)e->origin);
     }
+    e->value = strdup(value);
+    e->origin = strdup(origin);
+    if (!e->section || !e->key || !e->value || !e->origin)
+        return plx__err(PLX_ERR_NOMEM, "config: out of memory");
     return 0;
 }
 
@@ -279,16 +343,19 @@ static int on_pair(void *user, const char *section, const char *key, const char 
         return 0;
     }
     snprintf(origin, sizeof origin, "%s:%d", p->file, p->line);
-    set_value(section, key, value, origin, 0);
+    if (p->into)
+        view_set(p->into, section, key, value, origin);
+    else
+        set_value(section, key, value, origin);
     if (!strcasecmp(key, "library") && strcasecmp(section, "core"))
         set_dropin(section, p->file, p->line, p->dir, value);
     return 1;
 }
 
 /* The one place that adapts inih's "nonzero is success" handler result. */
-static int parse_file(const char *file)
+static int parse_file(const char *file, struct plx_config *into)
 {
-    struct parse p = {.file = file};
+    struct parse p = {.file = file, .into = into};
     p.f = fopen(file, "r");
     if (!p.f)
         return plx__err(PLX_ERR_CONFIG, "%s: cannot open: %s", file, strerror(errno));
@@ -340,12 +407,12 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* dir/plexus.ini, then dir/backends.d/ *.ini in name order. */
-static int parse_dir(const char *dir)
+static int parse_dir(const char *dir, struct plx_config *into)
 {
     char path[PATH_MAX];
     int rc;
     snprintf(path, sizeof path, "%s/plexus.ini", dir);
-    if (exists(path) && (rc = parse_file(path)) != 0)
+    if (exists(path) && (rc = parse_file(path, into)) != 0)
         return rc;
     snprintf(path, sizeof path, "%s/backends.d", dir);
     DIR *d = opendir(path);
@@ -371,16 +438,16 @@ static int parse_dir(const char *dir)
     for (size_t i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/backends.d/%s", dir, names[i]);
         if (rc == 0)
-            rc = parse_file(path);
+            rc = parse_file(path, into);
         free(names[i]);
     }
     free(names);
     return rc;
 }
 
-static int parse_path_or_dir(const char *p)
+static int parse_path_or_dir(const char *p, struct plx_config *into)
 {
-    return is_dir(p) ? parse_dir(p) : parse_file(p);
+    return is_dir(p) ? parse_dir(p, into) : parse_file(p, into);
 }
 
 /* ---- environment -------------------------------------------------------- */
@@ -445,7 +512,7 @@ static int apply_env(void)
             break;
         }
         snprintf(origin, sizeof origin, "env %s", name);
-        set_value(sect, lkey, value, origin, 0);
+        set_value(sect, lkey, value, origin);
         if (!strcmp(lkey, "library"))
             set_dropin(sect, origin, 0, ".", value);
     }
@@ -453,62 +520,26 @@ static int apply_env(void)
     return rc;
 }
 
-/* ---- options -------------------------------------------------------------- */
+/* ---- options: a communicator's view ---------------------------------------- */
 
-static char *signature_of(const struct plx_comm_options *opt)
+static void view_free(struct plx_config *v)
 {
-    size_t n = 2 + (opt && opt->config_file ? strlen(opt->config_file) : 0);
-    for (const char *const *o = opt ? opt->overrides : NULL; o && *o; o++)
-        n += strlen(*o) + 1;
-    char *s = calloc(1, n);
-    if (!s)
-        return NULL;
-    if (opt && opt->config_file)
-        strcat(s, opt->config_file);
-    strcat(s, "\n");
-    for (const char *const *o = opt ? opt->overrides : NULL; o && *o; o++) {
-        strcat(s, *o);
-        strcat(s, "\n");
+    for (size_t i = 0; v && i < v->n; i++) {
+        free(v->items[i].section);
+        free(v->items[i].key);
+        free((char *)v->items[i].value);
+        free((char *)v->items[i].origin);
     }
-    return s;
+    if (v)
+        free(v->items);
+    free(v);
 }
 
-static int apply_options(const struct plx_comm_options *opt)
+static int apply_options(const struct plx_comm_options *opt, struct plx_config *v)
 {
-    for (size_t i = 0; i < n_entries; i++)
-        entries[i].opt_value = entries[i].opt_origin = NULL; /* old strings stay valid for plugins */
-    if (!opt)
-        return 0;
-    if (opt->config_file) {
-        /* Parsed into a scratch copy of the file layer, then moved to the option layer. */
-        size_t before = n_entries;
-        const char **saved = calloc(n_entries + 1, 2 * sizeof *saved);
-        if (!saved)
-            return plx__err(PLX_ERR_NOMEM, "config: out of memory");
-        for (size_t i = 0; i < before; i++) {
-            saved[2 * i] = entries[i].value;
-            saved[2 * i + 1] = entries[i].origin;
-        }
-        int rc = parse_path_or_dir(opt->config_file);
-        for (size_t i = 0; i < n_entries; i++) {
-            const char *v = entries[i].value, *o = entries[i].origin;
-            int changed = i >= before || v != saved[2 * i];
-            if (i < before) {
-                entries[i].value = saved[2 * i];
-                entries[i].origin = saved[2 * i + 1];
-            } else {
-                entries[i].value = NULL;
-                entries[i].origin = NULL;
-            }
-            if (changed) {
-                entries[i].opt_value = v;
-                entries[i].opt_origin = o;
-            }
-        }
-        free(saved);
-        if (rc)
-            return rc;
-    }
+    int rc;
+    if (opt->config_file && (rc = parse_path_or_dir(opt->config_file, v)) != 0)
+        return rc;
     for (const char *const *o = opt->overrides; o && *o; o++) {
         const char *dot = strchr(*o, '.'), *eq = strchr(*o, '=');
         if (!dot || !eq || dot > eq || dot == *o || eq == dot + 1)
@@ -518,7 +549,8 @@ static int apply_options(const struct plx_comm_options *opt)
         snprintf(key, sizeof key, "%.*s", (int)(eq - dot - 1), dot + 1);
         if (validate(section, key, eq + 1, msg, sizeof msg) != 0)
             return plx__err(PLX_ERR_CONFIG, "option '%s': %s", *o, msg);
-        set_value(section, key, eq + 1, "option", 1);
+        if ((rc = view_set(v, section, key, eq + 1, "option")) != 0)
+            return rc;
     }
     return 0;
 }
@@ -529,24 +561,24 @@ static int load_files_and_env(void)
 {
     for (size_t i = 0; i < plx__nkeys; i++)
         if (strcmp(plx__keys[i].section, "*") && plx__keys[i].def)
-            set_value(plx__keys[i].section, plx__keys[i].key, plx__keys[i].def, "default", 0);
+            set_value(plx__keys[i].section, plx__keys[i].key, plx__keys[i].def, "default");
     int rc = 0;
     const char *path = getenv("PLEXUS_CONFIG_PATH");
     if (path) {
         char *copy = strdup(path), *save = NULL;
         for (char *d = strtok_r(copy, ":", &save); d && rc == 0; d = strtok_r(NULL, ":", &save))
-            rc = parse_dir(d);
+            rc = parse_dir(d, NULL);
         free(copy);
     } else {
         char user[PATH_MAX];
         const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-        rc = parse_dir(PLEXUS_SYSCONFDIR);
+        rc = parse_dir(PLEXUS_SYSCONFDIR, NULL);
         if (rc == 0 && (xdg || home)) {
             if (xdg && xdg[0])
                 snprintf(user, sizeof user, "%s/plexus", xdg);
             else
                 snprintf(user, sizeof user, "%s/.config/plexus", home);
-            rc = parse_dir(user);
+            rc = parse_dir(user, NULL);
         }
     }
     const char *extra = getenv("PLEXUS_CONFIG");
@@ -554,92 +586,195 @@ static int load_files_and_env(void)
         if (!exists(extra))
             rc = plx__err(PLX_ERR_CONFIG, "PLEXUS_CONFIG=%s: no such file or folder", extra);
         else
-            rc = parse_path_or_dir(extra);
+            rc = parse_path_or_dir(extra, NULL);
     }
     return rc ? rc : apply_env();
 }
 
-int plx__config_load(const struct plx_comm_options *opt)
+static int load_locked(void)
+{
+    if (loaded)
+        return 0;
+    int rc = load_files_and_env();
+    if (rc)
+        return rc;
+    loaded = 1;
+    /* Drop-in flags come from the process layers (drop-ins are process-wide). */
+    for (size_t i = 0; i < n_dropins; i++) {
+        struct entry *e;
+        if ((e = find(dropins[i].section, "priority")) && e->value)
+            dropins[i].priority = (int)plx__key_number("priority", PLX_KEY_INT, e->value);
+        if ((e = find(dropins[i].section, "enabled")) && e->value)
+            dropins[i].enabled = (int)plx__key_number("enabled", PLX_KEY_BOOL, e->value);
+    }
+    return 0;
+}
+
+int plx__config_load(void)
+{
+    pthread_mutex_lock(&mu);
+    int rc = load_locked();
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+int plx__config_open(const struct plx_comm_options *opt, struct plx_config **out)
+{
+    *out = NULL;
+    struct plx_config *v = calloc(1, sizeof *v);
+    if (!v)
+        return plx__err(PLX_ERR_NOMEM, "config: out of memory");
+    v->refs = 1;
+    pthread_mutex_lock(&mu);
+    int rc = load_locked();
+    if (rc == 0 && opt)
+        rc = apply_options(opt, v);
+    pthread_mutex_unlock(&mu);
+    if (rc) {
+        view_free(v);
+        return rc;
+    }
+    *out = v;
+    return 0;
+}
+
+struct plx_config *plx__config_retain(struct plx_config *v)
+{
+    if (v)
+        __atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
+    return v;
+}
+
+void plx__config_release(struct plx_config *v)
+{
+    if (v && __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        view_free(v);
+}
+
+const struct plx_config *plx__config_use(const struct plx_config *v)
+{
+    const struct plx_config *old = current;
+    current = v;
+    return old;
+}
+
+const struct plx_config *plx__config_current(void)
+{
+    return current;
+}
+
+int plx__config_declare(const char *section, const struct plx_key *keys)
+{
+    pthread_mutex_lock(&mu);
+    struct declared *nd = realloc(declared, (n_declared + 1) * sizeof *nd);
+    if (!nd) {
+        pthread_mutex_unlock(&mu);
+        return plx__err(PLX_ERR_NOMEM, "config: out of memory");
+    }
+    declared = nd;
+    declared[n_declared++] = (struct declared){.section = lower_dup(section), .keys = keys};
+    /* The values the files and variables gave this section, checked now;
+     * the first bad one, by its origin, is the error. */
+    int rc = 0;
+    for (size_t i = 0; i < n_entries && rc == 0; i++) {
+        char msg[384];
+        if (strcasecmp(entries[i].section, section) || !entries[i].value)
+            continue;
+        if (validate(entries[i].section, entries[i].key, entries[i].value, msg, sizeof msg) != 0)
+            rc = plx__err(PLX_ERR_CONFIG, "%s: %s", entries[i].origin, msg);
+    }
+    for (const struct plx_key *k = keys; rc == 0 && k->key; k++)
+        if (k->default_value && !find(section, k->key))
+            rc = set_value(section, k->key, k->default_value, "default");
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+int plx__config_check_view(const struct plx_config *v, const char *section)
 {
     pthread_mutex_lock(&mu);
     int rc = 0;
-    if (!loaded) {
-        rc = load_files_and_env();
-        if (rc == 0)
-            loaded = 1;
-    }
-    if (rc == 0) {
-        char *sig = signature_of(opt);
-        if (!options_signature || !sig || strcmp(sig, options_signature)) {
-            rc = apply_options(opt);
-            free(options_signature);
-            options_signature = rc == 0 ? sig : NULL;
-            if (rc)
-                free(sig);
-        } else {
-            free(sig);
-        }
-    }
-    /* Drop-in flags follow the effective values. */
-    for (size_t i = 0; rc == 0 && i < n_dropins; i++) {
-        struct entry *e;
-        if ((e = find(dropins[i].section, "priority")) && effective(e))
-            dropins[i].priority = atoi(effective(e));
-        if ((e = find(dropins[i].section, "enabled")) && effective(e)) {
-            const char *v = effective(e);
-            dropins[i].enabled = !(!strcasecmp(v, "false") || !strcmp(v, "0") || !strcasecmp(v, "no"));
+    for (size_t i = 0; v && i < v->n && rc == 0; i++) {
+        char msg[384];
+        if (strcasecmp(v->items[i].section, section))
+            continue;
+        if (validate(v->items[i].section, v->items[i].key, v->items[i].value, msg, sizeof msg) != 0)
+        {
+            const struct entry *e = &v->items[i];
+            if (!strcmp(e->origin, "option"))
+                rc = plx__err(PLX_ERR_CONFIG, "option '%s.%s=%s': %s", e->section, e->key, e->value, msg);
+            else
+                rc = plx__err(PLX_ERR_CONFIG, "%s: %s", e->origin, msg);
         }
     }
     pthread_mutex_unlock(&mu);
     return rc;
 }
 
+const char *plx__config_get_in(const struct plx_config *v, const char *section, const char *key,
+                               const char **origin)
+{
+    const struct entry *e = view_find(v, section, key);
+    if (!e) {
+        pthread_mutex_lock(&mu);
+        e = find(section, key);
+        pthread_mutex_unlock(&mu);
+    }
+    if (origin)
+        *origin = e && e->value ? e->origin : NULL;
+    return e ? e->value : NULL;
+}
+
 const char *plx__config_get(const char *section, const char *key)
 {
-    pthread_mutex_lock(&mu);
-    struct entry *e = find(section, key);
-    const char *v = e ? effective(e) : NULL;
-    pthread_mutex_unlock(&mu);
-    return v;
+    return plx__config_get_in(current, section, key, NULL);
 }
 
 const char *plx__config_origin(const char *section, const char *key)
 {
-    pthread_mutex_lock(&mu);
-    struct entry *e = find(section, key);
-    const char *o = e ? (e->opt_value ? e->opt_origin : e->origin) : NULL;
-    pthread_mutex_unlock(&mu);
+    const char *o;
+    plx__config_get_in(current, section, key, &o);
     return o;
+}
+
+int plx__config_number_in(const struct plx_config *v, const char *section, const char *key, int64_t *out)
+{
+    const char *def, *choices, *origin;
+    pthread_mutex_lock(&mu);
+    int type = type_of(section, key, &def, &choices);
+    pthread_mutex_unlock(&mu);
+    const char *s = plx__config_get_in(v, section, key, &origin);
+    if (!s && !def)
+        return PLX_ERR_NOT_FOUND;
+    if (type == PLX_KEY_STRING) /* undeclared (a plugin older than ABI 1.3): read as an integer */
+        type = PLX_KEY_INT;
+    char msg[384];
+    if (plx__key_check(section, key, type, choices, s ? s : def, msg, sizeof msg) != 0)
+        return plx__err(PLX_ERR_CONFIG, "%s: %s", s ? origin : "default", msg);
+    *out = plx__key_number(key, type, s ? s : def);
+    return 0;
 }
 
 int plx__config_get_int(const char *section, const char *key, int64_t def, int64_t *out)
 {
-    const char *v = plx__config_get(section, key);
     *out = def;
-    if (!v)
-        return 0;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (!*v || *end)
-        return plx__err(PLX_ERR_CONFIG, "%s: %s.%s = '%s' is not an integer", plx__config_origin(section, key),
-                        section, key, v);
-    *out = x;
-    return 0;
+    int64_t v;
+    int rc = plx__config_number_in(current, section, key, &v);
+    if (rc == 0)
+        *out = v;
+    return rc == PLX_ERR_NOT_FOUND ? 0 : rc;
 }
 
 int plx__config_get_bool(const char *section, const char *key, int def, int *out)
 {
-    const char *v = plx__config_get(section, key);
     *out = def;
-    if (!v)
+    const char *origin, *s = plx__config_get_in(current, section, key, &origin);
+    if (!s)
         return 0;
-    if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes"))
-        *out = 1;
-    else if (!strcasecmp(v, "false") || !strcmp(v, "0") || !strcasecmp(v, "no"))
-        *out = 0;
-    else
-        return plx__err(PLX_ERR_CONFIG, "%s: %s.%s = '%s' is not a boolean", plx__config_origin(section, key),
-                        section, key, v);
+    char msg[384];
+    if (plx__key_check(section, key, PLX_KEY_BOOL, NULL, s, msg, sizeof msg) != 0)
+        return plx__err(PLX_ERR_CONFIG, "%s: %s", origin, msg);
+    *out = (int)plx__key_number(key, PLX_KEY_BOOL, s);
     return 0;
 }
 
@@ -653,23 +788,39 @@ const struct plx__dropin *plx__config_dropin(size_t i)
     return i < n_dropins ? &dropins[i] : NULL;
 }
 
-size_t plx__config_entry_count(void)
+size_t plx__config_entry_count(const struct plx_config *v)
 {
-    return n_entries;
+    size_t n = n_entries;
+    for (size_t i = 0; v && i < v->n; i++)
+        n += !find(v->items[i].section, v->items[i].key);
+    return n;
 }
 
-int plx__config_entry_at(size_t i, const char **section, const char **key, const char **value, const char **origin,
-                         const char **help)
+int plx__config_entry_at(const struct plx_config *v, size_t i, struct plx__config_entry *out)
 {
-    if (i >= n_entries)
+    const struct entry *e = NULL;
+    if (i < n_entries) {
+        e = view_find(v, entries[i].section, entries[i].key);
+        if (!e)
+            e = &entries[i];
+    } else {
+        /* The view's keys the process layers do not have, in order. */
+        size_t k = n_entries;
+        for (size_t j = 0; v && j < v->n && !e; j++)
+            if (!find(v->items[j].section, v->items[j].key) && k++ == i)
+                e = &v->items[j];
+    }
+    if (!e)
         return PLX_ERR_INVALID_ARG;
-    struct entry *e = &entries[i];
     const struct plx__key *k = plx__key_find(e->section, e->key);
-    *section = e->section;
-    *key = e->key;
-    *value = effective(e);
-    *origin = e->opt_value ? e->opt_origin : e->origin;
-    *help = k ? k->help : "";
+    int known;
+    const struct plx_key *d = k ? NULL : declared_key(e->section, e->key, &known);
+    out->section = e->section;
+    out->key = e->key;
+    out->value = e->value;
+    out->origin = e->origin;
+    out->help = k ? k->help : d && d->help ? d->help : "";
+    out->type = plx__key_type_name(type_of(e->section, e->key, NULL, NULL));
     return 0;
 }
 
@@ -679,7 +830,6 @@ void plx__config_reset(void)
     n_entries = 0; /* strings are leaked on purpose: plugins may still hold them */
     n_dropins = 0;
     loaded = 0;
-    free(options_signature);
-    options_signature = NULL;
+    n_declared = 0; /* the plugins' key tables are static: nothing to free */
     pthread_mutex_unlock(&mu);
 }

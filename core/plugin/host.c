@@ -6,8 +6,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "config.h"
 #include "error.h"
 #include "loader.h"
 #include "log.h"
@@ -77,6 +79,36 @@ static void host_free(void *p)
     free(p);
 }
 
+/* cfg NULL: the process layers alone. A plugin may pass the view its
+ * comm_create got; the core checked every value in it against the keys. */
+static int host_config_str(void *ctx, const struct plx_config *cfg, const char *key, const char **out)
+{
+    const struct plx__backend *b = ctx;
+    const char *v = plx__config_get_in(cfg, b->name, key, NULL);
+    for (const struct plx_key *k = b->keys; !v && k && k->key; k++)
+        if (!strcmp(k->key, key))
+            v = k->default_value;
+    if (!v)
+        return PLX_ERR_NOT_FOUND;
+    *out = v;
+    return 0;
+}
+
+static int host_config_int(void *ctx, const struct plx_config *cfg, const char *key, int64_t *out)
+{
+    const struct plx__backend *b = ctx;
+    return plx__config_number_in(cfg, b->name, key, out);
+}
+
+static int host_config_bool(void *ctx, const struct plx_config *cfg, const char *key, int *out)
+{
+    int64_t v;
+    int rc = host_config_int(ctx, cfg, key, &v);
+    if (rc == 0)
+        *out = v != 0;
+    return rc;
+}
+
 void plx__host_init(struct plx_host *h, void *ctx)
 {
     *h = (struct plx_host){
@@ -94,5 +126,8 @@ void plx__host_init(struct plx_host *h, void *ctx)
         .store_add = host_store_add,
         .store_wait = host_store_wait,
         .free = host_free,
+        .config_str = host_config_str,
+        .config_bool = host_config_bool,
+        .config_int = host_config_int,
     };
 }

@@ -1,5 +1,7 @@
 /* info.c - the public introspection API (plexus/info.h) over the loader
  * and the config. */
+#include <pthread.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "config.h"
@@ -7,10 +9,24 @@
 #include "loader.h"
 #include "plexus/info.h"
 
+/* The options of the last plx_backends_discover call: what plx_config_entry
+ * lists over the process layers (a tool's view, owned by no communicator). */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct plx_config *listed;
+
 PLX_API int plx_backends_discover(const struct plx_comm_options *opt)
 {
-    int rc = plx__config_load(opt);
-    return rc ? rc : plx__loader_discover();
+    int rc = plx__config_load();
+    if (rc == 0)
+        rc = plx__loader_discover();
+    struct plx_config *v = NULL;
+    if (rc == 0 && (rc = plx__config_open(opt, &v)) == 0) {
+        pthread_mutex_lock(&mu);
+        plx__config_release(listed);
+        listed = v;
+        pthread_mutex_unlock(&mu);
+    }
+    return rc;
 }
 
 PLX_API size_t plx_backend_count(void)
@@ -47,7 +63,7 @@ PLX_API int plx_backend_info(size_t i, struct plx_backend_info *out)
         .redops = b->caps.redops,
         .mem_kinds = b->caps.mem_kinds,
     };
-    for (const struct plx_param *p = b->ops.params; p && p->key; p++)
+    for (const struct plx_key *k = b->keys; k && k->key; k++)
         info.n_params++;
     /* Caller-sized: write no more than it asked for. */
     size_t n = out->struct_size < sizeof info ? out->struct_size : sizeof info;
@@ -68,12 +84,12 @@ PLX_API int plx_backend_find(const char *name)
 PLX_API int plx_backend_param(size_t i, size_t j, const char **key, const char **def, const char **help)
 {
     const struct plx__backend *b = plx__loader_at(i);
-    size_t k = 0;
-    for (const struct plx_param *p = b ? b->ops.params : NULL; p && p->key; p++, k++)
-        if (k == j) {
-            *key = p->key;
-            *def = p->default_value ? p->default_value : "";
-            *help = p->help ? p->help : "";
+    size_t n = 0;
+    for (const struct plx_key *k = b ? b->keys : NULL; k && k->key; k++, n++)
+        if (n == j) {
+            *key = k->key;
+            *def = k->default_value ? k->default_value : "";
+            *help = k->help ? k->help : "";
             return 0;
         }
     return plx__err(PLX_ERR_INVALID_ARG, "plx_backend_param: no parameter %zu of backend %zu", j, i);
@@ -93,17 +109,34 @@ PLX_API int plx_backend_select(const char *spec)
 
 PLX_API size_t plx_config_count(void)
 {
-    return plx__config_entry_count();
+    pthread_mutex_lock(&mu);
+    size_t n = plx__config_entry_count(listed);
+    pthread_mutex_unlock(&mu);
+    return n;
 }
 
 PLX_API int plx_config_entry(size_t i, struct plx_config_entry *out)
 {
-    struct plx_config_entry e = {.struct_size = out ? out->struct_size : 0};
-    if (!out || out->struct_size < sizeof e)
-        return plx__err(PLX_ERR_INVALID_ARG, "plx_config_entry: out too small");
-    int rc = plx__config_entry_at(i, &e.section, &e.key, &e.value, &e.origin, &e.help);
+    /* Caller-sized: any struct_size from the first version's on, and only
+     * the fields that fit are written (append-only, as every public struct). */
+    const size_t first = offsetof(struct plx_config_entry, help) + sizeof out->help;
+    if (!out || out->struct_size < first)
+        return plx__err(PLX_ERR_INVALID_ARG, "plx_config_entry: out is NULL or its struct_size below %zu", first);
+    struct plx__config_entry e;
+    pthread_mutex_lock(&mu);
+    int rc = plx__config_entry_at(listed, i, &e);
+    pthread_mutex_unlock(&mu);
     if (rc)
         return plx__err(rc, "plx_config_entry: no entry %zu", i);
-    *out = e;
+    struct plx_config_entry full = {
+        .struct_size = out->struct_size,
+        .section = e.section,
+        .key = e.key,
+        .value = e.value,
+        .origin = e.origin,
+        .help = e.help,
+        .type = e.type,
+    };
+    memcpy(out, &full, out->struct_size < sizeof full ? out->struct_size : sizeof full);
     return 0;
 }

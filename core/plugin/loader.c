@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "config_keys.h"
 #include "error.h"
 #include "host.h"
 #include "log.h"
@@ -56,6 +57,28 @@ static int missing_required(const struct plx_backend *o)
         if (!ptrs[i])
             return i;
     return -1;
+}
+
+/* The backend's keys: typed (ABI 1.3), declared to the config, which checks
+ * what the files and variables gave them; or an older plugin's untyped
+ * params, listed as strings and left to the plugin to check. */
+static int declare_keys(struct plx__backend *b)
+{
+    if (b->abi_minor >= 3 && b->ops.keys) {
+        b->keys = b->ops.keys;
+        return plx__config_declare(b->name, b->keys);
+    }
+    size_t n = 0;
+    for (const struct plx_param *p = b->ops.params; p && p->key; p++)
+        n++;
+    struct plx_key *k = calloc(n + 1, sizeof *k);
+    if (!k)
+        return plx__err(PLX_ERR_NOMEM, "loader: out of memory");
+    for (size_t i = 0; i < n; i++)
+        k[i] = (struct plx_key){.key = b->ops.params[i].key, .type = PLX_KEY_STRING,
+                                .default_value = b->ops.params[i].default_value, .help = b->ops.params[i].help};
+    b->keys = k; /* kept: plugins are never unloaded, nor is what describes them */
+    return 0;
 }
 
 /* Load, negotiate, validate and probe one backend; the outcome is its state. */
@@ -127,6 +150,10 @@ static void load_one(struct plx__backend *b)
     if (!b->ops.name || strcmp(b->ops.name, b->name)) {
         set_state(b, PLX_STATE_BROKEN, "%s declares the name '%s' but its drop-in section is [%s] (%s)", b->library,
                   b->ops.name ? b->ops.name : "(null)", b->name, b->dropin);
+        return;
+    }
+    if ((rc = declare_keys(b)) != 0) {
+        set_state(b, PLX_STATE_BROKEN, "%s", plx_last_error());
         return;
     }
     plx__log(PLX_LOG_DEBUG, "loader", "loaded %s: backend '%s' %s, ABI %u.%u (plugin built for %u.%u, core %u.%u)",
@@ -251,7 +278,10 @@ int plx__loader_select(const char *spec, struct plx__backend **out)
         spec = plx__config_get("core", "backend");
     if (!spec || !spec[0])
         spec = "auto";
-    char buf[512];
+    char buf[512], msg[600];
+    /* The same rule as the [core] backend key: a list with no empty item. */
+    if (plx__key_check("core", "backend", PLX_KEY_LIST, NULL, spec, msg, sizeof msg) != 0)
+        return plx__err(PLX_ERR_CONFIG, "%s", msg);
     snprintf(buf, sizeof buf, "%s", spec);
     const char *want[32], *skip[32];
     int nw = 0, nsk = 0;

@@ -23,6 +23,7 @@ struct plx__backend {
     struct plx_backend ops;
     struct plx_caps caps;           /* static caps */
     struct plx_host host;           /* host.ctx == this backend */
+    const struct plx_key *keys;     /* typed (ABI 1.3), or an older plugin's params as strings */
 };
 
 /* Discover, load and probe every declared backend (once per process). */

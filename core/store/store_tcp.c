@@ -61,7 +61,7 @@ int plx__store_limits_from_config(struct plx__store_limits *lim)
     lim->max_value = (uint64_t)key_int("store_max_value_bytes", PLX__STORE_MAX_VALUE, &rc);
     lim->max_clients = (size_t)key_int("store_max_clients", PLX__STORE_MAX_CLIENTS, &rc);
     lim->max_pending = (size_t)key_int("store_max_pending", PLX__STORE_MAX_PENDING, &rc);
-    lim->auth_timeout_ms = key_int("auth_timeout_ms", 10000, &rc);
+    lim->auth_timeout_ms = key_int("auth_timeout_ms", 10000000000, &rc) / 1000000; /* a duration: ns */
     lim->listen = plx__config_get("core", "store_listen");
     if (rc)
         return rc;

@@ -107,15 +107,15 @@ static int comm_create(const struct plx_comm_args *a, void **out)
      * between looks: the peer that shares it runs at once instead of after
      * a sleep and a wake-up (4 ranks on 2 cores, 8 B allreduce, 4000-op
      * runs: 61-72 us without spinning, 47-55 us with it). */
-    const char *bp = host->config_get(host->ctx, "busy_poll_us");
+    c->config = a->config;
+    int64_t bp = plx_plugin_config_int(host, c->config, "busy_poll_us", -1); /* ns; -1: auto */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     c->spin_yield = a->local_size > 0 && cores > 0 && cores < a->local_size;
-    if (bp && *bp && strcmp(bp, "auto"))
-        c->busy_poll_us = atoi(bp);
+    if (bp >= 0)
+        c->busy_poll_us = (int)(bp / 1000);
     else
         c->busy_poll_us = c->spin_yield ? 2000 : a->local_size > 0 ? 1000 : 0;
-    const char *me = host->config_get(host->ctx, "max_early_bytes");
-    long long max_early = me && *me ? atoll(me) : 0;
+    int64_t max_early = plx_plugin_config_int(host, c->config, "max_early_bytes", (int64_t)256 << 20);
     c->max_early_bytes = max_early > 0 ? (size_t)max_early : (size_t)256 << 20;
     pthread_mutex_init(&c->mu, NULL);
     pthread_condattr_t ca;
@@ -371,18 +371,30 @@ static void req_free(void *comm, void *req)
     pthread_mutex_unlock(&c->mu);
 }
 
-static const struct plx_param params[] = {
-    {"address", "", "IPv4 address to listen on and publish (overrides ifname)"},
-    {"ifname", "", "network interface(s) to use, comma list: the first with an IPv4 address (default 127.0.0.1)"},
-    {"sndbuf", "4194304", "SO_SNDBUF in bytes (0: kernel autotuning)"},
-    {"rcvbuf", "4194304", "SO_RCVBUF in bytes (0: kernel autotuning)"},
-    {"connect_timeout_ms", "", "limit for the rendezvous and connections (default: the communicator's timeout)"},
-    {"max_early_bytes", "268435456", "most bytes of eager messages kept per peer for receives not yet posted; more drops that peer"},
-    {"busy_poll_us", "auto",
-     "spin this long (us) in wait() before sleeping, yielding the core between looks when local ranks outnumber "
-     "cores; auto: 1000 when every local rank has a core, 2000 when they outnumber the cores"},
-    {NULL, NULL, NULL},
+/* Every key tcp reads, typed: the core checks values where they are set. */
+static const struct plx_key keys[] = {
+    {"address", PLX_KEY_STRING, NULL, NULL, "IPv4 address to listen on and publish (overrides ifname)"},
+    {"ifname", PLX_KEY_LIST, NULL, NULL,
+     "network interface(s) to use, comma list: the first with an IPv4 address (default 127.0.0.1)"},
+    {"sndbuf", PLX_KEY_SIZE, "4M", NULL, "SO_SNDBUF in bytes (0: kernel autotuning)"},
+    {"rcvbuf", PLX_KEY_SIZE, "4M", NULL, "SO_RCVBUF in bytes (0: kernel autotuning)"},
+    {"connect_timeout_ms", PLX_KEY_DURATION, NULL, NULL,
+     "limit for the rendezvous and connections (default: the communicator's timeout)"},
+    {"max_early_bytes", PLX_KEY_SIZE, "256M", NULL,
+     "most bytes of eager messages kept per peer for receives not yet posted; more drops that peer"},
+    {"busy_poll_us", PLX_KEY_DURATION, "auto", "auto",
+     "spin this long (bare numbers: us) in wait() before sleeping, yielding the core between looks when local "
+     "ranks outnumber cores; auto: 1000 when every local rank has a core, 2000 when they outnumber the cores"},
+    {"auth", PLX_KEY_ENUM, "auto", "auto|on|off",
+     "authenticate peers with the job secret PLEXUS_JOB_SECRET: auto when it is set, on requires it, off speaks "
+     "the plain Gloo pair protocol"},
+    {"auth_timeout_ms", PLX_KEY_DURATION, "10000", NULL,
+     "a connection that has not completed the handshake within this long is dropped (and logged)"},
+    {"max_handshakes", PLX_KEY_UINT, "8", NULL,
+     "most handshakes in progress at once on a listener; further connections wait until those end"},
+    {NULL, 0, NULL, NULL, NULL},
 };
+
 
 static const struct plx_backend tcp_backend = {
     .struct_size = sizeof(struct plx_backend),
@@ -390,7 +402,7 @@ static const struct plx_backend tcp_backend = {
     .name = "tcp",
     .version = "0.2.0",
     .description = "TCP sockets speaking Gloo's pair protocol; collectives from the core",
-    .params = params,
+    .keys = keys,
     .probe = probe,
     .get_caps = get_caps,
     .comm_create = comm_create,
@@ -404,11 +416,5 @@ static const struct plx_backend tcp_backend = {
     .comm_losses = comm_losses,
 };
 
-PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)
-{
-    host = h;
-    if (*minor > PLX_ABI_MINOR)
-        *minor = PLX_ABI_MINOR;
-    *out = &tcp_backend;
-    return 0;
-}
+/* ABI 1.3 at least: tcp reads its keys typed, through the communicator's view. */
+PLX_PLUGIN_ENTRY(tcp_backend, tcp__host, 3)

@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 
 #include "plexus/backend.h"
+#include "plexus/plugin.h"
 
 #define TCP_ADDR_BYTES 136
 #define TCP_HDR_BYTES 48
@@ -119,6 +120,7 @@ struct tcp_peer {
 };
 
 struct tcp_comm {
+    const struct plx_config *config; /* the communicator's configuration (core-owned) */
     int rank, size;
     int64_t timeout_ms;
     int busy_poll_us;

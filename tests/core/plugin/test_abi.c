@@ -19,7 +19,7 @@ static int failures;
 int main(void)
 {
     PIN(PLX_ABI_MAJOR, 1);
-    PIN(PLX_ABI_MINOR, 2);
+    PIN(PLX_ABI_MINOR, 3);
 
     PIN(sizeof(struct plx_caps), 32);
     PIN(offsetof(struct plx_caps, flags), 4);
@@ -32,7 +32,7 @@ int main(void)
 
     PIN(sizeof(struct plx_param), 24);
 
-    PIN(sizeof(struct plx_host), 104);
+    PIN(sizeof(struct plx_host), 128);
     PIN(offsetof(struct plx_host, ctx), 8);
     PIN(offsetof(struct plx_host, log), 16);
     PIN(offsetof(struct plx_host, error), 24);
@@ -43,8 +43,12 @@ int main(void)
     PIN(offsetof(struct plx_host, store_set), 64);
     PIN(offsetof(struct plx_host, store_wait), 88);
     PIN(offsetof(struct plx_host, free), 96);
+    PIN(offsetof(struct plx_host, config_str), 104); /* ABI 1.3 */
+    PIN(offsetof(struct plx_host, config_bool), 112);
+    PIN(offsetof(struct plx_host, config_int), 120);
 
-    PIN(sizeof(struct plx_comm_args), 48);
+    PIN(sizeof(struct plx_comm_args), 56);
+    PIN(offsetof(struct plx_comm_args, config), 48); /* ABI 1.3 */
     PIN(offsetof(struct plx_comm_args, name), 24);
     PIN(offsetof(struct plx_comm_args, store), 32);
     PIN(offsetof(struct plx_comm_args, timeout_ms), 40);
@@ -62,7 +66,7 @@ int main(void)
     PIN(offsetof(struct plx_p2p_args, tag), 24);
     PIN(offsetof(struct plx_p2p_args, timeout_ms), 48);
 
-    PIN(sizeof(struct plx_backend), 160);
+    PIN(sizeof(struct plx_backend), 168);
     PIN(offsetof(struct plx_backend, name), 8);
     PIN(offsetof(struct plx_backend, params), 32);
     PIN(offsetof(struct plx_backend, probe), 40);
@@ -73,6 +77,13 @@ int main(void)
     PIN(offsetof(struct plx_backend, comm_split), 136); /* ABI 1.1 */
     PIN(offsetof(struct plx_backend, finalize), 144);
     PIN(offsetof(struct plx_backend, comm_losses), 152); /* ABI 1.2 */
+    PIN(offsetof(struct plx_backend, keys), 160);        /* ABI 1.3 */
+
+    PIN(sizeof(struct plx_key), 40);
+    PIN(offsetof(struct plx_key, type), 8);
+    PIN(offsetof(struct plx_key, default_value), 16);
+    PIN(offsetof(struct plx_key, choices), 24);
+    PIN(offsetof(struct plx_key, help), 32);
 
     PIN(sizeof(struct plx_comm_options), 72);
     PIN(offsetof(struct plx_comm_options, init), 32);
@@ -81,7 +92,8 @@ int main(void)
 
     PIN(sizeof(struct plx_backend_info), 104);
     PIN(offsetof(struct plx_backend_info, n_params), 100);
-    PIN(sizeof(struct plx_config_entry), 48);
+    PIN(sizeof(struct plx_config_entry), 56);
+    PIN(offsetof(struct plx_config_entry, type), 48); /* appended with ABI 1.3 */
     if (failures)
         fprintf(stderr, "%d layout pin(s) failed\n", failures);
     return failures != 0;

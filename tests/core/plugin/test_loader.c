@@ -43,31 +43,31 @@ static void test_ini_errors(void)
 
     write_file("bad1/plexus.ini", "[core]\ntimeout_ms = 10\nthis line is bad\n");
     fresh(dir);
-    CHECK(plx__config_load(NULL) == PLX_ERR_CONFIG);
+    CHECK(plx__config_load() == PLX_ERR_CONFIG);
     snprintf(want, sizeof want, "%s/plexus.ini:3: expected 'key = value': this line is bad", dir);
     CHECK_STR(plx_last_error(), want);
 
     write_file("bad1/plexus.ini", "[core\ntimeout_ms = 10\n");
     fresh(dir);
-    CHECK(plx__config_load(NULL) == PLX_ERR_CONFIG);
+    CHECK(plx__config_load() == PLX_ERR_CONFIG);
     snprintf(want, sizeof want, "%s/plexus.ini:1: section header without ']': [core", dir);
     CHECK_STR(plx_last_error(), want);
 
     write_file("bad1/plexus.ini", "# comment\n[core]\ntimeout = 10\n");
     fresh(dir);
-    CHECK(plx__config_load(NULL) == PLX_ERR_CONFIG);
+    CHECK(plx__config_load() == PLX_ERR_CONFIG);
     snprintf(want, sizeof want, "%s/plexus.ini:3: unknown key 'timeout' in [core] (did you mean 'timeout_ms'?)", dir);
     CHECK_STR(plx_last_error(), want);
 
     write_file("bad1/plexus.ini", "[core]\ntimeout_ms = abc\n");
     fresh(dir);
-    CHECK(plx__config_load(NULL) == PLX_ERR_CONFIG);
+    CHECK(plx__config_load() == PLX_ERR_CONFIG);
     snprintf(want, sizeof want, "%s/plexus.ini:2: core.timeout_ms = 'abc' is not a non-negative integer", dir);
     CHECK_STR(plx_last_error(), want);
 
     write_file("bad1/plexus.ini", "[core]\nallreduce_algo = fast\n");
     fresh(dir);
-    CHECK(plx__config_load(NULL) == PLX_ERR_CONFIG);
+    CHECK(plx__config_load() == PLX_ERR_CONFIG);
     snprintf(want, sizeof want, "%s/plexus.ini:2: core.allreduce_algo = 'fast' is not one of auto|ring|recdbl|tree|rabenseifner",
              dir);
     CHECK_STR(plx_last_error(), want);
@@ -76,7 +76,7 @@ static void test_ini_errors(void)
     write_file("bad1/plexus.ini", "[core]\n");
     fresh(dir);
     setenv("PLEXUS_CORE_LOG_LEVEL", "loud", 1);
-    CHECK(plx__config_load(NULL) == PLX_ERR_CONFIG);
+    CHECK(plx__config_load() == PLX_ERR_CONFIG);
     CHECK_STR(plx_last_error(),
               "environment PLEXUS_CORE_LOG_LEVEL: core.log_level = 'loud' is not one of error|warn|info|debug|trace");
     unsetenv("PLEXUS_CORE_LOG_LEVEL");
@@ -94,7 +94,7 @@ static void test_layers(void)
     snprintf(both, sizeof both, "%s:%s", a, b);
 
     fresh(both);
-    CHECK(plx__config_load(NULL) == 0);
+    CHECK(plx__config_load() == 0);
     CHECK_STR(plx__config_get("core", "timeout_ms"), "2000");
     snprintf(want, sizeof want, "%s/plexus.ini:3", b);
     CHECK_STR(plx__config_origin("core", "timeout_ms"), want);
@@ -105,7 +105,7 @@ static void test_layers(void)
     setenv("PLEXUS_CORE_TIMEOUT_MS", "3000", 1);
     setenv("PLEXUS_BACKEND", "sim", 1);
     fresh(both);
-    CHECK(plx__config_load(NULL) == 0);
+    CHECK(plx__config_load() == 0);
     CHECK_STR(plx__config_get("core", "timeout_ms"), "3000");
     CHECK_STR(plx__config_origin("core", "timeout_ms"), "env PLEXUS_CORE_TIMEOUT_MS");
     CHECK_STR(plx__config_get("core", "backend"), "sim");
@@ -114,15 +114,19 @@ static void test_layers(void)
     plx_comm_options_init(&o);
     const char *ov[] = {"core.timeout_ms=4000", NULL};
     o.overrides = ov;
-    CHECK(plx__config_load(&o) == 0);
+    struct plx_config *view = NULL;
+    CHECK(plx__config_open(&o, &view) == 0);
+    const struct plx_config *outer = plx__config_use(view);
     CHECK_STR(plx__config_get("core", "timeout_ms"), "4000");
     CHECK_STR(plx__config_origin("core", "timeout_ms"), "option");
-    /* Options apply to the call that passes them, not to later ones. */
-    CHECK(plx__config_load(NULL) == 0);
+    /* Options apply to the view (the communicator) that has them, not to others. */
+    plx__config_use(outer);
+    CHECK(plx__config_load() == 0);
     CHECK_STR(plx__config_get("core", "timeout_ms"), "3000");
+    plx__config_release(view);
     const char *bad[] = {"core.timeout_ms", NULL};
     o.overrides = bad;
-    CHECK(plx__config_load(&o) == PLX_ERR_CONFIG);
+    CHECK(plx__config_open(&o, &view) == PLX_ERR_CONFIG);
     CHECK_STR(plx_last_error(), "option 'core.timeout_ms': expected section.key=value");
     unsetenv("PLEXUS_CORE_TIMEOUT_MS");
     unsetenv("PLEXUS_BACKEND");
@@ -152,7 +156,7 @@ static void test_loader(const char *plugdir, const char *sim)
 
     fresh(dir);
     setenv("PLEXUS_SIM_ABI_MINOR", "0", 1); /* sim presents the older, shorter ABI 1.0 struct */
-    CHECK(plx__config_load(NULL) == 0);
+    CHECK(plx__config_load() == 0);
     CHECK(plx__loader_discover() == 0);
     unsetenv("PLEXUS_SIM_ABI_MINOR");
     CHECK(plx__loader_count() == 7);

@@ -326,12 +326,12 @@ static void torch_compatible(void)
     /* [core] auth = off: no secret even though one is set; on: one is required. */
     setenv("PLEXUS_CORE_AUTH", "off", 1);
     plx__config_reset();
-    CHECK(plx__config_load(NULL) == 0);
+    CHECK(plx__config_load() == 0);
     CHECK(plx__store_limits_from_config(&lim) == 0 && lim.secret == NULL);
     setenv("PLEXUS_CORE_AUTH", "on", 1);
     unsetenv(PLX__AUTH_ENV);
     plx__config_reset();
-    CHECK(plx__config_load(NULL) == 0);
+    CHECK(plx__config_load() == 0);
     CHECK(plx__store_limits_from_config(&lim) == PLX_ERR_CONFIG);
     unsetenv("PLEXUS_CORE_AUTH");
 }
