@@ -62,6 +62,9 @@ static int check_usable(struct plx_comm *c, const char *what)
 {
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
         return plx__err(PLX_ERR_ABORTED, "%s on '%s': the communicator was aborted", what, c->name);
+    /* The common case costs one load: failed is published after its message. */
+    if (!__atomic_load_n(&c->failed, __ATOMIC_ACQUIRE))
+        return 0;
     pthread_mutex_lock(&c->mu);
     int failed = c->failed;
     char msg[sizeof c->failed_msg];

@@ -80,6 +80,7 @@ static void comm_free(struct plx_comm *c)
     plx__store_release(c->base_store);
     plx__scratch_free(&c->scratch);
     plx__scratch_free(&c->stage);
+    plx__preq_pool_free(c);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c->name);
@@ -155,7 +156,7 @@ static int init_process_wide(const struct plx_comm_options *opt, struct plx__bac
 static void add_store_cause(const struct plx_store *base)
 {
     char why[320], msg[1024];
-    if (!plx__store_tcp_lost(base, why, sizeof why) || strstr(plx_last_error(), why))
+    if (!plx__store_lost(base, why, sizeof why) || strstr(plx_last_error(), why))
         return;
     snprintf(msg, sizeof msg, "%s", plx_last_error());
     plx__err(0, "%s (%s)", msg, why);

@@ -1,5 +1,5 @@
 /* comm.h - the communicator and work handle internals shared by comm.c,
- * work.c and coll.c. Stability: internal. */
+ * work.c, executor.c, p2p.c and coll.c. Stability: internal. */
 #ifndef PLX_CORE_COMM_H
 #define PLX_CORE_COMM_H
 
@@ -42,11 +42,12 @@ struct plx_comm {
     struct plx__scratch stage; /* host copies of CUDA buffers ([core] cuda_staging) */
     struct plx__algo_tuning tuning;
     struct plx__p2p p2p;
+    struct plx__preq *preq_pool; /* the p2p adapter's records, for reuse (work.c) */
 };
 
 struct plx__lowp_avg;
 
-enum work_kind { WORK_DONE, WORK_NATIVE, WORK_GENERIC };
+enum work_kind { WORK_NATIVE = 1, WORK_GENERIC };
 
 struct plx_work {
     struct plx_comm *comm;
@@ -62,13 +63,12 @@ struct plx_work {
     struct plx_work *next;
 };
 
-/* work.c */
+/* work.c, executor.c, p2p.c */
 /* The work owns lowp from here on, also when these fail. */
 int plx__work_native(struct plx_comm *c, const struct plx_coll_args *a, int scale_avg, struct plx__lowp_avg *lowp,
                      void *req, struct plx_work **w);
 int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct plx__lowp_avg *lowp,
                       struct plx_work **w);
-int plx__work_done(struct plx_comm *c, int status, struct plx_work **w);
 /* Run a generic collective now in the calling thread if the executor is idle. */
 int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a);
 void plx__executor_stop(struct plx_comm *c);
@@ -76,8 +76,17 @@ void plx__executor_stop(struct plx_comm *c);
  * (len bytes) is the failure's message: what c's relatives have lost is
  * added to it (family.c), and it becomes the calling thread's last error. */
 void plx__comm_fail(struct plx_comm *c, int status, char *msg, size_t len);
+/* Whether a failure with status leaves the communicator unusable (not for
+ * bad arguments or unsupported requests). */
+int plx__breaks_comm(int status);
 /* The p2p adapter the algorithms drive (wraps the backend's isend/irecv). */
 void plx__p2p_init(struct plx_comm *c);
+void plx__preq_pool_free(struct plx_comm *c);
+/* Wait for a backend request until deadline_ns (0: none); checks the abort
+ * flag. Does not free it. Returns its status, or PLX__STILL_PENDING when
+ * the deadline passed first (unlike a request that ended in a timeout). */
+#define PLX__STILL_PENDING 1
+int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns);
 
 /* family.c: communicators related by split. join with parent NULL starts a
  * family; leave before the backend's communicator is destroyed. */

@@ -103,6 +103,8 @@ struct tcp_peer {
     char addr[64];       /* the peer's published "ip:port" */
     struct tcp_slot *slots[TCP_SLOT_BUCKETS];
     struct tcp_frame *tx, *tx_tail;
+    struct tcp_slot *slot_pool;   /* released slots and frames, for reuse (with mu) */
+    struct tcp_frame *frame_pool;
     uint32_t ev_mask;    /* events registered with epoll */
     /* receive state */
     unsigned char hdr[TCP_HDR_BYTES];
@@ -130,6 +132,9 @@ struct tcp_comm {
     pthread_cond_t cv;
     struct tcp_peer *peers;
     struct tcp_req *any, *any_tail; /* unbound receives from any source */
+    /* Records kept for reuse (with mu), so a message in steady state
+     * allocates nothing: requests here, slots and frames per peer. */
+    struct tcp_req *req_pool;
     int ep, evfd;
     pthread_t io;
     int io_started, stop;

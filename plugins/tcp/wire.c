@@ -54,9 +54,13 @@ static struct tcp_slot *slot_get(struct tcp_peer *p, uint64_t slot, int create)
             return s;
     if (!create)
         return NULL;
-    struct tcp_slot *s = calloc(1, sizeof *s);
-    if (!s)
+    struct tcp_slot *s = p->slot_pool;
+    if (s) {
+        p->slot_pool = s->next;
+        memset(s, 0, sizeof *s);
+    } else if (!(s = calloc(1, sizeof *s))) {
         return NULL;
+    }
     s->slot = slot;
     s->next = *b;
     *b = s;
@@ -71,7 +75,8 @@ static void slot_release(struct tcp_peer *p, struct tcp_slot *s)
     for (struct tcp_slot **q = &p->slots[bucket(s->slot)]; *q; q = &(*q)->next)
         if (*q == s) {
             *q = s->next;
-            free(s);
+            s->next = p->slot_pool;
+            p->slot_pool = s;
             return;
         }
 }
@@ -112,11 +117,21 @@ static int remove_req(struct tcp_req **head, struct tcp_req **tail, struct tcp_r
 
 /* ---- output ------------------------------------------------------------- */
 
+static void frame_release(struct tcp_peer *p, struct tcp_frame *f)
+{
+    f->next = p->frame_pool;
+    p->frame_pool = f;
+}
+
 static int enqueue(struct tcp_peer *p, uint64_t op, uint64_t slot, uint64_t len, struct tcp_req *data)
 {
-    struct tcp_frame *f = calloc(1, sizeof *f);
-    if (!f)
+    struct tcp_frame *f = p->frame_pool;
+    if (f) {
+        p->frame_pool = f->next;
+        memset(f, 0, sizeof *f);
+    } else if (!(f = calloc(1, sizeof *f))) {
         return -1;
+    }
     f->hdr[0] = htole64(TCP_HDR_BYTES + (data ? len : 0));
     f->hdr[1] = htole64(op);
     f->hdr[2] = htole64(slot);
@@ -190,7 +205,7 @@ static void flush(struct tcp_comm *c, struct tcp_peer *p)
                 complete(c, f->req, 0, NULL);
                 unlink_req(f->req);
             }
-            free(f);
+            frame_release(p, f);
         }
         /* Zero-length data frames complete once their header went out. */
         while (p->tx && p->tx->sent == frame_len(p->tx)) {
@@ -201,7 +216,7 @@ static void flush(struct tcp_comm *c, struct tcp_peer *p)
                 complete(c, f->req, 0, NULL);
                 unlink_req(f->req);
             }
-            free(f);
+            frame_release(p, f);
         }
     }
     tcp__update_events(c, p);
@@ -910,6 +925,24 @@ void tcp__free_state(struct tcp_comm *c)
         fail_req(c, r, PLX_ERR_ABORTED, "tcp: communicator destroyed");
     }
     c->any = NULL;
+    for (int i = 0; i < c->size; i++) {
+        struct tcp_peer *p = &c->peers[i];
+        for (struct tcp_slot *s = p->slot_pool, *n; s; s = n) {
+            n = s->next;
+            free(s);
+        }
+        for (struct tcp_frame *f = p->frame_pool, *n; f; f = n) {
+            n = f->next;
+            free(f);
+        }
+        p->slot_pool = NULL;
+        p->frame_pool = NULL;
+    }
+    for (struct tcp_req *r = c->req_pool, *n; r; r = n) {
+        n = r->next;
+        free(r);
+    }
+    c->req_pool = NULL;
 }
 
 /* ---- the I/O thread ----------------------------------------------------- */

@@ -311,6 +311,12 @@ struct plx_backend {
      * the core validates them and ignores params. A key not listed here nor
      * common to every section (library, priority, enabled, alias) is an error. */
     const struct plx_key *keys;
+    /* Optional: wait for req until deadline_ns, an absolute time on the
+     * host's clock_ns (CLOCK_MONOTONIC; UINT64_MAX: no deadline). Returns
+     * the request's status once done, PLX_ERR_TIMEOUT leaving it pending
+     * once the deadline passed, PLX_ERR_ABORTED when comm_abort ran. With
+     * PLX_CAP_ABORT the core makes one call per wait (no slices). */
+    int (*wait_until)(void *comm, void *req, uint64_t deadline_ns);
 };
 
 typedef int (*plx_backend_entry_v1_fn)(const struct plx_host *host, uint32_t *abi_minor_inout,

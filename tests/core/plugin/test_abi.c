@@ -66,7 +66,7 @@ int main(void)
     PIN(offsetof(struct plx_p2p_args, tag), 24);
     PIN(offsetof(struct plx_p2p_args, timeout_ms), 48);
 
-    PIN(sizeof(struct plx_backend), 168);
+    PIN(sizeof(struct plx_backend), 176);
     PIN(offsetof(struct plx_backend, name), 8);
     PIN(offsetof(struct plx_backend, params), 32);
     PIN(offsetof(struct plx_backend, probe), 40);
@@ -78,6 +78,7 @@ int main(void)
     PIN(offsetof(struct plx_backend, finalize), 144);
     PIN(offsetof(struct plx_backend, comm_losses), 152); /* ABI 1.2 */
     PIN(offsetof(struct plx_backend, keys), 160);        /* ABI 1.3 */
+    PIN(offsetof(struct plx_backend, wait_until), 168);
 
     PIN(sizeof(struct plx_key), 40);
     PIN(offsetof(struct plx_key, type), 8);
