@@ -136,11 +136,7 @@ static int comm_create(const struct plx_comm_args *args, void **out)
                                "sim: rank %d is configured absent ([sim] absent_rank) and does not join",
                                args->rank);
     }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    plx_plugin_cond_init(&c->cv); /* CLOCK_MONOTONIC, as the deadlines */
     int rc = sim_world_join(args, c);
     if (rc == 0 && (rc = sim_worker_start(c)) != 0)
         sim_world_leave(c);
