@@ -41,6 +41,11 @@ void plx__store_retain(struct plx_store *s)
         __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
 }
 
+int plx__store_lost(const struct plx_store *s, char *out, size_t n)
+{
+    return s && s->ops->lost ? s->ops->lost(s, out, n) : 0;
+}
+
 void plx__store_release(struct plx_store *s)
 {
     if (s && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)

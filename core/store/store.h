@@ -21,6 +21,9 @@ struct plx__store_ops {
     int (*check)(struct plx_store *s, const char *key);
     int (*del)(struct plx_store *s, const char *key);
     void (*destroy)(struct plx_store *s);
+    /* Optional: 1 and why in out (n bytes) if the store's connection broke,
+     * else 0. */
+    int (*lost)(const struct plx_store *s, char *out, size_t n);
 };
 
 /* Base of every store; implementations embed it first. */
@@ -40,6 +43,8 @@ int plx__store_open(const char *url, int rank, int size, int64_t timeout_ms, str
 int plx__store_prefixed(struct plx_store *base, const char *prefix, struct plx_store **out);
 void plx__store_release(struct plx_store *s);
 void plx__store_retain(struct plx_store *s);
+/* 1 and the reason if s (or the store a view is of) lost its connection. */
+int plx__store_lost(const struct plx_store *s, char *out, size_t n);
 
 /* Convenience wrappers that apply the default timeout. */
 int plx__store_set(struct plx_store *s, const char *key, const void *val, size_t len);

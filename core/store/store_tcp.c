@@ -460,20 +460,20 @@ static void c_destroy(struct plx_store *s)
     free(c);
 }
 
-static const struct plx__store_ops tcp_ops = {
-    .set = c_set, .get = c_get, .add = c_add, .wait = c_wait, .check = c_check, .del = c_del, .destroy = c_destroy,
-};
-
-int plx__store_tcp_lost(const struct plx_store *s, char *out, size_t n)
+static int c_lost(const struct plx_store *s, char *out, size_t n)
 {
-    if (!s || s->ops != &tcp_ops)
-        return 0;
     const struct client *c = (const struct client *)s;
     if (!c->lost[0])
         return 0;
     snprintf(out, n, "%s", c->lost);
     return 1;
 }
+
+static const struct plx__store_ops tcp_ops = {
+    .set = c_set, .get = c_get, .add = c_add, .wait = c_wait, .check = c_check, .del = c_del, .destroy = c_destroy,
+    .lost = c_lost,
+};
+
 
 int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out)
 {

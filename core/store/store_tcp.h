@@ -66,9 +66,4 @@ int plx__store_server_start_with(const char *host, int port, const struct plx__s
                                  struct plx__store_server **out, int *bound_port);
 void plx__store_server_stop(struct plx__store_server *s);
 
-struct plx_store;
-/* If s is a tcp:// store whose connection broke, copy why into out and
- * return 1 (callers add it to an error the store caused); else 0. */
-int plx__store_tcp_lost(const struct plx_store *s, char *out, size_t n);
-
 #endif
