@@ -71,6 +71,7 @@ struct tcp_req {
 struct tcp_early {
     char *data;
     size_t len;
+    size_t cap;            /* bytes data can hold (records are reused) */
     struct tcp_early *next;
 };
 
@@ -103,8 +104,10 @@ struct tcp_peer {
     char addr[64];       /* the peer's published "ip:port" */
     struct tcp_slot *slots[TCP_SLOT_BUCKETS];
     struct tcp_frame *tx, *tx_tail;
-    struct tcp_slot *slot_pool;   /* released slots and frames, for reuse (with mu) */
+    struct tcp_slot *slot_pool;   /* released slots, frames and early records, for reuse (with mu) */
     struct tcp_frame *frame_pool;
+    struct tcp_early *early_pool;
+    int early_pooled;
     uint32_t ev_mask;    /* events registered with epoll */
     /* receive state */
     unsigned char hdr[TCP_HDR_BYTES];

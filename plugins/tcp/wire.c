@@ -117,6 +117,50 @@ static int remove_req(struct tcp_req **head, struct tcp_req **tail, struct tcp_r
 
 /* ---- output ------------------------------------------------------------- */
 
+/* Early records (an eager payload that came before its receive) with their
+ * buffers are kept for reuse: up to TCP_EARLY_POOL of them, of small sizes,
+ * so the common case allocates nothing and the pool stays small. */
+#define TCP_EARLY_POOL 64
+#define TCP_EARLY_POOL_BYTES 65536u
+
+static struct tcp_early *early_get(struct tcp_peer *p, size_t len)
+{
+    struct tcp_early *e = p->early_pool;
+    if (e) {
+        p->early_pool = e->next;
+        p->early_pooled--;
+    } else if (!(e = calloc(1, sizeof *e))) {
+        return NULL;
+    }
+    if (e->cap < len || !e->data) {
+        char *d = realloc(e->data, len ? len : 1);
+        if (!d) {
+            free(e->data);
+            free(e);
+            return NULL;
+        }
+        e->data = d;
+        e->cap = len ? len : 1;
+    }
+    e->len = len;
+    e->next = NULL;
+    return e;
+}
+
+static void early_put(struct tcp_peer *p, struct tcp_early *e)
+{
+    if (!e)
+        return;
+    if (p->early_pooled >= TCP_EARLY_POOL || e->cap > TCP_EARLY_POOL_BYTES) {
+        free(e->data);
+        free(e);
+        return;
+    }
+    e->next = p->early_pool;
+    p->early_pool = e;
+    p->early_pooled++;
+}
+
 static void frame_release(struct tcp_peer *p, struct tcp_frame *f)
 {
     f->next = p->frame_pool;
@@ -284,8 +328,7 @@ static int bind_recv(struct tcp_comm *c, struct tcp_peer *p, struct tcp_req *r, 
                 memcpy(r->buf, e->data, e->len);
             complete(c, r, 0, NULL);
         }
-        free(e->data);
-        free(e);
+        early_put(p, e);
     } else {
         LIST_PUSH(s->posted, s->posted_tail, r);
         r->linked++;
@@ -352,8 +395,7 @@ static void payload_done(struct tcp_comm *c, struct tcp_peer *p)
                 complete(c, r, 0, NULL);
             }
             unlink_req(r);
-            free(e->data);
-            free(e);
+            early_put(p, e);
             slot_release(p, s);
         } else {
             LIST_PUSH(s->early, s->early_tail, e);
@@ -518,11 +560,9 @@ static int on_header(struct tcp_comm *c, struct tcp_peer *p)
                 tcp__drop_peer(c, p, why); /* logs it with the peer's address */
                 return -1;
             }
-            struct tcp_early *e = calloc(1, sizeof *e);
-            if (!e || !(e->data = malloc(len ? len : 1)) || !(s = slot_get(p, slot, 1))) {
-                if (e)
-                    free(e->data);
-                free(e);
+            struct tcp_early *e = early_get(p, (size_t)len);
+            if (!e || !(s = slot_get(p, slot, 1))) {
+                early_put(p, e);
                 tcp__drop_peer(c, p, "out of memory");
                 return -1;
             }
@@ -935,6 +975,13 @@ void tcp__free_state(struct tcp_comm *c)
             n = f->next;
             free(f);
         }
+        for (struct tcp_early *e = p->early_pool, *n; e; e = n) {
+            n = e->next;
+            free(e->data);
+            free(e);
+        }
+        p->early_pool = NULL;
+        p->early_pooled = 0;
         p->slot_pool = NULL;
         p->frame_pool = NULL;
     }
