@@ -143,8 +143,10 @@ static int init_process_wide(const struct plx_comm_options *opt, struct plx__bac
             plx__log_set_level(level);
             snprintf(applied_level, sizeof applied_level, "%s", level);
         }
-        if ((rc = plx__loader_select(opt->backend, be)) == 0)
+        if ((rc = plx__loader_select(opt->backend, be)) == 0) {
+            plx__config_set_section(*cfg, (*be)->name);
             rc = plx__config_check_view(*cfg, (*be)->name);
+        }
     }
     pthread_mutex_unlock(&mu);
     return rc;

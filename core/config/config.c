@@ -35,6 +35,7 @@ struct entry {
  * once built, shared by reference with the communicator's splits. */
 struct plx_config {
     int refs;
+    char *section; /* the communicator's backend (plx__config_set_section) */
     size_t n;
     struct entry *items;
 };
@@ -255,18 +256,25 @@ static char *read_line(char *str, int num, void *stream)
     return str;
 }
 
-static void set_dropin(const char *section, const char *file, int line, const char *dir, const char *lib)
+/* A section with `library` declares a backend; one with `alias` (and no
+ * library) a name for the first usable backend of a list. */
+static void set_dropin(const char *section, const char *file, int line, const char *dir, const char *key,
+                       const char *value)
 {
     char path[PATH_MAX];
-    if (lib[0] == '/')
-        snprintf(path, sizeof path, "%s", lib);
+    int is_alias = !strcasecmp(key, "alias");
+    if (is_alias || value[0] == '/')
+        snprintf(path, sizeof path, "%s", value);
     else
-        snprintf(path, sizeof path, "%s/%s", dir, lib);
+        snprintf(path, sizeof path, "%s/%s", dir, value);
     for (size_t i = 0; i < n_dropins; i++)
         if (!strcasecmp(dropins[i].section, section)) {
             dropins[i].file = kept_strdup(file);
             dropins[i].line = line;
-            dropins[i].library = kept_strdup(path);
+            if (is_alias)
+                dropins[i].alias = kept_strdup(path);
+            else
+                dropins[i].library = kept_strdup(path);
             return;
         }
     struct plx__dropin *nd = realloc(dropins, (n_dropins + 1) * sizeof *nd);
@@ -274,7 +282,8 @@ static void set_dropin(const char *section, const char *file, int line, const ch
         return;
     dropins = nd;
     dropins[n_dropins++] = (struct plx__dropin){
-        .section = lower_dup(section), .file = kept_strdup(file), .line = line, .library = kept_strdup(path),
+        .section = lower_dup(section), .file = kept_strdup(file), .line = line,
+        .library = is_alias ? NULL : kept_strdup(path), .alias = is_alias ? kept_strdup(path) : NULL,
         .priority = 50, .enabled = 1,
     };
 }
@@ -347,8 +356,8 @@ static int on_pair(void *user, const char *section, const char *key, const char 
         view_set(p->into, section, key, value, origin);
     else
         set_value(section, key, value, origin);
-    if (!strcasecmp(key, "library") && strcasecmp(section, "core"))
-        set_dropin(section, p->file, p->line, p->dir, value);
+    if ((!strcasecmp(key, "library") || !strcasecmp(key, "alias")) && strcasecmp(section, "core"))
+        set_dropin(section, p->file, p->line, p->dir, key, value);
     return 1;
 }
 
@@ -513,8 +522,8 @@ static int apply_env(void)
         }
         snprintf(origin, sizeof origin, "env %s", name);
         set_value(sect, lkey, value, origin);
-        if (!strcmp(lkey, "library"))
-            set_dropin(sect, origin, 0, ".", value);
+        if (!strcmp(lkey, "library") || !strcmp(lkey, "alias"))
+            set_dropin(sect, origin, 0, ".", lkey, value);
     }
     free(sections);
     return rc;
@@ -530,8 +539,10 @@ static void view_free(struct plx_config *v)
         free((char *)v->items[i].value);
         free((char *)v->items[i].origin);
     }
-    if (v)
+    if (v) {
         free(v->items);
+        free(v->section);
+    }
     free(v);
 }
 
@@ -661,6 +672,17 @@ const struct plx_config *plx__config_use(const struct plx_config *v)
 const struct plx_config *plx__config_current(void)
 {
     return current;
+}
+
+void plx__config_set_section(struct plx_config *v, const char *section)
+{
+    if (v && !v->section)
+        v->section = strdup(section);
+}
+
+const char *plx__config_section(const struct plx_config *v, const char *fallback)
+{
+    return v && v->section ? v->section : fallback;
 }
 
 int plx__config_declare(const char *section, const struct plx_key *keys)

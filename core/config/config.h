@@ -21,12 +21,14 @@
 #include "plexus/backend.h"
 #include "plexus/plexus.h"
 
-/* A backend declared by a drop-in: a section with a `library` key. */
+/* A backend declared by a drop-in: a section with a `library` key, or an
+ * `alias` key naming backends it stands for. */
 struct plx__dropin {
     const char *section;  /* backend name */
     const char *file;     /* the INI file */
     int line;             /* line of the `library` key */
     const char *library;  /* resolved against the file's folder; NULL if missing */
+    const char *alias;    /* [name] alias: the backends it stands for ("a, b"); NULL if none */
     int priority;         /* [name] priority, default 50 */
     int enabled;          /* [name] enabled, default true */
 };
@@ -48,6 +50,10 @@ void plx__config_release(struct plx_config *v);
  * the backend's comm_create, so a plugin's config_get sees that view. */
 const struct plx_config *plx__config_use(const struct plx_config *v);
 const struct plx_config *plx__config_current(void);
+/* The backend section v's communicator reads (its backend's name: an alias
+ * reads its own section, not its target's). Set once, before v is shared. */
+void plx__config_set_section(struct plx_config *v, const char *section);
+const char *plx__config_section(const struct plx_config *v, const char *fallback);
 
 /* A backend's typed keys (static storage, NULL-terminated): values the
  * process layers gave its section are checked now, the first bad one is the

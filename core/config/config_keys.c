@@ -57,6 +57,8 @@ const struct plx__key plx__keys[] = {
     {"*", "alias", PLX_KEY_LIST, NULL, NULL,
      "Backend sections without a library: this name stands for the first usable backend of the list (e.g. "
      "[mpi] alias = mpi-openmpi, mpi-mpich picks the MPI that launched the job)."},
+    {"*", "alias_reason", PLX_KEY_STRING, NULL, NULL,
+     "Backend sections with alias: why the alias is unavailable when no backend of its list is usable here."},
 };
 
 const size_t plx__nkeys = sizeof plx__keys / sizeof plx__keys[0];

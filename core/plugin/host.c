@@ -84,7 +84,7 @@ static void host_free(void *p)
 static int host_config_str(void *ctx, const struct plx_config *cfg, const char *key, const char **out)
 {
     const struct plx__backend *b = ctx;
-    const char *v = plx__config_get_in(cfg, b->name, key, NULL);
+    const char *v = plx__config_get_in(cfg, plx__config_section(cfg, b->name), key, NULL);
     for (const struct plx_key *k = b->keys; !v && k && k->key; k++)
         if (!strcmp(k->key, key))
             v = k->default_value;
@@ -97,7 +97,7 @@ static int host_config_str(void *ctx, const struct plx_config *cfg, const char *
 static int host_config_int(void *ctx, const struct plx_config *cfg, const char *key, int64_t *out)
 {
     const struct plx__backend *b = ctx;
-    return plx__config_number_in(cfg, b->name, key, out);
+    return plx__config_number_in(cfg, plx__config_section(cfg, b->name), key, out);
 }
 
 static int host_config_bool(void *ctx, const struct plx_config *cfg, const char *key, int *out)

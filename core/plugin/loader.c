@@ -44,7 +44,7 @@ static void set_state(struct plx__backend *b, int state, const char *fmt, ...)
 const char *plx__backend_config_get(void *ctx, const char *key)
 {
     const struct plx__backend *b = ctx;
-    return plx__config_get(b->name, key);
+    return plx__config_get(plx__config_section(plx__config_current(), b->name), key);
 }
 
 static const char *const required_ops[] = {"probe", "get_caps", "comm_create", "comm_destroy", "test", "req_free"};
@@ -179,6 +179,61 @@ static void load_one(struct plx__backend *b)
         set_state(b, PLX_STATE_BROKEN, "%s", pr.reason[0] ? pr.reason : "probe says broken");
 }
 
+static struct plx__backend *find_locked(const char *name)
+{
+    for (size_t i = 0; i < n_backends; i++)
+        if (!strcasecmp(backends[i]->name, name))
+            return backends[i];
+    return NULL;
+}
+
+/* An alias ([mpi] alias = mpi-openmpi, mpi-mpich) stands for the first
+ * usable backend of its list: it takes that backend's operations,
+ * capabilities and keys under its own name, so one loaded library serves
+ * both drop-ins with one host. None usable: unavailable, with the drop-in's
+ * alias_reason (or the list) and what each target said. */
+static void resolve_alias(struct plx__backend *b)
+{
+    char list[512], why[900] = "";
+    snprintf(list, sizeof list, "%s", b->alias);
+    char *save = NULL;
+    for (char *t = strtok_r(list, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+        struct plx__backend *to = find_locked(t);
+        size_t l = strlen(why);
+        if (!to || to->alias) {
+            snprintf(why + l, sizeof why - l, "%s%s: %s", l ? "; " : "", t, to ? "an alias itself" : "no such backend");
+            continue;
+        }
+        if (to->state != PLX_STATE_USABLE) {
+            snprintf(why + l, sizeof why - l, "%s%s: %s: %s", l ? "; " : "", t, plx_backend_state_name(to->state),
+                     to->reason);
+            continue;
+        }
+        b->target = to;
+        b->ops = to->ops;
+        b->caps = to->caps;
+        b->keys = to->keys;
+        b->abi_major = to->abi_major;
+        b->abi_minor = to->abi_minor;
+        free(b->library);
+        b->library = strdup(to->library);
+        char desc[400];
+        snprintf(desc, sizeof desc, "alias of %s here: %s", to->name, to->ops.description ? to->ops.description : "");
+        b->ops.description = strdup(desc); /* kept: backends are never unloaded */
+        if (to->abi_minor >= 3 && to->ops.keys && plx__config_declare(b->name, to->ops.keys) != 0) {
+            set_state(b, PLX_STATE_BROKEN, "%s", plx_last_error());
+            return;
+        }
+        set_state(b, PLX_STATE_USABLE, "%s", "");
+        return;
+    }
+    const char *said = plx__config_get_in(NULL, b->name, "alias_reason", NULL);
+    if (said && *said)
+        set_state(b, PLX_STATE_UNAVAILABLE, "%s (%s)", said, why);
+    else
+        set_state(b, PLX_STATE_UNAVAILABLE, "none of %s is usable here (%s)", b->alias, why);
+}
+
 static int by_priority(const void *x, const void *y)
 {
     const struct plx__backend *a = *(struct plx__backend *const *)x, *b = *(struct plx__backend *const *)y;
@@ -205,16 +260,24 @@ int plx__loader_discover(void)
         snprintf(where, sizeof where, "%s:%d", d->file, d->line);
         b->name = strdup(d->section);
         char real[4096];
-        b->library = strdup(realpath(d->library, real) ? real : d->library);
+        if (d->alias && !d->library) {
+            b->alias = strdup(d->alias);
+            b->library = strdup("-");
+        } else {
+            b->library = strdup(d->library && realpath(d->library, real) ? real : d->library ? d->library : "-");
+        }
         b->dropin = strdup(where);
         b->priority = d->priority;
         b->state = PLX_STATE_DISCOVERED;
         backends[n_backends++] = b;
         if (!d->enabled)
             set_state(b, PLX_STATE_DISABLED, "disabled by %s", plx__config_origin(d->section, "enabled"));
-        else
+        else if (!b->alias)
             load_one(b);
     }
+    for (size_t i = 0; i < n_backends; i++)
+        if (backends[i]->alias && backends[i]->state != PLX_STATE_DISABLED)
+            resolve_alias(backends[i]);
     qsort(backends, n_backends, sizeof *backends, by_priority);
     discovered = 1;
     pthread_mutex_unlock(&mu);

@@ -24,6 +24,8 @@ struct plx__backend {
     struct plx_caps caps;           /* static caps */
     struct plx_host host;           /* host.ctx == this backend */
     const struct plx_key *keys;     /* typed (ABI 1.3), or an older plugin's params as strings */
+    char *alias;                    /* [name] alias: the backends it stands for, or NULL */
+    struct plx__backend *target;    /* an alias: the one it stands for here, or NULL */
 };
 
 /* Discover, load and probe every declared backend (once per process). */

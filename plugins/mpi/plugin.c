@@ -204,13 +204,7 @@ static void setup_comm(struct impl *c, MPI_Comm comm)
     MPI_Comm_size(comm, &c->size);
 }
 
-static int config_true(const struct plx_host *h, const char *key)
-{
-    const char *v = h->config_get(h->ctx, key);
-    return v && (!strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on") || !strcmp(v, "1"));
-}
-
-static int comm_create(const struct plx_host *h, const struct plx_comm_args *a, void **out)
+static int comm_create(const struct plx_comm_args *a, void **out)
 {
     char reason[256];
     if (launcher_reason(reason, sizeof reason) != PLX_PROBE_USABLE)
@@ -256,8 +250,10 @@ static int comm_create(const struct plx_host *h, const struct plx_comm_args *a, 
     host->log(host->ctx, PLX_LOG_DEBUG, NAME ": '%s' is rank %d of %d on %s, MPI thread level %s", a->name, c->rank,
               c->size, c->is_world ? "MPI_COMM_WORLD" : "a dup of MPI_COMM_WORLD",
               serialize ? "below MULTIPLE (calls serialized)" : "MULTIPLE");
-    c->abort_kills_job = config_true(h, "abort_kills_job");
-    c->blocking_timeout = config_true(h, "blocking_timeout");
+    /* Typed, through the communicator's view (ABI 1.3): under the `mpi`
+     * alias that is [mpi], under this plugin's own drop-in [NAME]. */
+    c->abort_kills_job = plx_plugin_config_bool(host, a->config, "abort_kills_job", 0);
+    c->blocking_timeout = plx_plugin_config_bool(host, a->config, "blocking_timeout", 0);
     *out = c;
     return 0;
 }
@@ -542,31 +538,14 @@ static int get_caps(void *comm, struct plx_caps *out)
     return 0;
 }
 
-static const struct plx_param params[] = {
-    {"abort_kills_job", "false", "plx_comm_abort calls MPI_Abort, which ends every rank of the job"},
-    {"blocking_timeout", "false",
+static const struct plx_key keys[] = {
+    {"abort_kills_job", PLX_KEY_BOOL, "false", NULL,
+     "plx_comm_abort calls MPI_Abort, which ends every rank of the job"},
+    {"blocking_timeout", PLX_KEY_BOOL, "false", NULL,
      "blocking collectives run as MPI_I* + MPI_Test so the timeout applies (MPI's blocking calls, the default, "
      "are faster but wait forever for a missing rank)"},
-    {NULL, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL},
 };
-
-/* The entry point may be called twice: for [NAME]'s drop-in and by the
- * `mpi` alias plugin (plugins/mpi/alias.c), each with its own host, whose
- * config_get reads that section. comm_create is the one operation that reads
- * config, so each caller gets its own comm_create bound to its host. */
-static const struct plx_host *hosts[2];
-
-static int comm_create0(const struct plx_comm_args *a, void **out)
-{
-    return comm_create(hosts[0], a, out);
-}
-
-static int comm_create1(const struct plx_comm_args *a, void **out)
-{
-    return comm_create(hosts[1], a, out);
-}
-
-static struct plx_backend backends[2];
 
 static const struct plx_backend backend = {
     .struct_size = sizeof(struct plx_backend),
@@ -574,8 +553,9 @@ static const struct plx_backend backend = {
     .name = NAME,
     .version = "0.1.0",
     .description = IMPL " through its nonblocking collectives (start with " LAUNCHER ")",
-    .params = params,
+    .keys = keys,
     .probe = probe,
+    .comm_create = comm_create,
     .get_caps = get_caps,
     .comm_destroy = comm_destroy,
     .comm_abort = comm_abort,
@@ -589,20 +569,6 @@ static const struct plx_backend backend = {
     .finalize = finalize,
 };
 
-PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)
-{
-    int slot = 0;
-    while (slot < 2 && hosts[slot] && hosts[slot] != h)
-        slot++;
-    if (slot == 2)
-        return h->error(h->ctx, PLX_ERR_INVALID_USAGE, NAME ": loaded by more than two backends (a drop-in and the mpi alias)");
-    if (!host)
-        host = h; /* errors and log lines; the first caller's */
-    hosts[slot] = h;
-    backends[slot] = backend;
-    backends[slot].comm_create = slot ? comm_create1 : comm_create0;
-    if (*minor > PLX_ABI_MINOR)
-        *minor = PLX_ABI_MINOR;
-    *out = &backends[slot];
-    return 0;
-}
+/* One entry, one host: the `mpi` alias is the loader's ([mpi] alias = ...),
+ * which hands this plugin's operations out under that name. */
+PLX_PLUGIN_ENTRY(backend, host, 3)

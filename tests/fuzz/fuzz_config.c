@@ -159,7 +159,7 @@ static void check_loaded(const struct plx_config *view)
     }
     for (size_t i = 0; i < plx__config_dropin_count(); i++) {
         const struct plx__dropin *d = plx__config_dropin(i);
-        FUZZ_CHECK(d && d->section && d->file && d->library);
+        FUZZ_CHECK(d && d->section && d->file && (d->library || d->alias));
     }
     plx__config_use(outer);
 }

@@ -9,7 +9,9 @@
  *    with where it came from (file:line); the same for a backend's own keys
  *    (declared by the plugin, checked by the core when it loads).
  * 3. backend = ,,, is refused (file, variable, API), not read as auto.
- * 4. plx_config_entry fills a caller's older, smaller struct. */
+ * 4. plx_config_entry fills a caller's older, smaller struct.
+ * 5. An alias drop-in ([name] alias = a, b) stands for the first usable
+ *    backend of its list, under its own name and section. */
 #include <limits.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -227,6 +229,58 @@ static void test_entry_sizes(void)
     CHECK(plx_config_entry(0, &e) == PLX_ERR_INVALID_ARG);
 }
 
+/* ---- 5. aliases ------------------------------------------------------------ */
+
+static int alias_rank(struct rank_ctx *ctx, int rc)
+{
+    CHECK(rc == 0);
+    if (rc)
+        return 1;
+    CHECK(!strcmp(plx_comm_backend(ctx->comm), "both"));
+    /* The alias reads its own section: [both] native_collectives = false. */
+    CHECK((ctx->comm->caps.collectives & PLX_BIT(PLX_COLL_ALLREDUCE)) == 0);
+    float v = 1;
+    CHECK(plx_allreduce(ctx->comm, &v, &v, 1, PLX_F32, PLX_SUM) == 0 && v == 2);
+    return 0;
+}
+
+static void test_alias(void)
+{
+    char ini[PATH_MAX * 2];
+    mkdir(strcat(strcpy(ini, root), "/backends.d"), 0755);
+    snprintf(ini, sizeof ini, "[sim]\nlibrary = %s\n", sim_so);
+    write_file("backends.d/10-sim.ini", ini);
+    write_file("backends.d/20-both.ini", "[both]\nalias = nosuch, sim\nnative_collectives = false\n");
+    write_file("backends.d/30-none.ini", "[none]\nalias = sim\nenabled = true\n");
+    write_file("backends.d/31-none.ini", "[sim]\nenabled = false\n[none]\nalias_reason = no simulator today\n");
+    fresh();
+    CHECK(plx__config_load() == 0 && plx__loader_discover() == 0);
+    /* sim is disabled by 31-none.ini: neither alias has a usable target. */
+    struct plx__backend *b = plx__loader_find("none");
+    CHECK(b && b->state == PLX_STATE_UNAVAILABLE);
+    if (b)
+        CHECK(strstr(b->reason, "no simulator today (sim: disabled: disabled by ") == b->reason);
+    b = plx__loader_find("both");
+    CHECK(b && b->state == PLX_STATE_UNAVAILABLE);
+    if (b)
+        CHECK(strstr(b->reason, "none of nosuch, sim is usable here (nosuch: no such backend; sim: disabled") == b->reason);
+
+    unlink(strcat(strcpy(ini, root), "/backends.d/31-none.ini"));
+    fresh();
+    CHECK(plx__config_load() == 0 && plx__loader_discover() == 0);
+    b = plx__loader_find("both");
+    CHECK(b && b->state == PLX_STATE_USABLE && b->target == plx__loader_find("sim"));
+    if (b)
+        CHECK(strstr(b->ops.description, "alias of sim here: ") == b->ops.description);
+    run_ranks(2, "both", NULL, 20000, alias_rank, NULL);
+    const char *files[] = {"10-sim.ini", "20-both.ini", "30-none.ini"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(ini, sizeof ini, "%s/backends.d/%s", root, files[i]);
+        unlink(ini);
+    }
+    rmdir(strcat(strcpy(ini, root), "/backends.d"));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -244,6 +298,7 @@ int main(int argc, char **argv)
     }
     test_typed();
     test_entry_sizes();
+    test_alias();
     unlink(strcat(root, "/plexus.ini"));
     *strrchr(root, '/') = '\0';
     rmdir(root);
