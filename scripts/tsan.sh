@@ -2,7 +2,7 @@
 # tsan.sh [BUILD_DIR] - ThreadSanitizer: configure BUILD_DIR (default
 # build-tsan) with -Db_sanitize=thread, build it, and run the tests whose
 # threads share state: the sim suite (ranks as threads), the store tests
-# (tests/core/comm), the tcp suites (plugin driven directly, and real
+# (tests/core/store, tests/core/comm), the tcp suites (plugin driven directly, and real
 # processes) and the fault tests. Every report fails its test (TSan's exit
 # code 66) and is also written to BUILD_DIR/tsan-reports/; the last line
 # counts them. Suppressions: tests/tsan.supp, each entry with its reason.

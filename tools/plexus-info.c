@@ -144,9 +144,12 @@ static int show_config(int json)
             json_str(e.value ? e.value : "");
             printf(", \"origin\": ");
             json_str(e.origin ? e.origin : "");
+            printf(", \"type\": ");
+            json_str(e.type);
             printf("}%s\n", i + 1 < n ? "," : "");
         } else {
-            printf("%s.%s = %s    # %s\n", e.section, e.key, e.value ? e.value : "", e.origin ? e.origin : "");
+            printf("%s.%s = %s    # %s (%s)\n", e.section, e.key, e.value ? e.value : "", e.origin ? e.origin : "",
+                   e.type);
         }
     }
     if (json)
@@ -245,7 +248,7 @@ static int sample_config(void)
             while (*h == ' ')
                 h++;
         }
-        printf(";%s = %s\n", e.key, e.value);
+        printf("# Type: %s.\n;%s = %s\n", e.type, e.key, e.value);
     }
     return 0;
 }

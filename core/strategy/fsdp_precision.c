@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../reduce.h"
+#include "reduce.h"
 #include "fsdp_internal.h"
 
 int plx__fsdp_dtype_ok(int dtype)

@@ -4,7 +4,11 @@
  * core's generic algorithms give it every collective.
  *
  * Messages: a sender copies its buffer into a mailbox entry (eager); a
- * receive takes the first entry from its peer with its tag (FIFO). */
+ * receive takes the first entry from its peer with its tag (FIFO).
+ *
+ * It uses the plugin SDK of ABI 1.3 (plexus/plugin.h): the entry-point
+ * macro, error reporting, a typed key read through the communicator's
+ * configuration, and waits to an absolute deadline. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,6 +17,7 @@
 #include <time.h>
 
 #include <plexus/backend.h>
+#include <plexus/plugin.h>
 
 #ifndef MAILBOX_NAME
 #define MAILBOX_NAME "mailbox"
@@ -39,6 +44,13 @@ struct world {
 struct comm {
     struct world *w;
     int rank, size;
+    int64_t max_bytes; /* [mailbox] max_bytes */
+};
+
+/* The keys of [mailbox], typed: the core checks values where they are set. */
+static const struct plx_key keys[] = {
+    {"max_bytes", PLX_KEY_SIZE, "1G", NULL, "largest message a rank may send (bytes, or with K, M, G)"},
+    {NULL, 0, NULL, NULL, NULL},
 };
 
 struct req {
@@ -66,17 +78,18 @@ static int get_caps(void *comm, struct plx_caps *out)
 static int comm_create(const struct plx_comm_args *a, void **out)
 {
     if (!a->store)
-        return host->error(host->ctx, PLX_ERR_INVALID_USAGE, "mailbox: run ranks as threads with init mem://NAME");
+        return plx_plugin_error(host, PLX_ERR_INVALID_USAGE, "mailbox: run ranks as threads with init mem://NAME");
     struct comm *c = calloc(1, sizeof *c);
     if (!c)
-        return PLX_ERR_NOMEM;
+        return plx_plugin_error(host, PLX_ERR_NOMEM, "mailbox: out of memory");
     c->rank = a->rank;
     c->size = a->size;
+    c->max_bytes = plx_plugin_config_int(host, a->config, "max_bytes", (int64_t)1 << 30);
     int rc;
     if (a->rank == 0) {
         c->w = calloc(1, sizeof *c->w);
         pthread_mutex_init(&c->w->mu, NULL);
-        pthread_cond_init(&c->w->cv, NULL);
+        plx_plugin_cond_init(&c->w->cv); /* CLOCK_MONOTONIC, as deadlines are */
         c->w->refs = a->size;
         rc = host->store_set(a->store, "mailbox/world", &c->w, sizeof c->w);
     } else {
@@ -118,6 +131,9 @@ static int comm_destroy(void *comm)
 static int isend(void *comm, const struct plx_p2p_args *a, void **out)
 {
     struct comm *c = comm;
+    if ((int64_t)a->bytes > c->max_bytes)
+        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "mailbox: %zu bytes to rank %d, more than [mailbox] "
+                                "max_bytes (%lld)", a->bytes, a->peer, (long long)c->max_bytes);
     struct msg *m = calloc(1, sizeof *m);
     struct req *r = calloc(1, sizeof *r);
     if (!m || !r || !(m->data = malloc(a->bytes ? a->bytes : 1))) {
@@ -188,32 +204,32 @@ static int test(void *comm, void *req, int *done)
     return r->done ? r->status : 0;
 }
 
-static int wait_req(void *comm, void *req, int64_t timeout_ms)
+/* ABI 1.3: wait until an absolute deadline (host->clock_ns, CLOCK_MONOTONIC). */
+static int wait_until(void *comm, void *req, uint64_t deadline_ns)
 {
     struct comm *c = comm;
     struct req *r = req;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (timeout_ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    uint64_t t0 = host->clock_ns();
     pthread_mutex_lock(&c->w->mu);
     for (;;) {
         if (!r->done)
             try_match(c, r);
-        if (r->done || pthread_cond_timedwait(&c->w->cv, &c->w->mu, &ts) == ETIMEDOUT)
+        if (r->done || plx_plugin_cond_wait_until(&c->w->cv, &c->w->mu, deadline_ns) == ETIMEDOUT)
             break;
     }
     if (!r->done)
         try_match(c, r);
     pthread_mutex_unlock(&c->w->mu);
     if (!r->done)
-        return host->error(host->ctx, PLX_ERR_TIMEOUT, "mailbox: rank %d waited %lld ms for rank %d", c->rank,
-                           (long long)timeout_ms, r->peer);
+        return plx_plugin_error(host, PLX_ERR_TIMEOUT, "mailbox: rank %d waited %llu ms for rank %d", c->rank,
+                                (unsigned long long)((host->clock_ns() - t0) / 1000000u), r->peer);
     return r->status;
+}
+
+/* The ABI 1.0 wait, for cores that slice waits (this backend has no abort). */
+static int wait_req(void *comm, void *req, int64_t timeout_ms)
+{
+    return wait_until(comm, req, timeout_ms < 0 ? PLX_DEADLINE_NEVER : plx_plugin_deadline(timeout_ms));
 }
 
 static void req_free(void *comm, void *req)
@@ -226,7 +242,7 @@ static const struct plx_backend mailbox = {
     .struct_size = sizeof(struct plx_backend),
     .abi_minor = PLX_ABI_MINOR,
     .name = MAILBOX_NAME,
-    .version = "1.0",
+    .version = "1.3",
     .description = "example out-of-tree backend: in-process mailboxes, point-to-point only",
     .probe = probe,
     .get_caps = get_caps,
@@ -237,13 +253,9 @@ static const struct plx_backend mailbox = {
     .test = test,
     .wait = wait_req,
     .req_free = req_free,
+    .keys = keys,
+    .wait_until = wait_until,
 };
 
-PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)
-{
-    host = h;
-    if (*minor > PLX_ABI_MINOR)
-        *minor = PLX_ABI_MINOR;
-    *out = &mailbox;
-    return 0;
-}
+/* Needs ABI 1.3: it reads its key typed, through the communicator's view. */
+PLX_PLUGIN_ENTRY(mailbox, host, 3)

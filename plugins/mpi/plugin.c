@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "plexus/backend.h"
+#include "plexus/plugin.h"
 
 #if defined(PLX_MPI_OPENMPI)
 #define NAME "mpi-openmpi"
@@ -43,17 +44,6 @@ static pthread_mutex_t mpi_mu = PTHREAD_MUTEX_INITIALIZER; /* used when the thre
 static MPI_Datatype half_type = MPI_DATATYPE_NULL;
 static MPI_Op half_ops[2][4]; /* [f16, bf16][sum, prod, min, max] */
 
-static _Thread_local char last_error[256];
-
-static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return host->error(host->ctx, status, "%s", last_error);
-}
 
 static void lock(void)
 {
@@ -72,7 +62,7 @@ static int mpi_fail(int rc, const char *what)
     char msg[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     MPI_Error_string(rc, msg, &len);
-    return fail(PLX_ERR_INTERNAL, NAME ": %s failed: %s", what, msg);
+    return plx_plugin_error(host, PLX_ERR_INTERNAL, NAME ": %s failed: %s", what, msg);
 }
 
 /* ---- probe: library and launcher, no side effects ------------------------ */
@@ -162,12 +152,6 @@ static MPI_Op mpi_op(int dt, int op)
     }
 }
 
-static size_t dt_size(int dt)
-{
-    static const size_t s[PLX_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-    return dt >= 0 && dt < PLX_DTYPE_COUNT ? s[dt] : 0;
-}
-
 /* ---- communicators ------------------------------------------------------ */
 
 struct impl {
@@ -220,19 +204,13 @@ static void setup_comm(struct impl *c, MPI_Comm comm)
     MPI_Comm_size(comm, &c->size);
 }
 
-static int config_true(const struct plx_host *h, const char *key)
-{
-    const char *v = h->config_get(h->ctx, key);
-    return v && (!strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on") || !strcmp(v, "1"));
-}
-
-static int comm_create(const struct plx_host *h, const struct plx_comm_args *a, void **out)
+static int comm_create(const struct plx_comm_args *a, void **out)
 {
     char reason[256];
     if (launcher_reason(reason, sizeof reason) != PLX_PROBE_USABLE)
-        return fail(PLX_ERR_UNAVAILABLE, NAME ": %s", reason);
+        return plx_plugin_error(host, PLX_ERR_UNAVAILABLE, NAME ": %s", reason);
     if (finalized)
-        return fail(PLX_ERR_INVALID_USAGE, NAME ": MPI was finalized (plx_finalize) and cannot be initialised again");
+        return plx_plugin_error(host, PLX_ERR_INVALID_USAGE, NAME ": MPI was finalized (plx_finalize) and cannot be initialised again");
     int rc = init_mpi();
     if (rc)
         return rc;
@@ -241,14 +219,14 @@ static int comm_create(const struct plx_host *h, const struct plx_comm_args *a, 
     MPI_Comm_size(MPI_COMM_WORLD, &ws);
     long launched = strtol(getenv(OWN_ENV), NULL, 10); /* set: launcher_reason checked it */
     if (launched != ws) /* e.g. a library of another build than the launcher: MPI would run as singletons */
-        return fail(PLX_ERR_BROKEN, NAME ": " LAUNCHER " started %ld ranks (" OWN_ENV ") but MPI_COMM_WORLD has %d: "
+        return plx_plugin_error(host, PLX_ERR_BROKEN, NAME ": " LAUNCHER " started %ld ranks (" OWN_ENV ") but MPI_COMM_WORLD has %d: "
                     "the MPI library and the launcher do not belong together", launched, ws);
     if (a->size != ws || a->rank != wr)
-        return fail(PLX_ERR_INVALID_ARG, NAME ": MPI says rank %d of %d but plexus was given rank %d of %d", wr, ws,
+        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, NAME ": MPI says rank %d of %d but plexus was given rank %d of %d", wr, ws,
                     a->rank, a->size);
     struct impl *c = calloc(1, sizeof *c);
     if (!c)
-        return fail(PLX_ERR_NOMEM, NAME ": out of memory");
+        return plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
     lock();
     /* Our own context, so our traffic never mixes with the host's: a dup of
      * the world. But when plexus initialized MPI nobody else uses the world,
@@ -272,8 +250,10 @@ static int comm_create(const struct plx_host *h, const struct plx_comm_args *a, 
     host->log(host->ctx, PLX_LOG_DEBUG, NAME ": '%s' is rank %d of %d on %s, MPI thread level %s", a->name, c->rank,
               c->size, c->is_world ? "MPI_COMM_WORLD" : "a dup of MPI_COMM_WORLD",
               serialize ? "below MULTIPLE (calls serialized)" : "MULTIPLE");
-    c->abort_kills_job = config_true(h, "abort_kills_job");
-    c->blocking_timeout = config_true(h, "blocking_timeout");
+    /* Typed, through the communicator's view (ABI 1.3): under the `mpi`
+     * alias that is [mpi], under this plugin's own drop-in [NAME]. */
+    c->abort_kills_job = plx_plugin_config_bool(host, a->config, "abort_kills_job", 0);
+    c->blocking_timeout = plx_plugin_config_bool(host, a->config, "blocking_timeout", 0);
     *out = c;
     return 0;
 }
@@ -295,14 +275,14 @@ static int comm_split(void *comm, int color, int key, const struct plx_comm_args
         return 0;
     if (!n) {
         MPI_Comm_free(&nc);
-        return fail(PLX_ERR_NOMEM, NAME ": out of memory");
+        return plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
     }
     n->abort_kills_job = c->abort_kills_job;
     n->blocking_timeout = c->blocking_timeout;
     if (a && (a->rank != n->rank || a->size != n->size)) {
         MPI_Comm_free(&nc);
         free(n);
-        return fail(PLX_ERR_INTERNAL, NAME ": split disagrees with the core's ordering");
+        return plx_plugin_error(host, PLX_ERR_INTERNAL, NAME ": split disagrees with the core's ordering");
     }
     *out = n;
     return 0;
@@ -360,7 +340,7 @@ static void finalize(void)
  * algorithms are faster than the nonblocking schedules) and complete q. */
 static int start(struct impl *c, const struct plx_coll_args *a, struct req *q, int now)
 {
-    size_t es = dt_size(a->dtype), n = a->count, P = (size_t)c->size, me = (size_t)c->rank;
+    size_t es = plx_plugin_dtype_size(a->dtype), n = a->count, P = (size_t)c->size, me = (size_t)c->rank;
     MPI_Datatype t = mpi_type(a->dtype);
     MPI_Op op = mpi_op(a->dtype, a->op);
     const void *s = a->send;
@@ -419,10 +399,10 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
 {
     struct impl *c = comm;
     if (a->count > 0x7fffffff)
-        return fail(PLX_ERR_UNSUPPORTED, NAME ": %zu elements exceed MPI's int counts", a->count);
+        return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, NAME ": %zu elements exceed MPI's int counts", a->count);
     struct req *q = calloc(1, sizeof *q);
     if (!q)
-        return fail(PLX_ERR_NOMEM, NAME ": out of memory");
+        return plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
     /* MPI's blocking calls are faster than its nonblocking schedules, but
      * cannot time out: blocking_timeout = true trades the speed for the timeout. */
     int now = PLX_HAS_FIELD(a, struct plx_coll_args, flags) && (a->flags & PLX_COLL_FLAG_BLOCKING) &&
@@ -434,7 +414,7 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     if (rc != MPI_SUCCESS) {
         free(q->tmp);
         free(q);
-        return rc == -1 ? fail(PLX_ERR_NOMEM, NAME ": out of memory") : mpi_fail(rc, "starting a collective");
+        return rc == -1 ? plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory") : mpi_fail(rc, "starting a collective");
     }
     *out = q;
     return 0;
@@ -444,13 +424,13 @@ static int p2p(void *comm, const struct plx_p2p_args *a, void **out, int is_send
 {
     struct impl *c = comm;
     if (a->tag > (uint64_t)c->tag_ub)
-        return fail(PLX_ERR_INVALID_ARG, NAME ": tag %llu is above this MPI's limit %d (MPI_TAG_UB)",
+        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, NAME ": tag %llu is above this MPI's limit %d (MPI_TAG_UB)",
                     (unsigned long long)a->tag, c->tag_ub);
     if (a->bytes > 0x7fffffff)
-        return fail(PLX_ERR_UNSUPPORTED, NAME ": messages above 2 GiB are not supported");
+        return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, NAME ": messages above 2 GiB are not supported");
     struct req *q = calloc(1, sizeof *q);
     if (!q)
-        return fail(PLX_ERR_NOMEM, NAME ": out of memory");
+        return plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
     lock();
     int rc = is_send ? MPI_Isend(a->buf, (int)a->bytes, MPI_BYTE, a->peer, (int)a->tag, c->comm, &q->r)
                      : MPI_Irecv(a->buf, (int)a->bytes, MPI_BYTE, a->peer == PLX_ANY_SOURCE ? MPI_ANY_SOURCE : a->peer,
@@ -483,7 +463,7 @@ static int test(void *comm, void *req, int *done)
         return q->status;
     }
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-        return fail(PLX_ERR_ABORTED, NAME ": communicator aborted");
+        return plx_plugin_error(host, PLX_ERR_ABORTED, NAME ": communicator aborted");
     int flag = 0;
     lock();
     int rc = MPI_Test(&q->r, &flag, MPI_STATUS_IGNORE); /* drives MPICH's progress */
@@ -508,7 +488,7 @@ static int wait_req(void *comm, void *req, int64_t timeout_ms)
         if (done || rc)
             return rc;
         if (timeout_ms != PLX_TIMEOUT_INFINITE && host->clock_ns() >= deadline)
-            return fail(PLX_ERR_TIMEOUT, NAME ": not complete after %lld ms", (long long)timeout_ms);
+            return plx_plugin_error(host, PLX_ERR_TIMEOUT, NAME ": not complete after %lld ms", (long long)timeout_ms);
         if (spins > 100) { /* poll hard first (latency), then give the core back */
             struct timespec ts = {0, spins > 10000 ? 100000 : 5000};
             nanosleep(&ts, NULL);
@@ -558,31 +538,14 @@ static int get_caps(void *comm, struct plx_caps *out)
     return 0;
 }
 
-static const struct plx_param params[] = {
-    {"abort_kills_job", "false", "plx_comm_abort calls MPI_Abort, which ends every rank of the job"},
-    {"blocking_timeout", "false",
+static const struct plx_key keys[] = {
+    {"abort_kills_job", PLX_KEY_BOOL, "false", NULL,
+     "plx_comm_abort calls MPI_Abort, which ends every rank of the job"},
+    {"blocking_timeout", PLX_KEY_BOOL, "false", NULL,
      "blocking collectives run as MPI_I* + MPI_Test so the timeout applies (MPI's blocking calls, the default, "
      "are faster but wait forever for a missing rank)"},
-    {NULL, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL},
 };
-
-/* The entry point may be called twice: for [NAME]'s drop-in and by the
- * `mpi` alias plugin (plugins/mpi/alias.c), each with its own host, whose
- * config_get reads that section. comm_create is the one operation that reads
- * config, so each caller gets its own comm_create bound to its host. */
-static const struct plx_host *hosts[2];
-
-static int comm_create0(const struct plx_comm_args *a, void **out)
-{
-    return comm_create(hosts[0], a, out);
-}
-
-static int comm_create1(const struct plx_comm_args *a, void **out)
-{
-    return comm_create(hosts[1], a, out);
-}
-
-static struct plx_backend backends[2];
 
 static const struct plx_backend backend = {
     .struct_size = sizeof(struct plx_backend),
@@ -590,8 +553,9 @@ static const struct plx_backend backend = {
     .name = NAME,
     .version = "0.1.0",
     .description = IMPL " through its nonblocking collectives (start with " LAUNCHER ")",
-    .params = params,
+    .keys = keys,
     .probe = probe,
+    .comm_create = comm_create,
     .get_caps = get_caps,
     .comm_destroy = comm_destroy,
     .comm_abort = comm_abort,
@@ -605,20 +569,6 @@ static const struct plx_backend backend = {
     .finalize = finalize,
 };
 
-PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)
-{
-    int slot = 0;
-    while (slot < 2 && hosts[slot] && hosts[slot] != h)
-        slot++;
-    if (slot == 2)
-        return h->error(h->ctx, PLX_ERR_INVALID_USAGE, NAME ": loaded by more than two backends (a drop-in and the mpi alias)");
-    if (!host)
-        host = h; /* errors and log lines; the first caller's */
-    hosts[slot] = h;
-    backends[slot] = backend;
-    backends[slot].comm_create = slot ? comm_create1 : comm_create0;
-    if (*minor > PLX_ABI_MINOR)
-        *minor = PLX_ABI_MINOR;
-    *out = &backends[slot];
-    return 0;
-}
+/* One entry, one host: the `mpi` alias is the loader's ([mpi] alias = ...),
+ * which hands this plugin's operations out under that name. */
+PLX_PLUGIN_ENTRY(backend, host, 3)

@@ -6,6 +6,7 @@
 #include "cuda_api.h"
 #include "nccl_api.h"
 #include "plexus/backend.h"
+#include "plexus/plugin.h"
 
 struct cuda_fns {
 #define CUDA_FIELD(name, sym, args) CUresult(*name) args;

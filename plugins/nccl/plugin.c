@@ -16,17 +16,6 @@
 
 #include "libs.h"
 
-static _Thread_local char last_error[256];
-
-static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return nccl_host->error(nccl_host->ctx, status, "%s", last_error);
-}
 
 static const char *nerr(ncclResult_t r)
 {
@@ -155,7 +144,7 @@ static int setup_device(struct impl *c, int local_rank)
     if (cu.cuDeviceGet(&d, c->device) != CUDA_SUCCESS || cu.cuDevicePrimaryCtxRetain(&c->ctx, d) != CUDA_SUCCESS ||
         cu.cuCtxSetCurrent(c->ctx) != CUDA_SUCCESS || cu.cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
         cu.cuMemAlloc(&c->flag, 1) != CUDA_SUCCESS)
-        return fail(PLX_ERR_SYSTEM, "nccl: rank %d cannot use CUDA device %d", c->rank, c->device);
+        return plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: rank %d cannot use CUDA device %d", c->rank, c->device);
     return 0;
 }
 
@@ -163,7 +152,7 @@ static int start_comm(struct impl *c)
 {
     c->stop = 0;
     if (pthread_create(&c->watchdog, NULL, watchdog_main, c) != 0)
-        return fail(PLX_ERR_SYSTEM, "nccl: cannot start the watchdog thread");
+        return plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: cannot start the watchdog thread");
     return 0;
 }
 
@@ -183,24 +172,24 @@ static int comm_create(const struct plx_comm_args *a, void **out)
 {
     char reason[256];
     if (nccl_libs_probe(reason, sizeof reason) != PLX_PROBE_USABLE)
-        return fail(PLX_ERR_UNAVAILABLE, "nccl: %s", reason);
+        return plx_plugin_error(nccl_host, PLX_ERR_UNAVAILABLE, "nccl: %s", reason);
     if (!a->store)
-        return fail(PLX_ERR_INVALID_USAGE, "nccl: needs a rendezvous store to share the unique id");
+        return plx_plugin_error(nccl_host, PLX_ERR_INVALID_USAGE, "nccl: needs a rendezvous store to share the unique id");
     struct impl *c = new_impl(a->rank, a->size, a->timeout_ms);
     if (!c)
-        return fail(PLX_ERR_NOMEM, "nccl: out of memory");
+        return plx_plugin_error(nccl_host, PLX_ERR_NOMEM, "nccl: out of memory");
     int rc = setup_device(c, a->local_rank);
     ncclUniqueId id;
     if (!rc && a->rank == 0) { /* a fresh id per communicator, under its own name */
         ncclResult_t r = nc.ncclGetUniqueId(&id);
-        rc = r != ncclSuccess ? fail(PLX_ERR_SYSTEM, "nccl: ncclGetUniqueId: %s", nerr(r))
+        rc = r != ncclSuccess ? plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: ncclGetUniqueId: %s", nerr(r))
                               : nccl_host->store_set(a->store, "nccl/unique-id", &id, sizeof id);
     } else if (!rc) {
         void *v = NULL;
         size_t len = 0;
         rc = nccl_host->store_get(a->store, "nccl/unique-id", &v, &len, a->timeout_ms);
         if (!rc && len != sizeof id)
-            rc = fail(PLX_ERR_PROTOCOL, "nccl: the unique id in the store has %zu bytes, not %d", len,
+            rc = plx_plugin_error(nccl_host, PLX_ERR_PROTOCOL, "nccl: the unique id in the store has %zu bytes, not %d", len,
                       NCCL_UNIQUE_ID_BYTES);
         if (!rc)
             memcpy(&id, v, sizeof id);
@@ -215,11 +204,11 @@ static int comm_create(const struct plx_comm_args *a, void **out)
             r = settle(c, a->timeout_ms);
         if (r == ncclInProgress) {
             abort_bounded(c);
-            rc = fail(PLX_ERR_TIMEOUT, "nccl: rank %d: communicator init not finished after %lld ms (a rank missing?)",
+            rc = plx_plugin_error(nccl_host, PLX_ERR_TIMEOUT, "nccl: rank %d: communicator init not finished after %lld ms (a rank missing?)",
                       a->rank, (long long)a->timeout_ms);
         } else if (r != ncclSuccess) {
             abort_bounded(c);
-            rc = fail(PLX_ERR_SYSTEM, "nccl: rank %d: ncclCommInitRankConfig: %s", a->rank, nerr(r));
+            rc = plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: rank %d: ncclCommInitRankConfig: %s", a->rank, nerr(r));
         }
     }
     if (!rc)
@@ -245,12 +234,12 @@ static int comm_split(void *comm, int color, int key, const struct plx_comm_args
     if (r == ncclInProgress)
         r = settle(c, c->timeout_ms);
     if (r != ncclSuccess)
-        return fail(PLX_ERR_SYSTEM, "nccl: ncclCommSplit: %s", nerr(r));
+        return plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: ncclCommSplit: %s", nerr(r));
     if (color < 0 || !n)
         return 0;
     struct impl *s = new_impl(a->rank, a->size, a->timeout_ms);
     if (!s)
-        return fail(PLX_ERR_NOMEM, "nccl: out of memory");
+        return plx_plugin_error(nccl_host, PLX_ERR_NOMEM, "nccl: out of memory");
     s->comm = n;
     s->device = c->device;
     s->ctx = c->ctx;
@@ -317,16 +306,10 @@ static ncclRedOp_t nop(int op)
     return o[op];
 }
 
-static size_t esize(int dt)
-{
-    static const size_t s[PLX_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-    return s[dt];
-}
-
 /* Gather, scatter and alltoall as grouped point-to-point. */
 static ncclResult_t grouped(struct impl *c, const struct plx_coll_args *a, cudaStream_t st)
 {
-    size_t n = a->count, b = n * esize(a->dtype);
+    size_t n = a->count, b = n * plx_plugin_dtype_size(a->dtype);
     ncclDataType_t t = ntype(a->dtype);
     const char *s = a->send;
     char *r = a->recv;
@@ -358,13 +341,13 @@ static ncclResult_t grouped(struct impl *c, const struct plx_coll_args *a, cudaS
 static int enqueue(struct impl *c, cudaStream_t st, ncclResult_t r, const char *what, void **out)
 {
     if (r != ncclSuccess && r != ncclInProgress)
-        return fail(PLX_ERR_SYSTEM, "nccl: %s on rank %d: %s", what, c->rank, nerr(r));
+        return plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: %s on rank %d: %s", what, c->rank, nerr(r));
     struct req *q = calloc(1, sizeof *q);
     if (!q)
-        return fail(PLX_ERR_NOMEM, "nccl: out of memory");
+        return plx_plugin_error(nccl_host, PLX_ERR_NOMEM, "nccl: out of memory");
     if (cu.cuEventCreate(&q->ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS || cu.cuEventRecord(q->ev, st) != CUDA_SUCCESS) {
         free(q);
-        return fail(PLX_ERR_SYSTEM, "nccl: cannot record a completion event for %s", what);
+        return plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: cannot record a completion event for %s", what);
     }
     *out = q;
     return 0;
@@ -377,9 +360,9 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     int failed = c->failed;
     pthread_mutex_unlock(&c->mu);
     if (failed || !c->comm)
-        return fail(PLX_ERR_ABORTED, "%s", c->failed_msg);
+        return plx_plugin_error(nccl_host, PLX_ERR_ABORTED, "%s", c->failed_msg);
     if (a->mem_kind != PLX_MEM_CUDA)
-        return fail(PLX_ERR_UNSUPPORTED, "nccl: %s needs CUDA memory (pass mem_kind PLX_MEM_CUDA)",
+        return plx_plugin_error(nccl_host, PLX_ERR_UNSUPPORTED, "nccl: %s needs CUDA memory (pass mem_kind PLX_MEM_CUDA)",
                     a->coll == PLX_COLL_ALLREDUCE ? "allreduce" : "this collective");
     cudaStream_t st = a->stream ? (cudaStream_t)a->stream : c->stream;
     cu.cuCtxSetCurrent(c->ctx);
@@ -404,9 +387,9 @@ static int p2p(void *comm, const struct plx_p2p_args *a, void **out, int is_send
 {
     struct impl *c = comm;
     if (a->mem_kind != PLX_MEM_CUDA)
-        return fail(PLX_ERR_UNSUPPORTED, "nccl: send/recv needs CUDA memory");
+        return plx_plugin_error(nccl_host, PLX_ERR_UNSUPPORTED, "nccl: send/recv needs CUDA memory");
     if (a->peer == PLX_ANY_SOURCE)
-        return fail(PLX_ERR_UNSUPPORTED, "nccl: no receive from any source");
+        return plx_plugin_error(nccl_host, PLX_ERR_UNSUPPORTED, "nccl: no receive from any source");
     cudaStream_t st = a->stream ? (cudaStream_t)a->stream : c->stream;
     cu.cuCtxSetCurrent(c->ctx);
     ncclResult_t r = nc.ncclGroupStart();
@@ -438,12 +421,12 @@ static int test(void *comm, void *req, int *done)
         CUresult r = cu.cuEventQuery(q->ev);
         if (failed) {
             q->done = 1;
-            q->status = fail(PLX_ERR_ABORTED, "%s", c->failed_msg);
+            q->status = plx_plugin_error(nccl_host, PLX_ERR_ABORTED, "%s", c->failed_msg);
         } else if (r == CUDA_SUCCESS) {
             q->done = 1;
         } else if (r != CUDA_ERROR_NOT_READY) {
             q->done = 1;
-            q->status = fail(PLX_ERR_SYSTEM, "nccl: CUDA error %d while waiting on rank %d", r, c->rank);
+            q->status = plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: CUDA error %d while waiting on rank %d", r, c->rank);
         }
     }
     *done = q->done;
@@ -465,7 +448,7 @@ static int wait_req(void *comm, void *req, int64_t timeout_ms)
                      c->rank, (long long)timeout_ms);
             mark_failed(c, msg);
             abort_bounded(c);
-            return fail(PLX_ERR_TIMEOUT, "%s", msg);
+            return plx_plugin_error(nccl_host, PLX_ERR_TIMEOUT, "%s", msg);
         }
         struct timespec ts = {0, 20000};
         nanosleep(&ts, NULL);

@@ -8,23 +8,19 @@
 
 #include "sim.h"
 
-static int get_int(const char *key, int def)
+/* Typed reads through the communicator's view (ABI 1.3): the core checked
+ * every value against the keys in plugin.c. */
+void sim_config_read(const struct plx_config *config, struct sim_config *cfg)
 {
-    const char *v = sim_host->config_get(sim_host->ctx, key);
-    return v && *v ? atoi(v) : def;
-}
-
-void sim_config_read(struct sim_config *cfg)
-{
-    const char *native = sim_host->config_get(sim_host->ctx, "native_collectives");
-    cfg->native = !(native && (!strcasecmp(native, "false") || !strcmp(native, "0") || !strcasecmp(native, "no")));
-    const char *op = sim_host->config_get(sim_host->ctx, "fail_op");
+    const struct plx_host *h = sim_host;
+    cfg->native = plx_plugin_config_bool(h, config, "native_collectives", 1);
+    const char *op = plx_plugin_config_str(h, config, "fail_op");
     snprintf(cfg->fail_op, sizeof cfg->fail_op, "%s", op ? op : "");
-    cfg->fail_after = get_int("fail_after", 0);
-    cfg->fail_rank = get_int("fail_rank", -1);
-    cfg->delay_rank = get_int("delay_rank", -1);
-    cfg->delay_ms = get_int("delay_ms", 0);
-    cfg->absent_rank = get_int("absent_rank", -1);
+    cfg->fail_after = (int)plx_plugin_config_int(h, config, "fail_after", 0);
+    cfg->fail_rank = (int)plx_plugin_config_int(h, config, "fail_rank", -1);
+    cfg->delay_rank = (int)plx_plugin_config_int(h, config, "delay_rank", -1);
+    cfg->delay_ms = (int)(plx_plugin_config_int(h, config, "delay_ms", 0) / 1000000); /* ns */
+    cfg->absent_rank = (int)plx_plugin_config_int(h, config, "absent_rank", -1);
 }
 
 int sim_fault_check(struct impl *c, const char *opname)

@@ -13,17 +13,22 @@
 
 const struct plx_host *sim_host;
 
-static const struct plx_param params[] = {
-    {"native_collectives", "true", "Run collectives in the plugin (shared memory); false: point-to-point only, so "
-                                   "the core's generic algorithms run"},
-    {"fail_op", "", "Fault injection: a collective name, send, recv or any"},
-    {"fail_after", "0", "Fault injection: the Nth matching operation fails (0: never)"},
-    {"fail_rank", "-1", "Fault injection: the rank that fails (-1: every rank)"},
-    {"delay_rank", "-1", "Delay this rank before each operation (-1: none)"},
-    {"delay_ms", "0", "The delay, in milliseconds"},
-    {"absent_rank", "-1", "This rank never joins (its comm_create fails), so the others time out"},
-    {NULL, NULL, NULL},
+/* Every key sim reads, typed: the core checks values where they are set. */
+static const struct plx_key keys[] = {
+    {"native_collectives", PLX_KEY_BOOL, "true", NULL,
+     "Run collectives in the plugin (shared memory); false: point-to-point only, so the core's generic "
+     "algorithms run"},
+    {"fail_op", PLX_KEY_ENUM, NULL,
+     "allreduce|broadcast|reduce|allgather|reduce_scatter|gather|scatter|alltoall|barrier|send|recv|any",
+     "Fault injection: a collective name, send, recv or any"},
+    {"fail_after", PLX_KEY_UINT, "0", NULL, "Fault injection: the Nth matching operation fails (0: never)"},
+    {"fail_rank", PLX_KEY_INT, "-1", NULL, "Fault injection: the rank that fails (-1: every rank)"},
+    {"delay_rank", PLX_KEY_INT, "-1", NULL, "Delay this rank before each operation (-1: none)"},
+    {"delay_ms", PLX_KEY_DURATION, "0", NULL, "The delay (bare numbers: milliseconds)"},
+    {"absent_rank", PLX_KEY_INT, "-1", NULL, "This rank never joins (its comm_create fails), so the others time out"},
+    {NULL, 0, NULL, NULL, NULL},
 };
+
 
 static _Thread_local char last_error[256];
 
@@ -123,7 +128,7 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     c->rank = args->rank;
     c->size = args->size;
     c->timeout_ms = args->timeout_ms;
-    sim_config_read(&c->cfg);
+    sim_config_read(args->config, &c->cfg);
     if (c->cfg.absent_rank == c->rank) {
         free(c->small);
         free(c);
@@ -131,11 +136,7 @@ static int comm_create(const struct plx_comm_args *args, void **out)
                                "sim: rank %d is configured absent ([sim] absent_rank) and does not join",
                                args->rank);
     }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    plx_plugin_cond_init(&c->cv); /* CLOCK_MONOTONIC, as the deadlines */
     int rc = sim_world_join(args, c);
     if (rc == 0 && (rc = sim_worker_start(c)) != 0)
         sim_world_leave(c);
@@ -214,7 +215,7 @@ static const struct plx_backend sim_backend = {
     .name = "sim",
     .version = "0.1.0",
     .description = "in-process simulated world: ranks are threads (init mem://NAME)",
-    .params = params,
+    .keys = keys,
     .probe = probe,
     .get_caps = get_caps,
     .comm_create = comm_create,

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "plexus/backend.h"
+#include "plexus/plugin.h"
 
 extern const struct plx_host *sim_host;
 
@@ -115,7 +116,7 @@ int sim_worker_start(struct impl *c);
 void sim_worker_stop(struct impl *c);
 
 /* fault.c */
-void sim_config_read(struct sim_config *cfg);
+void sim_config_read(const struct plx_config *config, struct sim_config *cfg);
 /* Nonzero (an error status, message in *r) if this op should fail now. */
 int sim_fault_check(struct impl *c, const char *opname);
 void sim_fault_delay(struct impl *c);

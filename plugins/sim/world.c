@@ -51,11 +51,7 @@ static struct world *world_new(int size)
     }
     w->size = size;
     pthread_mutex_init(&w->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    plx_plugin_cond_init(&w->cv); /* CLOCK_MONOTONIC, as the deadlines */
     return w;
 }
 

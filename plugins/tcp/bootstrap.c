@@ -48,18 +48,17 @@ static int err(int status, const char *fmt, ...)
     return tcp__host->error(tcp__host->ctx, status, "%s", msg);
 }
 
-static int64_t config_int(const char *key, int64_t def)
+static int64_t config_int(const struct tcp_comm *c, const char *key, int64_t def)
 {
-    const char *v = tcp__host->config_get(tcp__host->ctx, key);
-    return v && *v ? strtoll(v, NULL, 0) : def;
+    return plx_plugin_config_int(tcp__host, c->config, key, def);
 }
 
 /* [tcp] address, else the first interface of [tcp] ifname (comma list) that
  * has an IPv4 address, else 127.0.0.1. */
-static int choose_address(struct in_addr *out)
+static int choose_address(const struct tcp_comm *c, struct in_addr *out)
 {
-    const char *addr = tcp__host->config_get(tcp__host->ctx, "address");
-    const char *ifn = tcp__host->config_get(tcp__host->ctx, "ifname");
+    const char *addr = plx_plugin_config_str(tcp__host, c->config, "address");
+    const char *ifn = plx_plugin_config_str(tcp__host, c->config, "ifname");
     if (addr && *addr) {
         if (inet_pton(AF_INET, addr, out) != 1)
             return err(PLX_ERR_CONFIG, "tcp: [tcp] address '%s' is not an IPv4 address", addr);
@@ -98,9 +97,9 @@ static int choose_address(struct in_addr *out)
                ifn, *have ? have : "none");
 }
 
-static void set_bufs(int fd)
+static void set_bufs(const struct tcp_comm *c, int fd)
 {
-    int snd = (int)config_int("sndbuf", 4 << 20), rcv = (int)config_int("rcvbuf", 4 << 20);
+    int snd = (int)config_int(c, "sndbuf", 4 << 20), rcv = (int)config_int(c, "rcvbuf", 4 << 20);
     if (snd > 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof snd);
     if (rcv > 0)
@@ -122,14 +121,14 @@ static int64_t left_ms(uint64_t deadline)
 
 /* Non-blocking connect with retries until the deadline (the listener exists
  * once the address is published, but SYNs can be lost or refused briefly). */
-static int dial(const struct sockaddr_in *to, uint64_t deadline, int *out)
+static int dial(const struct tcp_comm *c, const struct sockaddr_in *to, uint64_t deadline, int *out)
 {
     int last = ETIMEDOUT;
     for (;;) {
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
             return errno;
-        set_bufs(fd);
+        set_bufs(c, fd);
         int rc = connect(fd, (const struct sockaddr *)to, sizeof *to);
         if (rc && errno == EINPROGRESS) {
             struct pollfd pf = {fd, POLLOUT, 0};
@@ -157,12 +156,10 @@ static int dial(const struct sockaddr_in *to, uint64_t deadline, int *out)
 }
 
 /* The job secret, or NULL for the plain Gloo pair protocol. */
-static int job_secret(const char **out)
+static int job_secret(const struct tcp_comm *c, const char **out)
 {
-    const char *mode = tcp__host->config_get(tcp__host->ctx, "auth"), *s = getenv(PLX__AUTH_ENV);
+    const char *mode = plx_plugin_config_str(tcp__host, c->config, "auth"), *s = getenv(PLX__AUTH_ENV);
     *out = NULL;
-    if (mode && *mode && strcasecmp(mode, "auto") && strcasecmp(mode, "on") && strcasecmp(mode, "off"))
-        return err(PLX_ERR_CONFIG, "tcp: [tcp] auth = '%s': expected auto, on or off", mode);
     if (mode && !strcasecmp(mode, "off"))
         return 0;
     if (!s || !*s) {
@@ -499,11 +496,12 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
     int P = c->size, r = c->rank, rc = 0;
     struct in_addr ip;
     struct mesh m = {.c = c, .args = a, .blame = -1};
-    if ((rc = choose_address(&ip)) != 0 || (rc = job_secret(&m.secret)) != 0)
+    if ((rc = choose_address(c, &ip)) != 0 || (rc = job_secret(c, &m.secret)) != 0)
         return rc;
-    int64_t conn_ms = config_int("connect_timeout_ms", a->timeout_ms);
-    m.auth_ms = config_int("auth_timeout_ms", 10000);
-    m.max_shakes = config_int("max_handshakes", 8);
+    /* Durations come in nanoseconds. */
+    int64_t conn_ms = config_int(c, "connect_timeout_ms", a->timeout_ms * 1000000) / 1000000;
+    m.auth_ms = config_int(c, "auth_timeout_ms", (int64_t)10000 * 1000000) / 1000000;
+    m.max_shakes = config_int(c, "max_handshakes", 8);
     if (m.max_shakes < 1)
         m.max_shakes = 1;
     m.lfd = malloc(sizeof(int) * (size_t)P);
@@ -528,7 +526,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
         socklen_t sl = sizeof sa;
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd >= 0)
-            set_bufs(fd); /* accepted sockets inherit them */
+            set_bufs(c, fd); /* accepted sockets inherit them */
         if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, m.secret ? 16 : 1) ||
             getsockname(fd, (struct sockaddr *)&sa, &sl)) {
             char ipt[INET_ADDRSTRLEN];
@@ -606,7 +604,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
         if (cmp > 0) {
             close(m.lfd[i]);
             m.lfd[i] = -1;
-            int fd = -1, e = dial(&peer, deadline, &fd);
+            int fd = -1, e = dial(c, &peer, deadline, &fd);
             if (e) {
                 m.blame = i;
                 rc = err(e == ETIMEDOUT ? PLX_ERR_TIMEOUT : PLX_ERR_PEER_LOST,

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,22 +108,18 @@ static int comm_create(const struct plx_comm_args *a, void **out)
      * between looks: the peer that shares it runs at once instead of after
      * a sleep and a wake-up (4 ranks on 2 cores, 8 B allreduce, 4000-op
      * runs: 61-72 us without spinning, 47-55 us with it). */
-    const char *bp = host->config_get(host->ctx, "busy_poll_us");
+    c->config = a->config;
+    int64_t bp = plx_plugin_config_int(host, c->config, "busy_poll_us", -1); /* ns; -1: auto */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     c->spin_yield = a->local_size > 0 && cores > 0 && cores < a->local_size;
-    if (bp && *bp && strcmp(bp, "auto"))
-        c->busy_poll_us = atoi(bp);
+    if (bp >= 0)
+        c->busy_poll_us = (int)(bp / 1000);
     else
         c->busy_poll_us = c->spin_yield ? 2000 : a->local_size > 0 ? 1000 : 0;
-    const char *me = host->config_get(host->ctx, "max_early_bytes");
-    long long max_early = me && *me ? atoll(me) : 0;
+    int64_t max_early = plx_plugin_config_int(host, c->config, "max_early_bytes", (int64_t)256 << 20);
     c->max_early_bytes = max_early > 0 ? (size_t)max_early : (size_t)256 << 20;
     pthread_mutex_init(&c->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    plx_plugin_cond_init(&c->cv); /* CLOCK_MONOTONIC, as the deadlines */
     c->ep = epoll_create1(EPOLL_CLOEXEC);
     c->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -220,15 +217,21 @@ static int post(void *comm, const struct plx_p2p_args *a, void **out, int is_sen
                            is_send ? "send to" : "receive from", a->peer, c->size);
     if (a->bytes && !a->buf)
         return host->error(host->ctx, PLX_ERR_INVALID_ARG, "tcp: NULL buffer for %zu bytes", a->bytes);
-    struct tcp_req *r = calloc(1, sizeof *r);
-    if (!r)
+    pthread_mutex_lock(&c->mu);
+    struct tcp_req *r = c->req_pool;
+    if (r) {
+        c->req_pool = r->next;
+        memset(r, 0, offsetof(struct tcp_req, err)); /* err is written before it is read */
+        r->next = NULL;
+    } else if (!(r = calloc(1, sizeof *r))) {
+        pthread_mutex_unlock(&c->mu);
         return host->error(host->ctx, PLX_ERR_NOMEM, "tcp: out of memory");
+    }
     r->is_send = is_send;
     r->peer = a->peer < 0 ? -1 : a->peer;
     r->slot = a->tag;
     r->buf = a->buf;
     r->bytes = a->bytes;
-    pthread_mutex_lock(&c->mu);
     int rc;
     if (c->broken)
         rc = host->error(host->ctx, c->broken_status, "%s", c->lost_msg);
@@ -237,8 +240,9 @@ static int post(void *comm, const struct plx_p2p_args *a, void **out, int is_sen
     else
         rc = is_send ? tcp__post_send(c, r) : tcp__post_recv(c, r);
     if (rc && r->linked == 0) {
+        r->next = c->req_pool;
+        c->req_pool = r;
         pthread_mutex_unlock(&c->mu);
-        free(r);
         return rc;
     }
     pthread_mutex_unlock(&c->mu);
@@ -324,39 +328,41 @@ static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
     pthread_cond_broadcast(&c->cv); /* a thread waiting meanwhile may lead now */
 }
 
-static int wait_req(void *comm, void *req, int64_t timeout_ms)
+/* Wait for req until deadline_ns (absolute, host->clock_ns; UINT64_MAX:
+ * none), leading the reads while no other thread does. */
+static int wait_until(void *comm, void *req, uint64_t deadline_ns)
 {
     struct tcp_comm *c = comm;
     struct tcp_req *r = req;
     if (atomic_load_explicit(&r->done, memory_order_acquire))
         return finish(r);
-    uint64_t deadline_ns = host->clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
-    if (timeout_ms == PLX_TIMEOUT_INFINITE)
-        deadline_ns = UINT64_MAX;
+    uint64_t t0 = host->clock_ns();
     pthread_mutex_lock(&c->mu);
     int done;
     while (!(done = atomic_load(&r->done))) {
-        uint64_t now = host->clock_ns();
-        if (now >= deadline_ns)
+        if (host->clock_ns() >= deadline_ns)
             break;
         if (!c->leader && !c->broken) {
             lead(c, r, deadline_ns);
             continue;
         }
         /* Another thread leads: it (or the I/O thread) completes r and signals. */
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t left = deadline_ns - now, ns = (uint64_t)ts.tv_nsec + (left > 3600000000000u ? 3600000000000u : left);
-        ts.tv_sec += (time_t)(ns / 1000000000u);
-        ts.tv_nsec = (long)(ns % 1000000000u);
-        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        plx_plugin_cond_wait_until(&c->cv, &c->mu, deadline_ns);
     }
     pthread_mutex_unlock(&c->mu);
     if (done)
         return finish(r);
-    return host->error(host->ctx, PLX_ERR_TIMEOUT, "tcp: rank %d waited %lld ms to %s rank %d (slot %#llx)", c->rank,
-                       (long long)timeout_ms, r->is_send ? "send to" : "receive from", r->peer,
-                       (unsigned long long)r->slot);
+    return host->error(host->ctx, PLX_ERR_TIMEOUT, "tcp: rank %d waited %llu ms to %s rank %d (slot %#llx)", c->rank,
+                       (unsigned long long)((host->clock_ns() - t0) / 1000000u), r->is_send ? "send to" : "receive from",
+                       r->peer, (unsigned long long)r->slot);
+}
+
+/* The ABI 1.0 wait: a timeout in ms (PLX_TIMEOUT_INFINITE: none). */
+static int wait_req(void *comm, void *req, int64_t timeout_ms)
+{
+    uint64_t deadline_ns = timeout_ms == PLX_TIMEOUT_INFINITE ? UINT64_MAX
+                           : host->clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
+    return wait_until(comm, req, deadline_ns);
 }
 
 static void req_free(void *comm, void *req)
@@ -364,24 +370,37 @@ static void req_free(void *comm, void *req)
     struct tcp_comm *c = comm;
     struct tcp_req *r = req;
     pthread_mutex_lock(&c->mu);
-    if (r->linked)
-        tcp__cancel(c, r);
-    else
-        free(r);
+    if (r->linked) {
+        tcp__cancel(c, r); /* freed when the last list or frame lets go of it */
+    } else {
+        r->next = c->req_pool;
+        c->req_pool = r;
+    }
     pthread_mutex_unlock(&c->mu);
 }
 
-static const struct plx_param params[] = {
-    {"address", "", "IPv4 address to listen on and publish (overrides ifname)"},
-    {"ifname", "", "network interface(s) to use, comma list: the first with an IPv4 address (default 127.0.0.1)"},
-    {"sndbuf", "4194304", "SO_SNDBUF in bytes (0: kernel autotuning)"},
-    {"rcvbuf", "4194304", "SO_RCVBUF in bytes (0: kernel autotuning)"},
-    {"connect_timeout_ms", "", "limit for the rendezvous and connections (default: the communicator's timeout)"},
-    {"max_early_bytes", "268435456", "most bytes of eager messages kept per peer for receives not yet posted; more drops that peer"},
-    {"busy_poll_us", "auto",
-     "spin this long (us) in wait() before sleeping, yielding the core between looks when local ranks outnumber "
-     "cores; auto: 1000 when every local rank has a core, 2000 when they outnumber the cores"},
-    {NULL, NULL, NULL},
+/* Every key tcp reads, typed: the core checks values where they are set. */
+static const struct plx_key keys[] = {
+    {"address", PLX_KEY_STRING, NULL, NULL, "IPv4 address to listen on and publish (overrides ifname)"},
+    {"ifname", PLX_KEY_LIST, NULL, NULL,
+     "network interface(s) to use, comma list: the first with an IPv4 address (default 127.0.0.1)"},
+    {"sndbuf", PLX_KEY_SIZE, "4M", NULL, "SO_SNDBUF in bytes (0: kernel autotuning)"},
+    {"rcvbuf", PLX_KEY_SIZE, "4M", NULL, "SO_RCVBUF in bytes (0: kernel autotuning)"},
+    {"connect_timeout_ms", PLX_KEY_DURATION, NULL, NULL,
+     "limit for the rendezvous and connections (default: the communicator's timeout)"},
+    {"max_early_bytes", PLX_KEY_SIZE, "256M", NULL,
+     "most bytes of eager messages kept per peer for receives not yet posted; more drops that peer"},
+    {"busy_poll_us", PLX_KEY_DURATION, "auto", "auto",
+     "spin this long (bare numbers: us) in wait() before sleeping, yielding the core between looks when local "
+     "ranks outnumber cores; auto: 1000 when every local rank has a core, 2000 when they outnumber the cores"},
+    {"auth", PLX_KEY_ENUM, "auto", "auto|on|off",
+     "authenticate peers with the job secret PLEXUS_JOB_SECRET: auto when it is set, on requires it, off speaks "
+     "the plain Gloo pair protocol"},
+    {"auth_timeout_ms", PLX_KEY_DURATION, "10000", NULL,
+     "a connection that has not completed the handshake within this long is dropped (and logged)"},
+    {"max_handshakes", PLX_KEY_UINT, "8", NULL,
+     "most handshakes in progress at once on a listener; further connections wait until those end"},
+    {NULL, 0, NULL, NULL, NULL},
 };
 
 static const struct plx_backend tcp_backend = {
@@ -390,7 +409,7 @@ static const struct plx_backend tcp_backend = {
     .name = "tcp",
     .version = "0.2.0",
     .description = "TCP sockets speaking Gloo's pair protocol; collectives from the core",
-    .params = params,
+    .keys = keys,
     .probe = probe,
     .get_caps = get_caps,
     .comm_create = comm_create,
@@ -402,13 +421,8 @@ static const struct plx_backend tcp_backend = {
     .wait = wait_req,
     .req_free = req_free,
     .comm_losses = comm_losses,
+    .wait_until = wait_until,
 };
 
-PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)
-{
-    host = h;
-    if (*minor > PLX_ABI_MINOR)
-        *minor = PLX_ABI_MINOR;
-    *out = &tcp_backend;
-    return 0;
-}
+/* ABI 1.3 at least: tcp reads its keys typed, through the communicator's view. */
+PLX_PLUGIN_ENTRY(tcp_backend, tcp__host, 3)

@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 
 #include "plexus/backend.h"
+#include "plexus/plugin.h"
 
 #define TCP_ADDR_BYTES 136
 #define TCP_HDR_BYTES 48
@@ -70,6 +71,7 @@ struct tcp_req {
 struct tcp_early {
     char *data;
     size_t len;
+    size_t cap;            /* bytes data can hold (records are reused) */
     struct tcp_early *next;
 };
 
@@ -102,6 +104,10 @@ struct tcp_peer {
     char addr[64];       /* the peer's published "ip:port" */
     struct tcp_slot *slots[TCP_SLOT_BUCKETS];
     struct tcp_frame *tx, *tx_tail;
+    struct tcp_slot *slot_pool;   /* released slots, frames and early records, for reuse (with mu) */
+    struct tcp_frame *frame_pool;
+    struct tcp_early *early_pool;
+    int early_pooled;
     uint32_t ev_mask;    /* events registered with epoll */
     /* receive state */
     unsigned char hdr[TCP_HDR_BYTES];
@@ -119,6 +125,7 @@ struct tcp_peer {
 };
 
 struct tcp_comm {
+    const struct plx_config *config; /* the communicator's configuration (core-owned) */
     int rank, size;
     int64_t timeout_ms;
     int busy_poll_us;
@@ -128,6 +135,9 @@ struct tcp_comm {
     pthread_cond_t cv;
     struct tcp_peer *peers;
     struct tcp_req *any, *any_tail; /* unbound receives from any source */
+    /* Records kept for reuse (with mu), so a message in steady state
+     * allocates nothing: requests here, slots and frames per peer. */
+    struct tcp_req *req_pool;
     int ep, evfd;
     pthread_t io;
     int io_started, stop;

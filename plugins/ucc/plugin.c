@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "plexus/backend.h"
+#include "plexus/plugin.h"
 #include "ucc_api.h"
 
 static const struct plx_host *host;
@@ -23,17 +24,6 @@ static struct {
 #undef UCC_FIELD
 } u;
 
-static _Thread_local char last_error[256];
-
-static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return host->error(host->ctx, status, "%s", last_error);
-}
 
 static const char *serr(ucc_status_t s)
 {
@@ -107,13 +97,13 @@ static int init_lib(void)
     ucc_lib_config_h cfg;
     ucc_status_t s = u.ucc_lib_config_read(NULL, NULL, &cfg);
     if (s != UCC_OK)
-        return fail(PLX_ERR_SYSTEM, "ucc: ucc_lib_config_read: %s", serr(s));
+        return plx_plugin_error(host, PLX_ERR_SYSTEM, "ucc: ucc_lib_config_read: %s", serr(s));
     ucc_lib_params_t p = {.mask = UCC_LIB_PARAM_FIELD_THREAD_MODE, .thread_mode = UCC_THREAD_MULTIPLE};
     s = u.ucc_init_version(PLX_UCC_API_MAJOR, PLX_UCC_API_MINOR, &p, cfg, &lib);
     u.ucc_lib_config_release(cfg);
     if (s != UCC_OK) {
         lib = NULL;
-        return fail(PLX_ERR_SYSTEM, "ucc: ucc_init_version: %s", serr(s));
+        return plx_plugin_error(host, PLX_ERR_SYSTEM, "ucc: ucc_init_version: %s", serr(s));
     }
     return 0;
 }
@@ -193,12 +183,12 @@ static int comm_create(const struct plx_comm_args *a, void **out)
 {
     char reason[256];
     if (load(reason, sizeof reason) != PLX_PROBE_USABLE)
-        return fail(PLX_ERR_UNAVAILABLE, "ucc: %s", reason);
+        return plx_plugin_error(host, PLX_ERR_UNAVAILABLE, "ucc: %s", reason);
     if (!a->store)
-        return fail(PLX_ERR_INVALID_USAGE, "ucc: needs a rendezvous store for its out-of-band exchange");
+        return plx_plugin_error(host, PLX_ERR_INVALID_USAGE, "ucc: needs a rendezvous store for its out-of-band exchange");
     struct impl *c = calloc(1, sizeof *c);
     if (!c)
-        return fail(PLX_ERR_NOMEM, "ucc: out of memory");
+        return plx_plugin_error(host, PLX_ERR_NOMEM, "ucc: out of memory");
     c->rank = a->rank;
     c->size = a->size;
     c->timeout_ms = a->timeout_ms;
@@ -211,7 +201,7 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     ucc_context_config_h cfg = NULL;
     ucc_status_t s = UCC_OK;
     if (!rc && (s = u.ucc_context_config_read(lib, NULL, &cfg)) != UCC_OK)
-        rc = fail(PLX_ERR_SYSTEM, "ucc: ucc_context_config_read: %s", serr(s));
+        rc = plx_plugin_error(host, PLX_ERR_SYSTEM, "ucc: ucc_context_config_read: %s", serr(s));
     if (!rc) {
         ucc_context_params_t cp;
         memset(&cp, 0, sizeof cp);
@@ -221,7 +211,7 @@ static int comm_create(const struct plx_comm_args *a, void **out)
         s = u.ucc_context_create(lib, &cp, cfg, &c->ctx);
         u.ucc_context_config_release(cfg);
         if (s != UCC_OK)
-            rc = fail(PLX_ERR_SYSTEM, "ucc: rank %d: ucc_context_create: %s", a->rank, serr(s));
+            rc = plx_plugin_error(host, PLX_ERR_SYSTEM, "ucc: rank %d: ucc_context_create: %s", a->rank, serr(s));
     }
     if (!rc) {
         ucc_team_params_t tp;
@@ -238,10 +228,10 @@ static int comm_create(const struct plx_comm_args *a, void **out)
             u.ucc_context_progress(c->ctx); /* team creation hangs without progress */
         }
         if (s == UCC_INPROGRESS)
-            rc = fail(PLX_ERR_TIMEOUT, "ucc: rank %d: team not created after %lld ms", a->rank,
+            rc = plx_plugin_error(host, PLX_ERR_TIMEOUT, "ucc: rank %d: team not created after %lld ms", a->rank,
                       (long long)a->timeout_ms);
         else if (s != UCC_OK)
-            rc = fail(PLX_ERR_SYSTEM, "ucc: rank %d: team creation: %s", a->rank, serr(s));
+            rc = plx_plugin_error(host, PLX_ERR_SYSTEM, "ucc: rank %d: team creation: %s", a->rank, serr(s));
     }
     pthread_mutex_unlock(&lib_mu);
     if (rc) {
@@ -288,12 +278,6 @@ static int uop(int op)
     return ops[op];
 }
 
-static size_t esize(int dt)
-{
-    static const size_t s[PLX_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-    return s[dt];
-}
-
 static void info(ucc_coll_buffer_info_t *i, const void *buf, size_t count, int dt, int mem)
 {
     i->buffer = (void *)buf;
@@ -306,8 +290,8 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
 {
     struct impl *c = comm;
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-        return fail(PLX_ERR_ABORTED, "ucc: communicator aborted");
-    size_t n = a->count, P = (size_t)c->size, me = (size_t)c->rank, es = esize(a->dtype);
+        return plx_plugin_error(host, PLX_ERR_ABORTED, "ucc: communicator aborted");
+    size_t n = a->count, P = (size_t)c->size, me = (size_t)c->rank, es = plx_plugin_dtype_size(a->dtype);
     ucc_coll_args_t ca;
     memset(&ca, 0, sizeof ca);
     ca.mask = UCC_COLL_ARGS_FIELD_FLAGS;
@@ -316,7 +300,7 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     ca.op = uop(a->op);
     struct req *q = calloc(1, sizeof *q);
     if (!q)
-        return fail(PLX_ERR_NOMEM, "ucc: out of memory");
+        return plx_plugin_error(host, PLX_ERR_NOMEM, "ucc: out of memory");
     const void *s = a->send;
     void *r = a->recv;
     switch (a->coll) {
@@ -340,7 +324,7 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     if (inplace && a->coll != PLX_COLL_BROADCAST && a->coll != PLX_COLL_BARRIER && sbytes) {
         if (!(q->tmp = malloc(sbytes))) {
             free(q);
-            return fail(PLX_ERR_NOMEM, "ucc: out of memory");
+            return plx_plugin_error(host, PLX_ERR_NOMEM, "ucc: out of memory");
         }
         memcpy(q->tmp, s, sbytes);
         s = q->tmp;
@@ -394,7 +378,7 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     if (st != UCC_OK) {
         free(q->tmp);
         free(q);
-        return fail(st == -1 ? PLX_ERR_UNSUPPORTED : PLX_ERR_SYSTEM, "ucc: posting a collective: %s", serr(st));
+        return plx_plugin_error(host, st == -1 ? PLX_ERR_UNSUPPORTED : PLX_ERR_SYSTEM, "ucc: posting a collective: %s", serr(st));
     }
     *out = q;
     return 0;
@@ -413,9 +397,9 @@ static int test(void *comm, void *req, int *done)
             q->done = 1;
             if (st == UCC_OK && q->copy_bytes)
                 memcpy(q->copy_to, q->copy_from, q->copy_bytes);
-            q->status = st == UCC_OK ? 0 : fail(PLX_ERR_SYSTEM, "ucc: collective failed: %s", serr(st));
+            q->status = st == UCC_OK ? 0 : plx_plugin_error(host, PLX_ERR_SYSTEM, "ucc: collective failed: %s", serr(st));
         } else if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
-            return fail(PLX_ERR_ABORTED, "ucc: communicator aborted");
+            return plx_plugin_error(host, PLX_ERR_ABORTED, "ucc: communicator aborted");
         }
     }
     *done = q->done;

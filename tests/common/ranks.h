@@ -4,6 +4,7 @@
 #define PLEXUS_TEST_RANKS_H
 
 #include "plexus/plexus.h"
+#include "check.h" /* CHECK, for every test that runs ranks */
 
 struct rank_ctx {
     struct plx_comm *comm;
@@ -18,13 +19,5 @@ struct rank_ctx {
 int run_ranks(int size, const char *backend, const char *const *overrides, int64_t timeout_ms,
               int (*fn)(struct rank_ctx *ctx, int init_status), void *arg);
 
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-                    plx_last_error());                                                   \
-            failures++;                                                                  \
-        }                                                                                \
-    } while (0)
 
 #endif

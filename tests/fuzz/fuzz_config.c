@@ -1,5 +1,5 @@
 /* fuzz_config.c - the INI configuration (core/config.c) fed as the files,
- * variables and options a user would write, through plx__config_load.
+ * variables and options a user would write, through plx__config_open.
  *
  * The input is up to five parts separated by NUL bytes:
  *   0  DIR/plexus.ini
@@ -17,7 +17,8 @@
  * through the typed getter without an error.
  *
  * The config never frees the strings it hands out (plugins keep them), so a
- * long run grows by what each input adds; that is by design, not a leak. */
+ * long run grows by what each input adds; that is by design, not a leak.
+ * A communicator's options (parts 3 and 4) are its own view, freed with it. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -132,13 +133,15 @@ static void unset_env(char **names)
     free_lines(names);
 }
 
-static void check_loaded(void)
+static void check_loaded(const struct plx_config *view)
 {
-    size_t n = plx__config_entry_count();
+    size_t n = plx__config_entry_count(view);
+    const struct plx_config *outer = plx__config_use(view);
     for (size_t i = 0; i < n; i++) {
-        const char *section, *key, *value, *origin, *help;
-        FUZZ_CHECK(plx__config_entry_at(i, &section, &key, &value, &origin, &help) == 0);
-        FUZZ_CHECK(section && key && help);
+        struct plx__config_entry e;
+        FUZZ_CHECK(plx__config_entry_at(view, i, &e) == 0);
+        const char *section = e.section, *key = e.key, *value = e.value, *origin = e.origin;
+        FUZZ_CHECK(section && key && e.help && e.type);
         if (!value)
             continue;
         FUZZ_CHECK(origin && origin[0]);
@@ -146,18 +149,19 @@ static void check_loaded(void)
         if (!k || strcmp(k->section, "core"))
             continue;
         /* Validated at load time, so the typed getters must accept it. */
-        if (k->type == PLX__KEY_INT) {
+        if (k->type == PLX_KEY_UINT || k->type == PLX_KEY_SIZE || k->type == PLX_KEY_DURATION) {
             int64_t v;
             FUZZ_CHECK(plx__config_get_int(section, key, 0, &v) == 0 && v >= 0);
-        } else if (k->type == PLX__KEY_BOOL) {
+        } else if (k->type == PLX_KEY_BOOL) {
             int b;
             FUZZ_CHECK(plx__config_get_bool(section, key, 0, &b) == 0);
         }
     }
     for (size_t i = 0; i < plx__config_dropin_count(); i++) {
         const struct plx__dropin *d = plx__config_dropin(i);
-        FUZZ_CHECK(d && d->section && d->file && d->library);
+        FUZZ_CHECK(d && d->section && d->file && (d->library || d->alias));
     }
+    plx__config_use(outer);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -184,9 +188,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     plx__err_clear();
     plx__config_reset();
-    int rc = plx__config_load(&opt);
+    struct plx_config *view = NULL;
+    int rc = plx__config_open(&opt, &view);
     if (rc == 0) {
-        check_loaded();
+        check_loaded(view);
+        plx__config_release(view);
     } else {
         FUZZ_CHECK(rc == PLX_ERR_CONFIG || rc == PLX_ERR_NOMEM);
         const char *e = plx_last_error();

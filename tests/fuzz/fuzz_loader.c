@@ -86,7 +86,7 @@ static void setup(void)
     unsetenv("PLEXUS_CONFIG");
     unsetenv("PLEXUS_BACKEND");
     plx__config_reset();
-    FUZZ_CHECK(plx__config_load(NULL) == 0);
+    FUZZ_CHECK(plx__config_load() == 0);
     /* Most inputs make a broken backend, which the loader reports at WARN:
      * quiet by default (PLEXUS_CORE_LOG_LEVEL=warn shows them). */
     if (!getenv("PLEXUS_CORE_LOG_LEVEL"))

@@ -1,7 +1,8 @@
 #!/bin/sh
 # plexus-info on the build tree: sim is listed usable; an unknown backend
 # exits non-zero with the list of known names; --config shows origins;
-# etc/plexus.ini is exactly what --sample-config prints (no drift).
+# etc/plexus.ini is exactly what --sample-config prints (no drift); tcp's
+# keys (all of them, typed) are listed.
 set -u
 info="$1"
 src="$2"
@@ -18,6 +19,17 @@ PLEXUS_CORE_TIMEOUT_MS=1234 "$info" --config | grep -q "core.timeout_ms = 1234 *
     { echo "--config lacks the env origin"; fail=1; }
 "$info" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert any(b["name"]=="sim" and b["usable"] for b in d["backends"])' ||
     { echo "--json is not valid or lacks sim"; fail=1; }
+# Every key tcp reads is declared (typed), so both listings show it.
+if "$info" --backend tcp >/dev/null 2>&1; then
+    cfg=$("$info" --config)
+    keys=$("$info" --backend tcp)
+    for k in auth auth_timeout_ms max_handshakes busy_poll_us max_early_bytes; do
+        echo "$cfg" | grep -q "^tcp\.$k = .*# default (" || { echo "--config lacks tcp.$k"; fail=1; }
+        echo "$keys" | grep -q "^ *\(keys: *\)\?$k *=" || { echo "--backend tcp lacks the key $k"; fail=1; }
+    done
+    PLEXUS_TCP_AUTH_TIMEOUT_MS=2s "$info" --config | grep -q "^tcp.auth_timeout_ms = 2s *# env PLEXUS_TCP_AUTH_TIMEOUT_MS (duration)" ||
+        { echo "--config lacks tcp.auth_timeout_ms from the environment"; fail=1; }
+fi
 "$info" --sample-config | diff -u "$src/etc/plexus.ini" - || { echo "etc/plexus.ini differs from --sample-config"; fail=1; }
 [ $fail = 0 ] && echo "plexus-info checks passed"
 exit $fail

@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define PLX_ABI_MAJOR 1
-#define PLX_ABI_MINOR 2
+#define PLX_ABI_MINOR 3
 
 /* The entry symbol of ABI major 1. */
 #define PLX_BACKEND_ENTRY_V1 plx_backend_entry_v1
@@ -117,6 +117,38 @@ struct plx_param {
     const char *help;
 };
 
+/* ABI 1.3: the type of a configuration key. The core validates every value
+ * once, where it is read (a file's line, a variable, an API option), and
+ * refuses a bad one with its origin; a plugin reads values already checked. */
+enum plx_key_type {
+    PLX_KEY_STRING = 0,   /* any text */
+    PLX_KEY_BOOL = 1,     /* true or false (on/off, yes/no, 1/0 mean the same) */
+    PLX_KEY_INT = 2,      /* a decimal integer, may be negative */
+    PLX_KEY_UINT = 3,     /* a non-negative decimal integer */
+    PLX_KEY_SIZE = 4,     /* bytes: 4096, 64K, 16M, 2G (powers of 1024) */
+    PLX_KEY_DURATION = 5, /* 250ms, 30s, 2m, 100us, 5ns, 1h; a bare number is in the
+                             unit the key's name ends with (_ns, _us, _ms, _s), else ms */
+    PLX_KEY_ENUM = 6,     /* one of choices ("a|b|c") */
+    PLX_KEY_LIST = 7,     /* comma-separated, no empty item; choices, if set, the allowed items */
+};
+
+/* ABI 1.3: one configuration key a backend reads, with its type. Arrays of
+ * these end with a {NULL} entry. For INT, UINT, SIZE and DURATION, choices
+ * may name words accepted besides numbers ("auto"). */
+struct plx_key {
+    const char *key;
+    int32_t type;              /* enum plx_key_type */
+    const char *default_value; /* NULL: unset unless configured */
+    const char *choices;       /* ENUM, LIST: "a|b|c"; else extra words or NULL */
+    const char *help;
+};
+
+/* ABI 1.3: a communicator's configuration (core-owned, opaque): the process
+ * layers (files, drop-ins, variables) under the options that communicator
+ * was created with. Valid until comm_destroy returns. NULL in the getters
+ * means the process layers alone (probe, or a plugin-wide setting). */
+struct plx_config;
+
 /* The bootstrap key-value store of one communicator (core-owned, opaque).
  * Keys are already namespaced by the communicator's name. */
 struct plx_store;
@@ -152,6 +184,17 @@ struct plx_host {
     int (*store_add)(struct plx_store *s, const char *key, int64_t delta, int64_t *result);
     int (*store_wait)(struct plx_store *s, const char *const *keys, size_t nkeys, int64_t timeout_ms);
     void (*free)(void *p);
+
+    /* ---- ABI 1.3 ---- */
+    /* Typed reads of key in the backend's section through cfg (see struct
+     * plx_config). The value was validated against the backend's keys; an
+     * unset key gives its declared default; 0, or PLX_ERR_NOT_FOUND when
+     * neither is set (*out untouched). config_str's pointer lives as long as
+     * cfg. Durations come in nanoseconds, sizes in bytes; a word from the
+     * key's choices (such as "auto") reads as -1 through config_int. */
+    int (*config_str)(void *ctx, const struct plx_config *cfg, const char *key, const char **out);
+    int (*config_bool)(void *ctx, const struct plx_config *cfg, const char *key, int *out);
+    int (*config_int)(void *ctx, const struct plx_config *cfg, const char *key, int64_t *out);
 };
 
 /* What comm_create gets. Borrowed: valid during the call (copy what you keep),
@@ -165,6 +208,8 @@ struct plx_comm_args {
     const char *name;        /* unique per communicator, identical on members */
     struct plx_store *store; /* namespaced by name */
     int64_t timeout_ms;      /* default timeout for blocking steps */
+    /* ---- ABI 1.3 ---- */
+    const struct plx_config *config; /* this communicator's configuration; valid until comm_destroy */
 };
 
 /* A native collective. Borrowed during the call; buffers until completion. */
@@ -260,6 +305,18 @@ struct plx_backend {
      * that failed by a loss or a timeout: such a failure is often the echo
      * of a rank that died in the relative, and the line names that rank. */
     int (*comm_losses)(void *comm, char *msg, size_t len);
+
+    /* ---- ABI 1.3 ---- */
+    /* The keys of the backend's section, typed (NULL-terminated); when set,
+     * the core validates them and ignores params. A key not listed here nor
+     * common to every section (library, priority, enabled, alias) is an error. */
+    const struct plx_key *keys;
+    /* Optional: wait for req until deadline_ns, an absolute time on the
+     * host's clock_ns (CLOCK_MONOTONIC; UINT64_MAX: no deadline). Returns
+     * the request's status once done, PLX_ERR_TIMEOUT leaving it pending
+     * once the deadline passed, PLX_ERR_ABORTED when comm_abort ran. With
+     * PLX_CAP_ABORT the core makes one call per wait (no slices). */
+    int (*wait_until)(void *comm, void *req, uint64_t deadline_ns);
 };
 
 typedef int (*plx_backend_entry_v1_fn)(const struct plx_host *host, uint32_t *abi_minor_inout,

@@ -74,6 +74,8 @@ struct plx_config_entry {
     const char *origin; /* "default", "/etc/plexus/plexus.ini:12",
                            "env PLEXUS_CORE_TIMEOUT_MS", "option" */
     const char *help;   /* "" for keys no table describes */
+    /* ---- appended with backend ABI 1.3; older callers pass a smaller struct_size ---- */
+    const char *type;   /* "string", "bool", "int", "uint", "size", "duration", "enum", "list" */
 };
 PLX_API size_t plx_config_count(void);
 PLX_API int plx_config_entry(size_t i, struct plx_config_entry *out);

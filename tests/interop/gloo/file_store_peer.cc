@@ -34,17 +34,9 @@ extern "C" {
 #include "store.h"
 #include "store_file.h"
 }
+#include "check.h"
 
 static int failures;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (plexus: %s)\n", __FILE__, __LINE__, #c, \
-                    plx_last_error());                                            \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
-
 static std::vector<char> pattern(size_t n, unsigned seed)
 {
     std::vector<char> v(n);

@@ -24,16 +24,10 @@
 extern "C" {
 #include "plexus/backend.h"
 }
+#define CHECK_DETAIL() "-" /* not linked to libplexus: the plugin is dlopened */
+#include "check.h"
 
 static int failures;
-#define CHECK(c)                                                                   \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);  \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
-
 // ---- two implementations of one tiny p2p interface -----------------------
 
 struct Peer {

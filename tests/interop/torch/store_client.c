@@ -13,17 +13,9 @@
 #include "host.h"
 #include "plexus/plexus.h"
 #include "store.h"
+#include "check.h"
 
 static int failures;
-#define CHECK(cond)                                                                                  \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-                    plx_last_error());                                                               \
-            failures++;                                                                              \
-        }                                                                                            \
-    } while (0)
-
 static int get_is(struct plx_store *s, const char *key, const void *want, size_t n)
 {
     void *v = NULL;

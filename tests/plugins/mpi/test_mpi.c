@@ -13,17 +13,18 @@
 #include <time.h>
 
 #include "check_values.h"
+static const char *rank_prefix(void);
+#define CHECK_WHO() rank_prefix()
+#include "check.h"
 
 static int P, me, failures;
 
-#define CHECK(cond)                                                                                      \
-    do {                                                                                                 \
-        if (!(cond)) {                                                                                   \
-            fprintf(stderr, "rank %d: %s:%d: CHECK failed: %s (last error: %s)\n", me, __FILE__, __LINE__, \
-                    #cond, plx_last_error());                                                            \
-            failures++;                                                                                  \
-        }                                                                                                \
-    } while (0)
+static const char *rank_prefix(void)
+{
+    static _Thread_local char buf[32];
+    snprintf(buf, sizeof buf, "rank %d: ", me);
+    return buf;
+}
 
 static int is_reduction(int coll)
 {

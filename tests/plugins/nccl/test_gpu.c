@@ -13,6 +13,7 @@
 
 #include "plexus/info.h"
 #include "plexus/plexus.h"
+#include "check.h"
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -21,14 +22,6 @@ static CUresult (*memalloc)(CUdeviceptr *, size_t), (*memfree)(CUdeviceptr), (*h
     (*stream_wait_value)(void *, CUdeviceptr, unsigned, unsigned);
 static int P, failures;
 static char world[64];
-
-#define CHECK(c)                                                                                    \
-    do {                                                                                            \
-        if (!(c)) {                                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (%s)\n", __FILE__, __LINE__, #c, plx_last_error()); \
-            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);                                     \
-        }                                                                                           \
-    } while (0)
 
 static int run(struct plx_comm *c, int coll, size_t n, CUdeviceptr s, CUdeviceptr r)
 {

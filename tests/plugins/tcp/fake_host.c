@@ -65,6 +65,38 @@ static const char *h_config(void *ctx, const char *key)
     return getenv(name);
 }
 
+/* ABI 1.3's typed reads, from the same variables: bare numbers in the unit
+ * the key's name ends with, as the core reads them (durations in ns). */
+static int h_config_str(void *ctx, const struct plx_config *cfg, const char *key, const char **out)
+{
+    (void)cfg;
+    const char *v = h_config(ctx, key);
+    if (!v)
+        return PLX_ERR_NOT_FOUND;
+    *out = v;
+    return 0;
+}
+
+static int h_config_int(void *ctx, const struct plx_config *cfg, const char *key, int64_t *out)
+{
+    const char *v;
+    if (h_config_str(ctx, cfg, key, &v) != 0)
+        return PLX_ERR_NOT_FOUND;
+    size_t n = strlen(key);
+    int64_t unit = n > 3 && !strcmp(key + n - 3, "_ms") ? 1000000 : n > 3 && !strcmp(key + n - 3, "_us") ? 1000 : 1;
+    *out = !strcmp(v, "auto") ? -1 : strtoll(v, NULL, 10) * unit;
+    return 0;
+}
+
+static int h_config_bool(void *ctx, const struct plx_config *cfg, const char *key, int *out)
+{
+    const char *v;
+    if (h_config_str(ctx, cfg, key, &v) != 0)
+        return PLX_ERR_NOT_FOUND;
+    *out = !strcmp(v, "true") || !strcmp(v, "on") || !strcmp(v, "1") || !strcmp(v, "yes");
+    return 0;
+}
+
 static uint64_t h_clock(void)
 {
     struct timespec ts;
@@ -154,6 +186,9 @@ const struct plx_host fake_host = {
     .store_add = h_add,
     .store_wait = h_wait,
     .free = free,
+    .config_str = h_config_str,
+    .config_bool = h_config_bool,
+    .config_int = h_config_int,
 };
 
 struct plx_store *fake_store_new(void)

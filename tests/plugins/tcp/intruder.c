@@ -22,16 +22,9 @@
 #include "auth.h"
 #include "error.h"
 #include "store.h"
+#include "check.h"
 
-static int bad;
-#define EXPECT(c, ...)                                   \
-    do {                                                 \
-        if (!(c)) {                                      \
-            fprintf(stderr, "intruder: FAILED: " __VA_ARGS__); \
-            fprintf(stderr, "\n");                       \
-            bad++;                                       \
-        }                                                \
-    } while (0)
+static int failures;
 
 static double now_ms(void)
 {
@@ -85,7 +78,7 @@ int main(int argc, char **argv)
     int fd = -1;
     for (double t0 = now_ms(); fd < 0 && now_ms() - t0 < 30000; usleep(20000))
         fd = knock(&store);
-    EXPECT(fd >= 0, "the job's store never came up");
+    CHECKF(fd >= 0, "the job's store never came up");
     if (fd < 0)
         return 1;
     close(fd);
@@ -101,14 +94,14 @@ int main(int argc, char **argv)
         free(v);
         plx__store_release(s);
     }
-    EXPECT(rc != 0, "a client without the secret read the job's store");
+    CHECKF(rc != 0, "a client without the secret read the job's store");
     printf("store, no secret: %s: %s\n", plx_err_name(rc), plx_last_error());
 
     /* 2. another secret: the handshake fails. */
     setenv(PLX__AUTH_ENV, "not-the-job-secret-0123456789abcdef", 1);
     s = NULL;
     rc = plx__store_open(url, 1, 3, 3000, &s);
-    EXPECT(rc == PLX_ERR_AUTH, "a client with another secret got %d", rc);
+    CHECKF(rc == PLX_ERR_AUTH, "a client with another secret got %d", rc);
     printf("store, wrong secret: %s: %s\n", plx_err_name(rc), plx_last_error());
     if (rc == 0)
         plx__store_release(s);
@@ -116,7 +109,7 @@ int main(int argc, char **argv)
     /* 3. silence: dropped after the handshake timeout. */
     fd = knock(&store);
     double t = fd >= 0 ? until_closed(fd, auth_ms + 10000) : -1;
-    EXPECT(t >= auth_ms * 0.8, "a silent store connection was closed after %.0f ms (limit %d)", t, auth_ms);
+    CHECKF(t >= auth_ms * 0.8, "a silent store connection was closed after %.0f ms (limit %d)", t, auth_ms);
     printf("store, silent: dropped after %.0f ms\n", t);
     if (fd >= 0)
         close(fd);
@@ -125,7 +118,7 @@ int main(int argc, char **argv)
     setenv(PLX__AUTH_ENV, secret, 1);
     s = NULL;
     int fds[16], n = 0;
-    EXPECT(plx__store_open(url, 1, 3, 5000, &s) == 0, "cannot open the store with the job's secret: %s",
+    CHECKF(plx__store_open(url, 1, 3, 5000, &s) == 0, "cannot open the store with the job's secret: %s",
            plx_last_error());
     for (int r = 0; s && r < 2; r++) {
         char key[16];
@@ -133,7 +126,7 @@ int main(int argc, char **argv)
         size_t len = 0;
         snprintf(key, sizeof key, "world/%d", r);
         if (plx__store_get(s, key, &v, &len, 20000) || len != 2 * 136) {
-            EXPECT(0, "no address list under %s (%zu bytes): %s", key, len, plx_last_error());
+            CHECKF(0, "no address list under %s (%zu bytes): %s", key, len, plx_last_error());
             free(v);
             continue;
         }
@@ -163,14 +156,14 @@ int main(int argc, char **argv)
     printf("transport: %d strangers on the listeners of ranks 0 and 1\n", n);
     /* The dialing side of pair 0-1 closes its listener as soon as it has
      * rank 1's address; the other listeners wait for rank 2. */
-    EXPECT(n >= 9, "only %d of 12 stranger connections were made", n);
+    CHECKF(n >= 9, "only %d of 12 stranger connections were made", n);
     FILE *f = fopen(go, "w");
     if (f)
         fclose(f);
     for (int i = 0; i < n; i++) {
-        EXPECT(until_closed(fds[i], 60000) >= 0, "stranger %d was never shut out", i);
+        CHECKF(until_closed(fds[i], 60000) >= 0, "stranger %d was never shut out", i);
         close(fds[i]);
     }
-    printf("%s\n", bad ? "intruder: some doors were open" : "intruder: every door held");
-    return bad != 0;
+    printf("%s\n", failures ? "intruder: some doors were open" : "intruder: every door held");
+    return failures != 0;
 }

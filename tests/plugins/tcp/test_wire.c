@@ -17,18 +17,11 @@
 #include <unistd.h>
 
 #include "fake_host.h"
+#define CHECK_DETAIL() fake_last_error()
+#include "check.h"
 
 static const struct plx_backend *B;
 static int failures;
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #c, \
-                    fake_last_error());                                                            \
-            __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);                                    \
-        }                                                                                          \
-    } while (0)
 
 static double now_s(void)
 {

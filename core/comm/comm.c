@@ -1,0 +1,392 @@
+/* comm.c - communicators: init (config, backend, rendezvous), split,
+ * destroy, abort, queries. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "config.h"
+#include "error.h"
+#include "log.h"
+#include "store.h"
+#include "store_tcp.h"
+
+PLX_API void plx_comm_options_init(struct plx_comm_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->struct_size = sizeof *opt;
+    opt->rank = opt->size = opt->local_rank = opt->local_size = -1;
+    opt->timeout_ms = -1;
+}
+
+/* Copy the caller's options honouring its struct_size (older callers). */
+static void copy_options(const struct plx_comm_options *in, struct plx_comm_options *out)
+{
+    plx_comm_options_init(out);
+    if (in) {
+        size_t n = in->struct_size < sizeof *out ? in->struct_size : sizeof *out;
+        memcpy(out, in, n);
+        out->struct_size = sizeof *out;
+    }
+}
+
+static int64_t config_int(const char *key, int64_t def)
+{
+    int64_t v = def;
+    if (plx__config_get_int("core", key, def, &v) != 0)
+        plx__log(PLX_LOG_WARN, "core", "%s", plx_last_error());
+    return v;
+}
+
+static void load_tuning(struct plx_comm *c)
+{
+    const char *algo = plx__config_get("core", "allreduce_algo");
+    c->tuning.allreduce_algo = PLX__AR_AUTO;
+    if (algo && !strcmp(algo, "ring"))
+        c->tuning.allreduce_algo = PLX__AR_RING;
+    else if (algo && !strcmp(algo, "recdbl"))
+        c->tuning.allreduce_algo = PLX__AR_RECDBL;
+    else if (algo && !strcmp(algo, "tree"))
+        c->tuning.allreduce_algo = PLX__AR_TREE;
+    else if (algo && !strcmp(algo, "rabenseifner"))
+        c->tuning.allreduce_algo = PLX__AR_RABENSEIFNER;
+    c->tuning.small_bytes = (size_t)config_int("small_bytes", 64 * 1024);
+    c->tuning.segment_bytes = (size_t)config_int("segment_bytes", 0);
+    int staging = 0;
+    plx__config_get_bool("core", "cuda_staging", 0, &staging);
+    c->cuda_staging = staging;
+}
+
+static struct plx_comm *comm_alloc(const char *name)
+{
+    struct plx_comm *c = calloc(1, sizeof *c);
+    if (!c || !(c->name = strdup(name))) {
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return c;
+}
+
+static void comm_free(struct plx_comm *c)
+{
+    plx__config_release(c->config);
+    plx__store_release(c->store);
+    plx__store_release(c->base_store);
+    plx__scratch_free(&c->scratch);
+    plx__scratch_free(&c->stage);
+    plx__preq_pool_free(c);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c->name);
+    free(c);
+}
+
+/* Everything after the backend's comm exists: caps, p2p adapter, tuning. */
+static int comm_finish_setup(struct plx_comm *c)
+{
+    c->caps = (struct plx_caps){.struct_size = sizeof c->caps};
+    int rc = c->be->ops.get_caps(c->bc, &c->caps);
+    if (rc != 0) {
+        c->be->ops.comm_destroy(c->bc);
+        return plx__err(rc, "backend '%s': get_caps failed: %s", c->be->name, plx_last_error());
+    }
+    plx__p2p_init(c);
+    load_tuning(c);
+    return 0;
+}
+
+/* Create the backend's communicator for c (rank/size/name/stores set). */
+static int comm_create_backend(struct plx_comm *c)
+{
+    struct plx_comm_args args = {
+        .struct_size = sizeof args,
+        .rank = c->rank,
+        .size = c->size,
+        .local_rank = c->local_rank,
+        .local_size = c->local_size,
+        .name = c->name,
+        .store = c->store,
+        .timeout_ms = c->timeout_ms,
+        .config = c->config,
+    };
+    int rc = c->be->ops.comm_create(&args, &c->bc);
+    if (rc != 0)
+        return rc;
+    return comm_finish_setup(c);
+}
+
+/* The process layers of the configuration, the log level, plugin discovery
+ * and the choice of backend use process-wide tables: communicators created
+ * by several threads at once take turns here (ThreadSanitizer caught the
+ * drop-in table rewritten while another thread's discovery read it). The
+ * options become *cfg, this communicator's own view, which the calling
+ * thread reads through from here on (the caller restores the old view). */
+static int init_process_wide(const struct plx_comm_options *opt, struct plx__backend **be, struct plx_config **cfg)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static char applied_level[32];
+    int rc;
+    pthread_mutex_lock(&mu);
+    if ((rc = plx__config_load()) == 0 && (rc = plx__loader_discover()) == 0 &&
+        (rc = plx__config_open(opt, cfg)) == 0) {
+        plx__config_use(*cfg);
+        /* Threads of running communicators read the threshold unlocked:
+         * write it only when it changes. */
+        const char *level = plx__config_get("core", "log_level");
+        if (level && strcmp(level, applied_level)) {
+            plx__log_set_level(level);
+            snprintf(applied_level, sizeof applied_level, "%s", level);
+        }
+        if ((rc = plx__loader_select(opt->backend, be)) == 0) {
+            plx__config_set_section(*cfg, (*be)->name);
+            rc = plx__config_check_view(*cfg, (*be)->name);
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+/* A failure the store took part in: the backend's message says what it was
+ * waiting for, the store's own reason where the store broke (and which rank
+ * hosts it). Say both. */
+static void add_store_cause(const struct plx_store *base)
+{
+    char why[320], msg[1024];
+    if (!plx__store_lost(base, why, sizeof why) || strstr(plx_last_error(), why))
+        return;
+    snprintf(msg, sizeof msg, "%s", plx_last_error());
+    plx__err(0, "%s (%s)", msg, why);
+}
+
+PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_comm **out)
+{
+    struct plx_comm_options opt;
+    struct plx__backend *be = NULL;
+    struct plx__rendezvous rv;
+    struct plx_comm *c = NULL;
+    struct plx_config *cfg = NULL;
+    int rc;
+
+    plx__err_clear();
+    if (!out)
+        return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_init: out is NULL");
+    *out = NULL;
+    copy_options(user_opt, &opt);
+    const struct plx_config *outer = plx__config_current();
+    if ((rc = init_process_wide(&opt, &be, &cfg)) != 0 || (rc = plx__rendezvous_resolve(&opt, &rv)) != 0) {
+        plx__config_use(outer);
+        plx__config_release(cfg);
+        return rc;
+    }
+    if (!(c = comm_alloc(opt.name ? opt.name : "world"))) {
+        plx__config_use(outer);
+        plx__config_release(cfg);
+        return plx__err(PLX_ERR_NOMEM, "plx_comm_init: out of memory");
+    }
+    c->config = cfg;
+    c->be = be;
+    c->rank = rv.rank;
+    c->size = rv.size;
+    c->local_rank = rv.local_rank;
+    c->local_size = rv.local_size;
+    c->timeout_ms = opt.timeout_ms >= 0 ? opt.timeout_ms : config_int("timeout_ms", 300000);
+
+    if (rv.url[0]) {
+        if ((rc = plx__store_open(rv.url, c->rank, c->size, c->timeout_ms, &c->base_store)) != 0)
+            goto fail;
+        if ((rc = plx__store_prefixed(c->base_store, c->name, &c->store)) != 0)
+            goto fail;
+    }
+    plx__log(PLX_LOG_INFO, "core", "comm '%s': rank %d of %d (from %s) on backend %s, store %s", c->name, c->rank,
+             c->size, rv.source, be->name, rv.url[0] ? rv.url : "none");
+    if ((rc = comm_create_backend(c)) != 0)
+        goto fail;
+    plx__family_join(c, NULL);
+    plx__config_use(outer);
+    *out = c;
+    return 0;
+
+fail:
+    add_store_cause(c->base_store);
+    plx__err_prefix("plx_comm_init(rank %d of %d, backend %s): ", rv.rank, rv.size, be->name);
+    plx__config_use(outer);
+    comm_free(c);
+    return rc;
+}
+
+PLX_API int plx_comm_destroy(struct plx_comm *c)
+{
+    if (!c)
+        return 0;
+    plx__family_leave(c);
+    plx__executor_stop(c);
+    int rc = c->be->ops.comm_destroy(c->bc);
+    comm_free(c);
+    return rc;
+}
+
+PLX_API int plx_comm_abort(struct plx_comm *c)
+{
+    if (!c)
+        return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_abort: comm is NULL");
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
+    int rc = 0;
+    if (c->be->ops.comm_abort)
+        rc = c->be->ops.comm_abort(c->bc);
+    pthread_mutex_lock(&c->mu);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+struct split_entry {
+    int32_t color, key, rank, pad;
+};
+
+static int cmp_split(const void *a, const void *b)
+{
+    const struct split_entry *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_comm **out)
+{
+    if (!c || !out)
+        return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_split: comm or out is NULL");
+    *out = NULL;
+    if (color < 0 && color != PLX_UNDEFINED)
+        return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_split: color %d is negative (use PLX_UNDEFINED)", color);
+
+    struct split_entry mine = {color, key, c->rank, 0};
+    struct split_entry *all = calloc((size_t)c->size, sizeof *all);
+    if (!all)
+        return plx__err(PLX_ERR_NOMEM, "plx_comm_split: out of memory");
+    /* Everyone learns every (color, key): both paths need rank and size of the child. */
+    int rc = plx_allgather(c, &mine, all, 4, PLX_I32);
+    if (rc != 0) {
+        free(all);
+        plx__err_prefix("plx_comm_split(rank %d): ", c->rank);
+        return rc;
+    }
+    uint64_t seq = c->split_seq++;
+    int n = 0;
+    for (int i = 0; i < c->size; i++)
+        if (all[i].color == color)
+            all[n++] = all[i];
+    qsort(all, (size_t)n, sizeof *all, cmp_split);
+    int new_rank = -1;
+    for (int i = 0; i < n; i++)
+        if (all[i].rank == c->rank)
+            new_rank = i;
+    free(all);
+
+    char name[512];
+    snprintf(name, sizeof name, "%s/split%llu.%d", c->name, (unsigned long long)seq, color);
+    int native = (c->caps.flags & PLX_CAP_SPLIT) && c->be->ops.comm_split;
+    if (color == PLX_UNDEFINED) {
+        if (native) /* the backend's split is collective over the parent */
+            return c->be->ops.comm_split(c->bc, -1, key, NULL, &(void *){NULL});
+        return 0;
+    }
+
+    struct plx_comm *child = comm_alloc(name);
+    if (!child) {
+        rc = plx__err(PLX_ERR_NOMEM, "plx_comm_split: out of memory");
+        goto fail;
+    }
+    child->be = c->be;
+    child->config = plx__config_retain(c->config);
+    child->rank = new_rank;
+    child->size = n;
+    child->local_rank = new_rank; /* refined by a device mesh, not known here */
+    child->local_size = n;
+    child->timeout_ms = c->timeout_ms;
+    if (c->base_store) {
+        plx__store_retain(c->base_store);
+        child->base_store = c->base_store;
+        if ((rc = plx__store_prefixed(c->base_store, name, &child->store)) != 0)
+            goto fail;
+    }
+    /* The child inherits the parent's options: the backend reads them now. */
+    const struct plx_config *outer = plx__config_use(c->config);
+    if (native) {
+        struct plx_comm_args args = {
+            .struct_size = sizeof args, .rank = new_rank, .size = n, .local_rank = new_rank,
+            .local_size = n, .name = name, .store = child->store, .timeout_ms = c->timeout_ms,
+            .config = child->config,
+        };
+        rc = c->be->ops.comm_split(c->bc, color, key, &args, &child->bc);
+        if (rc == 0)
+            rc = comm_finish_setup(child);
+    } else {
+        rc = comm_create_backend(child);
+    }
+    plx__config_use(outer);
+    if (rc != 0)
+        goto fail;
+    plx__family_join(child, c);
+    *out = child;
+    return 0;
+fail:
+    add_store_cause(c->base_store);
+    plx__err_prefix("plx_comm_split(rank %d, color %d): ", c->rank, color);
+    /* The split is collective over the parent: the other ranks may or may
+     * not hold a child now, so the parent's issue order is no longer shared. */
+    char msg[sizeof c->failed_msg];
+    snprintf(msg, sizeof msg, "%s", plx_last_error());
+    plx__comm_fail(c, rc, msg, sizeof msg);
+    if (child)
+        comm_free(child);
+    return rc;
+}
+
+PLX_API int plx_comm_rank(const struct plx_comm *c)
+{
+    return c ? c->rank : PLX_ERR_INVALID_ARG;
+}
+
+PLX_API int plx_comm_size(const struct plx_comm *c)
+{
+    return c ? c->size : PLX_ERR_INVALID_ARG;
+}
+
+PLX_API int plx_comm_local_rank(const struct plx_comm *c)
+{
+    return c ? c->local_rank : PLX_ERR_INVALID_ARG;
+}
+
+PLX_API int plx_comm_local_size(const struct plx_comm *c)
+{
+    return c ? c->local_size : PLX_ERR_INVALID_ARG;
+}
+
+PLX_API const char *plx_comm_backend(const struct plx_comm *c)
+{
+    return c ? c->be->name : NULL;
+}
+
+PLX_API const char *plx_comm_name(const struct plx_comm *c)
+{
+    return c ? c->name : NULL;
+}
+
+PLX_API int plx_finalize(void)
+{
+    static int finalized;
+    if (__atomic_exchange_n(&finalized, 1, __ATOMIC_ACQ_REL))
+        return 0;
+    for (size_t i = 0; i < plx__loader_count(); i++) {
+        struct plx__backend *b = plx__loader_at(i);
+        if (b->ops.finalize)
+            b->ops.finalize();
+    }
+    return 0;
+}

@@ -1,0 +1,140 @@
+/* executor.c - generic collectives (the core's algorithms over the p2p
+ * adapter) in issue order: in the caller's thread when the communicator is
+ * idle, else queued to one executor thread per communicator. */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm.h"
+#include "error.h"
+#include "host.h"
+#include "log.h"
+
+static int run_generic(struct plx_comm *c, const struct plx_coll_args *a, char *errmsg, size_t errlen)
+{
+    int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
+    uint64_t deadline = t == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)t * 1000000u;
+    int rc = a->flags & PLX__COLL_FLAG_STAGED ? plx__stage_run(c, a, deadline)
+                                              : plx__algo_run(&c->p2p, &c->tuning, &c->scratch, a, deadline);
+    if (rc != 0) {
+        plx__err_prefix("%s(seq %llu) on '%s': ", plx_coll_name(a->coll), (unsigned long long)a->seq, c->name);
+        snprintf(errmsg, errlen, "%s", plx_last_error());
+        if (plx__breaks_comm(rc))
+            plx__comm_fail(c, rc, errmsg, errlen);
+    }
+    return rc;
+}
+
+static void *executor_main(void *arg)
+{
+    struct plx_comm *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while ((!c->head || c->busy) && !c->stopping)
+            pthread_cond_wait(&c->cv, &c->mu);
+        if (!c->head)
+            break; /* stopping and drained */
+        struct plx_work *w = c->head;
+        c->head = w->next;
+        if (!c->head)
+            c->tail = NULL;
+        c->busy = 1;
+        pthread_mutex_unlock(&c->mu);
+
+        int rc;
+        if (c->stopping)
+            rc = plx__err(PLX_ERR_ABORTED, "communicator '%s' was destroyed with this work pending", c->name);
+        else
+            rc = run_generic(c, &w->args, w->errmsg, sizeof w->errmsg);
+        rc = plx__lowp_avg_end(w->lowp, rc);
+        w->lowp = NULL;
+        if (rc != 0 && !w->errmsg[0])
+            snprintf(w->errmsg, sizeof w->errmsg, "%s", plx_last_error());
+
+        pthread_mutex_lock(&c->mu);
+        c->busy = 0;
+        w->status = rc;
+        w->done = 1;
+        if (w->freed_by_user)
+            free(w);
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a)
+{
+    pthread_mutex_lock(&c->mu);
+    if (!c->busy && !c->head) {
+        /* Fast path: nothing queued, run in the caller's thread (no hand-off latency). */
+        c->busy = 1;
+        pthread_mutex_unlock(&c->mu);
+        char msg[512];
+        int rc = run_generic(c, a, msg, sizeof msg);
+        pthread_mutex_lock(&c->mu);
+        c->busy = 0;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        return rc;
+    }
+    pthread_mutex_unlock(&c->mu);
+    struct plx_work *w;
+    int rc = plx__work_generic(c, a, NULL, &w);
+    if (rc != 0)
+        return rc;
+    rc = plx_work_wait(w, PLX_TIMEOUT_INFINITE);
+    plx_work_free(w);
+    return rc;
+}
+
+int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct plx__lowp_avg *lowp,
+                      struct plx_work **out)
+{
+    struct plx_work *w = calloc(1, sizeof *w);
+    if (!w)
+        return plx__lowp_avg_end(lowp, plx__err(PLX_ERR_NOMEM, "out of memory"));
+    w->comm = c;
+    w->kind = WORK_GENERIC;
+    w->args = *a;
+    w->lowp = lowp;
+    pthread_mutex_lock(&c->mu);
+    if (!c->thread_started) {
+        if (pthread_create(&c->thread, NULL, executor_main, c) != 0) {
+            pthread_mutex_unlock(&c->mu);
+            plx__lowp_avg_end(lowp, PLX_ERR_SYSTEM);
+            free(w);
+            return plx__err(PLX_ERR_SYSTEM, "cannot start the executor thread of '%s': %s", c->name,
+                            strerror(errno));
+        }
+        c->thread_started = 1;
+    }
+    if (c->tail)
+        c->tail->next = w;
+    else
+        c->head = w;
+    c->tail = w;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    *out = w;
+    return 0;
+}
+
+void plx__executor_stop(struct plx_comm *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int pending = c->busy || c->head;
+    pthread_mutex_unlock(&c->mu);
+    if (pending) /* destroy with work in flight: make it fail fast, not time out */
+        plx_comm_abort(c);
+    pthread_mutex_lock(&c->mu);
+    c->stopping = 1;
+    pthread_cond_broadcast(&c->cv);
+    int started = c->thread_started;
+    pthread_mutex_unlock(&c->mu);
+    if (started)
+        pthread_join(c->thread, NULL);
+}

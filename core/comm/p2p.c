@@ -1,0 +1,158 @@
+/* p2p.c - the point-to-point adapter the generic algorithms drive: the
+ * backend's isend/irecv/wait behind struct plx__p2p, with one absolute
+ * deadline per wait and records reused from a per-communicator pool. */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm.h"
+#include "error.h"
+#include "host.h"
+#include "log.h"
+
+/* One transfer of a generic collective. Kept for reuse in c->preq_pool: the
+ * algorithms of a communicator run one at a time (the executor's busy flag),
+ * so the pool needs no lock and a message in steady state allocates nothing. */
+struct plx__preq {
+    void *req;
+    int peer;
+    int is_send;
+    struct plx__preq *next;
+};
+
+static void preq_release(struct plx_comm *c, struct plx__preq *p)
+{
+    p->next = c->preq_pool;
+    c->preq_pool = p;
+}
+
+void plx__preq_pool_free(struct plx_comm *c)
+{
+    for (struct plx__preq *p = c->preq_pool, *n; p; p = n) {
+        n = p->next;
+        free(p);
+    }
+    c->preq_pool = NULL;
+}
+
+static int start(struct plx_comm *c, int is_send, int peer, const void *buf, size_t bytes, uint64_t tag, void **out)
+{
+    struct plx__preq *p = c->preq_pool;
+    if (p)
+        c->preq_pool = p->next;
+    else if (!(p = malloc(sizeof *p)))
+        return plx__err(PLX_ERR_NOMEM, "out of memory");
+    struct plx_p2p_args a = {
+        .struct_size = sizeof a, .peer = peer, .buf = (void *)buf, .bytes = bytes, .tag = tag,
+        .mem_kind = PLX_MEM_HOST, .timeout_ms = c->timeout_ms,
+    };
+    int rc = is_send ? c->be->ops.isend(c->bc, &a, &p->req) : c->be->ops.irecv(c->bc, &a, &p->req);
+    if (rc != 0) {
+        preq_release(c, p);
+        return rc;
+    }
+    p->peer = peer;
+    p->is_send = is_send;
+    *out = p;
+    return 0;
+}
+
+static int a_isend(void *ctx, int peer, const void *buf, size_t bytes, uint64_t tag, void **req)
+{
+    return start(ctx, 1, peer, buf, bytes, tag, req);
+}
+
+static int a_irecv(void *ctx, int peer, void *buf, size_t bytes, uint64_t tag, void **req)
+{
+    return start(ctx, 0, peer, buf, bytes, tag, req);
+}
+
+/* Wait for a backend request until deadline_ns (0: no deadline). Checks the
+ * abort flag between slices so plx_comm_abort unblocks even a backend
+ * without comm_abort. Does not free the request. Returns the request's
+ * status, or PLX__STILL_PENDING when the deadline passed first (distinct from a
+ * request that itself ended in PLX_ERR_TIMEOUT). */
+int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns)
+{
+    if (c->be->ops.wait_until && (c->caps.flags & PLX_CAP_ABORT)) {
+        /* One call to the deadline (ABI 1.3): the backend's comm_abort ends it. */
+        int rc = c->be->ops.wait_until(c->bc, req, deadline_ns ? deadline_ns : UINT64_MAX);
+        if (rc != PLX_ERR_TIMEOUT)
+            return rc;
+        int done = 0; /* a request that completed with a timeout of its own is done */
+        rc = c->be->ops.test(c->bc, req, &done);
+        return done ? rc : PLX__STILL_PENDING;
+    }
+    const int64_t slice_ms = 100;
+    unsigned spins = 0;
+    for (;;) {
+        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+            return plx__err(PLX_ERR_ABORTED, "communicator '%s' was aborted", c->name);
+        uint64_t now = plx__clock_ns();
+        if (deadline_ns && now >= deadline_ns) {
+            int done = 0;
+            int rc = c->be->ops.test(c->bc, req, &done);
+            return done ? rc : PLX__STILL_PENDING;
+        }
+        if (c->be->ops.wait) {
+            int64_t ms = deadline_ns ? (int64_t)((deadline_ns - now) / 1000000) + 1 : slice_ms;
+            if (ms > slice_ms)
+                ms = slice_ms;
+            int rc = c->be->ops.wait(c->bc, req, ms);
+            if (rc != PLX_ERR_TIMEOUT)
+                return rc;
+            /* A request that completed with a timeout of its own is done. */
+            int done = 0;
+            rc = c->be->ops.test(c->bc, req, &done);
+            if (done)
+                return rc;
+        } else {
+            int done = 0;
+            int rc = c->be->ops.test(c->bc, req, &done);
+            if (done)
+                return rc;
+            /* Back off: spin briefly for latency, then yield, then sleep. */
+            if (++spins > 64) {
+                if (spins < 256) {
+                    sched_yield();
+                } else {
+                    struct timespec ts = {0, spins < 2048 ? 20000 : 200000};
+                    nanosleep(&ts, NULL);
+                }
+            }
+        }
+    }
+}
+
+static int a_wait(void *ctx, void *req, uint64_t deadline_ns)
+{
+    struct plx_comm *c = ctx;
+    struct plx__preq *p = req;
+    uint64_t t0 = plx__clock_ns();
+    int rc = plx__wait_req(c, p->req, deadline_ns);
+    if (rc == PLX__STILL_PENDING)
+        rc = plx__err(PLX_ERR_TIMEOUT, "rank %d waited %llu ms for rank %d on %s: timeout", c->rank,
+                 (unsigned long long)((plx__clock_ns() - t0) / 1000000), p->peer, c->be->name);
+    c->be->ops.req_free(c->bc, p->req);
+    preq_release(c, p);
+    return rc;
+}
+
+static void a_discard(void *ctx, void *req)
+{
+    struct plx_comm *c = ctx;
+    struct plx__preq *p = req;
+    c->be->ops.req_free(c->bc, p->req);
+    preq_release(c, p);
+}
+
+void plx__p2p_init(struct plx_comm *c)
+{
+    c->p2p = (struct plx__p2p){
+        .ctx = c, .rank = c->rank, .size = c->size,
+        .isend = a_isend, .irecv = a_irecv, .wait = a_wait, .discard = a_discard,
+    };
+}

@@ -1,0 +1,142 @@
+/* plugin.h - small helpers for plugin authors, inline over backend.h.
+ *
+ * Stability: source-level helpers for ABI major 1; nothing here crosses the
+ * ABI (every function is static inline, so a plugin carries its own copy
+ * and works with any core that speaks the minor it negotiates).
+ *
+ * A plugin's plugin.c usually needs only:
+ *
+ *     static const struct plx_host *host;
+ *     static const struct plx_backend backend = {...};
+ *     PLX_PLUGIN_ENTRY(backend, host, 3)
+ *
+ * and reports failures with `return plx_plugin_error(host, PLX_ERR_X, "...")`:
+ * the core keeps the message for the calling thread, so a plugin needs no
+ * last-error state of its own. */
+#ifndef PLEXUS_PLUGIN_H
+#define PLEXUS_PLUGIN_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Defines the entry point of ABI major 1: keeps the host in host_var,
+ * answers min(core minor, PLX_ABI_MINOR) and hands out backend_var. A core
+ * older than min_minor is refused with a message (the plugin relies on what
+ * that minor added, e.g. 3 for typed config reads). */
+#define PLX_PLUGIN_ENTRY(backend_var, host_var, min_minor)                                              \
+    PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor,              \
+                                                const struct plx_backend **out)                         \
+    {                                                                                                   \
+        host_var = h;                                                                                   \
+        if (*minor < (uint32_t)(min_minor))                                                             \
+            return h->error(h->ctx, PLX_ERR_UNSUPPORTED, "%s needs plugin ABI 1.%d; this plexus has 1.%u", \
+                            (backend_var).name, (int)(min_minor), (unsigned)*minor);                    \
+        if (*minor > PLX_ABI_MINOR)                                                                     \
+            *minor = PLX_ABI_MINOR;                                                                     \
+        *out = &(backend_var);                                                                          \
+        return 0;                                                                                       \
+    }
+
+/* Record the message for the calling thread's last error and return status:
+ * `return plx_plugin_error(host, PLX_ERR_TIMEOUT, "tcp: ...")`. */
+static inline int plx_plugin_error(const struct plx_host *host, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int plx_plugin_error(const struct plx_host *host, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return host->error(host->ctx, status, "%s", msg);
+}
+
+/* Bytes per element of dtype (enum plx_dtype), 0 for an unknown one. */
+static inline size_t plx_plugin_dtype_size(int dtype)
+{
+    static const unsigned char sizes[PLX_DTYPE_COUNT] = {
+        [PLX_I8] = 1, [PLX_U8] = 1, [PLX_I32] = 4, [PLX_U32] = 4, [PLX_I64] = 8,
+        [PLX_U64] = 8, [PLX_F16] = 2, [PLX_BF16] = 2, [PLX_F32] = 4, [PLX_F64] = 8,
+    };
+    return dtype >= 0 && dtype < PLX_DTYPE_COUNT ? sizes[dtype] : 0;
+}
+
+/* Typed configuration (ABI 1.3): key of the plugin's section through cfg
+ * (the view comm_create got, or NULL for the process layers), already
+ * validated by the core against the plugin's keys; def when unset and
+ * without a declared default. Durations are nanoseconds, sizes bytes; a
+ * choice word such as "auto" reads as -1. */
+static inline int64_t plx_plugin_config_int(const struct plx_host *host, const struct plx_config *cfg,
+                                            const char *key, int64_t def)
+{
+    int64_t v;
+    return host->config_int(host->ctx, cfg, key, &v) == 0 ? v : def;
+}
+
+static inline int plx_plugin_config_bool(const struct plx_host *host, const struct plx_config *cfg,
+                                         const char *key, int def)
+{
+    int v;
+    return host->config_bool(host->ctx, cfg, key, &v) == 0 ? v : def;
+}
+
+/* NULL when unset; the string lives as long as cfg. */
+static inline const char *plx_plugin_config_str(const struct plx_host *host, const struct plx_config *cfg,
+                                                const char *key)
+{
+    const char *v = NULL;
+    return host->config_str(host->ctx, cfg, key, &v) == 0 ? v : NULL;
+}
+
+/* ---- time: one deadline type, absolute CLOCK_MONOTONIC nanoseconds ---- */
+
+#define PLX_DEADLINE_NEVER UINT64_MAX
+
+static inline uint64_t plx_plugin_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The deadline timeout_ms from now; a negative timeout never expires. */
+static inline uint64_t plx_plugin_deadline(int64_t timeout_ms)
+{
+    return timeout_ms < 0 ? PLX_DEADLINE_NEVER : plx_plugin_now_ns() + (uint64_t)timeout_ms * 1000000u;
+}
+
+/* A condition variable on CLOCK_MONOTONIC, so plx_plugin_cond_wait_until
+ * does not jump with the wall clock. */
+static inline int plx_plugin_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return rc;
+}
+
+/* Wait on cv (mu held) until signalled or deadline; ETIMEDOUT once it has
+ * passed. A cv made by plx_plugin_cond_init. */
+static inline int plx_plugin_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadline)
+{
+    if (deadline == PLX_DEADLINE_NEVER)
+        return pthread_cond_wait(cv, mu);
+    struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
+    return pthread_cond_timedwait(cv, mu, &ts);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,406 @@
+/* loader.c - backends from drop-ins: dlopen, ABI negotiation, validation,
+ * probe, and selection. A failure is recorded on that backend with its
+ * reason and never stops the others. Plugins are never dlclose'd: a plugin
+ * may have started threads or registered handlers we cannot see. */
+#include "loader.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <limits.h>
+#include <sys/stat.h>
+
+#include "config.h"
+#include "config_keys.h"
+#include "error.h"
+#include "host.h"
+#include "log.h"
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct plx__backend **backends;
+static size_t n_backends;
+static int discovered;
+
+/* Size of struct plx_backend in ABI 1.0: everything before comm_split. */
+#define ABI_1_0_SIZE offsetof(struct plx_backend, comm_split)
+
+static void set_state(struct plx__backend *b, int state, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void set_state(struct plx__backend *b, int state, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->reason, sizeof b->reason, fmt, ap);
+    va_end(ap);
+    b->state = state;
+    int level = state == PLX_STATE_BROKEN ? PLX_LOG_WARN : PLX_LOG_DEBUG;
+    plx__log(level, "loader", "backend '%s' (%s): %s: %s", b->name, b->library ? b->library : "-",
+             plx_backend_state_name(state), b->reason);
+}
+
+const char *plx__backend_config_get(void *ctx, const char *key)
+{
+    const struct plx__backend *b = ctx;
+    return plx__config_get(plx__config_section(plx__config_current(), b->name), key);
+}
+
+static const char *const required_ops[] = {"probe", "get_caps", "comm_create", "comm_destroy", "test", "req_free"};
+
+static int missing_required(const struct plx_backend *o)
+{
+    const void *ptrs[] = {(const void *)o->probe, (const void *)o->get_caps, (const void *)o->comm_create,
+                          (const void *)o->comm_destroy, (const void *)o->test, (const void *)o->req_free};
+    for (int i = 0; i < 6; i++)
+        if (!ptrs[i])
+            return i;
+    return -1;
+}
+
+/* The backend's keys: typed (ABI 1.3), declared to the config, which checks
+ * what the files and variables gave them; or an older plugin's untyped
+ * params, listed as strings and left to the plugin to check. */
+static int declare_keys(struct plx__backend *b)
+{
+    if (b->abi_minor >= 3 && b->ops.keys) {
+        b->keys = b->ops.keys;
+        return plx__config_declare(b->name, b->keys);
+    }
+    size_t n = 0;
+    for (const struct plx_param *p = b->ops.params; p && p->key; p++)
+        n++;
+    struct plx_key *k = calloc(n + 1, sizeof *k);
+    if (!k)
+        return plx__err(PLX_ERR_NOMEM, "loader: out of memory");
+    for (size_t i = 0; i < n; i++)
+        k[i] = (struct plx_key){.key = b->ops.params[i].key, .type = PLX_KEY_STRING,
+                                .default_value = b->ops.params[i].default_value, .help = b->ops.params[i].help};
+    b->keys = k; /* kept: plugins are never unloaded, nor is what describes them */
+    return 0;
+}
+
+/* Load, negotiate, validate and probe one backend; the outcome is its state. */
+static void load_one(struct plx__backend *b)
+{
+    struct stat st;
+    if (stat(b->library, &st) != 0) {
+        set_state(b, PLX_STATE_BROKEN, "library %s not found (from %s)", b->library, b->dropin);
+        return;
+    }
+    void *h = dlopen(b->library, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        set_state(b, PLX_STATE_BROKEN, "cannot load %s: %s (not a shared object, or a dependency is missing?)",
+                  b->library, e ? e : "unknown error");
+        return;
+    }
+    plx_backend_entry_v1_fn entry = (plx_backend_entry_v1_fn)dlsym(h, PLX_BACKEND_ENTRY_V1_NAME);
+    if (!entry) {
+        for (int major = 9; major >= 2; major--) {
+            char sym[64];
+            snprintf(sym, sizeof sym, "plx_backend_entry_v%d", major);
+            if (dlsym(h, sym)) {
+                set_state(b, PLX_STATE_BROKEN,
+                          "%s is built for plugin ABI major %d; this plexus supports major %d (no %s)", b->library,
+                          major, PLX_ABI_MAJOR, PLX_BACKEND_ENTRY_V1_NAME);
+                return;
+            }
+        }
+        set_state(b, PLX_STATE_BROKEN, "%s is not a plexus backend: no symbol %s", b->library,
+                  PLX_BACKEND_ENTRY_V1_NAME);
+        return;
+    }
+    plx__host_init(&b->host, b);
+    uint32_t minor = PLX_ABI_MINOR;
+    const struct plx_backend *desc = NULL;
+    plx__err_clear();
+    int rc = entry(&b->host, &minor, &desc);
+    if (rc != 0 || !desc) {
+        set_state(b, PLX_STATE_BROKEN, "%s: entry point failed: %s%s%s", b->library, plx_err_name(rc),
+                  plx_last_error()[0] ? ": " : "", plx_last_error());
+        return;
+    }
+    if (minor > PLX_ABI_MINOR) {
+        set_state(b, PLX_STATE_BROKEN, "%s answered ABI minor %u, newer than this plexus's %u (it must answer the "
+                  "smaller of the two)", b->library, minor, PLX_ABI_MINOR);
+        return;
+    }
+    if (desc->struct_size < ABI_1_0_SIZE) {
+        set_state(b, PLX_STATE_BROKEN, "%s: struct plx_backend is %u bytes, smaller than ABI 1.0's %zu",
+                  b->library, desc->struct_size, (size_t)ABI_1_0_SIZE);
+        return;
+    }
+    /* Copy what the plugin has; fields beyond its size read as NULL/0. A size
+     * that ends inside a field must not leave part of a pointer behind, so it
+     * is rounded down to whole pointers (after the two u32 that open it, every
+     * field is a pointer). */
+    size_t have = desc->struct_size < sizeof b->ops ? desc->struct_size : sizeof b->ops;
+    memset(&b->ops, 0, sizeof b->ops);
+    memcpy(&b->ops, desc, have - have % sizeof(void *));
+    b->ops.struct_size = (uint32_t)sizeof b->ops;
+    b->abi_major = PLX_ABI_MAJOR;
+    b->abi_minor = minor;
+    int miss = missing_required(&b->ops);
+    if (miss >= 0) {
+        set_state(b, PLX_STATE_BROKEN, "%s lacks the required operation '%s'", b->library, required_ops[miss]);
+        return;
+    }
+    if (!b->ops.name || strcmp(b->ops.name, b->name)) {
+        set_state(b, PLX_STATE_BROKEN, "%s declares the name '%s' but its drop-in section is [%s] (%s)", b->library,
+                  b->ops.name ? b->ops.name : "(null)", b->name, b->dropin);
+        return;
+    }
+    if ((rc = declare_keys(b)) != 0) {
+        set_state(b, PLX_STATE_BROKEN, "%s", plx_last_error());
+        return;
+    }
+    plx__log(PLX_LOG_DEBUG, "loader", "loaded %s: backend '%s' %s, ABI %u.%u (plugin built for %u.%u, core %u.%u)",
+             b->library, b->name, b->ops.version ? b->ops.version : "?", b->abi_major, b->abi_minor, PLX_ABI_MAJOR,
+             desc->abi_minor, PLX_ABI_MAJOR, PLX_ABI_MINOR);
+    b->state = PLX_STATE_LOADED;
+
+    b->caps = (struct plx_caps){.struct_size = sizeof b->caps};
+    if ((rc = b->ops.get_caps(NULL, &b->caps)) != 0) {
+        set_state(b, PLX_STATE_BROKEN, "get_caps failed: %s", plx_err_name(rc));
+        return;
+    }
+    struct plx_probe_result pr = {.struct_size = sizeof pr};
+    rc = b->ops.probe(&pr);
+    pr.reason[sizeof pr.reason - 1] = '\0';
+    if (rc != 0)
+        set_state(b, PLX_STATE_BROKEN, "probe failed: %s%s%s", plx_err_name(rc), pr.reason[0] ? ": " : "", pr.reason);
+    else if (pr.state == PLX_PROBE_USABLE)
+        set_state(b, PLX_STATE_USABLE, "%s", "");
+    else if (pr.state == PLX_PROBE_UNAVAILABLE)
+        set_state(b, PLX_STATE_UNAVAILABLE, "%s", pr.reason);
+    else
+        set_state(b, PLX_STATE_BROKEN, "%s", pr.reason[0] ? pr.reason : "probe says broken");
+}
+
+static struct plx__backend *find_locked(const char *name)
+{
+    for (size_t i = 0; i < n_backends; i++)
+        if (!strcasecmp(backends[i]->name, name))
+            return backends[i];
+    return NULL;
+}
+
+/* An alias ([mpi] alias = mpi-openmpi, mpi-mpich) stands for the first
+ * usable backend of its list: it takes that backend's operations,
+ * capabilities and keys under its own name, so one loaded library serves
+ * both drop-ins with one host. None usable: unavailable, with the drop-in's
+ * alias_reason (or the list) and what each target said. */
+static void resolve_alias(struct plx__backend *b)
+{
+    char list[512], why[900] = "";
+    snprintf(list, sizeof list, "%s", b->alias);
+    char *save = NULL;
+    for (char *t = strtok_r(list, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+        struct plx__backend *to = find_locked(t);
+        size_t l = strlen(why);
+        if (!to || to->alias) {
+            snprintf(why + l, sizeof why - l, "%s%s: %s", l ? "; " : "", t, to ? "an alias itself" : "no such backend");
+            continue;
+        }
+        if (to->state != PLX_STATE_USABLE) {
+            snprintf(why + l, sizeof why - l, "%s%s: %s: %s", l ? "; " : "", t, plx_backend_state_name(to->state),
+                     to->reason);
+            continue;
+        }
+        b->target = to;
+        b->ops = to->ops;
+        b->caps = to->caps;
+        b->keys = to->keys;
+        b->abi_major = to->abi_major;
+        b->abi_minor = to->abi_minor;
+        free(b->library);
+        b->library = strdup(to->library);
+        char desc[400];
+        snprintf(desc, sizeof desc, "alias of %s here: %s", to->name, to->ops.description ? to->ops.description : "");
+        b->ops.description = strdup(desc); /* kept: backends are never unloaded */
+        if (to->abi_minor >= 3 && to->ops.keys && plx__config_declare(b->name, to->ops.keys) != 0) {
+            set_state(b, PLX_STATE_BROKEN, "%s", plx_last_error());
+            return;
+        }
+        set_state(b, PLX_STATE_USABLE, "%s", "");
+        return;
+    }
+    const char *said = plx__config_get_in(NULL, b->name, "alias_reason", NULL);
+    if (said && *said)
+        set_state(b, PLX_STATE_UNAVAILABLE, "%s (%s)", said, why);
+    else
+        set_state(b, PLX_STATE_UNAVAILABLE, "none of %s is usable here (%s)", b->alias, why);
+}
+
+static int by_priority(const void *x, const void *y)
+{
+    const struct plx__backend *a = *(struct plx__backend *const *)x, *b = *(struct plx__backend *const *)y;
+    if (a->priority != b->priority)
+        return a->priority > b->priority ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+int plx__loader_discover(void)
+{
+    pthread_mutex_lock(&mu);
+    if (discovered) {
+        pthread_mutex_unlock(&mu);
+        return 0;
+    }
+    size_t n = plx__config_dropin_count();
+    backends = calloc(n ? n : 1, sizeof *backends);
+    for (size_t i = 0; backends && i < n; i++) {
+        const struct plx__dropin *d = plx__config_dropin(i);
+        struct plx__backend *b = calloc(1, sizeof *b);
+        if (!b)
+            break;
+        char where[4200];
+        snprintf(where, sizeof where, "%s:%d", d->file, d->line);
+        b->name = strdup(d->section);
+        char real[4096];
+        if (d->alias && !d->library) {
+            b->alias = strdup(d->alias);
+            b->library = strdup("-");
+        } else {
+            b->library = strdup(d->library && realpath(d->library, real) ? real : d->library ? d->library : "-");
+        }
+        b->dropin = strdup(where);
+        b->priority = d->priority;
+        b->state = PLX_STATE_DISCOVERED;
+        backends[n_backends++] = b;
+        if (!d->enabled)
+            set_state(b, PLX_STATE_DISABLED, "disabled by %s", plx__config_origin(d->section, "enabled"));
+        else if (!b->alias)
+            load_one(b);
+    }
+    for (size_t i = 0; i < n_backends; i++)
+        if (backends[i]->alias && backends[i]->state != PLX_STATE_DISABLED)
+            resolve_alias(backends[i]);
+    qsort(backends, n_backends, sizeof *backends, by_priority);
+    discovered = 1;
+    pthread_mutex_unlock(&mu);
+    return backends ? 0 : plx__err(PLX_ERR_NOMEM, "loader: out of memory");
+}
+
+size_t plx__loader_count(void)
+{
+    return n_backends;
+}
+
+struct plx__backend *plx__loader_at(size_t i)
+{
+    return i < n_backends ? backends[i] : NULL;
+}
+
+struct plx__backend *plx__loader_find(const char *name)
+{
+    for (size_t i = 0; i < n_backends; i++)
+        if (!strcasecmp(backends[i]->name, name))
+            return backends[i];
+    return NULL;
+}
+
+static int unknown_name(const char *name)
+{
+    const char *best = NULL;
+    int bd = 99;
+    char known[512] = "";
+    for (size_t i = 0; i < n_backends; i++) {
+        int d = plx__edit_distance(name, backends[i]->name);
+        if (d < bd) {
+            bd = d;
+            best = backends[i]->name;
+        }
+        if (strlen(known) + strlen(backends[i]->name) + 3 < sizeof known) {
+            if (known[0])
+                strcat(known, ", ");
+            strcat(known, backends[i]->name);
+        }
+    }
+    if (best && bd <= 2)
+        return plx__err(PLX_ERR_NOT_FOUND, "unknown backend '%s' (did you mean '%s'?); known: %s", name, best,
+                        known[0] ? known : "none");
+    return plx__err(PLX_ERR_NOT_FOUND, "unknown backend '%s'; known: %s", name, known[0] ? known : "none");
+}
+
+static int unusable(const struct plx__backend *b)
+{
+    int code = b->state == PLX_STATE_UNAVAILABLE ? PLX_ERR_UNAVAILABLE
+               : b->state == PLX_STATE_DISABLED  ? PLX_ERR_UNAVAILABLE
+                                                 : PLX_ERR_BROKEN;
+    return plx__err(code, "backend '%s' (library %s, drop-in %s) is %s: %s", b->name, b->library, b->dropin,
+                    plx_backend_state_name(b->state), b->reason);
+}
+
+int plx__loader_select(const char *spec, struct plx__backend **out)
+{
+    *out = NULL;
+    if (!spec)
+        spec = plx__config_get("core", "backend");
+    if (!spec || !spec[0])
+        spec = "auto";
+    char buf[512], msg[600];
+    /* The same rule as the [core] backend key: a list with no empty item. */
+    if (plx__key_check("core", "backend", PLX_KEY_LIST, NULL, spec, msg, sizeof msg) != 0)
+        return plx__err(PLX_ERR_CONFIG, "%s", msg);
+    snprintf(buf, sizeof buf, "%s", spec);
+    const char *want[32], *skip[32];
+    int nw = 0, nsk = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        if (!strcmp(t, "auto"))
+            continue;
+        const char *name = t[0] == '^' ? t + 1 : t;
+        if (!plx__loader_find(name))
+            return unknown_name(name);
+        if (t[0] == '^' && nsk < 32)
+            skip[nsk++] = name;
+        else if (t[0] != '^' && nw < 32)
+            want[nw++] = name;
+    }
+    if (nw == 1) {
+        struct plx__backend *b = plx__loader_find(want[0]);
+        if (b->state != PLX_STATE_USABLE)
+            return unusable(b);
+        *out = b;
+        return 0;
+    }
+    if (nw > 1) {
+        for (int i = 0; i < nw; i++) {
+            struct plx__backend *b = plx__loader_find(want[i]);
+            if (b->state == PLX_STATE_USABLE) {
+                *out = b;
+                return 0;
+            }
+        }
+        char why[900] = "";
+        for (int i = 0; i < nw; i++) {
+            const struct plx__backend *b = plx__loader_find(want[i]);
+            size_t l = strlen(why);
+            snprintf(why + l, sizeof why - l, "%s%s: %s: %s", i ? "; " : "", b->name,
+                     plx_backend_state_name(b->state), b->reason);
+        }
+        return plx__err(PLX_ERR_UNAVAILABLE, "none of the backends '%s' is usable: %s", spec, why);
+    }
+    for (size_t i = 0; i < n_backends; i++) {
+        int skipped = 0;
+        for (int j = 0; j < nsk; j++)
+            skipped |= !strcasecmp(skip[j], backends[i]->name);
+        if (!skipped && backends[i]->state == PLX_STATE_USABLE) {
+            *out = backends[i];
+            return 0;
+        }
+    }
+    return plx__err(PLX_ERR_UNAVAILABLE, "no usable backend for '%s' (%zu found; run plexus-info to see why)", spec,
+                    n_backends);
+}
+
+void plx__loader_reset(void)
+{
+    pthread_mutex_lock(&mu);
+    n_backends = 0; /* entries and plugins stay mapped: never dlclose */
+    discovered = 0;
+    pthread_mutex_unlock(&mu);
+}

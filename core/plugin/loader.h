@@ -1,0 +1,47 @@
+/* loader.h - find backends from drop-ins, dlopen them, negotiate the ABI,
+ * probe, and keep state + reason. One broken plugin never stops the others.
+ * Plugins are never dlclose'd. Stability: internal. */
+#ifndef PLX_CORE_LOADER_H
+#define PLX_CORE_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plexus/backend.h"
+#include "plexus/info.h"
+
+/* The core's own copy of a backend. ops is zero-filled beyond the plugin's
+ * struct_size, so an absent field reads as NULL/0 (the documented default). */
+struct plx__backend {
+    char *name;
+    char *library;
+    char *dropin;
+    int priority;
+    int state;          /* enum plx_backend_state */
+    char reason[512];
+    uint32_t abi_major, abi_minor; /* negotiated */
+    struct plx_backend ops;
+    struct plx_caps caps;           /* static caps */
+    struct plx_host host;           /* host.ctx == this backend */
+    const struct plx_key *keys;     /* typed (ABI 1.3), or an older plugin's params as strings */
+    char *alias;                    /* [name] alias: the backends it stands for, or NULL */
+    struct plx__backend *target;    /* an alias: the one it stands for here, or NULL */
+};
+
+/* Discover, load and probe every declared backend (once per process). */
+int plx__loader_discover(void);
+size_t plx__loader_count(void);
+struct plx__backend *plx__loader_at(size_t i);
+struct plx__backend *plx__loader_find(const char *name);
+/* Choose the backend for spec ("auto", "a,b", "^c", NULL = configured /
+ * PLEXUS_BACKEND). Error texts: unknown name with "did you mean 'x'?";
+ * explicit but unusable: "backend 'x' (file F): state: reason". */
+int plx__loader_select(const char *spec, struct plx__backend **out);
+
+/* host->config_get for backend ctx (a struct plx__backend): its own section. */
+const char *plx__backend_config_get(void *ctx, const char *key);
+
+/* Tests: forget everything (plugins stay mapped). */
+void plx__loader_reset(void);
+
+#endif

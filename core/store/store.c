@@ -1,0 +1,176 @@
+/* store.c - store dispatch by url scheme, prefixed views and the wrappers
+ * that apply a store's default timeout. */
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+static const struct {
+    const char *scheme;
+    plx__store_open_fn open;
+} schemes[] = {
+    {"mem://", plx__store_mem_open},
+    {"tcp://", plx__store_tcp_open},
+    {"file://", plx__store_file_open},
+};
+
+int plx__store_open(const char *url, int rank, int size, int64_t timeout_ms, struct plx_store **out)
+{
+    *out = NULL;
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+        size_t n = strlen(schemes[i].scheme);
+        if (!strncmp(url, schemes[i].scheme, n)) {
+            int rc = schemes[i].open(url + n, rank, size, timeout_ms, out);
+            if (rc == 0 && *out) {
+                (*out)->timeout_ms = timeout_ms;
+                (*out)->refs = 1;
+            }
+            return rc;
+        }
+    }
+    return plx__err(PLX_ERR_INVALID_ARG, "rendezvous url '%s': unknown scheme (use tcp://host:port, file:///dir, "
+                    "mem://name or env://)", url);
+}
+
+void plx__store_retain(struct plx_store *s)
+{
+    if (s)
+        __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+}
+
+int plx__store_lost(const struct plx_store *s, char *out, size_t n)
+{
+    return s && s->ops->lost ? s->ops->lost(s, out, n) : 0;
+}
+
+void plx__store_release(struct plx_store *s)
+{
+    if (s && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        s->ops->destroy(s);
+}
+
+static int64_t eff_timeout(struct plx_store *s, int64_t t)
+{
+    return t == -1 ? s->timeout_ms : t;
+}
+
+int plx__store_set(struct plx_store *s, const char *key, const void *val, size_t len)
+{
+    return s->ops->set(s, key, val, len);
+}
+
+int plx__store_get(struct plx_store *s, const char *key, void **val, size_t *len, int64_t timeout_ms)
+{
+    return s->ops->get(s, key, val, len, eff_timeout(s, timeout_ms));
+}
+
+int plx__store_add(struct plx_store *s, const char *key, int64_t delta, int64_t *result)
+{
+    return s->ops->add(s, key, delta, result);
+}
+
+int plx__store_wait(struct plx_store *s, const char *const *keys, size_t n, int64_t timeout_ms)
+{
+    return s->ops->wait(s, keys, n, eff_timeout(s, timeout_ms));
+}
+
+/* ---- prefixed view ---------------------------------------------------- */
+
+struct prefixed {
+    struct plx_store base;
+    struct plx_store *inner;
+    char *prefix;
+};
+
+static char *join(const struct prefixed *p, const char *key)
+{
+    size_t n = strlen(p->prefix) + strlen(key) + 2;
+    char *k = malloc(n);
+    if (k)
+        snprintf(k, n, "%s/%s", p->prefix, key);
+    return k;
+}
+
+#define WITH_KEY(call)                                                         \
+    struct prefixed *p = (struct prefixed *)s;                                 \
+    char *k = join(p, key);                                                    \
+    if (!k)                                                                    \
+        return plx__err(PLX_ERR_NOMEM, "store: out of memory");                \
+    int rc = (call);                                                           \
+    free(k);                                                                   \
+    return rc
+
+static int p_set(struct plx_store *s, const char *key, const void *val, size_t len)
+{
+    WITH_KEY(p->inner->ops->set(p->inner, k, val, len));
+}
+
+static int p_get(struct plx_store *s, const char *key, void **val, size_t *len, int64_t t)
+{
+    WITH_KEY(p->inner->ops->get(p->inner, k, val, len, t));
+}
+
+static int p_add(struct plx_store *s, const char *key, int64_t delta, int64_t *result)
+{
+    WITH_KEY(p->inner->ops->add(p->inner, k, delta, result));
+}
+
+static int p_check(struct plx_store *s, const char *key)
+{
+    WITH_KEY(p->inner->ops->check(p->inner, k));
+}
+
+static int p_del(struct plx_store *s, const char *key)
+{
+    WITH_KEY(p->inner->ops->del(p->inner, k));
+}
+
+static int p_wait(struct plx_store *s, const char *const *keys, size_t n, int64_t t)
+{
+    struct prefixed *p = (struct prefixed *)s;
+    char **ks = calloc(n ? n : 1, sizeof *ks);
+    int rc = ks ? 0 : PLX_ERR_NOMEM;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (!(ks[i] = join(p, keys[i])))
+            rc = PLX_ERR_NOMEM;
+    if (rc == 0)
+        rc = p->inner->ops->wait(p->inner, (const char *const *)ks, n, t);
+    else
+        plx__err(rc, "store: out of memory");
+    for (size_t i = 0; ks && i < n; i++)
+        free(ks[i]);
+    free(ks);
+    return rc;
+}
+
+static void p_destroy(struct plx_store *s)
+{
+    struct prefixed *p = (struct prefixed *)s;
+    plx__store_release(p->inner);
+    free(p->prefix);
+    free(p);
+}
+
+static const struct plx__store_ops prefixed_ops = {
+    .set = p_set, .get = p_get, .add = p_add, .wait = p_wait,
+    .check = p_check, .del = p_del, .destroy = p_destroy,
+};
+
+int plx__store_prefixed(struct plx_store *base, const char *prefix, struct plx_store **out)
+{
+    struct prefixed *p = calloc(1, sizeof *p);
+    if (!p || !(p->prefix = strdup(prefix))) {
+        free(p);
+        return plx__err(PLX_ERR_NOMEM, "store: out of memory");
+    }
+    p->base.ops = &prefixed_ops;
+    p->base.timeout_ms = base->timeout_ms;
+    p->base.refs = 1;
+    p->inner = base;
+    plx__store_retain(base);
+    *out = &p->base;
+    return 0;
+}

@@ -1,0 +1,62 @@
+/* store.h - the bootstrap key-value store every plugin rendezvous through.
+ * Implementations: mem:// (threads of one process), tcp:// (PyTorch
+ * TCPStore protocol), file:// (Gloo FileStore layout). A store handle may be
+ * a prefixed view of another so keys are namespaced per communicator.
+ * Stability: internal. */
+#ifndef PLX_CORE_STORE_H
+#define PLX_CORE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct plx_store;
+
+struct plx__store_ops {
+    int (*set)(struct plx_store *s, const char *key, const void *val, size_t len);
+    /* Waits up to timeout_ms (-2 infinite) for key; *val malloc'ed. */
+    int (*get)(struct plx_store *s, const char *key, void **val, size_t *len, int64_t timeout_ms);
+    int (*add)(struct plx_store *s, const char *key, int64_t delta, int64_t *result);
+    int (*wait)(struct plx_store *s, const char *const *keys, size_t n, int64_t timeout_ms);
+    /* 1 if key exists now, 0 if not. */
+    int (*check)(struct plx_store *s, const char *key);
+    int (*del)(struct plx_store *s, const char *key);
+    void (*destroy)(struct plx_store *s);
+    /* Optional: 1 and why in out (n bytes) if the store's connection broke,
+     * else 0. */
+    int (*lost)(const struct plx_store *s, char *out, size_t n);
+};
+
+/* Base of every store; implementations embed it first. */
+struct plx_store {
+    const struct plx__store_ops *ops;
+    int64_t timeout_ms; /* used when a call passes -1 */
+    int refs;
+};
+
+/* Open the store named by url for a job of `size` ranks where this is `rank`:
+ *   mem://NAME        process-local, shared by threads opening the same NAME
+ *   tcp://HOST:PORT   rank 0 hosts the server (unless PLEXUS_STORE_HOSTED=1)
+ *   file:///DIR       shared directory
+ * Errors name the url. */
+int plx__store_open(const char *url, int rank, int size, int64_t timeout_ms, struct plx_store **out);
+/* A view of base where every key is "prefix/key". Takes a reference on base. */
+int plx__store_prefixed(struct plx_store *base, const char *prefix, struct plx_store **out);
+void plx__store_release(struct plx_store *s);
+void plx__store_retain(struct plx_store *s);
+/* 1 and the reason if s (or the store a view is of) lost its connection. */
+int plx__store_lost(const struct plx_store *s, char *out, size_t n);
+
+/* Convenience wrappers that apply the default timeout. */
+int plx__store_set(struct plx_store *s, const char *key, const void *val, size_t len);
+int plx__store_get(struct plx_store *s, const char *key, void **val, size_t *len, int64_t timeout_ms);
+int plx__store_add(struct plx_store *s, const char *key, int64_t delta, int64_t *result);
+int plx__store_wait(struct plx_store *s, const char *const *keys, size_t n, int64_t timeout_ms);
+
+/* Registry of url schemes, so tcp/file stores live in their own files. */
+typedef int (*plx__store_open_fn)(const char *rest, int rank, int size, int64_t timeout_ms,
+                                  struct plx_store **out);
+int plx__store_mem_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out);
+int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out);
+int plx__store_file_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out);
+
+#endif

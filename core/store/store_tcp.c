@@ -1,0 +1,534 @@
+/* store_tcp.c - tcp://HOST:PORT: a key-value store speaking PyTorch's
+ * TCPStore protocol of the torch 1.13 era (u8 query type, u64 little-endian
+ * length-prefixed strings, i64 integers; no magic number). Rank 0 hosts the
+ * server (one poll loop thread for every client) unless PLEXUS_STORE_HOSTED=1
+ * says a launcher does; every rank is a client. Every length the server
+ * reads is bounded, so a bad client is dropped with a logged reason. With a
+ * job secret (PLEXUS_JOB_SECRET, [core] auth) every connection starts with
+ * the mutual handshake of auth.h; without one the protocol is torch's. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "config.h"
+#include "error.h"
+#include "host.h"
+#include "log.h"
+#include "store.h"
+#include "store_tcp.h"
+
+/* ---- client ------------------------------------------------------------- */
+
+struct client {
+    struct plx_store base;
+    pthread_mutex_t mu;
+    int fd;
+    char host[256], port[16];
+    char where[320];                  /* "store tcp://HOST:PORT", and who hosts it when known */
+    struct plx__store_server *server; /* hosted here (rank 0), or NULL */
+    int gave_up;                      /* the last WAIT timed out: a rendezvous failed */
+    char lost[320];                   /* why the connection broke, or "" */
+    struct plx__store_limits lim;
+    char *secret;                     /* copy of lim.secret, or NULL */
+};
+
+static int64_t key_int(const char *key, int64_t def, int *rc)
+{
+    int64_t v = def;
+    if (*rc == 0)
+        *rc = plx__config_get_int("core", key, def, &v);
+    return v;
+}
+
+int plx__store_limits_from_config(struct plx__store_limits *lim)
+{
+    int rc = 0;
+    memset(lim, 0, sizeof *lim);
+    lim->max_key = (uint64_t)key_int("store_max_key_bytes", PLX__STORE_MAX_KEY, &rc);
+    lim->max_value = (uint64_t)key_int("store_max_value_bytes", PLX__STORE_MAX_VALUE, &rc);
+    lim->max_clients = (size_t)key_int("store_max_clients", PLX__STORE_MAX_CLIENTS, &rc);
+    lim->max_pending = (size_t)key_int("store_max_pending", PLX__STORE_MAX_PENDING, &rc);
+    lim->auth_timeout_ms = key_int("auth_timeout_ms", 10000000000, &rc) / 1000000; /* a duration: ns */
+    lim->listen = plx__config_get("core", "store_listen");
+    if (rc)
+        return rc;
+    if (lim->max_clients < 1 || lim->max_pending < 1 || lim->max_key < 1)
+        return plx__err(PLX_ERR_CONFIG, "[core] store_max_clients, store_max_pending and store_max_key_bytes "
+                                        "must be at least 1");
+    const char *mode = plx__config_get("core", "auth"), *secret = getenv(PLX__AUTH_ENV);
+    if (mode && !strcasecmp(mode, "off"))
+        return 0; /* torch-compatible: plain TCPStore */
+    if (!secret || !*secret) {
+        if (mode && !strcasecmp(mode, "on"))
+            return plx__err(PLX_ERR_CONFIG, "%s: [core] auth = on, but %s is not set (plexus-run sets one)",
+                            plx__config_origin("core", "auth"), PLX__AUTH_ENV);
+        return 0;
+    }
+    char why[160];
+    if (plx__auth_secret_ok(secret, why, sizeof why))
+        return plx__err(PLX_ERR_CONFIG, "store: %s", why);
+    lim->secret = secret;
+    return 0;
+}
+
+/* The handshake on a fresh connection, bounded by deadline. */
+static int authenticate(struct client *c, int fd, uint64_t deadline)
+{
+    if (!c->secret)
+        return 0;
+    struct plx__auth a;
+    int r = plx__auth_init(&a, PLX__AUTH_CLIENT, c->secret, "store");
+    if (r == 0)
+        r = plx__auth_run(&a, fd, deadline);
+    else
+        r = -1;
+    if (r == 1)
+        return 0;
+    return plx__err(r == 0 ? PLX_ERR_TIMEOUT : PLX_ERR_AUTH,
+                    "%s: authentication with %s failed: %s", c->where, PLX__AUTH_ENV,
+                    a.why);
+}
+
+static int connect_until(const struct client *c, uint64_t deadline, int *out)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int gai = getaddrinfo(c->host, c->port, &hints, &res);
+    if (gai)
+        return plx__err(PLX_ERR_INVALID_ARG, "%s: cannot resolve: %s", c->where, gai_strerror(gai));
+    int last = 0;
+    for (;;) {
+        for (struct addrinfo *a = res; a; a = a->ai_next) {
+            int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
+            if (fd < 0)
+                continue;
+            if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+                int one = 1;
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                freeaddrinfo(res);
+                *out = fd;
+                return 0;
+            }
+            last = errno;
+            close(fd);
+        }
+        if (plx__clock_ns() >= deadline)
+            break;
+        usleep(20000); /* the server may not be up yet */
+    }
+    freeaddrinfo(res);
+    return plx__err(PLX_ERR_TIMEOUT, "%s: cannot connect: %s (no server appeared in time)", c->where, strerror(last));
+}
+
+/* Move exactly n bytes, each wait bounded by the deadline (0: none). */
+static int xfer(struct client *c, int is_write, void *buf, size_t n, uint64_t deadline)
+{
+    char *p = buf;
+    while (n) {
+        int ms = -1;
+        if (deadline) {
+            uint64_t now = plx__clock_ns();
+            if (now >= deadline)
+                return plx__err(PLX_ERR_TIMEOUT, "%s: timed out", c->where);
+            ms = (int)((deadline - now) / 1000000) + 1;
+        }
+        struct pollfd pf = {c->fd, is_write ? POLLOUT : POLLIN, 0};
+        int r = poll(&pf, 1, ms);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0)
+            continue; /* re-check the deadline */
+        ssize_t k = is_write ? send(c->fd, p, n, MSG_NOSIGNAL) : recv(c->fd, p, n, 0);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (k <= 0) {
+            plx__err(PLX_ERR_PEER_LOST, "%s: connection lost: %s", c->where,
+                     k == 0 ? "closed by the server" : strerror(errno));
+            snprintf(c->lost, sizeof c->lost, "%s", plx_last_error());
+            return PLX_ERR_PEER_LOST;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static uint64_t deadline_of(int64_t timeout_ms)
+{
+    return timeout_ms == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
+}
+
+/* Request builder: one buffer, one write. */
+struct msg {
+    char *p;
+    size_t n, cap;
+};
+
+static int put(struct msg *m, const void *d, size_t n)
+{
+    if (m->n + n > m->cap) {
+        size_t cap = (m->cap ? m->cap * 2 : 256) + n;
+        char *p = realloc(m->p, cap);
+        if (!p)
+            return plx__err(PLX_ERR_NOMEM, "store: out of memory");
+        m->p = p;
+        m->cap = cap;
+    }
+    memcpy(m->p + m->n, d, n);
+    m->n += n;
+    return 0;
+}
+
+static int put_bytes(struct msg *m, const void *d, size_t n)
+{
+    uint64_t len = n; /* little-endian hosts only (x86_64, aarch64) */
+    return put(m, &len, 8) || put(m, d, n);
+}
+
+static int connected(struct client *c, uint64_t deadline);
+
+static int send_msg(struct client *c, struct msg *m, uint64_t deadline)
+{
+    int rc = connected(c, deadline);
+    if (rc == 0)
+        rc = xfer(c, 1, m->p, m->n, deadline);
+    free(m->p);
+    m->p = NULL;
+    return rc;
+}
+
+static int read_bytes(struct client *c, void **val, size_t *len, uint64_t deadline)
+{
+    uint64_t n;
+    int rc = xfer(c, 0, &n, 8, deadline);
+    if (rc)
+        return rc;
+    if (n > c->lim.max_value)
+        return plx__err(PLX_ERR_PROTOCOL, "%s: reply of %llu bytes is too large", c->where,
+                        (unsigned long long)n);
+    *val = malloc(n ? n : 1);
+    if (!*val)
+        return plx__err(PLX_ERR_NOMEM, "store: out of memory");
+    if ((rc = xfer(c, 0, *val, n, deadline)) != 0) {
+        free(*val);
+        return rc;
+    }
+    *len = n;
+    return 0;
+}
+
+/* After a timed-out WAIT the server's late reply would poison the stream:
+ * drop the connection, and let the next request open a fresh one within its
+ * own deadline (reconnecting here would add a wait to the timeout just
+ * reported, and a server that is gone would stretch it). */
+static void disconnect(struct client *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+}
+
+/* A connection for the next request (under c->mu), bounded by deadline. */
+static int connected(struct client *c, uint64_t deadline)
+{
+    if (c->fd >= 0)
+        return 0;
+    uint64_t d = deadline ? deadline : plx__clock_ns() + 5000000000u;
+    int rc = connect_until(c, d, &c->fd);
+    if (rc == PLX_ERR_TIMEOUT) { /* it was there before: not a slow start, it is gone */
+        plx__err_prefix("reconnecting after a timed-out wait: ");
+        snprintf(c->lost, sizeof c->lost, "%s", plx_last_error());
+        return PLX_ERR_PEER_LOST;
+    }
+    if (rc == 0 && (rc = authenticate(c, c->fd, d)) != 0)
+        disconnect(c);
+    return rc;
+}
+
+/* Refuse here what the server would refuse, with a clearer message. */
+static int too_large(struct client *c, const char *key, size_t vlen)
+{
+    size_t kl = strlen(key);
+    if (kl > c->lim.max_key)
+        return plx__err(PLX_ERR_INVALID_ARG, "%s: key of %zu bytes exceeds [core] store_max_key_bytes = %llu",
+                        c->where, kl, (unsigned long long)c->lim.max_key);
+    if (vlen > c->lim.max_value)
+        return plx__err(PLX_ERR_INVALID_ARG,
+                        "%s: value of %zu bytes for '%s' exceeds [core] store_max_value_bytes = %llu",
+                        c->where, vlen, key, (unsigned long long)c->lim.max_value);
+    return 0;
+}
+
+static int c_set(struct plx_store *s, const char *key, const void *val, size_t len)
+{
+    struct client *c = (struct client *)s;
+    int bad = too_large(c, key, len);
+    if (bad)
+        return bad;
+    struct msg m = {0};
+    uint8_t q = PLX__Q_SET;
+    int rc = put(&m, &q, 1) || put_bytes(&m, key, strlen(key)) || put_bytes(&m, val, len);
+    pthread_mutex_lock(&c->mu);
+    rc = rc ? rc : send_msg(c, &m, deadline_of(s->timeout_ms));
+    pthread_mutex_unlock(&c->mu);
+    free(m.p);
+    return rc;
+}
+
+static int wait_locked(struct client *c, const char *const *keys, size_t n, int64_t timeout_ms)
+{
+    struct msg m = {0};
+    uint8_t q = PLX__Q_WAIT;
+    uint64_t cnt = n;
+    int rc = put(&m, &q, 1) || put(&m, &cnt, 8);
+    for (size_t i = 0; !rc && i < n; i++)
+        if ((rc = too_large(c, keys[i], 0)) == 0)
+            rc = put_bytes(&m, keys[i], strlen(keys[i]));
+    uint64_t deadline = deadline_of(timeout_ms);
+    if (!rc)
+        rc = send_msg(c, &m, deadline);
+    free(m.p);
+    uint8_t reply = 0xff;
+    if (!rc)
+        rc = xfer(c, 0, &reply, 1, deadline);
+    c->gave_up = rc == PLX_ERR_TIMEOUT;
+    if (rc == PLX_ERR_TIMEOUT) {
+        disconnect(c);
+        char list[256] = "";
+        for (size_t i = 0; i < n; i++) {
+            size_t l = strlen(list);
+            snprintf(list + l, sizeof list - l, "%s'%s'", i ? ", " : "", keys[i]);
+        }
+        return plx__err(PLX_ERR_TIMEOUT, "%s: waited %lld ms for key(s) %s: timeout", c->where,
+                        (long long)timeout_ms, list);
+    }
+    if (!rc && reply != PLX__STOP_WAITING)
+        rc = plx__err(PLX_ERR_PROTOCOL, "%s: unexpected WAIT reply %u", c->where, reply);
+    return rc;
+}
+
+static int c_wait(struct plx_store *s, const char *const *keys, size_t n, int64_t timeout_ms)
+{
+    struct client *c = (struct client *)s;
+    pthread_mutex_lock(&c->mu);
+    int rc = wait_locked(c, keys, n, timeout_ms);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static int c_get(struct plx_store *s, const char *key, void **val, size_t *len, int64_t timeout_ms)
+{
+    struct client *c = (struct client *)s;
+    pthread_mutex_lock(&c->mu);
+    int rc = wait_locked(c, &key, 1, timeout_ms); /* as torch does: WAIT, then GET */
+    struct msg m = {0};
+    uint8_t q = PLX__Q_GET;
+    if (!rc)
+        rc = put(&m, &q, 1) || put_bytes(&m, key, strlen(key));
+    uint64_t deadline = deadline_of(s->timeout_ms);
+    if (!rc)
+        rc = send_msg(c, &m, deadline);
+    free(m.p);
+    if (!rc)
+        rc = read_bytes(c, val, len, deadline);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static int c_add(struct plx_store *s, const char *key, int64_t delta, int64_t *result)
+{
+    struct client *c = (struct client *)s;
+    struct msg m = {0};
+    uint8_t q = PLX__Q_ADD;
+    int rc = put(&m, &q, 1) || put_bytes(&m, key, strlen(key)) || put(&m, &delta, 8);
+    int64_t v = 0;
+    uint64_t deadline = deadline_of(s->timeout_ms);
+    pthread_mutex_lock(&c->mu);
+    if (!rc)
+        rc = send_msg(c, &m, deadline);
+    if (!rc)
+        rc = xfer(c, 0, &v, 8, deadline);
+    pthread_mutex_unlock(&c->mu);
+    free(m.p);
+    if (!rc && result)
+        *result = v;
+    return rc;
+}
+
+static int c_check(struct plx_store *s, const char *key)
+{
+    struct client *c = (struct client *)s;
+    struct msg m = {0};
+    uint8_t q = PLX__Q_CHECK, reply = 1;
+    uint64_t one = 1;
+    int rc = put(&m, &q, 1) || put(&m, &one, 8) || put_bytes(&m, key, strlen(key));
+    uint64_t deadline = deadline_of(s->timeout_ms);
+    pthread_mutex_lock(&c->mu);
+    if (!rc)
+        rc = send_msg(c, &m, deadline);
+    if (!rc)
+        rc = xfer(c, 0, &reply, 1, deadline);
+    pthread_mutex_unlock(&c->mu);
+    free(m.p);
+    return rc ? rc : reply == 0;
+}
+
+static int c_del(struct plx_store *s, const char *key)
+{
+    struct client *c = (struct client *)s;
+    struct msg m = {0};
+    uint8_t q = PLX__Q_DELETE_KEY;
+    int64_t n = 0;
+    int rc = put(&m, &q, 1) || put_bytes(&m, key, strlen(key));
+    uint64_t deadline = deadline_of(s->timeout_ms);
+    pthread_mutex_lock(&c->mu);
+    if (!rc)
+        rc = send_msg(c, &m, deadline);
+    if (!rc)
+        rc = xfer(c, 0, &n, 8, deadline);
+    pthread_mutex_unlock(&c->mu);
+    free(m.p);
+    return rc;
+}
+
+struct lingering {
+    struct plx__store_server *server;
+    int64_t ms;
+};
+
+static void *linger_main(void *arg)
+{
+    struct lingering *l = arg;
+    struct timespec ts = {(time_t)(l->ms / 1000), (long)(l->ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    plx__store_server_stop(l->server);
+    free(l);
+    return NULL;
+}
+
+/* This rank hosts the store and gave up waiting for a key; the others began
+ * waiting a little later and would lose the store, and report that, instead
+ * of the rank they all wait for. Keep serving a while (half the timeout, at
+ * most 2 s) from a thread of its own, so this rank's error is not delayed.
+ * Returns 0 if that thread took the server. */
+static int linger(struct plx__store_server *server, int64_t timeout_ms)
+{
+    struct lingering *l = malloc(sizeof *l);
+    pthread_t t;
+    pthread_attr_t at;
+    if (!l)
+        return -1;
+    l->server = server;
+    l->ms = timeout_ms / 2 < 2000 ? timeout_ms / 2 : 2000;
+    int rc = pthread_attr_init(&at);
+    if (rc == 0) {
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        rc = pthread_create(&t, &at, linger_main, l);
+        pthread_attr_destroy(&at);
+    }
+    if (rc)
+        free(l);
+    return rc ? -1 : 0;
+}
+
+static void c_destroy(struct plx_store *s)
+{
+    struct client *c = (struct client *)s;
+    if (c->fd >= 0)
+        close(c->fd);
+    if (c->server && c->gave_up && s->timeout_ms > 0 && linger(c->server, s->timeout_ms) == 0)
+        c->server = NULL;
+    plx__store_server_stop(c->server);
+    pthread_mutex_destroy(&c->mu);
+    if (c->secret) {
+        explicit_bzero(c->secret, strlen(c->secret));
+        free(c->secret);
+    }
+    free(c);
+}
+
+static int c_lost(const struct plx_store *s, char *out, size_t n)
+{
+    const struct client *c = (const struct client *)s;
+    if (!c->lost[0])
+        return 0;
+    snprintf(out, n, "%s", c->lost);
+    return 1;
+}
+
+static const struct plx__store_ops tcp_ops = {
+    .set = c_set, .get = c_get, .add = c_add, .wait = c_wait, .check = c_check, .del = c_del, .destroy = c_destroy,
+    .lost = c_lost,
+};
+
+
+int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out)
+{
+    (void)size;
+    struct client *c = calloc(1, sizeof *c);
+    if (!c)
+        return plx__err(PLX_ERR_NOMEM, "store: out of memory");
+    c->fd = -1;
+    int rc = plx__store_limits_from_config(&c->lim);
+    if (rc == 0 && c->lim.secret && !(c->secret = strdup(c->lim.secret)))
+        rc = plx__err(PLX_ERR_NOMEM, "store: out of memory");
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    c->lim.secret = c->secret;
+    pthread_mutex_init(&c->mu, NULL);
+    c->base.ops = &tcp_ops;
+    c->base.timeout_ms = timeout_ms;
+    /* host:port, [v6]:port */
+    const char *colon = strrchr(rest, ':');
+    if (!colon || colon == rest || !colon[1]) {
+        free(c->secret);
+        free(c);
+        return plx__err(PLX_ERR_INVALID_ARG, "store url 'tcp://%s': expected tcp://HOST:PORT", rest);
+    }
+    snprintf(c->host, sizeof c->host, "%.*s", (int)(colon - rest), rest);
+    snprintf(c->port, sizeof c->port, "%s", colon + 1);
+    if (c->host[0] == '[') {
+        memmove(c->host, c->host + 1, strlen(c->host));
+        c->host[strcspn(c->host, "]")] = '\0';
+    }
+    /* Rank 0 hosts it unless a launcher does: then a store that cannot be
+     * reached or goes away says which rank to look at. */
+    const char *hosted = getenv("PLEXUS_STORE_HOSTED");
+    int by_rank0 = !(hosted && !strcmp(hosted, "1"));
+    snprintf(c->where, sizeof c->where, "store tcp://%s (hosted by rank 0)", rest);
+    if (!by_rank0)
+        snprintf(c->where, sizeof c->where, "store tcp://%s", rest);
+    if (rank == 0 && by_rank0)
+        rc = plx__store_server_start_with(c->host, atoi(c->port), &c->lim, &c->server, NULL);
+    uint64_t deadline = deadline_of(timeout_ms);
+    if (!rc)
+        rc = connect_until(c, deadline, &c->fd);
+    if (!rc)
+        rc = authenticate(c, c->fd, deadline ? deadline : UINT64_MAX);
+    if (rc) {
+        if (c->fd >= 0)
+            close(c->fd);
+        plx__store_server_stop(c->server);
+        pthread_mutex_destroy(&c->mu);
+        free(c->secret);
+        free(c);
+        return rc;
+    }
+    *out = &c->base;
+    return 0;
+}

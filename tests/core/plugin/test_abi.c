@@ -1,0 +1,101 @@
+/* Pins the layout of every struct that crosses the plugin boundary (and the
+ * caller-filled option structs of the API) on x86_64 / LP64. A failure here
+ * means an ABI break: append fields and bump PLX_ABI_MINOR instead. */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "plexus/backend.h"
+#include "plexus/info.h"
+
+static int failures;
+#define PIN(expr, value)                                                                  \
+    do {                                                                                  \
+        if ((size_t)(expr) != (size_t)(value)) {                                          \
+            fprintf(stderr, "%s is %zu, pinned at %zu\n", #expr, (size_t)(expr), (size_t)(value)); \
+            failures++;                                                                   \
+        }                                                                                 \
+    } while (0)
+
+int main(void)
+{
+    PIN(PLX_ABI_MAJOR, 1);
+    PIN(PLX_ABI_MINOR, 3);
+
+    PIN(sizeof(struct plx_caps), 32);
+    PIN(offsetof(struct plx_caps, flags), 4);
+    PIN(offsetof(struct plx_caps, collectives), 8);
+    PIN(offsetof(struct plx_caps, mem_kinds), 20);
+    PIN(offsetof(struct plx_caps, max_message_bytes), 24);
+
+    PIN(sizeof(struct plx_probe_result), 264);
+    PIN(offsetof(struct plx_probe_result, reason), 8);
+
+    PIN(sizeof(struct plx_param), 24);
+
+    PIN(sizeof(struct plx_host), 128);
+    PIN(offsetof(struct plx_host, ctx), 8);
+    PIN(offsetof(struct plx_host, log), 16);
+    PIN(offsetof(struct plx_host, error), 24);
+    PIN(offsetof(struct plx_host, config_get), 32);
+    PIN(offsetof(struct plx_host, clock_ns), 40);
+    PIN(offsetof(struct plx_host, reduce), 48);
+    PIN(offsetof(struct plx_host, scale_div), 56);
+    PIN(offsetof(struct plx_host, store_set), 64);
+    PIN(offsetof(struct plx_host, store_wait), 88);
+    PIN(offsetof(struct plx_host, free), 96);
+    PIN(offsetof(struct plx_host, config_str), 104); /* ABI 1.3 */
+    PIN(offsetof(struct plx_host, config_bool), 112);
+    PIN(offsetof(struct plx_host, config_int), 120);
+
+    PIN(sizeof(struct plx_comm_args), 56);
+    PIN(offsetof(struct plx_comm_args, config), 48); /* ABI 1.3 */
+    PIN(offsetof(struct plx_comm_args, name), 24);
+    PIN(offsetof(struct plx_comm_args, store), 32);
+    PIN(offsetof(struct plx_comm_args, timeout_ms), 40);
+
+    PIN(sizeof(struct plx_coll_args), 80);
+    PIN(offsetof(struct plx_coll_args, flags), 72);
+    PIN(offsetof(struct plx_coll_args, send), 8);
+    PIN(offsetof(struct plx_coll_args, count), 24);
+    PIN(offsetof(struct plx_coll_args, mem_kind), 44);
+    PIN(offsetof(struct plx_coll_args, stream), 48);
+    PIN(offsetof(struct plx_coll_args, seq), 64);
+
+    PIN(sizeof(struct plx_p2p_args), 56);
+    PIN(offsetof(struct plx_p2p_args, buf), 8);
+    PIN(offsetof(struct plx_p2p_args, tag), 24);
+    PIN(offsetof(struct plx_p2p_args, timeout_ms), 48);
+
+    PIN(sizeof(struct plx_backend), 176);
+    PIN(offsetof(struct plx_backend, name), 8);
+    PIN(offsetof(struct plx_backend, params), 32);
+    PIN(offsetof(struct plx_backend, probe), 40);
+    PIN(offsetof(struct plx_backend, comm_create), 64);
+    PIN(offsetof(struct plx_backend, isend), 88);
+    PIN(offsetof(struct plx_backend, collective), 104);
+    PIN(offsetof(struct plx_backend, req_free), 128);
+    PIN(offsetof(struct plx_backend, comm_split), 136); /* ABI 1.1 */
+    PIN(offsetof(struct plx_backend, finalize), 144);
+    PIN(offsetof(struct plx_backend, comm_losses), 152); /* ABI 1.2 */
+    PIN(offsetof(struct plx_backend, keys), 160);        /* ABI 1.3 */
+    PIN(offsetof(struct plx_backend, wait_until), 168);
+
+    PIN(sizeof(struct plx_key), 40);
+    PIN(offsetof(struct plx_key, type), 8);
+    PIN(offsetof(struct plx_key, default_value), 16);
+    PIN(offsetof(struct plx_key, choices), 24);
+    PIN(offsetof(struct plx_key, help), 32);
+
+    PIN(sizeof(struct plx_comm_options), 72);
+    PIN(offsetof(struct plx_comm_options, init), 32);
+    PIN(offsetof(struct plx_comm_options, overrides), 64);
+    PIN(sizeof(struct plx_op_options), 24);
+
+    PIN(sizeof(struct plx_backend_info), 104);
+    PIN(offsetof(struct plx_backend_info, n_params), 100);
+    PIN(sizeof(struct plx_config_entry), 56);
+    PIN(offsetof(struct plx_config_entry, type), 48); /* appended with ABI 1.3 */
+    if (failures)
+        fprintf(stderr, "%d layout pin(s) failed\n", failures);
+    return failures != 0;
+}
