@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "collv.h"
 #include "comm.h"
 #include "error.h"
 #include "host.h"
@@ -198,8 +199,10 @@ static void *executor_main(void *arg)
         c->busy = 0;
         w->status = rc;
         w->done = 1;
-        if (w->freed_by_user)
+        if (w->freed_by_user) {
+            plx__vspec_release(&w->args);
             free(w);
+        }
         pthread_cond_broadcast(&c->cv);
     }
     pthread_mutex_unlock(&c->mu);
@@ -434,8 +437,10 @@ PLX_API void plx_work_free(struct plx_work *w)
         if (!done)
             w->freed_by_user = 1; /* the executor frees it when it finishes */
         pthread_mutex_unlock(&c->mu);
-        if (done)
+        if (done) {
+            plx__vspec_release(&w->args);
             free(w);
+        }
         return;
     }
     if (w->kind == WORK_NATIVE && !w->done) {
