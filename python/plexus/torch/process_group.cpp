@@ -244,6 +244,13 @@ class WorkPlexus : public c10d::Work {
     ~WorkPlexus() override;
 
     std::vector<plx_work *> works;           // waited for in order
+    // A small collective starts lazily (Comm::pending): nb starts it
+    // nonblocking, blk runs it blocking in the waiting thread.
+    std::function<int(plx_work **)> nb;
+    std::function<int()> blk;
+    const char *what = "";
+    void start_now();
+    void run_inline();
     std::function<plx_work *()> next;        // a further stage once works are done (any-source recv)
     std::function<void()> finish;            // after success
     std::vector<at::Tensor> keep;            // buffers plexus borrows until completion
@@ -283,8 +290,24 @@ struct Comm : c10::intrusive_ptr_target {
     std::deque<intrusive_ptr<WorkPlexus>> queue;
     bool stopping = false;
     std::thread completer;
+    // Submission order: a small collective waits here until the caller
+    // waits for it (then it runs blocking, in the caller's thread, as
+    // plexus-bench does: no hand-off to plexus's executor thread) or until
+    // anything else touches the group (another operation, a test, a
+    // future), which starts it first, so every rank issues in program order.
+    std::mutex submit_mu;
+    intrusive_ptr<WorkPlexus> pending;
 
     ~Comm() override { plx_comm_destroy(comm); }
+
+    void flush_locked();
+    void flush()
+    {
+        std::lock_guard<std::mutex> lk(submit_mu);
+        flush_locked();
+    }
+    // Runs w blocking if it is still the pending one; true if it did.
+    bool run_if_pending(WorkPlexus *w);
 
     void run()
     {
@@ -322,6 +345,50 @@ struct Comm : c10::intrusive_ptr_target {
             completer.join();
     }
 };
+
+void Comm::flush_locked()
+{
+    if (pending) {
+        auto w = std::move(pending);
+        pending.reset();
+        w->start_now();
+    }
+}
+
+bool Comm::run_if_pending(WorkPlexus *w)
+{
+    std::lock_guard<std::mutex> lk(submit_mu);
+    if (pending.get() != w)
+        return false;
+    auto self = std::move(pending); // keeps w alive
+    pending.reset();
+    self->run_inline();
+    return true;
+}
+
+void WorkPlexus::start_now()
+{
+    plx_work *pw = nullptr;
+    int rc = nb(&pw);
+    nb = nullptr;
+    blk = nullptr;
+    if (rc != 0)
+        complete(rc, std::string(what) + ": " + plx_last_error());
+    else
+        works.push_back(pw);
+}
+
+void WorkPlexus::run_inline()
+{
+    {
+        std::lock_guard<std::mutex> lk(mutex_);
+        claimed_ = true;
+    }
+    int rc = blk();
+    nb = nullptr;
+    blk = nullptr;
+    complete(rc, rc ? std::string(what) + ": " + plx_last_error() : std::string());
+}
 
 WorkPlexus::~WorkPlexus()
 {
@@ -394,6 +461,7 @@ void WorkPlexus::complete(int rc, const std::string &msg)
 
 bool WorkPlexus::isCompleted()
 {
+    comm_->flush();
     std::unique_lock<std::mutex> lk(mutex_);
     if (done_ || claimed_ || works.empty())
         return done_;
@@ -427,6 +495,7 @@ int WorkPlexus::sourceRank() const
 
 bool WorkPlexus::wait(milliseconds timeout)
 {
+    comm_->run_if_pending(this);
     int64_t ms = timeout.count() <= 0 ? PLX_TIMEOUT_DEFAULT : int64_t(timeout.count()); // 0: kNoTimeout
     std::unique_lock<std::mutex> lk(mutex_);
     if (!done_ && !claimed_) {
@@ -453,6 +522,7 @@ bool WorkPlexus::wait(milliseconds timeout)
 
 c10::intrusive_ptr<c10::ivalue::Future> WorkPlexus::getFuture()
 {
+    comm_->flush();
     std::unique_lock<std::mutex> lk(mutex_);
     if (!future_)
         future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
@@ -510,7 +580,11 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
                                      (store_error.empty() ? "" : " (the store said: " + store_error + ")"));
     }
 
-    ~ProcessGroupPlexus() override { comm_->stop(); }
+    ~ProcessGroupPlexus() override
+    {
+        comm_->flush();
+        comm_->stop();
+    }
 
     const std::string getBackendName() const override { return "plexus"; }
     std::string transport() const { return plx_comm_backend(comm_->comm); }
@@ -520,8 +594,12 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
         const at::Tensor &t = one(tensors, "broadcast");
         auto w = make(c10d::OpType::BROADCAST, tensors);
         at::Tensor buf = dense(t);
-        start(w, "broadcast", plx_ibroadcast(c(), buf.data_ptr(), buf.numel(), dtype_of(t), int(opts.rootRank), nullptr,
-                                            slot(w)));
+        plx_comm *cm = c();
+        void *p = buf.data_ptr();
+        size_t n = buf.numel();
+        int dt = dtype_of(t), root = int(opts.rootRank);
+        launch(w, "broadcast", buf.nbytes(), [=](plx_work **o) { return plx_ibroadcast(cm, p, n, dt, root, nullptr, o); },
+               [=] { return plx_broadcast(cm, p, n, dt, root); });
         copy_back(w, t, buf);
         return w;
     }
@@ -532,8 +610,12 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
         int op = redop_of(opts.reduceOp, t);
         auto w = make(c10d::OpType::ALLREDUCE, tensors);
         at::Tensor buf = dense(t);
-        start(w, "allreduce",
-              plx_iallreduce(c(), buf.data_ptr(), buf.data_ptr(), buf.numel(), dtype_of(t), op, nullptr, slot(w)));
+        plx_comm *cm = c();
+        void *p = buf.data_ptr();
+        size_t n = buf.numel();
+        int dt = dtype_of(t);
+        launch(w, "allreduce", buf.nbytes(), [=](plx_work **o) { return plx_iallreduce(cm, p, p, n, dt, op, nullptr, o); },
+               [=] { return plx_allreduce(cm, p, p, n, dt, op); });
         copy_back(w, t, buf);
         return w;
     }
@@ -544,8 +626,12 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
         int op = redop_of(opts.reduceOp, t);
         auto w = make(c10d::OpType::REDUCE, tensors);
         at::Tensor buf = dense(t);
-        start(w, "reduce", plx_ireduce(c(), buf.data_ptr(), buf.data_ptr(), buf.numel(), dtype_of(t), op,
-                                       int(opts.rootRank), nullptr, slot(w)));
+        plx_comm *cm = c();
+        void *p = buf.data_ptr();
+        size_t n = buf.numel();
+        int dt = dtype_of(t), root = int(opts.rootRank);
+        launch(w, "reduce", buf.nbytes(), [=](plx_work **o) { return plx_ireduce(cm, p, p, n, dt, op, root, nullptr, o); },
+               [=] { return plx_reduce(cm, p, p, n, dt, op, root); });
         copy_back(w, t, buf);
         return w;
     }
@@ -723,7 +809,9 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override
     {
         auto w = make(c10d::OpType::BARRIER, {});
-        start(w, "barrier", plx_ibarrier(c(), nullptr, slot(w)));
+        plx_comm *cm = c();
+        launch(w, "barrier", 0, [=](plx_work **o) { return plx_ibarrier(cm, nullptr, o); },
+               [=] { return plx_barrier(cm); });
         return w;
     }
 
@@ -755,9 +843,30 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
   private:
     plx_comm *c() const { return comm_->comm; }
 
+    // Every operation starts here: a small collective still waiting to
+    // start goes first (program order on every rank).
     intrusive_ptr<WorkPlexus> make(c10d::OpType type, std::vector<at::Tensor> outputs)
     {
+        comm_->flush();
         return c10::make_intrusive<WorkPlexus>(comm_, type, std::move(outputs));
+    }
+
+    // Up to this size a collective starts lazily (see Comm::pending).
+    static constexpr size_t kLazyBytes = 64 << 10;
+
+    void launch(const intrusive_ptr<WorkPlexus> &w, const char *what, size_t bytes,
+                std::function<int(plx_work **)> nb, std::function<int()> blk)
+    {
+        std::lock_guard<std::mutex> lk(comm_->submit_mu);
+        comm_->flush_locked();
+        if (bytes <= kLazyBytes) {
+            w->what = what;
+            w->nb = std::move(nb);
+            w->blk = std::move(blk);
+            comm_->pending = w;
+            return;
+        }
+        start(w, what, nb(slot(w)));
     }
 
     static plx_work **slot(const intrusive_ptr<WorkPlexus> &w)
