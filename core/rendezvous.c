@@ -97,8 +97,9 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
         return 0;
     }
     const char *init = opt->init ? opt->init : getenv("PLEXUS_INIT");
-    if (plx__rendezvous_torchelastic(init, r) != 0)
-        return 0;
+    int agent = plx__rendezvous_torchelastic(init, r);
+    if (agent != 0)
+        return agent < 0 ? agent : 0;
     const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
     if (init && !strcmp(init, "none")) {
         r->url[0] = '\0';
