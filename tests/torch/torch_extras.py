@@ -145,6 +145,22 @@ def rank_main(method, rank, P, arg):
     w = dist.all_reduce(torch.ones(1000), async_op=True)
     check(w.wait(), "async all_reduce wait")
     check(w.is_completed(), "async all_reduce completed")
+    # Small collectives start lazily: issue order must still be program
+    # order whatever the ranks wait for first (here in opposite orders), and
+    # polling is_completed() alone must finish one.
+    small, big = torch.ones(4) * (rank + 1), torch.ones(1 << 16) * (rank + 1)
+    w1 = dist.all_reduce(small, async_op=True)
+    w2 = dist.all_reduce(big, async_op=True)
+    w3 = dist.broadcast(torch.ones(2) * rank, 0, async_op=True)
+    for w in ((w3, w2, w1) if rank % 2 else (w1, w2, w3)):
+        w.wait()
+    tot = P * (P + 1) / 2
+    check(torch.equal(small, torch.full((4,), tot)) and torch.equal(big, torch.full((1 << 16,), tot)),
+          "async small/big all_reduce waited in different orders")
+    w = dist.all_reduce(torch.ones(3), async_op=True)
+    while not w.is_completed():
+        pass
+    check(w.wait(), "polled small all_reduce")
 
     # Refusals with a clear reason.
     refused(lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16)), ["dtype", "Short"], "int16")
