@@ -252,6 +252,12 @@ int main(int argc, char **argv)
     CHECK(plx_comm_init(&o, &c) == PLX_ERR_INVALID_ARG);
     CHECK(strstr(plx_last_error(), "wait") != NULL);
 
+    for (struct entry *e = kv.head, *next; e; e = next) {
+        next = e->next;
+        free(e->key);
+        free(e->val);
+        free(e);
+    }
     printf("external store on %s with %d ranks: %s\n", backend, P, failures ? "FAIL" : "ok");
     return failures ? 1 : 0;
 }
