@@ -379,6 +379,8 @@ static int bench(struct plx_comm *c)
     failed = total_wrong != 0;
     free(b.send);
     free(b.recv);
+    free(V.cnt); /* this thread's v-collective layout */
+    V = (struct vlayout){.coll = -1};
     return failed;
 }
 
