@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""torch_plexus_allreduce.py [--np 2] [--max 64M] [--reps 3] [--plexus-bench PATH]
+"""torch_plexus_allreduce.py [--np 2] [--min 8] [--max 64M] [--reps 3] [--plexus-bench PATH]
 
 torch.distributed all_reduce (float32 SUM, blocking) on backend "plexus"
 against backend "gloo", in the same processes and interleaved: for every
-size from 8 B to --max (x4 steps), each repetition times gloo then plexus
+size from --min to --max (x4 steps, and --max itself), each repetition times gloo then plexus
 (warm-up, barrier, N back-to-back calls, the slowest rank's mean), and the
 row reports the median of the repetitions and plexus's speed-up over gloo.
 The default group is gloo; the plexus group is dist.new_group(backend=
@@ -49,9 +49,13 @@ def run(rank, args, port, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.np)
     px = dist.new_group(backend="plexus")
-    size = 8
+    sizes, size = [], args.min
+    while size < args.max:
+        sizes.append(size)
+        size *= 4
+    sizes.append(args.max)
     rows = []
-    while size <= args.max:
+    for size in sizes:
         t = torch.ones(size // 4, dtype=torch.float32)
         n = iters_for(size)
         g, p = [], []
@@ -62,7 +66,6 @@ def run(rank, args, port, out):
         if rank == 0:
             s, n, gm, pm = rows[-1]
             print("%10d %6d %12.2f %12.2f %8.2fx" % (s, n, gm, pm, gm / pm), flush=True)
-        size *= 4
     if rank == 0:
         with open(out, "w") as f:
             for r in rows:
@@ -86,12 +89,15 @@ def bench_8b(path, np_):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--min", default="8")
     ap.add_argument("--max", default="64M")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--plexus-bench", default="")
     args = ap.parse_args()
-    m = args.max.upper()
-    args.max = int(float(m.rstrip("KMG")) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(m[-1], 1))
+    def size(v):
+        v = v.upper()
+        return int(float(v.rstrip("KMG")) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(v[-1], 1))
+    args.min, args.max = size(args.min), size(args.max)
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -108,6 +114,8 @@ def main():
         with open(out) as f:
             first = f.readline().split()
         torch_us, bench_us = float(first[3]), bench_8b(args.plexus_bench, args.np)
+        if int(first[0]) != 8:
+            torch_us = float("nan")  # the rows did not start at 8 B
         print("# 8 B: torch on plexus %.2f us, plexus-bench %.2f us (same transport): binding overhead %.2fx"
               % (torch_us, bench_us, torch_us / bench_us))
     print("# load average after: %s" % (os.getloadavg(),))
