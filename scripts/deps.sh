@@ -22,5 +22,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     dpkg-dev debhelper lintian fakeroot \
     >/dev/null
 if [ "${1:-}" = --test-peers ]; then
-    $SUDO apt-get install -y -qq --no-install-recommends python3-torch clang libclang-rt-14-dev >/dev/null
+    # python3-torch for the interop and torch suites; libtorch-dev, pybind11-dev and
+    # python3-dev build plexus.torch (the torch.distributed backend) against it.
+    $SUDO apt-get install -y -qq --no-install-recommends python3-torch python3-numpy libtorch-dev pybind11-dev \
+        python3-dev clang libclang-rt-14-dev >/dev/null
 fi

@@ -7,6 +7,12 @@
  * the nccl-tests factor of the collective. --check fills the inputs with
  * rank-dependent values that every dtype holds exactly and verifies every
  * element of every rank's result against a serial reference.
+ *
+ * alltoallv and allgatherv use a deterministic uneven split of the row's
+ * alltoall / allgather blocks of n elements: rank i sends rank j
+ * n * ((i + j + 1) % 3) / 2 elements (0, n/2 or n; symmetric, so in place
+ * works), and rank j contributes n * ((j + 1) % 3) / 2 to allgatherv. A row's size
+ * is the bytes a rank receives on average.
  */
 #include <getopt.h>
 #include <pthread.h>
@@ -64,9 +70,57 @@ static size_t count_for(int coll, size_t bytes, size_t es, int P)
 {
     size_t n = bytes / es;
     if (coll == PLX_COLL_ALLGATHER || coll == PLX_COLL_REDUCE_SCATTER || coll == PLX_COLL_GATHER ||
-        coll == PLX_COLL_SCATTER || coll == PLX_COLL_ALLTOALL)
+        coll == PLX_COLL_SCATTER || coll == PLX_COLL_ALLTOALL || coll == PLX_COLL_ALLTOALLV ||
+        coll == PLX_COLL_ALLGATHERV)
         n /= (size_t)P;
     return n;
+}
+
+/* ---- the uneven split of alltoallv / allgatherv -------------------------- */
+
+static size_t vcount(int coll, size_t n, int from, int to)
+{
+    return coll == PLX_COLL_ALLTOALLV ? n * (size_t)((from + to + 1) % 3) / 2 : n * (size_t)((from + 1) % 3) / 2;
+}
+
+/* This rank's counts and packed displacements (send == receive layout),
+ * kept per thread for the last (coll, n, P). */
+struct vlayout {
+    int coll, P, me;
+    size_t n, *cnt, *dsp, total;
+};
+static __thread struct vlayout V = {-1, 0, 0, 0, NULL, NULL, 0};
+
+static const struct vlayout *vlayout(int coll, size_t n, int P, int me)
+{
+    if (V.coll == coll && V.n == n && V.P == P && V.me == me)
+        return &V;
+    if (V.P != P) {
+        free(V.cnt);
+        V.cnt = malloc(2 * (size_t)P * sizeof *V.cnt);
+        V.dsp = V.cnt + P;
+    }
+    V.coll = coll;
+    V.n = n;
+    V.P = P;
+    V.me = me;
+    V.total = 0;
+    for (int j = 0; j < P; j++) {
+        V.cnt[j] = vcount(coll, n, coll == PLX_COLL_ALLTOALLV ? me : j, coll == PLX_COLL_ALLTOALLV ? j : me);
+        V.dsp[j] = V.total;
+        V.total += V.cnt[j];
+    }
+    return &V;
+}
+
+/* Elements a rank receives on average in a row of n per block. */
+static size_t v_row_elems(int coll, size_t n, int P)
+{
+    size_t sum = 0;
+    for (int i = 0; i < P; i++)
+        for (int j = 0; j < P; j++)
+            sum += coll == PLX_COLL_ALLTOALLV ? vcount(coll, n, i, j) : i == 0 ? vcount(coll, n, j, 0) * P : 0;
+    return sum / (size_t)P;
 }
 
 static int run_op(struct plx_comm *c, int coll, const void *s, void *r, size_t n)
@@ -80,6 +134,14 @@ static int run_op(struct plx_comm *c, int coll, const void *s, void *r, size_t n
     case PLX_COLL_GATHER: return plx_gather(c, s, r, n, O.dtype, O.root);
     case PLX_COLL_SCATTER: return plx_scatter(c, s, r, n, O.dtype, O.root);
     case PLX_COLL_ALLTOALL: return plx_alltoall(c, s, r, n, O.dtype);
+    case PLX_COLL_ALLTOALLV: {
+        const struct vlayout *v = vlayout(coll, n, plx_comm_size(c), plx_comm_rank(c));
+        return plx_alltoallv(c, s, v->cnt, v->dsp, r, v->cnt, v->dsp, O.dtype);
+    }
+    case PLX_COLL_ALLGATHERV: {
+        const struct vlayout *v = vlayout(coll, n, plx_comm_size(c), plx_comm_rank(c));
+        return plx_allgatherv(c, s, v->cnt[plx_comm_rank(c)], r, v->cnt, v->dsp, O.dtype);
+    }
     default: return plx_barrier(c);
     }
 }
@@ -93,12 +155,42 @@ static void place(int coll, int inplace, struct bufs *b, size_t n, size_t es, in
         return;
     if (coll == PLX_COLL_ALLGATHER || coll == PLX_COLL_GATHER)
         *s = b->recv + (size_t)rank * n * es;
+    else if (coll == PLX_COLL_ALLGATHERV)
+        *s = b->recv + V.dsp[rank] * es; /* run_op's layout: vlayout() ran for this row before */
     else if (coll == PLX_COLL_REDUCE_SCATTER)
         *r = b->send + (size_t)rank * n * es;
     else if (coll == PLX_COLL_SCATTER)
         *r = b->send + (size_t)rank * n * es;
     else
         *s = *r = b->recv;
+}
+
+/* check_once for alltoallv / allgatherv: rank i's input element k is
+ * val(i, k); block j of the result holds rank j's block for this rank. */
+static long check_v(struct plx_comm *c, int coll, int inplace, struct bufs *b, size_t n, int *rc)
+{
+    int P = plx_comm_size(c), me = plx_comm_rank(c), dt = O.dtype, op = O.op;
+    const struct vlayout *v = vlayout(coll, n, P, me);
+    size_t es = plx_dtype_size(dt);
+    const void *s;
+    void *r;
+    place(coll, inplace, b, n, es, me, &s, &r);
+    memset(b->recv, 0xee, b->bytes);
+    size_t in_elems = coll == PLX_COLL_ALLTOALLV ? v->total : v->cnt[me];
+    for (size_t i = 0; i < in_elems; i++)
+        put((void *)s, i, dt, val(me, i, op, P));
+    if ((*rc = run_op(c, coll, s, r, n)) != 0)
+        return -1;
+    long wrong = 0;
+    for (int j = 0; j < P; j++) {
+        size_t off = 0; /* where rank j's block for me starts in j's input */
+        for (int t = 0; coll == PLX_COLL_ALLTOALLV && t < me; t++)
+            off += vcount(coll, n, j, t);
+        for (size_t k = 0; k < v->cnt[j]; k++)
+            if (get(r, v->dsp[j] + k, dt) != val(j, off + k, op, P))
+                wrong++;
+    }
+    return wrong;
 }
 
 /* Fill inputs, run once, count wrong elements on this rank. */
@@ -108,6 +200,8 @@ static long check_once(struct plx_comm *c, int coll, int inplace, struct bufs *b
     size_t es = plx_dtype_size(dt), total = n * (size_t)P;
     const void *s;
     void *r;
+    if (coll == PLX_COLL_ALLTOALLV || coll == PLX_COLL_ALLGATHERV)
+        return check_v(c, coll, inplace, b, n, rc);
     place(coll, inplace, b, n, es, me, &s, &r);
     /* Inputs live where the send pointer points (which may be inside recv). */
     size_t in_elems = (coll == PLX_COLL_REDUCE_SCATTER || coll == PLX_COLL_SCATTER || coll == PLX_COLL_ALLTOALL) ? total : n;
@@ -180,6 +274,7 @@ static int measure(struct plx_comm *c, int coll, int inplace, struct bufs *b, si
     size_t es = plx_dtype_size(O.dtype);
     const void *s;
     void *r;
+    vlayout(coll, n, plx_comm_size(c), plx_comm_rank(c)); /* place() reads it for allgatherv */
     place(coll, inplace, b, n, es, plx_comm_rank(c), &s, &r);
     int rc = 0;
     for (int i = 0; i < O.warmup && !rc; i++)
@@ -240,6 +335,8 @@ static int bench(struct plx_comm *c)
             size_t n = coll == PLX_COLL_BARRIER ? 0 : count_for(coll, bytes, es, P);
             int per_rank = coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE;
             size_t row_bytes = n * es * (per_rank ? 1 : (size_t)P);
+            if (coll == PLX_COLL_ALLTOALLV || coll == PLX_COLL_ALLGATHERV)
+                row_bytes = v_row_elems(coll, n, P) * es;
             double t[2] = {0, 0};
             long w[2] = {0, 0};
             for (int ip = O.inplace_only; ip < 2; ip++) {
@@ -282,6 +379,8 @@ static int bench(struct plx_comm *c)
     failed = total_wrong != 0;
     free(b.send);
     free(b.recv);
+    free(V.cnt); /* this thread's v-collective layout */
+    V = (struct vlayout){.coll = -1};
     return failed;
 }
 
@@ -325,7 +424,8 @@ static void usage(FILE *f)
             "  -r, --root R          root of broadcast/reduce/gather/scatter (default 0)\n"
             "  -c, --check [0|1]     verify every element of every result (exit 1 if any is wrong)\n"
             "      --coll NAME       allreduce broadcast reduce allgather reduce_scatter gather\n"
-            "                        scatter alltoall barrier, or all (default allreduce)\n"
+            "                        scatter alltoall barrier alltoallv allgatherv, a comma-separated\n"
+            "                        list, or all (all but the v-collectives; default allreduce)\n"
             "      --inplace         in-place columns only (default: out-of-place and in-place)\n"
             "      --backend NAME    backend (default: the configured one; sim with --ranks)\n"
             "      --ranks N         run N ranks as threads of this process (mem:// store)\n"
@@ -370,12 +470,20 @@ int main(int argc, char **argv)
             break;
         case 'C':
             O.ncolls = 0;
-            for (int k = 0; k < PLX_COLL_SEND; k++)
-                if (!strcmp(optarg, "all") || !strcmp(optarg, plx_coll_name(k)))
-                    O.colls[O.ncolls++] = k;
-            if (!O.ncolls) {
-                fprintf(stderr, "plexus-bench: unknown collective '%s'\n", optarg);
-                return 2;
+            for (char *save = NULL, *name = strtok_r(optarg, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+                int found = 0;
+                for (int k = 0; k < PLX_COLL_COUNT; k++) {
+                    if (k == PLX_COLL_SEND || k == PLX_COLL_RECV || O.ncolls == PLX_COLL_COUNT)
+                        continue;
+                    if ((!strcmp(name, "all") && k < PLX_COLL_SEND) || !strcmp(name, plx_coll_name(k))) {
+                        O.colls[O.ncolls++] = k;
+                        found = 1;
+                    }
+                }
+                if (!found) {
+                    fprintf(stderr, "plexus-bench: unknown collective '%s'\n", name);
+                    return 2;
+                }
             }
             break;
         case 'I': O.inplace_only = 1; break;

@@ -100,6 +100,8 @@ int plx__algo_run(const struct plx__p2p *p, const struct plx__algo_tuning *t, st
     case PLX_COLL_SCATTER: rc = plx__scatter(&x); break;
     case PLX_COLL_ALLTOALL: rc = plx__alltoall(&x); break;
     case PLX_COLL_BARRIER: rc = plx__barrier(&x); break;
+    case PLX_COLL_ALLTOALLV: rc = plx__alltoallv(&x); break;
+    case PLX_COLL_ALLGATHERV: rc = plx__allgatherv(&x); break;
     default:
         return plx__err(PLX_ERR_INVALID_ARG, "no generic algorithm for collective %d", a->coll);
     }

@@ -101,6 +101,8 @@ int plx__gather(struct algo_ctx *x);
 int plx__scatter(struct algo_ctx *x);
 int plx__alltoall(struct algo_ctx *x);
 int plx__barrier(struct algo_ctx *x);
+int plx__alltoallv(struct algo_ctx *x);
+int plx__allgatherv(struct algo_ctx *x);
 
 /* Ring reduce-scatter leaving block i (of P blocks of count elements) fully
  * reduced on rank i. full_out: allreduce's output (blocks reduced in place

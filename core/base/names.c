@@ -52,7 +52,7 @@ static const char *const redops[PLX_REDOP_COUNT] = {"sum", "prod", "min", "max",
 
 static const char *const colls[PLX_COLL_COUNT] = {
     "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "gather",
-    "scatter", "alltoall", "barrier", "send", "recv",
+    "scatter", "alltoall", "barrier", "send", "recv", "alltoallv", "allgatherv",
 };
 
 PLX_API size_t plx_dtype_size(int dtype)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "collv.h"
 #include "comm.h"
 #include "cuda_mem.h"
 #include "error.h"
@@ -132,7 +133,7 @@ static int native_ok(struct plx_comm *c, struct plx_coll_args *a, int *scale_avg
 {
     const struct plx_caps *k = &c->caps;
     *scale_avg = 0;
-    if (!c->be->ops.collective || !(k->collectives & PLX_BIT(a->coll)))
+    if (!c->be->ops.collective || !(k->collectives & PLX_BIT(a->coll)) || plx__coll_is_v(a->coll))
         return 0;
     if (a->coll != PLX_COLL_BARRIER && !(k->dtypes & PLX_BIT(a->dtype)))
         return 0;
@@ -195,11 +196,14 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     int staged;
     if ((rc = resolve_mem(c, o, what, a->send, a->recv, &a->mem_kind, &staged)) != 0)
         return rc;
+    if (staged && plx__coll_is_v(a->coll))
+        return plx__err(PLX_ERR_UNSUPPORTED, "%s on '%s': CUDA buffers are not staged for this collective on "
+                        "backend '%s'; pass host buffers", what, c->name, c->be->name);
     if (staged)
         a->flags |= PLX__COLL_FLAG_STAGED;
     a->timeout_ms = op_timeout(o);
-    if (o && PLX_HAS_FIELD(o, struct plx_op_options, stream))
-        a->stream = o->stream;
+    if (o && PLX_HAS_FIELD(o, struct plx_op_options, stream) && !plx__coll_is_v(a->coll))
+        a->stream = o->stream; /* a v-collective's stream holds its counts (collv.h) */
 
     /* f16/bf16 AVG runs as an f32 SUM of pre-divided copies (avg_lowp.c). */
     struct plx__lowp_avg *lowp = NULL;
@@ -248,6 +252,12 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     if (!w)
         return plx__lowp_avg_end(lowp, plx__run_generic_blocking(c, a));
     return plx__work_generic(c, a, lowp, w);
+}
+
+int plx__coll_submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_op_options *o,
+                     struct plx_work **w)
+{
+    return submit(c, a, o, w);
 }
 
 #define ARGS(kind, s, r, n, dt, o, rt)                                                                   \

@@ -197,12 +197,10 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     c->local_size = rv.local_size;
     c->timeout_ms = opt.timeout_ms >= 0 ? opt.timeout_ms : config_int("timeout_ms", 300000);
 
-    if (rv.url[0]) {
-        if ((rc = plx__store_open(rv.url, c->rank, c->size, c->timeout_ms, &c->base_store)) != 0)
-            goto fail;
-        if ((rc = plx__store_prefixed(c->base_store, c->name, &c->store)) != 0)
-            goto fail;
-    }
+    if ((rc = plx__rendezvous_store_open(&opt, &rv, c->rank, c->size, c->timeout_ms, &c->base_store)) != 0)
+        goto fail;
+    if (c->base_store && (rc = plx__store_prefixed(c->base_store, c->name, &c->store)) != 0)
+        goto fail;
     plx__log(PLX_LOG_INFO, "core", "comm '%s': rank %d of %d (from %s) on backend %s, store %s", c->name, c->rank,
              c->size, rv.source, be->name, rv.url[0] ? rv.url : "none");
     if ((rc = comm_create_backend(c)) != 0)

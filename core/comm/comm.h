@@ -101,9 +101,24 @@ struct plx__rendezvous {
     int rank, size, local_rank, local_size;
     char url[512];   /* "" if no store (backend bootstraps itself) */
     const char *source; /* "options", "torchrun", "Open MPI", "MPICH", "Slurm", "default" */
+    int client_only;     /* a launcher hosts the store at url (torchrun's agent) */
+    char key_prefix[96]; /* "" or what every key goes under ("/worker/attempt_0") */
 };
 int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rendezvous *out);
+/* rendezvous_store.c: open the job's store: the caller's callbacks
+ * (opt->store), else rv->url (as a client only if rv->client_only), under
+ * rv->key_prefix. *out NULL when there is no store. */
+/* If torchrun's elastic agent hosts the store (TORCHELASTIC_USE_AGENT_STORE=
+ * True) and init is env:// or unset: fill r's url, client_only and
+ * key_prefix as torch's own workers use them and return 1; else 0, or an
+ * error for an incomplete environment. */
+int plx__rendezvous_torchelastic(const char *init, struct plx__rendezvous *r);
+int plx__rendezvous_store_open(const struct plx_comm_options *opt, const struct plx__rendezvous *rv, int rank,
+                               int size, int64_t timeout_ms, struct plx_store **out);
 
+/* coll.c: check a and run it natively or generically; w NULL: blocking. */
+int plx__coll_submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_op_options *o,
+                     struct plx_work **w);
 /* coll.c: elements this rank sends (*sn) and receives (*rn) in a, and
  * whether it uses its send and receive buffers at all. */
 void plx__coll_extent(const struct plx_comm *c, const struct plx_coll_args *a, size_t *sn, size_t *rn, int *use_send,

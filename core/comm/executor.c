@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "collv.h"
 #include "comm.h"
 #include "error.h"
 #include "host.h"
@@ -58,8 +59,10 @@ static void *executor_main(void *arg)
         c->busy = 0;
         w->status = rc;
         w->done = 1;
-        if (w->freed_by_user)
+        if (w->freed_by_user) {
+            plx__vspec_release(&w->args);
             free(w);
+        }
         pthread_cond_broadcast(&c->cv);
     }
     pthread_mutex_unlock(&c->mu);

@@ -90,7 +90,16 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
     if (r->local_size < 0)
         r->local_size = r->size;
 
+    if (opt->store) { /* the caller's own store (plx_store_callbacks) */
+        if (opt->init)
+            return plx__err(PLX_ERR_INVALID_ARG, "options give both a store and init '%s': pass one", opt->init);
+        snprintf(r->url, sizeof r->url, "external://");
+        return 0;
+    }
     const char *init = opt->init ? opt->init : getenv("PLEXUS_INIT");
+    int agent = plx__rendezvous_torchelastic(init, r);
+    if (agent != 0)
+        return agent < 0 ? agent : 0;
     const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
     if (init && !strcmp(init, "none")) {
         r->url[0] = '\0';

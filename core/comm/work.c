@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "collv.h"
 #include "comm.h"
 #include "error.h"
 #include "host.h"
@@ -172,8 +173,10 @@ PLX_API void plx_work_free(struct plx_work *w)
         if (!done)
             w->freed_by_user = 1; /* the executor frees it when it finishes */
         pthread_mutex_unlock(&c->mu);
-        if (done)
+        if (done) {
+            plx__vspec_release(&w->args);
             free(w);
+        }
         return;
     }
     if (w->kind == WORK_NATIVE && !w->done) {

@@ -35,7 +35,8 @@ struct plx_store {
 
 /* Open the store named by url for a job of `size` ranks where this is `rank`:
  *   mem://NAME        process-local, shared by threads opening the same NAME
- *   tcp://HOST:PORT   rank 0 hosts the server (unless PLEXUS_STORE_HOSTED=1)
+ *   tcp://HOST:PORT   rank 0 hosts the server (unless PLEXUS_STORE_HOSTED=1);
+ *                     rank -1 joins as a client only (a launcher hosts it)
  *   file:///DIR       shared directory
  * Errors name the url. */
 int plx__store_open(const char *url, int rank, int size, int64_t timeout_ms, struct plx_store **out);
@@ -58,5 +59,9 @@ typedef int (*plx__store_open_fn)(const char *rest, int rank, int size, int64_t 
 int plx__store_mem_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out);
 int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out);
 int plx__store_file_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out);
+/* store_external.c: the caller's callbacks as a store (copied; the user
+ * pointer is borrowed). */
+struct plx_store_callbacks;
+int plx__store_external_open(const struct plx_store_callbacks *cb, int64_t timeout_ms, struct plx_store **out);
 
 #endif

@@ -509,7 +509,7 @@ int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms
     /* Rank 0 hosts it unless a launcher does: then a store that cannot be
      * reached or goes away says which rank to look at. */
     const char *hosted = getenv("PLEXUS_STORE_HOSTED");
-    int by_rank0 = !(hosted && !strcmp(hosted, "1"));
+    int by_rank0 = rank >= 0 && !(hosted && !strcmp(hosted, "1"));
     snprintf(c->where, sizeof c->where, "store tcp://%s (hosted by rank 0)", rest);
     if (!by_rank0)
         snprintf(c->where, sizeof c->where, "store tcp://%s", rest);

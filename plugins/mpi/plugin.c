@@ -156,6 +156,7 @@ static MPI_Op mpi_op(int dt, int op)
 
 struct impl {
     MPI_Comm comm;
+    MPI_Comm core_comm;  /* a dup for the core's generic algorithms (tags with PLX_TAG_CORE_BIT) */
     int rank, size, aborted;
     int is_world;        /* comm is MPI_COMM_WORLD itself (never freed) */
     int orphans;         /* collectives given up while pending (MPI still owns them) */
@@ -200,6 +201,12 @@ static void setup_comm(struct impl *c, MPI_Comm comm)
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &flag);
     c->tag_ub = flag && ub ? *ub : 32767; /* 32767: the least the standard allows */
+    /* The core's tags (bit 63) do not fit MPI's: its traffic gets its own
+     * context, where they are folded into MPI's range (core_tag). */
+    if (MPI_Comm_dup(comm, &c->core_comm) == MPI_SUCCESS)
+        MPI_Comm_set_errhandler(c->core_comm, MPI_ERRORS_RETURN);
+    else
+        c->core_comm = MPI_COMM_NULL;
     MPI_Comm_rank(comm, &c->rank);
     MPI_Comm_size(comm, &c->size);
 }
@@ -305,6 +312,11 @@ static int comm_destroy(void *comm)
     else if (!c->aborted && !mpi_gone()) {
         lock();
         MPI_Comm_free(&c->comm);
+        unlock();
+    }
+    if (c->core_comm != MPI_COMM_NULL && !c->aborted && !mpi_gone()) {
+        lock();
+        MPI_Comm_free(&c->core_comm);
         unlock();
     }
     free(c);
@@ -420,21 +432,39 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     return 0;
 }
 
+/* A core tag (sequence number << 24 | step) folded into [0, tag_ub]. Both
+ * ends fold alike; two messages between one pair that fold to one tag are
+ * still matched in order (MPI does not overtake), as the core's algorithms
+ * post them in the same order on both ends. */
+static int core_tag(const struct impl *c, uint64_t tag)
+{
+    uint64_t seq = (tag >> 24) & UINT64_C(0x3fffffffff), step = tag & 0xffffffu;
+    return (int)((step + seq * 4099u) % ((uint64_t)c->tag_ub + 1));
+}
+
 static int p2p(void *comm, const struct plx_p2p_args *a, void **out, int is_send)
 {
     struct impl *c = comm;
-    if (a->tag > (uint64_t)c->tag_ub)
+    MPI_Comm mc = c->comm;
+    int tag = (int)a->tag;
+    if (a->tag & PLX_TAG_CORE_BIT) {
+        if (c->core_comm == MPI_COMM_NULL)
+            return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, NAME ": no MPI context for the core's algorithms (MPI_Comm_dup failed)");
+        mc = c->core_comm;
+        tag = core_tag(c, a->tag);
+    } else if (a->tag > (uint64_t)c->tag_ub) {
         return plx_plugin_error(host, PLX_ERR_INVALID_ARG, NAME ": tag %llu is above this MPI's limit %d (MPI_TAG_UB)",
                     (unsigned long long)a->tag, c->tag_ub);
+    }
     if (a->bytes > 0x7fffffff)
         return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, NAME ": messages above 2 GiB are not supported");
     struct req *q = calloc(1, sizeof *q);
     if (!q)
         return plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
     lock();
-    int rc = is_send ? MPI_Isend(a->buf, (int)a->bytes, MPI_BYTE, a->peer, (int)a->tag, c->comm, &q->r)
+    int rc = is_send ? MPI_Isend(a->buf, (int)a->bytes, MPI_BYTE, a->peer, tag, mc, &q->r)
                      : MPI_Irecv(a->buf, (int)a->bytes, MPI_BYTE, a->peer == PLX_ANY_SOURCE ? MPI_ANY_SOURCE : a->peer,
-                                 (int)a->tag, c->comm, &q->r);
+                                 tag, mc, &q->r);
     unlock();
     if (rc != MPI_SUCCESS) {
         free(q);

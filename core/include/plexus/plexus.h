@@ -110,6 +110,8 @@ enum plx_coll {
     PLX_COLL_BARRIER = 8,
     PLX_COLL_SEND = 9,
     PLX_COLL_RECV = 10,
+    PLX_COLL_ALLTOALLV = 11,  /* core only: never native in ABI 1.2 */
+    PLX_COLL_ALLGATHERV = 12, /* core only: never native in ABI 1.2 */
     PLX_COLL_COUNT
 };
 
@@ -120,6 +122,34 @@ enum plx_coll {
 
 struct plx_comm;
 struct plx_work;
+
+/* A key-value store the caller already has (a framework's own, such as a
+ * torch.distributed store), handed to plx_comm_init() in place of a
+ * rendezvous url. Every backend bootstraps through it exactly as through
+ * plexus's own stores. Each callback returns 0 or a negative PLX_ERR_*
+ * code (PLX_ERR_TIMEOUT when a wait ran out) and may be called from any
+ * thread of plexus, also concurrently: it must be thread-safe. Keys are
+ * NUL-terminated; values are bytes. Timeouts are in milliseconds,
+ * PLX_TIMEOUT_INFINITE (-2) for none. Stable ABI: append-only. */
+struct plx_store_callbacks {
+    uint32_t struct_size;
+    void *user; /* passed back as the first argument of every callback */
+    /* Required. Store len bytes of val under key (replacing any value). */
+    int (*set)(void *user, const char *key, const void *val, size_t len);
+    /* Required. Wait up to timeout_ms for key, then return its value in
+     * *val, allocated with malloc() (plexus frees it with free()), and its
+     * length in *len. */
+    int (*get)(void *user, const char *key, void **val, size_t *len, int64_t timeout_ms);
+    /* Required. Add delta to the integer stored at key (a missing key counts
+     * as 0) and return the new value in *result. */
+    int (*add)(void *user, const char *key, int64_t delta, int64_t *result);
+    /* Required. Wait up to timeout_ms until every one of the n keys exists. */
+    int (*wait)(void *user, const char *const *keys, size_t n, int64_t timeout_ms);
+    /* Optional: 1 if key exists now, 0 if not. NULL: a wait with timeout 0. */
+    int (*check)(void *user, const char *key);
+    /* Optional: delete key (a missing key is no error). NULL: not supported. */
+    int (*del)(void *user, const char *key);
+};
 
 /* Options for plx_comm_init(). Call plx_comm_options_init() first; every
  * field left at its default is taken from the configuration or environment.
@@ -140,6 +170,12 @@ struct plx_comm_options {
     const char *config_file;      /* an extra INI file, applied last; NULL: none */
     const char *const *overrides; /* NULL-terminated "section.key=value" list,
                                      applied after everything else; NULL: none */
+    /* Since 0.1 (issue 20). */
+    const struct plx_store_callbacks *store; /* the caller's own store, used in
+                                     place of init (which must then be NULL).
+                                     Borrowed: valid until every communicator
+                                     made from it (splits too) is destroyed.
+                                     Keys are namespaced by name as usual. */
 };
 
 /* Per-operation options for the nonblocking forms. NULL means defaults. */
@@ -258,6 +294,31 @@ PLX_API int plx_iscatter(struct plx_comm *c, const void *send, void *recv, size_
 PLX_API int plx_alltoall(struct plx_comm *c, const void *send, void *recv, size_t count, int dtype);
 PLX_API int plx_ialltoall(struct plx_comm *c, const void *send, void *recv, size_t count, int dtype,
                           const struct plx_op_options *o, struct plx_work **w);
+/* Vector alltoall: rank i sends send_counts[j] elements, starting at
+ * element send_displs[j] of send, to rank j, and receives recv_counts[j]
+ * elements from rank j at element recv_displs[j] of recv. send_counts[j] on
+ * rank i must equal recv_counts[i] on rank j. Displacement arrays may be
+ * NULL: blocks packed in rank order. Counts and displacements are copied
+ * during the call (borrowed only then); the buffers until the work
+ * completes. In place (send == recv): the layout of recv is used for both.
+ * Errors: PLX_ERR_INVALID_ARG for a NULL array, a block that overflows, or
+ * receive blocks that overlap (the message names the rank and the index). */
+PLX_API int plx_alltoallv(struct plx_comm *c, const void *send, const size_t *send_counts,
+                          const size_t *send_displs, void *recv, const size_t *recv_counts,
+                          const size_t *recv_displs, int dtype);
+PLX_API int plx_ialltoallv(struct plx_comm *c, const void *send, const size_t *send_counts,
+                           const size_t *send_displs, void *recv, const size_t *recv_counts,
+                           const size_t *recv_displs, int dtype, const struct plx_op_options *o,
+                           struct plx_work **w);
+/* Vector allgather: rank j contributes send_count elements (which must equal
+ * recv_counts[j]); every rank receives them at element recv_displs[j] of
+ * recv (NULL: packed in rank order). In place: send == recv + recv_displs
+ * [rank] elements. Same ownership and errors as plx_alltoallv. */
+PLX_API int plx_allgatherv(struct plx_comm *c, const void *send, size_t send_count, void *recv,
+                           const size_t *recv_counts, const size_t *recv_displs, int dtype);
+PLX_API int plx_iallgatherv(struct plx_comm *c, const void *send, size_t send_count, void *recv,
+                            const size_t *recv_counts, const size_t *recv_displs, int dtype,
+                            const struct plx_op_options *o, struct plx_work **w);
 PLX_API int plx_barrier(struct plx_comm *c);
 PLX_API int plx_ibarrier(struct plx_comm *c, const struct plx_op_options *o, struct plx_work **w);
 

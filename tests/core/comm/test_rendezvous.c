@@ -40,6 +40,27 @@ int main(void)
     CHECK(r.rank == 2 && r.size == 4 && r.local_rank == 0 && r.local_size == 2);
     CHECK(!strcmp(r.url, "tcp://127.0.0.1:29500"));
     CHECK(!strcmp(r.source, "torchrun"));
+    CHECK(!r.client_only && !r.key_prefix[0]);
+
+    /* torchrun's elastic agent hosts the store: join as a client, under the attempt's prefix */
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+    setenv("TORCHELASTIC_RESTART_COUNT", "3", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0);
+    CHECK(r.client_only && !strcmp(r.url, "tcp://127.0.0.1:29500"));
+    CHECK(!strcmp(r.key_prefix, "//worker/attempt_3")); /* torch's TCPStore client adds the first '/' */
+    unsetenv("TORCHELASTIC_RESTART_COUNT");
+    CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+    CHECK(strstr(plx_last_error(), "TORCHELASTIC_RESTART_COUNT") != NULL);
+    setenv("TORCHELASTIC_RESTART_COUNT", "0", 1);
+    o.init = "file:///tmp/elsewhere"; /* an explicit init wins over the agent's store */
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0);
+    CHECK(!r.client_only && !strcmp(r.url, "file:///tmp/elsewhere"));
+    o.init = NULL;
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "False", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0);
+    CHECK(!r.client_only && !r.key_prefix[0]);
+    unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+    unsetenv("TORCHELASTIC_RESTART_COUNT");
 
     /* options beat the environment; PLEXUS_INIT beats MASTER_* */
     o.rank = 1;

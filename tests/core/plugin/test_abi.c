@@ -86,9 +86,13 @@ int main(void)
     PIN(offsetof(struct plx_key, choices), 24);
     PIN(offsetof(struct plx_key, help), 32);
 
-    PIN(sizeof(struct plx_comm_options), 72);
+    PIN(sizeof(struct plx_comm_options), 80);
     PIN(offsetof(struct plx_comm_options, init), 32);
     PIN(offsetof(struct plx_comm_options, overrides), 64);
+    PIN(offsetof(struct plx_comm_options, store), 72); /* appended for issue 20 */
+    PIN(sizeof(struct plx_store_callbacks), 64);
+    PIN(offsetof(struct plx_store_callbacks, wait), 40);
+    PIN(offsetof(struct plx_store_callbacks, del), 56);
     PIN(sizeof(struct plx_op_options), 24);
 
     PIN(sizeof(struct plx_backend_info), 104);

@@ -1,0 +1,1003 @@
+// process_group.cpp - plexus.torch._C: the torch.distributed backend "plexus".
+//
+// The only C++ in plexus, and deliberately thin: it maps torch tensors and
+// options to plexus's C API and plexus's work handles to c10d::Work. No
+// algorithm lives here: every collective is one plexus call (lists of
+// tensors are packed into one flat buffer first and unpacked after).
+//
+// Built against torch 1.13's c10d::ProcessGroup (the API that version
+// installs with libtorch-dev). A torch 2.x port would derive from
+// c10d::Backend instead (the ProcessGroup became a dispatcher over
+// per-device backends), register with
+// Backend.register_backend(name, creator, devices=["cpu"]) and accept
+// c10d::Backend::Options; the tensor mapping below stays as it is.
+//
+// Rendezvous: torch hands the creator its store (a c10d::Store, usually a
+// PrefixStore over a TCPStore or FileStore); it is wrapped in
+// struct plx_store_callbacks so plexus's backends bootstrap through it.
+// The transport is what plexus is configured to use (PLEXUS_BACKEND, the
+// configuration files), tcp between processes by default.
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/utils/pybind.h>
+
+#include <ATen/core/ivalue.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <pybind11/chrono.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "plexus/plexus.h"
+
+namespace plexus_torch {
+
+using c10::intrusive_ptr;
+using std::chrono::milliseconds;
+
+// ---- errors -----------------------------------------------------------------
+
+[[noreturn]] static void fail(int rc, const std::string &what)
+{
+    throw std::runtime_error("plexus: " + what + ": " + plx_err_name(rc) + ": " + plx_last_error());
+}
+
+[[noreturn]] static void refuse(const std::string &why)
+{
+    throw std::runtime_error("plexus: " + why);
+}
+
+// ---- the c10d::Store as plexus store callbacks ------------------------------
+
+// The last exception a store callback caught on this thread, added to the
+// error of a failed plx_comm_init (plexus only sees a status).
+static thread_local std::string store_error;
+
+struct StoreBridge {
+    intrusive_ptr<c10d::Store> store;
+    plx_store_callbacks cb;
+};
+
+static milliseconds store_timeout(const StoreBridge *b, int64_t ms)
+{
+    if (ms == PLX_TIMEOUT_INFINITE)
+        return c10d::Store::kNoTimeout;
+    if (ms < 0)
+        return b->store->getTimeout();
+    return milliseconds(ms > 0 ? ms : 1);
+}
+
+static int caught(const std::exception &e)
+{
+    store_error = e.what();
+    auto nl = store_error.find('\n');
+    if (nl != std::string::npos)
+        store_error.resize(nl);
+    return store_error.find("imeout") != std::string::npos || store_error.find("imed out") != std::string::npos
+               ? PLX_ERR_TIMEOUT
+               : PLX_ERR_SYSTEM;
+}
+
+static int s_set(void *u, const char *key, const void *val, size_t len)
+{
+    try {
+        auto p = static_cast<const uint8_t *>(val);
+        static_cast<StoreBridge *>(u)->store->set(key, std::vector<uint8_t>(p, p + len));
+        return 0;
+    } catch (const std::exception &e) {
+        return caught(e);
+    }
+}
+
+static int s_get(void *u, const char *key, void **val, size_t *len, int64_t timeout_ms)
+{
+    auto b = static_cast<StoreBridge *>(u);
+    try {
+        b->store->wait({key}, store_timeout(b, timeout_ms));
+        std::vector<uint8_t> v = b->store->get(key);
+        *val = malloc(v.size() ? v.size() : 1);
+        if (!*val)
+            return PLX_ERR_NOMEM;
+        if (!v.empty())
+            memcpy(*val, v.data(), v.size());
+        *len = v.size();
+        return 0;
+    } catch (const std::exception &e) {
+        return caught(e);
+    }
+}
+
+static int s_add(void *u, const char *key, int64_t delta, int64_t *result)
+{
+    try {
+        *result = static_cast<StoreBridge *>(u)->store->add(key, delta);
+        return 0;
+    } catch (const std::exception &e) {
+        return caught(e);
+    }
+}
+
+static int s_wait(void *u, const char *const *keys, size_t n, int64_t timeout_ms)
+{
+    auto b = static_cast<StoreBridge *>(u);
+    try {
+        b->store->wait(std::vector<std::string>(keys, keys + n), store_timeout(b, timeout_ms));
+        return 0;
+    } catch (const std::exception &e) {
+        return caught(e);
+    }
+}
+
+static int s_check(void *u, const char *key)
+{
+    try {
+        return static_cast<StoreBridge *>(u)->store->check({key}) ? 1 : 0;
+    } catch (const std::exception &e) {
+        caught(e);
+        return 0;
+    }
+}
+
+static int s_del(void *u, const char *key)
+{
+    try {
+        static_cast<StoreBridge *>(u)->store->deleteKey(key);
+        return 0;
+    } catch (const std::exception &e) {
+        return caught(e);
+    }
+}
+
+// ---- tensors ----------------------------------------------------------------
+
+static int dtype_of(const at::Tensor &t)
+{
+    switch (t.scalar_type()) {
+    case at::kFloat: return PLX_F32;
+    case at::kDouble: return PLX_F64;
+    case at::kHalf: return PLX_F16;
+    case at::kBFloat16: return PLX_BF16;
+    case at::kInt: return PLX_I32;
+    case at::kLong: return PLX_I64;
+    case at::kChar: return PLX_I8;
+    case at::kByte: return PLX_U8;
+    case at::kBool: return PLX_U8;
+    default:
+        refuse(std::string("tensors of dtype ") + c10::toString(t.scalar_type()) +
+               " are not supported (float32, float64, float16, bfloat16, int32, int64, int8, uint8, bool)");
+    }
+}
+
+static int redop_of(const c10d::ReduceOp &op, const at::Tensor &t)
+{
+    int r;
+    switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
+    case c10d::ReduceOp::SUM: r = PLX_SUM; break;
+    case c10d::ReduceOp::PRODUCT: r = PLX_PROD; break;
+    case c10d::ReduceOp::MIN: r = PLX_MIN; break;
+    case c10d::ReduceOp::MAX: r = PLX_MAX; break;
+    case c10d::ReduceOp::AVG: r = PLX_AVG; break;
+    default: refuse("reduce op " + std::to_string(int(static_cast<c10d::ReduceOp::RedOpType>(op))) + " is not supported (SUM, PRODUCT, MIN, MAX, AVG)");
+    }
+    if (t.scalar_type() == at::kBool && r != PLX_MIN && r != PLX_MAX)
+        refuse("bool tensors reduce only with MIN and MAX");
+    return r;
+}
+
+static void check_tensor(const at::Tensor &t)
+{
+    if (!t.device().is_cpu())
+        refuse("only CPU tensors are supported by this build (got " + t.device().str() + ")");
+    if (t.is_sparse())
+        refuse("sparse tensors are not supported");
+    dtype_of(t);
+}
+
+static const at::Tensor &one(const std::vector<at::Tensor> &v, const char *what)
+{
+    if (v.size() != 1)
+        refuse(std::string(what) + " takes exactly one tensor per process (got " + std::to_string(v.size()) + ")");
+    check_tensor(v[0]);
+    return v[0];
+}
+
+// A contiguous tensor standing for t: t itself, or a copy whose result is
+// copied back (copy_back) when the work completes.
+static at::Tensor dense(const at::Tensor &t)
+{
+    return t.is_contiguous() ? t : t.contiguous();
+}
+
+static void same_layout(const std::vector<at::Tensor> &v, const at::Tensor &like, const char *what)
+{
+    for (const auto &t : v) {
+        check_tensor(t);
+        if (t.scalar_type() != like.scalar_type() || t.numel() != like.numel())
+            refuse(std::string(what) + ": every tensor of the list must have the dtype and size of the input");
+    }
+}
+
+// ---- work -------------------------------------------------------------------
+
+struct Comm;
+
+// One torch operation: one or more plexus works waited for in order (a
+// send is a header and the data; a receive from any source first learns
+// the sender), then `finish` (unpacking into the caller's tensors).
+class WorkPlexus : public c10d::Work {
+  public:
+    WorkPlexus(intrusive_ptr<Comm> comm, c10d::OpType type, std::vector<at::Tensor> outputs)
+        : c10d::Work(-1, type), comm_(std::move(comm)), outputs_(std::move(outputs))
+    {
+    }
+    ~WorkPlexus() override;
+
+    std::vector<plx_work *> works;           // waited for in order
+    // A small collective starts lazily (Comm::pending): nb starts it
+    // nonblocking, blk runs it blocking in the waiting thread.
+    std::function<int(plx_work **)> nb;
+    std::function<int()> blk;
+    const char *what = "";
+    void start_now();
+    void run_inline();
+    std::function<plx_work *()> next;        // a further stage once works are done (any-source recv)
+    std::function<void()> finish;            // after success
+    std::vector<at::Tensor> keep;            // buffers plexus borrows until completion
+    int source = -1;                         // recv: the sender
+
+    bool isCompleted() override;
+    bool isSuccess() const override;
+    std::exception_ptr exception() const override;
+    int sourceRank() const override;
+    std::vector<at::Tensor> result() override { return outputs_; }
+    bool wait(milliseconds timeout) override;
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+    // Wait for completion in this thread; returns false on a timeout
+    // (still pending). Call only while holding the claim.
+    bool drive(int64_t timeout_ms);
+
+  private:
+    friend struct Comm;
+    void complete(int rc, const std::string &msg);
+
+    intrusive_ptr<Comm> comm_;
+    std::vector<at::Tensor> outputs_;
+    bool done_ = false, claimed_ = false;
+    std::exception_ptr error_;
+    intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// The plexus communicator, kept alive by the process group and by every
+// work still holding it; a thread completes the works whose future was
+// asked for (DDP's communication hooks wait on futures, not on works).
+struct Comm : c10::intrusive_ptr_target {
+    plx_comm *comm = nullptr;
+    StoreBridge store;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<intrusive_ptr<WorkPlexus>> queue;
+    bool stopping = false;
+    std::thread completer;
+    // Submission order: a small collective waits here until the caller
+    // waits for it (then it runs blocking, in the caller's thread, as
+    // plexus-bench does: no hand-off to plexus's executor thread) or until
+    // anything else touches the group (another operation, a test, a
+    // future), which starts it first, so every rank issues in program order.
+    std::mutex submit_mu;
+    intrusive_ptr<WorkPlexus> pending;
+
+    ~Comm() override { plx_comm_destroy(comm); }
+
+    void flush_locked();
+    void flush()
+    {
+        std::lock_guard<std::mutex> lk(submit_mu);
+        flush_locked();
+    }
+    // Runs w blocking if it is still the pending one; true if it did.
+    bool run_if_pending(WorkPlexus *w);
+
+    void run()
+    {
+        std::unique_lock<std::mutex> lk(mu);
+        for (;;) {
+            cv.wait(lk, [&] { return stopping || !queue.empty(); });
+            if (queue.empty())
+                return;
+            auto w = queue.front();
+            queue.pop_front();
+            lk.unlock();
+            w->drive(PLX_TIMEOUT_INFINITE);
+            w.reset();
+            lk.lock();
+        }
+    }
+
+    void enqueue(intrusive_ptr<WorkPlexus> w)
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        if (!completer.joinable())
+            completer = std::thread([this] { run(); });
+        queue.push_back(std::move(w));
+        cv.notify_one();
+    }
+
+    void stop()
+    {
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            stopping = true;
+            cv.notify_one();
+        }
+        if (completer.joinable())
+            completer.join();
+    }
+};
+
+void Comm::flush_locked()
+{
+    if (pending) {
+        auto w = std::move(pending);
+        pending.reset();
+        w->start_now();
+    }
+}
+
+bool Comm::run_if_pending(WorkPlexus *w)
+{
+    std::lock_guard<std::mutex> lk(submit_mu);
+    if (pending.get() != w)
+        return false;
+    auto self = std::move(pending); // keeps w alive
+    pending.reset();
+    self->run_inline();
+    return true;
+}
+
+void WorkPlexus::start_now()
+{
+    plx_work *pw = nullptr;
+    int rc = nb(&pw);
+    nb = nullptr;
+    blk = nullptr;
+    if (rc != 0)
+        complete(rc, std::string(what) + ": " + plx_last_error());
+    else
+        works.push_back(pw);
+}
+
+void WorkPlexus::run_inline()
+{
+    {
+        std::lock_guard<std::mutex> lk(mutex_);
+        claimed_ = true;
+    }
+    int rc = blk();
+    nb = nullptr;
+    blk = nullptr;
+    complete(rc, rc ? std::string(what) + ": " + plx_last_error() : std::string());
+}
+
+WorkPlexus::~WorkPlexus()
+{
+    for (auto *w : works)
+        plx_work_free(w); // waits for a pending one: plexus borrows our buffers until then
+}
+
+bool WorkPlexus::drive(int64_t timeout_ms)
+{
+    for (;;) {
+        while (!works.empty()) {
+            int rc = plx_work_wait(works.front(), timeout_ms);
+            if (rc == PLX_ERR_TIMEOUT) {
+                int fin = 0;
+                plx_work_test(works.front(), &fin);
+                if (!fin)
+                    return false; // still pending: the caller may wait again
+            }
+            plx_work_free(works.front());
+            works.erase(works.begin());
+            if (rc != 0) {
+                complete(rc, plx_last_error());
+                return true;
+            }
+        }
+        if (!next)
+            break;
+        auto stage = std::move(next);
+        next = nullptr;
+        try {
+            works.push_back(stage());
+        } catch (const std::exception &e) {
+            complete(PLX_ERR_INTERNAL, e.what());
+            return true;
+        }
+    }
+    complete(0, "");
+    return true;
+}
+
+void WorkPlexus::complete(int rc, const std::string &msg)
+{
+    std::exception_ptr err;
+    if (rc != 0) {
+        err = std::make_exception_ptr(std::runtime_error(std::string("plexus: ") + plx_err_name(rc) + ": " + msg));
+    } else if (finish) {
+        try {
+            finish();
+        } catch (...) {
+            err = std::current_exception();
+        }
+    }
+    keep.clear();
+    intrusive_ptr<c10::ivalue::Future> fut;
+    {
+        std::lock_guard<std::mutex> lk(mutex_);
+        done_ = true;
+        claimed_ = false;
+        error_ = err;
+        fut = future_;
+    }
+    cv_.notify_all();
+    if (fut) {
+        if (err)
+            fut->setError(err);
+        else
+            fut->markCompleted(c10::IValue(outputs_));
+    }
+}
+
+bool WorkPlexus::isCompleted()
+{
+    comm_->flush();
+    std::unique_lock<std::mutex> lk(mutex_);
+    if (done_ || claimed_ || works.empty())
+        return done_;
+    int fin = 0;
+    plx_work_test(works.front(), &fin);
+    if (!fin || works.size() > 1 || next)
+        return false;
+    claimed_ = true; // finished: collect it here
+    lk.unlock();
+    drive(0);
+    return true;
+}
+
+bool WorkPlexus::isSuccess() const
+{
+    std::lock_guard<std::mutex> lk(mutex_);
+    return done_ && !error_;
+}
+
+std::exception_ptr WorkPlexus::exception() const
+{
+    std::lock_guard<std::mutex> lk(mutex_);
+    return error_;
+}
+
+int WorkPlexus::sourceRank() const
+{
+    std::lock_guard<std::mutex> lk(mutex_);
+    return source;
+}
+
+bool WorkPlexus::wait(milliseconds timeout)
+{
+    comm_->run_if_pending(this);
+    int64_t ms = timeout.count() <= 0 ? PLX_TIMEOUT_DEFAULT : int64_t(timeout.count()); // 0: kNoTimeout
+    std::unique_lock<std::mutex> lk(mutex_);
+    if (!done_ && !claimed_) {
+        claimed_ = true;
+        lk.unlock();
+        bool finished = drive(ms);
+        lk.lock();
+        if (!finished) {
+            claimed_ = false;
+            cv_.notify_all();
+            refuse("work not finished after " + std::to_string(ms) + " ms (still pending; wait again or abort)");
+        }
+    } else if (!done_) {
+        auto pred = [&] { return done_; };
+        if (ms < 0)
+            cv_.wait(lk, pred);
+        else if (!cv_.wait_for(lk, milliseconds(ms), pred))
+            refuse("work not finished after " + std::to_string(ms) + " ms (still pending)");
+    }
+    if (error_)
+        std::rethrow_exception(error_);
+    return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkPlexus::getFuture()
+{
+    comm_->flush();
+    std::unique_lock<std::mutex> lk(mutex_);
+    if (!future_)
+        future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    auto fut = future_;
+    if (done_) {
+        lk.unlock();
+        if (!fut->completed()) {
+            if (error_)
+                fut->setError(error_);
+            else
+                fut->markCompleted(c10::IValue(outputs_));
+        }
+    } else if (!claimed_) {
+        claimed_ = true; // the completer waits for it
+        lk.unlock();
+        comm_->enqueue(intrusive_ptr<WorkPlexus>::unsafe_reclaim_from_nonowning(this));
+    }
+    return fut;
+}
+
+// ---- the process group ------------------------------------------------------
+
+class ProcessGroupPlexus : public c10d::ProcessGroup {
+  public:
+    ProcessGroupPlexus(const intrusive_ptr<c10d::Store> &store, int rank, int size, milliseconds timeout)
+        : c10d::ProcessGroup(rank, size), comm_(c10::make_intrusive<Comm>())
+    {
+        auto &b = comm_->store;
+        b.store = store;
+        b.cb = plx_store_callbacks{};
+        b.cb.struct_size = sizeof b.cb;
+        b.cb.user = &b;
+        b.cb.set = s_set;
+        b.cb.get = s_get;
+        b.cb.add = s_add;
+        b.cb.wait = s_wait;
+        b.cb.check = s_check;
+        b.cb.del = s_del;
+        plx_comm_options o;
+        plx_comm_options_init(&o);
+        o.rank = rank;
+        o.size = size;
+        o.timeout_ms = timeout.count() > 0 ? timeout.count() : -1;
+        o.store = &b.cb;
+        store_error.clear();
+        int rc;
+        {
+            pybind11::gil_scoped_release nogil;
+            rc = plx_comm_init(&o, &comm_->comm);
+        }
+        if (rc != 0)
+            throw std::runtime_error(std::string("plexus: init_process_group(rank ") + std::to_string(rank) +
+                                     " of " + std::to_string(size) + "): " + plx_err_name(rc) + ": " +
+                                     plx_last_error() +
+                                     (store_error.empty() ? "" : " (the store said: " + store_error + ")"));
+    }
+
+    ~ProcessGroupPlexus() override
+    {
+        comm_->flush();
+        comm_->stop();
+    }
+
+    const std::string getBackendName() const override { return "plexus"; }
+    std::string transport() const { return plx_comm_backend(comm_->comm); }
+
+    intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors, const c10d::BroadcastOptions &opts) override
+    {
+        const at::Tensor &t = one(tensors, "broadcast");
+        auto w = make(c10d::OpType::BROADCAST, tensors);
+        at::Tensor buf = dense(t);
+        plx_comm *cm = c();
+        void *p = buf.data_ptr();
+        size_t n = buf.numel();
+        int dt = dtype_of(t), root = int(opts.rootRank);
+        launch(w, "broadcast", buf.nbytes(), [=](plx_work **o) { return plx_ibroadcast(cm, p, n, dt, root, nullptr, o); },
+               [=] { return plx_broadcast(cm, p, n, dt, root); });
+        copy_back(w, t, buf);
+        return w;
+    }
+
+    intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors, const c10d::AllreduceOptions &opts) override
+    {
+        const at::Tensor &t = one(tensors, "allreduce");
+        int op = redop_of(opts.reduceOp, t);
+        auto w = make(c10d::OpType::ALLREDUCE, tensors);
+        at::Tensor buf = dense(t);
+        plx_comm *cm = c();
+        void *p = buf.data_ptr();
+        size_t n = buf.numel();
+        int dt = dtype_of(t);
+        launch(w, "allreduce", buf.nbytes(), [=](plx_work **o) { return plx_iallreduce(cm, p, p, n, dt, op, nullptr, o); },
+               [=] { return plx_allreduce(cm, p, p, n, dt, op); });
+        copy_back(w, t, buf);
+        return w;
+    }
+
+    intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &tensors, const c10d::ReduceOptions &opts) override
+    {
+        const at::Tensor &t = one(tensors, "reduce");
+        int op = redop_of(opts.reduceOp, t);
+        auto w = make(c10d::OpType::REDUCE, tensors);
+        at::Tensor buf = dense(t);
+        plx_comm *cm = c();
+        void *p = buf.data_ptr();
+        size_t n = buf.numel();
+        int dt = dtype_of(t), root = int(opts.rootRank);
+        launch(w, "reduce", buf.nbytes(), [=](plx_work **o) { return plx_ireduce(cm, p, p, n, dt, op, root, nullptr, o); },
+               [=] { return plx_reduce(cm, p, p, n, dt, op, root); });
+        copy_back(w, t, buf);
+        return w;
+    }
+
+    intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
+                                        const c10d::AllgatherOptions &opts) override
+    {
+        const at::Tensor &in = one(inputs, "allgather");
+        if (outputs.size() != 1 || int(outputs[0].size()) != getSize())
+            refuse("allgather needs one list of world_size output tensors");
+        same_layout(outputs[0], in, "allgather");
+        auto w = make(c10d::OpType::ALLGATHER, outputs[0]);
+        at::Tensor src = dense(in), flat = at::empty({in.numel() * getSize()}, in.options());
+        start(w, "allgather", plx_iallgather(c(), src.data_ptr(), flat.data_ptr(), in.numel(), dtype_of(in), nullptr,
+                                             slot(w)));
+        unpack(w, flat, outputs[0]);
+        w->keep = {src, flat};
+        return w;
+    }
+
+    intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &out, at::Tensor &in, const c10d::AllgatherOptions &) override
+    {
+        check_tensor(in);
+        check_tensor(out);
+        if (out.numel() != in.numel() * getSize() || out.scalar_type() != in.scalar_type())
+            refuse("_allgather_base: the output must hold world_size times the input, of its dtype");
+        std::vector<at::Tensor> outs{out};
+        auto w = make(c10d::OpType::_ALLGATHER_BASE, outs);
+        at::Tensor src = dense(in), dst = dense(out);
+        start(w, "_allgather_base", plx_iallgather(c(), src.data_ptr(), dst.data_ptr(), in.numel(), dtype_of(in),
+                                                   nullptr, slot(w)));
+        copy_back(w, out, dst);
+        w->keep = {src, dst};
+        return w;
+    }
+
+    intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
+                                     const c10d::GatherOptions &opts) override
+    {
+        const at::Tensor &in = one(inputs, "gather");
+        int root = int(opts.rootRank);
+        bool is_root = getRank() == root;
+        if (is_root && (outputs.size() != 1 || int(outputs[0].size()) != getSize()))
+            refuse("gather needs one list of world_size output tensors on the root");
+        if (is_root)
+            same_layout(outputs[0], in, "gather");
+        auto w = make(c10d::OpType::GATHER, is_root ? outputs[0] : std::vector<at::Tensor>{});
+        at::Tensor src = dense(in), flat;
+        if (is_root)
+            flat = at::empty({in.numel() * getSize()}, in.options());
+        start(w, "gather", plx_igather(c(), src.data_ptr(), is_root ? flat.data_ptr() : nullptr, in.numel(),
+                                       dtype_of(in), root, nullptr, slot(w)));
+        if (is_root)
+            unpack(w, flat, outputs[0]);
+        w->keep = {src, flat};
+        return w;
+    }
+
+    intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs, std::vector<std::vector<at::Tensor>> &inputs,
+                                      const c10d::ScatterOptions &opts) override
+    {
+        const at::Tensor &out = one(outputs, "scatter");
+        int root = int(opts.rootRank);
+        bool is_root = getRank() == root;
+        at::Tensor flat;
+        if (is_root) {
+            if (inputs.size() != 1 || int(inputs[0].size()) != getSize())
+                refuse("scatter needs one list of world_size input tensors on the root");
+            same_layout(inputs[0], out, "scatter");
+            flat = pack(inputs[0], out);
+        }
+        auto w = make(c10d::OpType::SCATTER, outputs);
+        at::Tensor dst = dense(out);
+        start(w, "scatter", plx_iscatter(c(), is_root ? flat.data_ptr() : nullptr, dst.data_ptr(), out.numel(),
+                                         dtype_of(out), root, nullptr, slot(w)));
+        copy_back(w, out, dst);
+        w->keep = {flat, dst};
+        return w;
+    }
+
+    intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outputs,
+                                             std::vector<std::vector<at::Tensor>> &inputs,
+                                             const c10d::ReduceScatterOptions &opts) override
+    {
+        const at::Tensor &out = one(outputs, "reduce_scatter");
+        int op = redop_of(opts.reduceOp, out);
+        if (inputs.size() != 1 || int(inputs[0].size()) != getSize())
+            refuse("reduce_scatter needs one list of world_size input tensors");
+        same_layout(inputs[0], out, "reduce_scatter");
+        at::Tensor flat = pack(inputs[0], out), dst = dense(out);
+        auto w = make(c10d::OpType::REDUCE_SCATTER, outputs);
+        start(w, "reduce_scatter", plx_ireduce_scatter(c(), flat.data_ptr(), dst.data_ptr(), out.numel(),
+                                                       dtype_of(out), op, nullptr, slot(w)));
+        copy_back(w, out, dst);
+        w->keep = {flat, dst};
+        return w;
+    }
+
+    intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor &out, at::Tensor &in,
+                                                   const c10d::ReduceScatterOptions &opts) override
+    {
+        check_tensor(in);
+        check_tensor(out);
+        int op = redop_of(opts.reduceOp, out);
+        if (in.numel() != out.numel() * getSize() || out.scalar_type() != in.scalar_type())
+            refuse("_reduce_scatter_base: the input must hold world_size times the output, of its dtype");
+        std::vector<at::Tensor> outs{out};
+        auto w = make(c10d::OpType::_REDUCE_SCATTER_BASE, outs);
+        at::Tensor src = dense(in), dst = dense(out);
+        start(w, "_reduce_scatter_base", plx_ireduce_scatter(c(), src.data_ptr(), dst.data_ptr(), out.numel(),
+                                                             dtype_of(out), op, nullptr, slot(w)));
+        copy_back(w, out, dst);
+        w->keep = {src, dst};
+        return w;
+    }
+
+    intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &out, at::Tensor &in, std::vector<int64_t> &out_splits,
+                                            std::vector<int64_t> &in_splits, const c10d::AllToAllOptions &) override
+    {
+        check_tensor(in);
+        check_tensor(out);
+        if (in.scalar_type() != out.scalar_type())
+            refuse("all_to_all_single: input and output dtypes differ");
+        std::vector<at::Tensor> outs{out};
+        auto w = make(c10d::OpType::ALLTOALL_BASE, outs);
+        at::Tensor src = dense(in), dst = dense(out);
+        int P = getSize();
+        if (out_splits.empty() && in_splits.empty()) {
+            if (in.numel() % P || out.numel() != in.numel())
+                refuse("all_to_all_single without splits needs equal tensors divisible by world_size");
+            start(w, "all_to_all_single", plx_ialltoall(c(), src.data_ptr(), dst.data_ptr(), in.numel() / P,
+                                                        dtype_of(in), nullptr, slot(w)));
+        } else {
+            std::vector<size_t> sc, sd, rc, rd;
+            splits(in, in_splits, sc, sd, "input");
+            splits(out, out_splits, rc, rd, "output");
+            start(w, "all_to_all_single", plx_ialltoallv(c(), src.data_ptr(), sc.data(), sd.data(), dst.data_ptr(),
+                                                         rc.data(), rd.data(), dtype_of(in), nullptr, slot(w)));
+        }
+        copy_back(w, out, dst);
+        w->keep = {src, dst};
+        return w;
+    }
+
+    intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+                                       const c10d::AllToAllOptions &) override
+    {
+        int P = getSize();
+        if (int(outputs.size()) != P || int(inputs.size()) != P)
+            refuse("all_to_all needs world_size input and output tensors");
+        std::vector<size_t> sc(P), sd(P), rc(P), rd(P);
+        size_t at_s = 0, at_r = 0;
+        for (int j = 0; j < P; j++) {
+            check_tensor(inputs[j]);
+            check_tensor(outputs[j]);
+            if (inputs[j].scalar_type() != inputs[0].scalar_type() || outputs[j].scalar_type() != inputs[0].scalar_type())
+                refuse("all_to_all: every tensor must have one dtype");
+            sc[j] = inputs[j].numel();
+            sd[j] = at_s;
+            at_s += sc[j];
+            rc[j] = outputs[j].numel();
+            rd[j] = at_r;
+            at_r += rc[j];
+        }
+        at::Tensor flat_in = at_s ? at::cat(flatten(inputs)) : at::empty({0}, inputs[0].options());
+        at::Tensor flat_out = at::empty({int64_t(at_r)}, inputs[0].options());
+        auto w = make(c10d::OpType::ALLTOALL, outputs);
+        start(w, "all_to_all", plx_ialltoallv(c(), flat_in.data_ptr(), sc.data(), sd.data(), flat_out.data_ptr(),
+                                              rc.data(), rd.data(), dtype_of(inputs[0]), nullptr, slot(w)));
+        unpack(w, flat_out, outputs);
+        w->keep = {flat_in, flat_out};
+        return w;
+    }
+
+    intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override
+    {
+        auto w = make(c10d::OpType::BARRIER, {});
+        plx_comm *cm = c();
+        launch(w, "barrier", 0, [=](plx_work **o) { return plx_ibarrier(cm, nullptr, o); },
+               [=] { return plx_barrier(cm); });
+        return w;
+    }
+
+    // Point-to-point: each message is preceded by a 4-byte header with the
+    // sender's rank (tag 2t) ahead of the data (tag 2t+1), so a receive from
+    // any source learns its sender (plexus reports no source for a work).
+    intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst, int tag) override
+    {
+        const at::Tensor &t = one(tensors, "send");
+        check_tag(tag);
+        auto w = make(c10d::OpType::SEND, {});
+        at::Tensor buf = dense(t), hdr = at::full({1}, getRank(), at::kInt);
+        start(w, "send", plx_isend(c(), hdr.data_ptr(), 1, PLX_I32, dst, 2 * tag, nullptr, slot(w)));
+        start(w, "send", plx_isend(c(), buf.data_ptr(), buf.numel(), dtype_of(t), dst, 2 * tag + 1, nullptr, slot(w)));
+        w->keep = {buf, hdr};
+        return w;
+    }
+
+    intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src, int tag) override
+    {
+        return receive(tensors, src, tag);
+    }
+
+    intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors, int tag) override
+    {
+        return receive(tensors, PLX_ANY_SOURCE, tag);
+    }
+
+  private:
+    plx_comm *c() const { return comm_->comm; }
+
+    // Every operation starts here: a small collective still waiting to
+    // start goes first (program order on every rank).
+    intrusive_ptr<WorkPlexus> make(c10d::OpType type, std::vector<at::Tensor> outputs)
+    {
+        comm_->flush();
+        return c10::make_intrusive<WorkPlexus>(comm_, type, std::move(outputs));
+    }
+
+    // Up to this size a collective starts lazily (see Comm::pending).
+    static constexpr size_t kLazyBytes = 64 << 10;
+
+    void launch(const intrusive_ptr<WorkPlexus> &w, const char *what, size_t bytes,
+                std::function<int(plx_work **)> nb, std::function<int()> blk)
+    {
+        std::lock_guard<std::mutex> lk(comm_->submit_mu);
+        comm_->flush_locked();
+        if (bytes <= kLazyBytes) {
+            w->what = what;
+            w->nb = std::move(nb);
+            w->blk = std::move(blk);
+            comm_->pending = w;
+            return;
+        }
+        start(w, what, nb(slot(w)));
+    }
+
+    static plx_work **slot(const intrusive_ptr<WorkPlexus> &w)
+    {
+        w->works.push_back(nullptr);
+        return &w->works.back();
+    }
+
+    static void start(const intrusive_ptr<WorkPlexus> &w, const char *what, int rc)
+    {
+        if (rc != 0) {
+            w->works.pop_back(); // the slot that was never filled
+            fail(rc, what);
+        }
+    }
+
+    static void copy_back(const intrusive_ptr<WorkPlexus> &w, const at::Tensor &t, const at::Tensor &buf)
+    {
+        w->keep.push_back(buf);
+        if (!buf.is_same(t)) {
+            at::Tensor dst = t, src = buf;
+            w->finish = [dst, src]() mutable { dst.copy_(src); };
+        }
+    }
+
+    static void unpack(const intrusive_ptr<WorkPlexus> &w, const at::Tensor &flat, const std::vector<at::Tensor> &outs)
+    {
+        std::vector<at::Tensor> dst = outs;
+        at::Tensor src = flat;
+        w->finish = [dst, src]() mutable {
+            int64_t at = 0;
+            for (auto &t : dst) {
+                t.copy_(src.narrow(0, at, t.numel()).view(t.sizes()));
+                at += t.numel();
+            }
+        };
+    }
+
+    static std::vector<at::Tensor> flatten(const std::vector<at::Tensor> &v)
+    {
+        std::vector<at::Tensor> out;
+        out.reserve(v.size());
+        for (const auto &t : v)
+            out.push_back(t.reshape({-1}));
+        return out;
+    }
+
+    static at::Tensor pack(const std::vector<at::Tensor> &v, const at::Tensor &like)
+    {
+        return v.empty() ? at::empty({0}, like.options()) : at::cat(flatten(v));
+    }
+
+    // Split sizes along dim 0 (empty: equal) as element counts and packed displacements.
+    void splits(const at::Tensor &t, const std::vector<int64_t> &sp, std::vector<size_t> &cnt, std::vector<size_t> &dsp,
+                const char *which) const
+    {
+        int P = getSize();
+        int64_t rows = t.dim() ? t.size(0) : 1, row = rows ? t.numel() / rows : 0;
+        cnt.assign(P, 0);
+        dsp.assign(P, 0);
+        if (sp.empty()) {
+            if (rows % P)
+                refuse(std::string("all_to_all_single: ") + which + " has " + std::to_string(rows) +
+                       " rows, not divisible by world_size " + std::to_string(P));
+        } else if (int(sp.size()) != P) {
+            refuse(std::string("all_to_all_single: ") + which + " split sizes have " + std::to_string(sp.size()) +
+                   " entries, need world_size " + std::to_string(P));
+        }
+        int64_t at = 0;
+        for (int j = 0; j < P; j++) {
+            int64_t n = sp.empty() ? rows / P : sp[j];
+            if (n < 0)
+                refuse(std::string("all_to_all_single: ") + which + " split size " + std::to_string(j) + " is negative");
+            cnt[j] = size_t(n * row);
+            dsp[j] = size_t(at * row);
+            at += n;
+        }
+        if (at != rows)
+            refuse(std::string("all_to_all_single: ") + which + " split sizes add up to " + std::to_string(at) +
+                   " rows but the tensor has " + std::to_string(rows));
+    }
+
+    static void check_tag(int tag)
+    {
+        if (tag < 0 || tag > (1 << 29))
+            refuse("tag " + std::to_string(tag) + " is out of range (0 .. 2^29)");
+    }
+
+    intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor> &tensors, int src, int tag)
+    {
+        const at::Tensor &t = one(tensors, "recv");
+        check_tag(tag);
+        auto w = make(c10d::OpType::RECV, tensors);
+        at::Tensor buf = dense(t), hdr = at::empty({1}, at::kInt);
+        start(w, "recv", plx_irecv(c(), hdr.data_ptr(), 1, PLX_I32, src, 2 * tag, nullptr, slot(w)));
+        plx_comm *comm = c();
+        WorkPlexus *raw = w.get();
+        int dtype = dtype_of(t);
+        // The data comes from whoever sent the header.
+        w->next = [comm, raw, hdr, buf, dtype, tag]() mutable {
+            int from = hdr.data_ptr<int32_t>()[0];
+            raw->source = from;
+            plx_work *d = nullptr;
+            int rc = plx_irecv(comm, buf.data_ptr(), buf.numel(), dtype, from, 2 * tag + 1, nullptr, &d);
+            if (rc != 0)
+                fail(rc, "recv");
+            return d;
+        };
+        copy_back(w, t, buf);
+        w->keep.push_back(hdr);
+        return w;
+    }
+
+    intrusive_ptr<Comm> comm_;
+};
+
+} // namespace plexus_torch
+
+PYBIND11_MODULE(_C, m)
+{
+    using plexus_torch::ProcessGroupPlexus;
+    m.doc() = "plexus.torch: the torch.distributed backend 'plexus' (torch 1.13 c10d::ProcessGroup)";
+    pybind11::class_<ProcessGroupPlexus, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupPlexus>>(
+        m, "ProcessGroupPlexus")
+        .def(pybind11::init([](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+                               std::chrono::duration<float> timeout) {
+                 return c10::make_intrusive<ProcessGroupPlexus>(
+                     store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+             }),
+             pybind11::arg("store"), pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"))
+        .def_property_readonly("transport", &ProcessGroupPlexus::transport,
+                               "the plexus backend carrying the traffic (tcp, mpi-openmpi, ...)");
+    m.def("version", [] { return std::string(plx_version()); });
+}
