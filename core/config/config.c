@@ -736,15 +736,21 @@ int plx__config_check_view(const struct plx_config *v, const char *section)
 const char *plx__config_get_in(const struct plx_config *v, const char *section, const char *key,
                                const char **origin)
 {
-    const struct entry *e = view_find(v, section, key);
-    if (!e) {
-        pthread_mutex_lock(&mu);
-        e = find(section, key);
-        pthread_mutex_unlock(&mu);
+    const struct entry *e = view_find(v, section, key); /* a view never changes */
+    if (e) {
+        if (origin)
+            *origin = e->origin;
+        return e->value;
     }
+    /* The process table may grow (and move) under another thread: read the
+     * strings, which live as long as the process, while holding the lock. */
+    pthread_mutex_lock(&mu);
+    e = find(section, key);
+    const char *value = e ? e->value : NULL;
     if (origin)
-        *origin = e && e->value ? e->origin : NULL;
-    return e ? e->value : NULL;
+        *origin = value ? e->origin : NULL;
+    pthread_mutex_unlock(&mu);
+    return value;
 }
 
 const char *plx__config_get(const char *section, const char *key)

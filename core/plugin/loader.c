@@ -77,7 +77,7 @@ static int declare_keys(struct plx__backend *b)
     for (size_t i = 0; i < n; i++)
         k[i] = (struct plx_key){.key = b->ops.params[i].key, .type = PLX_KEY_STRING,
                                 .default_value = b->ops.params[i].default_value, .help = b->ops.params[i].help};
-    b->keys = k; /* kept: plugins are never unloaded, nor is what describes them */
+    b->keys = b->own_keys = k;
     return 0;
 }
 
@@ -219,7 +219,7 @@ static void resolve_alias(struct plx__backend *b)
         b->library = strdup(to->library);
         char desc[400];
         snprintf(desc, sizeof desc, "alias of %s here: %s", to->name, to->ops.description ? to->ops.description : "");
-        b->ops.description = strdup(desc); /* kept: backends are never unloaded */
+        b->ops.description = b->own_description = strdup(desc);
         if (to->abi_minor >= 3 && to->ops.keys && plx__config_declare(b->name, to->ops.keys) != 0) {
             set_state(b, PLX_STATE_BROKEN, "%s", plx_last_error());
             return;
@@ -400,7 +400,20 @@ int plx__loader_select(const char *spec, struct plx__backend **out)
 void plx__loader_reset(void)
 {
     pthread_mutex_lock(&mu);
-    n_backends = 0; /* entries and plugins stay mapped: never dlclose */
+    /* The core's copies go; the plugins stay mapped (never dlclose). */
+    for (size_t i = 0; i < n_backends; i++) {
+        struct plx__backend *b = backends[i];
+        free(b->name);
+        free(b->library);
+        free(b->dropin);
+        free(b->alias);
+        free(b->own_keys);
+        free(b->own_description);
+        free(b);
+    }
+    free(backends);
+    backends = NULL;
+    n_backends = 0;
     discovered = 0;
     pthread_mutex_unlock(&mu);
 }

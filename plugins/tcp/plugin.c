@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,12 +217,8 @@ static int post(void *comm, const struct plx_p2p_args *a, void **out, int is_sen
     if (a->bytes && !a->buf)
         return host->error(host->ctx, PLX_ERR_INVALID_ARG, "tcp: NULL buffer for %zu bytes", a->bytes);
     pthread_mutex_lock(&c->mu);
-    struct tcp_req *r = c->req_pool;
-    if (r) {
-        c->req_pool = r->next;
-        memset(r, 0, offsetof(struct tcp_req, err)); /* err is written before it is read */
-        r->next = NULL;
-    } else if (!(r = calloc(1, sizeof *r))) {
+    struct tcp_req *r = tcp__req_get(c);
+    if (!r) {
         pthread_mutex_unlock(&c->mu);
         return host->error(host->ctx, PLX_ERR_NOMEM, "tcp: out of memory");
     }
@@ -240,8 +235,7 @@ static int post(void *comm, const struct plx_p2p_args *a, void **out, int is_sen
     else
         rc = is_send ? tcp__post_send(c, r) : tcp__post_recv(c, r);
     if (rc && r->linked == 0) {
-        r->next = c->req_pool;
-        c->req_pool = r;
+        tcp__req_put(c, r);
         pthread_mutex_unlock(&c->mu);
         return rc;
     }
@@ -373,8 +367,7 @@ static void req_free(void *comm, void *req)
     if (r->linked) {
         tcp__cancel(c, r); /* freed when the last list or frame lets go of it */
     } else {
-        r->next = c->req_pool;
-        c->req_pool = r;
+        tcp__req_put(c, r);
     }
     pthread_mutex_unlock(&c->mu);
 }

@@ -173,6 +173,18 @@ void tcp__drop_peer(struct tcp_comm *c, struct tcp_peer *p, const char *why);
 void tcp__notice_frame(uint64_t h[6], int lost_rank, int why);
 int tcp__peer_gone(struct tcp_comm *c, struct tcp_peer *p, const struct tcp_req *r); /* error status if p closed, else 0 */
 void tcp__free_state(struct tcp_comm *c);
+
+/* pool.c: records reused instead of allocated per message (with c->mu). */
+struct tcp_req *tcp__req_get(struct tcp_comm *c);
+void tcp__req_put(struct tcp_comm *c, struct tcp_req *r);
+struct tcp_slot *tcp__slot_get(struct tcp_peer *p);
+void tcp__slot_put(struct tcp_peer *p, struct tcp_slot *s);
+struct tcp_frame *tcp__frame_get(struct tcp_peer *p);
+void tcp__frame_put(struct tcp_peer *p, struct tcp_frame *f);
+/* An early record whose buffer holds len bytes; NULL when out of memory. */
+struct tcp_early *tcp__early_get(struct tcp_peer *p, size_t len);
+void tcp__early_put(struct tcp_peer *p, struct tcp_early *e); /* NULL: no-op */
+void tcp__pools_free(struct tcp_comm *c);
 /* The peer's end of fd has closed (its FIN, reset or error is queued); any thread. */
 int tcp__hung_up(int fd);
 /* Read and write what p's socket allows now, without blocking. */

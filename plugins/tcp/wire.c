@@ -54,13 +54,9 @@ static struct tcp_slot *slot_get(struct tcp_peer *p, uint64_t slot, int create)
             return s;
     if (!create)
         return NULL;
-    struct tcp_slot *s = p->slot_pool;
-    if (s) {
-        p->slot_pool = s->next;
-        memset(s, 0, sizeof *s);
-    } else if (!(s = calloc(1, sizeof *s))) {
+    struct tcp_slot *s = tcp__slot_get(p);
+    if (!s)
         return NULL;
-    }
     s->slot = slot;
     s->next = *b;
     *b = s;
@@ -75,8 +71,7 @@ static void slot_release(struct tcp_peer *p, struct tcp_slot *s)
     for (struct tcp_slot **q = &p->slots[bucket(s->slot)]; *q; q = &(*q)->next)
         if (*q == s) {
             *q = s->next;
-            s->next = p->slot_pool;
-            p->slot_pool = s;
+            tcp__slot_put(p, s);
             return;
         }
 }
@@ -117,65 +112,11 @@ static int remove_req(struct tcp_req **head, struct tcp_req **tail, struct tcp_r
 
 /* ---- output ------------------------------------------------------------- */
 
-/* Early records (an eager payload that came before its receive) with their
- * buffers are kept for reuse: up to TCP_EARLY_POOL of them, of small sizes,
- * so the common case allocates nothing and the pool stays small. */
-#define TCP_EARLY_POOL 64
-#define TCP_EARLY_POOL_BYTES 65536u
-
-static struct tcp_early *early_get(struct tcp_peer *p, size_t len)
-{
-    struct tcp_early *e = p->early_pool;
-    if (e) {
-        p->early_pool = e->next;
-        p->early_pooled--;
-    } else if (!(e = calloc(1, sizeof *e))) {
-        return NULL;
-    }
-    if (e->cap < len || !e->data) {
-        char *d = realloc(e->data, len ? len : 1);
-        if (!d) {
-            free(e->data);
-            free(e);
-            return NULL;
-        }
-        e->data = d;
-        e->cap = len ? len : 1;
-    }
-    e->len = len;
-    e->next = NULL;
-    return e;
-}
-
-static void early_put(struct tcp_peer *p, struct tcp_early *e)
-{
-    if (!e)
-        return;
-    if (p->early_pooled >= TCP_EARLY_POOL || e->cap > TCP_EARLY_POOL_BYTES) {
-        free(e->data);
-        free(e);
-        return;
-    }
-    e->next = p->early_pool;
-    p->early_pool = e;
-    p->early_pooled++;
-}
-
-static void frame_release(struct tcp_peer *p, struct tcp_frame *f)
-{
-    f->next = p->frame_pool;
-    p->frame_pool = f;
-}
-
 static int enqueue(struct tcp_peer *p, uint64_t op, uint64_t slot, uint64_t len, struct tcp_req *data)
 {
-    struct tcp_frame *f = p->frame_pool;
-    if (f) {
-        p->frame_pool = f->next;
-        memset(f, 0, sizeof *f);
-    } else if (!(f = calloc(1, sizeof *f))) {
+    struct tcp_frame *f = tcp__frame_get(p);
+    if (!f)
         return -1;
-    }
     f->hdr[0] = htole64(TCP_HDR_BYTES + (data ? len : 0));
     f->hdr[1] = htole64(op);
     f->hdr[2] = htole64(slot);
@@ -249,7 +190,7 @@ static void flush(struct tcp_comm *c, struct tcp_peer *p)
                 complete(c, f->req, 0, NULL);
                 unlink_req(f->req);
             }
-            frame_release(p, f);
+            tcp__frame_put(p, f);
         }
         /* Zero-length data frames complete once their header went out. */
         while (p->tx && p->tx->sent == frame_len(p->tx)) {
@@ -260,7 +201,7 @@ static void flush(struct tcp_comm *c, struct tcp_peer *p)
                 complete(c, f->req, 0, NULL);
                 unlink_req(f->req);
             }
-            frame_release(p, f);
+            tcp__frame_put(p, f);
         }
     }
     tcp__update_events(c, p);
@@ -328,7 +269,7 @@ static int bind_recv(struct tcp_comm *c, struct tcp_peer *p, struct tcp_req *r, 
                 memcpy(r->buf, e->data, e->len);
             complete(c, r, 0, NULL);
         }
-        early_put(p, e);
+        tcp__early_put(p, e);
     } else {
         LIST_PUSH(s->posted, s->posted_tail, r);
         r->linked++;
@@ -395,7 +336,7 @@ static void payload_done(struct tcp_comm *c, struct tcp_peer *p)
                 complete(c, r, 0, NULL);
             }
             unlink_req(r);
-            early_put(p, e);
+            tcp__early_put(p, e);
             slot_release(p, s);
         } else {
             LIST_PUSH(s->early, s->early_tail, e);
@@ -560,9 +501,9 @@ static int on_header(struct tcp_comm *c, struct tcp_peer *p)
                 tcp__drop_peer(c, p, why); /* logs it with the peer's address */
                 return -1;
             }
-            struct tcp_early *e = early_get(p, (size_t)len);
+            struct tcp_early *e = tcp__early_get(p, (size_t)len);
             if (!e || !(s = slot_get(p, slot, 1))) {
-                early_put(p, e);
+                tcp__early_put(p, e);
                 tcp__drop_peer(c, p, "out of memory");
                 return -1;
             }
@@ -965,31 +906,7 @@ void tcp__free_state(struct tcp_comm *c)
         fail_req(c, r, PLX_ERR_ABORTED, "tcp: communicator destroyed");
     }
     c->any = NULL;
-    for (int i = 0; i < c->size; i++) {
-        struct tcp_peer *p = &c->peers[i];
-        for (struct tcp_slot *s = p->slot_pool, *n; s; s = n) {
-            n = s->next;
-            free(s);
-        }
-        for (struct tcp_frame *f = p->frame_pool, *n; f; f = n) {
-            n = f->next;
-            free(f);
-        }
-        for (struct tcp_early *e = p->early_pool, *n; e; e = n) {
-            n = e->next;
-            free(e->data);
-            free(e);
-        }
-        p->early_pool = NULL;
-        p->early_pooled = 0;
-        p->slot_pool = NULL;
-        p->frame_pool = NULL;
-    }
-    for (struct tcp_req *r = c->req_pool, *n; r; r = n) {
-        n = r->next;
-        free(r);
-    }
-    c->req_pool = NULL;
+    tcp__pools_free(c);
 }
 
 /* ---- the I/O thread ----------------------------------------------------- */

@@ -166,7 +166,10 @@ struct plx_host {
      * return status, so plugins can write `return host->error(...)`. */
     int (*error)(void *ctx, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
     /* The value of key in the backend's own INI section (after drop-ins and
-     * PLEXUS_<SECTION>_<KEY> variables), or NULL if unset. Process lifetime. */
+     * PLEXUS_<SECTION>_<KEY> variables), or NULL if unset. Called from
+     * comm_create or comm_split, it reads that communicator's configuration
+     * (its options over the files; valid until comm_destroy); elsewhere the
+     * process layers (process lifetime). ABI 1.3 plugins use config_str. */
     const char *(*config_get)(void *ctx, const char *key);
     /* Monotonic clock in nanoseconds. */
     uint64_t (*clock_ns)(void);

@@ -73,20 +73,23 @@ static inline size_t plx_plugin_dtype_size(int dtype)
 /* Typed configuration (ABI 1.3): key of the plugin's section through cfg
  * (the view comm_create got, or NULL for the process layers), already
  * validated by the core against the plugin's keys; def when unset and
- * without a declared default. Durations are nanoseconds, sizes bytes; a
- * choice word such as "auto" reads as -1. */
+ * without a declared default, or when the host has no typed reads (a test
+ * harness that fills only the ABI 1.0 services). Durations are
+ * nanoseconds, sizes bytes; a choice word such as "auto" reads as -1. */
+#define PLX_PLUGIN_HOST_HAS(host, f) (PLX_HAS_FIELD(host, struct plx_host, f) && (host)->f)
+
 static inline int64_t plx_plugin_config_int(const struct plx_host *host, const struct plx_config *cfg,
                                             const char *key, int64_t def)
 {
     int64_t v;
-    return host->config_int(host->ctx, cfg, key, &v) == 0 ? v : def;
+    return PLX_PLUGIN_HOST_HAS(host, config_int) && host->config_int(host->ctx, cfg, key, &v) == 0 ? v : def;
 }
 
 static inline int plx_plugin_config_bool(const struct plx_host *host, const struct plx_config *cfg,
                                          const char *key, int def)
 {
     int v;
-    return host->config_bool(host->ctx, cfg, key, &v) == 0 ? v : def;
+    return PLX_PLUGIN_HOST_HAS(host, config_bool) && host->config_bool(host->ctx, cfg, key, &v) == 0 ? v : def;
 }
 
 /* NULL when unset; the string lives as long as cfg. */
@@ -94,7 +97,7 @@ static inline const char *plx_plugin_config_str(const struct plx_host *host, con
                                                 const char *key)
 {
     const char *v = NULL;
-    return host->config_str(host->ctx, cfg, key, &v) == 0 ? v : NULL;
+    return PLX_PLUGIN_HOST_HAS(host, config_str) && host->config_str(host->ctx, cfg, key, &v) == 0 ? v : NULL;
 }
 
 /* ---- time: one deadline type, absolute CLOCK_MONOTONIC nanoseconds ---- */
