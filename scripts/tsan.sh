@@ -16,7 +16,7 @@ start=$(date +%s)
 # interceptors (SIGSEGV in __tsan::MutexPreReadLock under ucm_madvise); the
 # runs here need only sim and tcp.
 if [ ! -d "$dir" ]; then
-    CC=${CC:-gcc} meson setup "$dir" -Db_sanitize=thread -Db_lundef=false -Dmpi=disabled >/dev/null ||
+    CC=${CC:-gcc} meson setup "$dir" -Db_sanitize=thread -Db_lundef=false -Dmpi=disabled -Dtorch=disabled -Dpython=disabled >/dev/null ||
         { echo "tsan: setup failed"; exit 1; }
 fi
 ninja -C "$dir" >/dev/null || { echo "tsan: build failed"; exit 1; }
