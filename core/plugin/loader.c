@@ -399,17 +399,17 @@ int plx__loader_select(const char *spec, struct plx__backend **out)
 
 void plx__loader_reset(void)
 {
+    /* The plugins stay mapped (never dlclose) and may keep their host
+     * pointer, which lives inside the core's copy of the backend: the old
+     * copies are kept, reachable, in the list of retired ones. */
+    static struct plx__backend **retired;
+    static size_t n_retired;
     pthread_mutex_lock(&mu);
-    /* The core's copies go; the plugins stay mapped (never dlclose). */
-    for (size_t i = 0; i < n_backends; i++) {
-        struct plx__backend *b = backends[i];
-        free(b->name);
-        free(b->library);
-        free(b->dropin);
-        free(b->alias);
-        free(b->own_keys);
-        free(b->own_description);
-        free(b);
+    struct plx__backend **r = realloc(retired, (n_retired + n_backends + 1) * sizeof *r);
+    if (r) {
+        retired = r;
+        for (size_t i = 0; i < n_backends; i++)
+            retired[n_retired++] = backends[i];
     }
     free(backends);
     backends = NULL;

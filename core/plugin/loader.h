@@ -25,7 +25,7 @@ struct plx__backend {
     struct plx_host host;           /* host.ctx == this backend */
     const struct plx_key *keys;     /* typed (ABI 1.3), or an older plugin's params as strings */
     char *alias;                    /* [name] alias: the backends it stands for, or NULL */
-    struct plx_key *own_keys;       /* keys made from an older plugin's params (freed by reset) */
+    struct plx_key *own_keys;       /* keys made from an older plugin's params */
     char *own_description;          /* an alias's "alias of X here: ..." */
     struct plx__backend *target;    /* an alias: the one it stands for here, or NULL */
 };

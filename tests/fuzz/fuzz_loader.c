@@ -160,16 +160,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     setup();
     set_input(data, size);
-    /* plx__loader_reset forgets the backends without freeing them, on
+    /* plx__loader_reset keeps the old backends (retired, not freed), on
      * purpose (a plugin may keep its host pointer, which lives inside). This
      * plugin does not, so the harness frees them itself, or a long run
-     * would run out of memory; only the small array of pointers is left,
+     * would run out of memory; only the retired list of pointers grows,
      * which is why discovery is not leak-checked here. */
     for (size_t i = 0; i < plx__loader_count(); i++) {
         struct plx__backend *old = plx__loader_at(i);
         free(old->name);
         free(old->library);
         free(old->dropin);
+        free(old->alias);
+        free(old->own_keys);
+        free(old->own_description);
         free(old);
     }
     plx__loader_reset();
