@@ -155,6 +155,25 @@ static void add_store_cause(const struct plx_store *base)
     plx__err(0, "%s (%s)", msg, why);
 }
 
+/* The chosen backend refused this communicator as unavailable here (shm
+ * when the ranks span hosts; every rank learns the same through the store,
+ * so all move on together): take the next choice of the same spec, if the
+ * spec was auto or a list. 1 if c->be changed. */
+static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c)
+{
+    char why[512];
+    snprintf(why, sizeof why, "%s", plx_last_error());
+    struct plx__backend *next = NULL;
+    if (plx__loader_select_after(opt->backend, c->be, &next) != 0 || !next) {
+        plx__err(PLX_ERR_UNAVAILABLE, "%s", why);
+        return 0;
+    }
+    plx__log(PLX_LOG_INFO, "core", "comm '%s': backend %s is unavailable here (%s); trying %s", c->name,
+             c->be->name, why, next->name);
+    c->be = next;
+    return 1;
+}
+
 PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_comm **out)
 {
     struct plx_comm_options opt;
@@ -190,7 +209,9 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     }
     plx__log(PLX_LOG_INFO, "core", "comm '%s': rank %d of %d (from %s) on backend %s, store %s", c->name, c->rank,
              c->size, rv.source, be->name, rv.url[0] ? rv.url : "none");
-    if ((rc = comm_create_backend(c)) != 0)
+    while ((rc = comm_create_backend(c)) == PLX_ERR_UNAVAILABLE && next_backend(&opt, c))
+        be = c->be;
+    if (rc != 0)
         goto fail;
     plx__family_join(c, NULL);
     *out = c;
