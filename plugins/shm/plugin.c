@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "hostid.h"
 #include "shm.h"
 
 const struct plx_host *shm__host;
@@ -61,10 +62,11 @@ const char *shm__status_name(int status)
 
 static int probe(struct plx_probe_result *out)
 {
+    char id[200];
+    plx_common_host_identity(id, sizeof id);
     out->state = PLX_PROBE_USABLE;
-    snprintf(out->reason, sizeof out->reason,
-             "shared memory (memfd over SCM_RIGHTS, futex waits); a communicator needs every rank on this host "
-             "(same boot id, host name, network and PID namespace, uid)");
+    snprintf(out->reason, sizeof out->reason, "memfd segments, futex waits; a communicator needs every rank "
+             "with this identity: %s", id);
     return 0;
 }
 

@@ -2,8 +2,8 @@
  * communicator.
  *
  * Co-location is learned through the rendezvous: every rank publishes its
- * host identity (boot id, UTS host name, the inodes of its network and PID
- * namespaces, its uid) and reads everyone's. Ranks that differ in any part
+ * host identity (core/common/hostid.h: boot id, UTS host name, the inodes
+ * of its network and PID namespaces, its uid) and reads everyone's. Ranks that differ in any part
  * cannot share the segment (another kernel, another abstract-socket
  * namespace, pids that mean something else), so the communicator is
  * refused with PLX_ERR_UNAVAILABLE and the reason, the same on every rank.
@@ -27,6 +27,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "hostid.h"
 #include "shm.h"
 
 #define host shm__host
@@ -58,42 +59,11 @@ void shm__cfg_read(struct shm_cfg *cfg)
     cfg->corrupt_at = cfg_u64("corrupt_at", 0);
 }
 
-static void read_line(const char *path, char *out, size_t len)
-{
-    out[0] = '\0';
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return;
-    if (fgets(out, (int)len, f))
-        out[strcspn(out, "\n")] = '\0';
-    fclose(f);
-}
-
-static unsigned long long ns_inode(const char *which)
-{
-    char path[64];
-    struct stat st;
-    snprintf(path, sizeof path, "/proc/self/ns/%s", which);
-    return stat(path, &st) == 0 ? (unsigned long long)st.st_ino : 0;
-}
-
-int shm__host_identity(char *out, size_t len)
-{
-    char boot[64], uts[128];
-    read_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
-    if (gethostname(uts, sizeof uts) != 0)
-        uts[0] = '\0';
-    uts[sizeof uts - 1] = '\0';
-    snprintf(out, len, "boot=%s host=%s netns=%llu pidns=%llu uid=%u", boot[0] ? boot : "?", uts,
-             ns_inode("net"), ns_inode("pid"), (unsigned)getuid());
-    return 0;
-}
-
 /* Every rank's identity through the store; 0 if all equal ours. */
 static int check_colocated(struct shm_comm *c, const struct plx_comm_args *args)
 {
     char mine[320], key[64];
-    shm__host_identity(mine, sizeof mine);
+    plx_common_host_identity(mine, sizeof mine);
     snprintf(key, sizeof key, "shm/host/%d", c->rank);
     int rc = host->store_set(args->store, key, mine, strlen(mine) + 1);
     if (rc)

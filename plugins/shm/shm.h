@@ -102,7 +102,6 @@ struct shm_op {
 };
 
 /* segment.c */
-int shm__host_identity(char *out, size_t len);
 int shm__segment_join(struct shm_comm *c, const struct plx_comm_args *args);
 void shm__segment_leave(struct shm_comm *c);
 void shm__cfg_read(struct shm_cfg *cfg);
