@@ -62,11 +62,11 @@ const char *shm__status_name(int status)
 
 static int probe(struct plx_probe_result *out)
 {
-    char id[200];
+    char id[160];
     plx_common_host_identity(id, sizeof id);
     out->state = PLX_PROBE_USABLE;
-    snprintf(out->reason, sizeof out->reason, "memfd segments, futex waits; a communicator needs every rank "
-             "with this identity: %s", id);
+    snprintf(out->reason, sizeof out->reason, "memfd segment, futex waits; every rank of a communicator needs "
+             "this identity: %.160s", id);
     return 0;
 }
 
