@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "hier.h"
 #include "cuda_mem.h"
 #include "error.h"
 
@@ -202,6 +203,16 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     struct plx__lowp_avg *lowp = NULL;
     if (plx__lowp_avg_needed(a) && (rc = plx__lowp_avg_begin(c, a, &lowp)) != 0)
         return rc;
+    if (plx__hier_wants(c, a)) { /* intra-host and inter-host backends composed (hier.c) */
+        a->seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
+        rc = plx__lowp_avg_end(lowp, plx__hier_run(c, a));
+        if (rc) {
+            char msg[sizeof c->failed_msg];
+            snprintf(msg, sizeof msg, "%s", plx_last_error());
+            plx__comm_fail(c, rc, msg, sizeof msg);
+        }
+        return w ? plx__work_done(c, rc, w) : rc;
+    }
     int scale_avg = 0;
     int native = !staged && native_ok(c, a, &scale_avg);
     if (!native && !generic_ok(c, a))

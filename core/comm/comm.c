@@ -7,6 +7,7 @@
 #include "comm.h"
 #include "config.h"
 #include "error.h"
+#include "hier.h"
 #include "log.h"
 #include "store.h"
 #include "store_tcp.h"
@@ -122,7 +123,8 @@ static int comm_create_backend(struct plx_comm *c)
  * process-wide tables: communicators created by several threads at once
  * take turns here (ThreadSanitizer caught plx__config_load rewriting the
  * drop-in table while another thread's plx__loader_discover read it). */
-static int init_process_wide(const struct plx_comm_options *opt, struct plx__backend **be)
+static int init_process_wide(const struct plx_comm_options *opt, struct plx__backend **be,
+                             struct plx__backend **intra)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     static char applied_level[32];
@@ -137,7 +139,7 @@ static int init_process_wide(const struct plx_comm_options *opt, struct plx__bac
             snprintf(applied_level, sizeof applied_level, "%s", level);
         }
         if ((rc = plx__loader_discover()) == 0)
-            rc = plx__loader_select(opt->backend, be);
+            rc = plx__hier_select(opt->backend, be, intra);
     }
     pthread_mutex_unlock(&mu);
     return rc;
@@ -159,7 +161,7 @@ static void add_store_cause(const struct plx_store *base)
  * when the ranks span hosts; every rank learns the same through the store,
  * so all move on together): take the next choice of the same spec, if the
  * spec was auto or a list. 1 if c->be changed. */
-static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c)
+static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c, struct plx__backend **intra)
 {
     char why[512];
     snprintf(why, sizeof why, "%s", plx_last_error());
@@ -170,6 +172,10 @@ static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c)
     }
     plx__log(PLX_LOG_INFO, "core", "comm '%s': backend %s is unavailable here (%s); trying %s", c->name,
              c->be->name, why, next->name);
+    /* A one-host backend refused a job that spans hosts, and the next one
+     * spans hosts: compose them (hier.c). */
+    if (!*intra && !(c->be->caps.flags & PLX_CAP_MULTI_NODE) && (next->caps.flags & PLX_CAP_MULTI_NODE))
+        *intra = c->be;
     c->be = next;
     return 1;
 }
@@ -177,7 +183,7 @@ static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c)
 PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_comm **out)
 {
     struct plx_comm_options opt;
-    struct plx__backend *be = NULL;
+    struct plx__backend *be = NULL, *intra = NULL;
     struct plx__rendezvous rv;
     struct plx_comm *c = NULL;
     int rc;
@@ -187,7 +193,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
         return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_init: out is NULL");
     *out = NULL;
     copy_options(user_opt, &opt);
-    if ((rc = init_process_wide(&opt, &be)) != 0)
+    if ((rc = init_process_wide(&opt, &be, &intra)) != 0)
         return rc;
     if ((rc = plx__rendezvous_resolve(&opt, &rv)) != 0)
         return rc;
@@ -209,11 +215,18 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     }
     plx__log(PLX_LOG_INFO, "core", "comm '%s': rank %d of %d (from %s) on backend %s, store %s", c->name, c->rank,
              c->size, rv.source, be->name, rv.url[0] ? rv.url : "none");
-    while ((rc = comm_create_backend(c)) == PLX_ERR_UNAVAILABLE && next_backend(&opt, c))
+    while ((rc = comm_create_backend(c)) == PLX_ERR_UNAVAILABLE && next_backend(&opt, c, &intra))
         be = c->be;
     if (rc != 0)
         goto fail;
     plx__family_join(c, NULL);
+    if (intra && (rc = plx__hier_setup(c, intra)) != 0) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", plx_last_error());
+        plx_comm_destroy(c);
+        return plx__err(rc, "plx_comm_init(rank %d of %d, backend %s+%s): %s", rv.rank, rv.size, intra->name,
+                        be->name, msg);
+    }
     *out = c;
     return 0;
 
@@ -228,6 +241,7 @@ PLX_API int plx_comm_destroy(struct plx_comm *c)
 {
     if (!c)
         return 0;
+    plx__hier_destroy(c);
     plx__family_leave(c);
     plx__executor_stop(c);
     int rc = c->be->ops.comm_destroy(c->bc);
@@ -243,6 +257,7 @@ PLX_API int plx_comm_abort(struct plx_comm *c)
     int rc = 0;
     if (c->be->ops.comm_abort)
         rc = c->be->ops.comm_abort(c->bc);
+    plx__hier_abort(c);
     pthread_mutex_lock(&c->mu);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
@@ -262,6 +277,11 @@ static int cmp_split(const void *a, const void *b)
 }
 
 PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_comm **out)
+{
+    return plx__comm_split_on(c, color, key, c ? c->be : NULL, out);
+}
+
+int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backend *be, struct plx_comm **out)
 {
     if (!c || !out)
         return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_split: comm or out is NULL");
@@ -294,7 +314,7 @@ PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_co
 
     char name[512];
     snprintf(name, sizeof name, "%s/split%llu.%d", c->name, (unsigned long long)seq, color);
-    int native = (c->caps.flags & PLX_CAP_SPLIT) && c->be->ops.comm_split;
+    int native = be == c->be && (c->caps.flags & PLX_CAP_SPLIT) && c->be->ops.comm_split;
     if (color == PLX_UNDEFINED) {
         if (native) /* the backend's split is collective over the parent */
             return c->be->ops.comm_split(c->bc, -1, key, NULL, &(void *){NULL});
@@ -306,7 +326,7 @@ PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_co
         rc = plx__err(PLX_ERR_NOMEM, "plx_comm_split: out of memory");
         goto fail;
     }
-    child->be = c->be;
+    child->be = be;
     child->rank = new_rank;
     child->size = n;
     child->local_rank = new_rank; /* refined by a device mesh, not known here */

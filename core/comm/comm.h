@@ -41,9 +41,11 @@ struct plx_comm {
     struct plx__scratch stage; /* host copies of CUDA buffers ([core] cuda_staging) */
     struct plx__algo_tuning tuning;
     struct plx__p2p p2p;
+    struct plx__hier *hier;   /* intra + cross children (hier.c), or NULL: flat */
 };
 
 struct plx__lowp_avg;
+struct plx__hier;
 
 enum work_kind { WORK_DONE, WORK_NATIVE, WORK_GENERIC };
 
@@ -75,6 +77,9 @@ void plx__executor_stop(struct plx_comm *c);
  * (len bytes) is the failure's message: what c's relatives have lost is
  * added to it (family.c), and it becomes the calling thread's last error. */
 void plx__comm_fail(struct plx_comm *c, int status, char *msg, size_t len);
+/* plx_comm_split with the child on backend be (the parent's, or another:
+ * hier.c builds its intra-host child this way). */
+int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backend *be, struct plx_comm **out);
 /* The p2p adapter the algorithms drive (wraps the backend's isend/irecv). */
 void plx__p2p_init(struct plx_comm *c);
 
