@@ -18,7 +18,8 @@ const struct plx_host *shm__host;
 static const struct plx_param params[] = {
     {"slot_bytes", "262144", "Bytes of one half of a rank's slot: the size of one round of a large collective"},
     {"small_bytes", "16384", "allreduce/reduce up to this size run in one phase (every rank reduces all)"},
-    {"spin_ns", "20000", "Spin this long, then yield as long, before sleeping on the futex"},
+    {"spin_ns", "0", "A waiting rank spins this long (ns) after its first few looks, ..."},
+    {"yield_ns", "1000000", "... then yields its core between looks this long, then sleeps on the futex"},
     {"corrupt_rank", "-1", "Fault injection: this rank writes a corrupt slot header ..."},
     {"corrupt_at", "0", "... in the collective with this sequence number"},
     {NULL, NULL, NULL},
@@ -115,6 +116,11 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     struct shm_comm *c = calloc(1, sizeof *c);
     if (!c)
         return shm__error(PLX_ERR_NOMEM, "shm: out of memory");
+    if (args->size < 1 || args->size > SHM_MAX_RANKS) {
+        free(c);
+        return shm__error(PLX_ERR_UNSUPPORTED, "shm: %d ranks; this backend takes 1 to %d", args->size,
+                          SHM_MAX_RANKS);
+    }
     c->rank = args->rank;
     c->size = args->size;
     c->timeout_ms = args->timeout_ms;

@@ -53,7 +53,8 @@ void shm__cfg_read(struct shm_cfg *cfg)
 {
     cfg->slot_bytes = (size_t)cfg_u64("slot_bytes", 256u << 10);
     cfg->small_bytes = (size_t)cfg_u64("small_bytes", 16u << 10);
-    cfg->spin_ns = cfg_u64("spin_ns", 20000);
+    cfg->spin_ns = cfg_u64("spin_ns", 0);
+    cfg->yield_ns = cfg_u64("yield_ns", 1000000);
     const char *r = host->config_get(host->ctx, "corrupt_rank");
     cfg->corrupt_rank = r && *r ? atoi(r) : -1;
     cfg->corrupt_at = cfg_u64("corrupt_at", 0);

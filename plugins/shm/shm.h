@@ -32,6 +32,7 @@
 #define SHM_MAGIC UINT64_C(0x706c78736873d001) /* "plxshs" + layout version */
 #define SHM_CTL_BYTES 256
 #define SHM_HDR_BYTES 4096
+#define SHM_MAX_RANKS 256 /* a slot (>= 4 KiB) holds one 8-byte element per rank */
 
 extern const struct plx_host *shm__host;
 
@@ -69,7 +70,8 @@ struct shm_seg_header {
 
 struct shm_cfg {
     size_t slot_bytes, small_bytes;
-    uint64_t spin_ns;   /* spin this long before sleeping on the futex */
+    uint64_t spin_ns;   /* spin this long, */
+    uint64_t yield_ns;  /* then yield the core this long, then sleep on the futex */
     int corrupt_rank;   /* fault injection: this rank writes a bad slot header */
     uint64_t corrupt_at; /* ... in the collective with this seq */
 };
