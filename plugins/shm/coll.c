@@ -34,19 +34,25 @@ static size_t min_sz(size_t a, size_t b)
 }
 
 /* Start a round: pick the slot half and say what this rank's slot holds. */
-static uint32_t publish(struct shm_op *o, size_t off, size_t len)
+uint32_t shm__publish(struct shm_op *o, size_t off, size_t len)
 {
     struct shm_comm *c = o->c;
     uint32_t half = c->round++ & 1;
     struct shm_slot_hdr h = {.seq = o->a->seq, .coll = o->a->coll, .dtype = o->a->dtype, .op = o->a->op,
-                             .root = o->a->root, .count = o->a->count, .off = off, .len = len};
+                             .root = o->a->root, .count = o->a->count, .off = off, .len = len,
+                             .send_addr = (uint64_t)(uintptr_t)o->a->send, .recv_addr = (uint64_t)(uintptr_t)o->a->recv};
     if (c->cfg.corrupt_rank == c->rank && o->a->seq == c->cfg.corrupt_at) {
         /* Fault injection ([shm] corrupt_rank/corrupt_at): what a broken or
          * hostile peer could leave in its header. */
-        h.count = UINT64_MAX / 3;
-        h.off = UINT64_MAX - 7;
-        h.len = (uint64_t)1 << 62;
-        h.dtype = -5;
+        if (c->cfg.corrupt_addr) { /* a header that agrees, pointing at nothing */
+            h.send_addr = UINT64_C(0xdead0000);
+            h.recv_addr = UINT64_MAX - 4095;
+        } else {
+            h.count = UINT64_MAX / 3;
+            h.off = UINT64_MAX - 7;
+            h.len = (uint64_t)1 << 62;
+            h.dtype = -5;
+        }
     }
     shm__ctl(c, c->rank)->hdr[half] = h;
     return half;
@@ -78,7 +84,7 @@ static int expect(struct shm_op *o, int r, uint32_t half)
                       (unsigned long long)want.len);
 }
 
-static int expect_all(struct shm_op *o, uint32_t half)
+int shm__expect_all(struct shm_op *o, uint32_t half)
 {
     for (int r = 0; r < o->c->size; r++) {
         int rc = r == o->c->rank ? 0 : expect(o, r, half);
@@ -114,7 +120,7 @@ static int reduce_slots(struct shm_op *o, char *out, uint32_t half, size_t boff,
 
 /* Slice q of a round of len elements: [*s0, *s1). Slices are multiples of
  * 64 bytes so every rank's kernel runs on aligned, whole vectors. */
-static void slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s1)
+void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s1)
 {
     size_t P = (size_t)o->c->size, unit = 64 / o->es;
     size_t per = (len + P - 1) / P;
@@ -133,12 +139,12 @@ static int reduction(struct shm_op *o, int all)
     if (bytes <= c->seg->small_bytes && bytes <= c->seg->slot_bytes) {
         uint32_t half = c->round & 1;
         copy(shm__slot(c, c->rank, half), a->send, bytes);
-        publish(o, 0, a->count);
+        shm__publish(o, 0, a->count);
         if ((rc = shm__barrier(o)) != 0)
             return rc;
         if (!receives)
             return 0;
-        if ((rc = expect_all(o, half)) != 0)
+        if ((rc = shm__expect_all(o, half)) != 0)
             return rc;
         return reduce_slots(o, a->recv, half, 0, a->count, 0);
     }
@@ -148,10 +154,10 @@ static int reduction(struct shm_op *o, int all)
         uint32_t half = c->round & 1;
         char *mine = shm__slot(c, c->rank, half);
         copy(mine, (const char *)a->send + off * es, len * es);
-        publish(o, off, len);
-        if ((rc = shm__barrier(o)) != 0 || (rc = expect_all(o, half)) != 0)
+        shm__publish(o, off, len);
+        if ((rc = shm__barrier(o)) != 0 || (rc = shm__expect_all(o, half)) != 0)
             return rc;
-        slice(o, len, (int)me, &s0, &s1);
+        shm__slice(o, len, (int)me, &s0, &s1);
         if ((rc = reduce_slots(o, mine + s0 * es, half, s0 * es, s1 - s0, c->rank)) != 0)
             return rc;
         if ((rc = shm__barrier(o)) != 0)
@@ -159,7 +165,7 @@ static int reduction(struct shm_op *o, int all)
         if (!receives)
             continue;
         for (int q = 0; q < c->size; q++) {
-            slice(o, len, q, &s0, &s1);
+            shm__slice(o, len, q, &s0, &s1);
             copy((char *)a->recv + (off + s0) * es, shm__slot(c, q, half) + s0 * es, (s1 - s0) * es);
         }
     }
@@ -177,12 +183,12 @@ static int gathering(struct shm_op *o, int all)
         size_t len = min_sz(per, n - off);
         uint32_t half = c->round & 1;
         copy(shm__slot(c, c->rank, half), (const char *)a->send + off * es, len * es);
-        publish(o, off, len);
+        shm__publish(o, off, len);
         if ((rc = shm__barrier(o)) != 0)
             return rc;
         if (!receives)
             continue;
-        if ((rc = expect_all(o, half)) != 0)
+        if ((rc = shm__expect_all(o, half)) != 0)
             return rc;
         for (int q = 0; q < c->size; q++)
             copy((char *)a->recv + ((size_t)q * n + off) * es, shm__slot(c, q, half), len * es);
@@ -207,17 +213,17 @@ static int blocks(struct shm_op *o)
         if (sends)
             for (size_t q = 0; q < P; q++)
                 copy(mine + q * len * es, (const char *)a->send + (q * n + off) * es, len * es);
-        publish(o, off, len);
+        shm__publish(o, off, len);
         if ((rc = shm__barrier(o)) != 0)
             return rc;
         char *out = (char *)a->recv + off * es;
         switch (a->coll) {
         case PLX_COLL_REDUCE_SCATTER:
-            if ((rc = expect_all(o, half)) != 0 || (rc = reduce_slots(o, out, half, me * len * es, len, 0)) != 0)
+            if ((rc = shm__expect_all(o, half)) != 0 || (rc = reduce_slots(o, out, half, me * len * es, len, 0)) != 0)
                 return rc;
             break;
         case PLX_COLL_ALLTOALL:
-            if ((rc = expect_all(o, half)) != 0)
+            if ((rc = shm__expect_all(o, half)) != 0)
                 return rc;
             for (size_t q = 0; q < P; q++)
                 copy((char *)a->recv + (q * n + off) * es, shm__slot(c, (int)q, half) + me * len * es, len * es);
@@ -243,7 +249,7 @@ static int broadcast(struct shm_op *o)
         uint32_t half = c->round & 1;
         if (c->rank == root)
             copy(shm__slot(c, root, half), (const char *)a->recv + off * es, len * es);
-        publish(o, off, len);
+        shm__publish(o, off, len);
         if ((rc = shm__barrier(o)) != 0)
             return rc;
         if (c->rank != root) {
@@ -269,11 +275,13 @@ int shm__collective(struct shm_comm *c, const struct plx_coll_args *a)
         return shm__error(PLX_ERR_INVALID_ARG, "shm: %s: invalid dtype %d", o.what, a->dtype);
     if (a->coll != PLX_COLL_BARRIER && a->count == 0)
         return 0;
+    if (shm__cma_wants(&o))
+        return shm__cma_run(&o);
     switch (a->coll) {
     case PLX_COLL_BARRIER: {
-        uint32_t half = publish(&o, 0, 0);
+        uint32_t half = shm__publish(&o, 0, 0);
         int rc = shm__barrier(&o);
-        return rc ? rc : expect_all(&o, half);
+        return rc ? rc : shm__expect_all(&o, half);
     }
     case PLX_COLL_ALLREDUCE: return reduction(&o, 1);
     case PLX_COLL_REDUCE: return reduction(&o, 0);

@@ -15,13 +15,20 @@
 const struct plx_host *shm__host;
 #define host shm__host
 
-static const struct plx_param params[] = {
+/* The cma key's help says whether single copy is possible here (probed
+ * when the plugin loads), so plexus-info shows it with the reason. */
+static char cma_help[200];
+
+static struct plx_param params[] = {
     {"slot_bytes", "262144", "Bytes of one half of a rank's slot: the size of one round of a large collective"},
     {"small_bytes", "16384", "allreduce/reduce up to this size run in one phase (every rank reduces all)"},
     {"spin_ns", "0", "A waiting rank spins this long (ns) after its first few looks, ..."},
     {"yield_ns", "1000000", "... then yields its core between looks this long, then sleeps on the futex"},
+    {"cma", "true", cma_help},
+    {"cma_min_bytes", "262144", "allreduce, reduce_scatter, allgather, broadcast at least this big go single-copy"},
     {"corrupt_rank", "-1", "Fault injection: this rank writes a corrupt slot header ..."},
-    {"corrupt_at", "0", "... in the collective with this sequence number"},
+    {"corrupt_at", "0", "... in the collective with this sequence number ..."},
+    {"corrupt", "header", "... header: its fields; addr: only its buffer addresses"},
     {NULL, NULL, NULL},
 };
 
@@ -66,8 +73,7 @@ static int probe(struct plx_probe_result *out)
     char id[160];
     plx_common_host_identity(id, sizeof id);
     out->state = PLX_PROBE_USABLE;
-    snprintf(out->reason, sizeof out->reason, "memfd segment, futex waits; every rank of a communicator needs "
-             "this identity: %.160s", id);
+    snprintf(out->reason, sizeof out->reason, "every rank of a communicator must share %.160s", id);
     return 0;
 }
 
@@ -93,6 +99,7 @@ static void comm_free(struct shm_comm *c)
             if (c->pidfd[r] >= 0)
                 close(c->pidfd[r]);
     free(c->pidfd);
+    free(c->piece);
     shm__segment_leave(c);
     free(c);
 }
@@ -140,7 +147,11 @@ static int comm_create(const struct plx_comm_args *args, void **out)
                                      .timeout_ms = args->timeout_ms};
         struct shm_op o = {.c = c, .a = &join, .what = "comm_create", .es = 1,
                            .deadline = host->clock_ns() + (uint64_t)(args->timeout_ms < 0 ? 0 : args->timeout_ms) * 1000000u};
+        __atomic_store_n(&shm__ctl(c, c->rank)->cma_addr, (uint64_t)(uintptr_t)&c->cma_word, __ATOMIC_RELEASE);
+        c->cma_word = UINT64_C(0x636d612d70726f62) ^ (uint64_t)(uint32_t)getpid();
         rc = shm__barrier(&o);
+        if (rc == 0)
+            rc = shm__cma_agree(&o);
     }
     if (rc) {
         comm_free(c);
@@ -233,6 +244,9 @@ static const struct plx_backend shm_backend = {
 PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)
 {
     host = h;
+    char why[128];
+    shm__cma_possible(why, sizeof why);
+    snprintf(cma_help, sizeof cma_help, "Single-copy large collectives with process_vm_readv; here: %s", why);
     if (*minor > PLX_ABI_MINOR)
         *minor = PLX_ABI_MINOR;
     *out = &shm_backend;

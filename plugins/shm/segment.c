@@ -55,9 +55,14 @@ void shm__cfg_read(struct shm_cfg *cfg)
     cfg->small_bytes = (size_t)cfg_u64("small_bytes", 16u << 10);
     cfg->spin_ns = cfg_u64("spin_ns", 0);
     cfg->yield_ns = cfg_u64("yield_ns", 1000000);
+    const char *cma = host->config_get(host->ctx, "cma");
+    cfg->cma = !(cma && (!strcmp(cma, "false") || !strcmp(cma, "0") || !strcmp(cma, "off")));
+    cfg->cma_min_bytes = (size_t)cfg_u64("cma_min_bytes", 256u << 10);
     const char *r = host->config_get(host->ctx, "corrupt_rank");
     cfg->corrupt_rank = r && *r ? atoi(r) : -1;
     cfg->corrupt_at = cfg_u64("corrupt_at", 0);
+    const char *what = host->config_get(host->ctx, "corrupt");
+    cfg->corrupt_addr = what && !strcmp(what, "addr");
 }
 
 /* Every rank's identity through the store; 0 if all equal ours. */

@@ -42,6 +42,10 @@ struct shm_slot_hdr {
     int32_t coll, dtype, op, root;
     uint64_t count;
     uint64_t off, len; /* the round: elements [off, off + len) of each block */
+    /* Single-copy (cma.c): the rank's buffers, as addresses in its own
+     * process. Only ever handed to process_vm_readv as the remote side, so
+     * a bad value fails the read; never compared by expect(). */
+    uint64_t send_addr, recv_addr;
 };
 
 /* One rank's control block. The owner writes everything but `sleepers`. */
@@ -51,7 +55,9 @@ struct shm_ctl {
     int32_t pid;
     int32_t why_rank;  /* failed: the rank it lost, or -1 */
     int32_t why_code;  /* failed: its status */
-    uint32_t pad0[11];
+    uint32_t cma_ok;   /* 1: this rank read a peer's memory with process_vm_readv; 2: it could not */
+    uint64_t cma_addr; /* where this rank's probe word lives (its own address space) */
+    uint32_t pad0[8];
     uint32_t sleepers; /* ranks asleep on epoch (others add and remove) */
     uint32_t pad1[15];
     struct shm_slot_hdr hdr[2]; /* one per slot half */
@@ -72,8 +78,11 @@ struct shm_cfg {
     size_t slot_bytes, small_bytes;
     uint64_t spin_ns;   /* spin this long, */
     uint64_t yield_ns;  /* then yield the core this long, then sleep on the futex */
+    int cma;            /* 0: never single-copy; 1: when every rank can (probed at create) */
+    size_t cma_min_bytes; /* collectives at least this big go single-copy */
     int corrupt_rank;   /* fault injection: this rank writes a bad slot header */
     uint64_t corrupt_at; /* ... in the collective with this seq */
+    int corrupt_addr;   /* ... only its buffer addresses (what single copy reads) */
 };
 
 struct shm_comm {
@@ -89,6 +98,10 @@ struct shm_comm {
     uint32_t round;         /* rounds so far: picks the slot half */
     int aborted;            /* atomic */
     int failed;             /* sticky: the segment's state is no longer shared */
+    int cma;                /* single-copy agreed by every rank */
+    uint64_t cma_word;      /* what peers read to probe CMA */
+    char cma_why[160];      /* why single-copy is off */
+    void *piece;            /* SHM_PIECE_BYTES of scratch for single-copy reductions */
     int lost_rank;          /* first rank seen to die, or -1 */
     char lost_msg[256];
     char name[128];
@@ -126,6 +139,22 @@ int shm__barrier(struct shm_op *o);
 /* Mark this rank failed in the segment (so peers stop waiting) and wake all. */
 void shm__fail(struct shm_comm *c, int status, int lost_rank);
 void shm__wake_all(struct shm_comm *c);
+
+/* cma.c: single-copy collectives with process_vm_readv (CMA). */
+#define SHM_PIECE_BYTES (64u << 10)
+/* Can this process read a same-uid peer's memory? (ptrace policy, syscall
+ * present): a one-line reason either way; 1 if it may. */
+int shm__cma_possible(char *why, size_t len);
+/* After the join barrier: each rank reads its neighbour's probe word, then
+ * all agree (one more barrier). Sets c->cma and c->cma_why. */
+int shm__cma_agree(struct shm_op *o);
+/* 1 if o runs single-copy; then shm__cma_run does it. */
+int shm__cma_wants(const struct shm_op *o);
+int shm__cma_run(struct shm_op *o);
+/* coll.c helpers cma.c shares */
+uint32_t shm__publish(struct shm_op *o, size_t off, size_t len);
+int shm__expect_all(struct shm_op *o, uint32_t half);
+void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s1);
 
 /* coll.c */
 int shm__collective(struct shm_comm *c, const struct plx_coll_args *a);

@@ -13,7 +13,9 @@
  *   corrupt K T_MS BYTES: rank K's slot header is corrupt in collective seq 3
  *                   ([shm] corrupt_rank/corrupt_at, set by fault.sh); the
  *                   others must fail with PLX_ERR_PROTOCOL naming rank K's
- *                   header, and nobody may crash. */
+ *                   header, and nobody may crash.
+ *   corrupt_addr K T_MS BYTES: the same, but only the buffer addresses that
+ *                   single copy reads are bad: the read must fail cleanly. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -135,7 +137,10 @@ int main(int argc, char **argv)
                 bad = fail_ok(me, i, rc, 0, NULL, dt, limit);
             else {
                 char hdr[48];
-                snprintf(hdr, sizeof hdr, "rank %d's slot header", victim);
+                if (!strcmp(mode, "corrupt_addr")) /* single copy reads a bad address: the read fails */
+                    snprintf(hdr, sizeof hdr, "of rank %d (pid", victim);
+                else
+                    snprintf(hdr, sizeof hdr, "rank %d's slot header", victim);
                 bad = fail_ok(me, i, rc, PLX_ERR_PROTOCOL, hdr, dt, limit);
             }
             plx_comm_abort(c);
@@ -145,7 +150,7 @@ int main(int argc, char **argv)
             return bad;
         }
         last = now_s();
-        if (!strcmp(mode, "corrupt") && i > 10)
+        if (!strncmp(mode, "corrupt", 7) && i > 10)
             break;
     }
     printf("rank %d: no error although rank %d failed\n", me, victim);

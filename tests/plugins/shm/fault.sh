@@ -19,7 +19,8 @@ trap 'rm -rf "$tmp"' EXIT
 ours() { ls -a /dev/shm 2>/dev/null | grep -iE "^(plexus|plx|shm)" || true; }
 ours >"$tmp/shm.before"
 export MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=$n LOCAL_WORLD_SIZE=$n
-[ "$mode" = corrupt ] && export PLEXUS_SHM_CORRUPT_RANK=$last PLEXUS_SHM_CORRUPT_AT=3
+case $mode in corrupt|corrupt_addr) export PLEXUS_SHM_CORRUPT_RANK=$last PLEXUS_SHM_CORRUPT_AT=3;; esac
+[ "$mode" = corrupt_addr ] && export PLEXUS_SHM_CORRUPT=addr
 started=$n
 [ "$mode" = init ] && started=$last
 r=0
