@@ -17,14 +17,14 @@ const struct plx_host *shm__host;
 
 /* The cma key's help says whether single copy is possible here (probed
  * when the plugin loads), so plexus-info shows it with the reason. */
-static char cma_help[200];
+static char cma_help[256];
 
 static struct plx_param params[] = {
     {"slot_bytes", "262144", "Bytes of one half of a rank's slot: the size of one round of a large collective"},
     {"small_bytes", "16384", "allreduce/reduce up to this size run in one phase (every rank reduces all)"},
     {"spin_ns", "0", "A waiting rank spins this long (ns) after its first few looks, ..."},
     {"yield_ns", "1000000", "... then yields its core between looks this long, then sleeps on the futex"},
-    {"cma", "true", cma_help},
+    {"cma", "false", cma_help},
     {"cma_min_bytes", "262144", "allreduce, reduce_scatter, allgather, broadcast at least this big go single-copy"},
     {"corrupt_rank", "-1", "Fault injection: this rank writes a corrupt slot header ..."},
     {"corrupt_at", "0", "... in the collective with this sequence number ..."},
@@ -246,7 +246,7 @@ PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *
     host = h;
     char why[128];
     shm__cma_possible(why, sizeof why);
-    snprintf(cma_help, sizeof cma_help, "Single-copy large collectives with process_vm_readv; here: %s", why);
+    snprintf(cma_help, sizeof cma_help, "Single-copy large collectives with process_vm_readv (off by default: slower than two copies on the VM measured); here: %s", why);
     if (*minor > PLX_ABI_MINOR)
         *minor = PLX_ABI_MINOR;
     *out = &shm_backend;

@@ -56,7 +56,7 @@ void shm__cfg_read(struct shm_cfg *cfg)
     cfg->spin_ns = cfg_u64("spin_ns", 0);
     cfg->yield_ns = cfg_u64("yield_ns", 1000000);
     const char *cma = host->config_get(host->ctx, "cma");
-    cfg->cma = !(cma && (!strcmp(cma, "false") || !strcmp(cma, "0") || !strcmp(cma, "off")));
+    cfg->cma = cma && (!strcmp(cma, "true") || !strcmp(cma, "1") || !strcmp(cma, "on"));
     cfg->cma_min_bytes = (size_t)cfg_u64("cma_min_bytes", 256u << 10);
     const char *r = host->config_get(host->ctx, "corrupt_rank");
     cfg->corrupt_rank = r && *r ? atoi(r) : -1;

@@ -20,7 +20,7 @@ ours() { ls -a /dev/shm 2>/dev/null | grep -iE "^(plexus|plx|shm)" || true; }
 ours >"$tmp/shm.before"
 export MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=$n LOCAL_WORLD_SIZE=$n
 case $mode in corrupt|corrupt_addr) export PLEXUS_SHM_CORRUPT_RANK=$last PLEXUS_SHM_CORRUPT_AT=3;; esac
-[ "$mode" = corrupt_addr ] && export PLEXUS_SHM_CORRUPT=addr
+[ "$mode" = corrupt_addr ] && export PLEXUS_SHM_CORRUPT=addr PLEXUS_SHM_CMA=true
 started=$n
 [ "$mode" = init ] && started=$last
 r=0
