@@ -220,7 +220,13 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     if (rc != 0)
         goto fail;
     plx__family_join(c, NULL);
-    if (intra && (rc = plx__hier_setup(c, intra)) != 0) {
+    /* Hosts of unequal size (known alike on every rank): stay flat. */
+    if (intra && (rc = plx__hier_setup(c, intra)) == PLX_ERR_UNSUPPORTED) {
+        plx__log(PLX_LOG_WARN, "core", "comm '%s': no hierarchy, every collective on %s: %s", c->name, be->name,
+                 plx_last_error());
+        rc = 0;
+    }
+    if (rc != 0) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", plx_last_error());
         plx_comm_destroy(c);

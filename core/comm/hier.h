@@ -10,7 +10,9 @@
  * (and *intra NULL). spec NULL: the configured [core] backend. */
 int plx__hier_select(const char *spec, struct plx__backend **inter, struct plx__backend **intra);
 /* Build c's intra and cross children (collective over c, which runs on the
- * inter backend). Errors leave c flat. */
+ * inter backend). Errors leave c flat; PLX_ERR_UNSUPPORTED (hosts of
+ * unequal size, or too many) is decided alike on every rank before any
+ * child exists, so the caller may go on flat. */
 int plx__hier_setup(struct plx_comm *c, struct plx__backend *intra_be);
 /* 1 if the hierarchy runs a (host memory, a covered collective). */
 int plx__hier_wants(const struct plx_comm *c, const struct plx_coll_args *a);
