@@ -123,6 +123,11 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     struct shm_comm *c = calloc(1, sizeof *c);
     if (!c)
         return shm__error(PLX_ERR_NOMEM, "shm: out of memory");
+    if (!args->store) {
+        free(c);
+        return shm__error(PLX_ERR_UNAVAILABLE, "shm: no rendezvous store to meet through (a launcher's own "
+                          "bootstrap, without tcp:// or file://)");
+    }
     if (args->size < 1 || args->size > SHM_MAX_RANKS) {
         free(c);
         return shm__error(PLX_ERR_UNSUPPORTED, "shm: %d ranks; this backend takes 1 to %d", args->size,
