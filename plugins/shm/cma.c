@@ -75,6 +75,13 @@ static int pull(struct shm_op *o, int q, void *dst, uint64_t raddr, size_t len)
         ssize_t n = pid > 0 ? process_vm_readv(pid, &l, 1, &r, 1, 0) : -1;
         if (n <= 0) {
             int e = n < 0 ? errno : EIO, st = e == ESRCH ? PLX_ERR_PEER_LOST : PLX_ERR_PROTOCOL;
+            uint32_t qs = __atomic_load_n(&shm__ctl(c, q)->state, __ATOMIC_ACQUIRE);
+            if (qs != SHM_STATE_ACTIVE) { /* it gave up first (and may be gone): say so, not "lost" */
+                shm__fail(c, PLX_ERR_REMOTE, -1);
+                return shm__error(PLX_ERR_REMOTE, "%s(seq %llu): rank %d %s while rank %d read its buffers on shm",
+                                  o->what, (unsigned long long)o->a->seq, q,
+                                  qs == SHM_STATE_LEFT ? "left" : "failed", c->rank);
+            }
             shm__fail(c, st, e == ESRCH ? q : -1);
             return shm__error(st, "%s(seq %llu): rank %d could not read %zu bytes of rank %d (pid %d) at 0x%llx: %s",
                               o->what, (unsigned long long)o->a->seq, c->rank, len, q, (int)pid,
