@@ -19,6 +19,10 @@ const struct plx_host *shm__host;
  * when the plugin loads), so plexus-info shows it with the reason. */
 static char cma_help[256];
 
+/* The description names this host's identity: the core keeps no reason
+ * for a usable backend, and plexus-info prints the description. */
+static char description[400];
+
 static struct plx_param params[] = {
     {"slot_bytes", "262144", "Bytes of one half of a rank's slot: the size of one round of a large collective"},
     {"small_bytes", "16384", "allreduce/reduce up to this size run in one phase (every rank reduces all)"},
@@ -228,12 +232,12 @@ static int comm_losses(void *comm, char *msg, size_t len)
     return 1;
 }
 
-static const struct plx_backend shm_backend = {
+static const struct plx_backend shm_backend = { /* description filled at entry */
     .struct_size = sizeof(struct plx_backend),
     .abi_minor = PLX_ABI_MINOR,
     .name = "shm",
     .version = "0.1.0",
-    .description = "shared memory between the ranks of one host (memfd segment, futex waits)",
+    .description = description,
     .params = params,
     .probe = probe,
     .get_caps = get_caps,
@@ -251,6 +255,11 @@ PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *
     host = h;
     char why[128];
     shm__cma_possible(why, sizeof why);
+    char id[200];
+    plx_common_host_identity(id, sizeof id);
+    snprintf(description, sizeof description,
+             "shared memory between the ranks of one host (memfd segment, futex waits); ranks share a "
+             "communicator when their identity matches this host's: %.200s", id);
     snprintf(cma_help, sizeof cma_help, "Single-copy large collectives with process_vm_readv (off by default: slower than two copies on the VM measured); here: %s", why);
     if (*minor > PLX_ABI_MINOR)
         *minor = PLX_ABI_MINOR;
