@@ -73,15 +73,15 @@ static int expect(struct shm_op *o, int r, uint32_t half)
         got.root == want.root && got.count == want.count && got.off == want.off && got.len == want.len)
         return 0;
     shm__fail(c, PLX_ERR_PROTOCOL, -1);
-    return shm__error(PLX_ERR_PROTOCOL,
-                      "%s(seq %llu): rank %d's slot header says %s seq %llu count %llu dtype %d op %d root %d "
-                      "round %llu+%llu, rank %d expects %s seq %llu count %llu dtype %d op %d root %d round "
-                      "%llu+%llu: the ranks called different collectives, or the segment is corrupt",
-                      o->what, (unsigned long long)o->a->seq, r, coll_label(got.coll), (unsigned long long)got.seq,
-                      (unsigned long long)got.count, got.dtype, got.op, got.root, (unsigned long long)got.off,
-                      (unsigned long long)got.len, c->rank, coll_label(want.coll), (unsigned long long)want.seq,
-                      (unsigned long long)want.count, want.dtype, want.op, want.root, (unsigned long long)want.off,
-                      (unsigned long long)want.len);
+    return plx_plugin_error(host, PLX_ERR_PROTOCOL,
+                            "%s(seq %llu): rank %d's slot header says %s seq %llu count %llu dtype %d op %d root %d "
+                            "round %llu+%llu, rank %d expects %s seq %llu count %llu dtype %d op %d root %d round "
+                            "%llu+%llu: the ranks called different collectives, or the segment is corrupt",
+                            o->what, (unsigned long long)o->a->seq, r, coll_label(got.coll), (unsigned long long)got.seq,
+                            (unsigned long long)got.count, got.dtype, got.op, got.root, (unsigned long long)got.off,
+                            (unsigned long long)got.len, c->rank, coll_label(want.coll), (unsigned long long)want.seq,
+                            (unsigned long long)want.count, want.dtype, want.op, want.root, (unsigned long long)want.off,
+                            (unsigned long long)want.len);
 }
 
 int shm__expect_all(struct shm_op *o, uint32_t half)
@@ -109,8 +109,8 @@ static int reduce_slots(struct shm_op *o, char *out, uint32_t half, size_t boff,
             int q = (first + s) % c->size;
             int rc = host->reduce(d, shm__slot(c, q, half) + boff + base * es, k, a->dtype, a->op);
             if (rc)
-                return shm__error(rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d", o->what,
-                                  (unsigned long long)a->seq, a->dtype, a->op);
+                return plx_plugin_error(host, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d", o->what,
+                                        (unsigned long long)a->seq, a->dtype, a->op);
         }
     }
     if (a->op == PLX_AVG && n)
@@ -268,11 +268,11 @@ int shm__collective(struct shm_comm *c, const struct plx_coll_args *a)
         .c = c,
         .a = a,
         .what = shm__coll_name(a->coll),
-        .deadline = ms < 0 ? UINT64_MAX : host->clock_ns() + (uint64_t)ms * 1000000u,
-        .es = a->coll == PLX_COLL_BARRIER ? 1 : shm__dtype_size(a->dtype),
+        .deadline = plx_plugin_deadline(ms),
+        .es = a->coll == PLX_COLL_BARRIER ? 1 : plx_plugin_dtype_size(a->dtype),
     };
     if (!o.es)
-        return shm__error(PLX_ERR_INVALID_ARG, "shm: %s: invalid dtype %d", o.what, a->dtype);
+        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "shm: %s: invalid dtype %d", o.what, a->dtype);
     if (a->coll != PLX_COLL_BARRIER && a->count == 0)
         return 0;
     if (shm__cma_wants(&o))
@@ -291,6 +291,6 @@ int shm__collective(struct shm_comm *c, const struct plx_coll_args *a)
     case PLX_COLL_REDUCE_SCATTER:
     case PLX_COLL_ALLTOALL:
     case PLX_COLL_SCATTER: return blocks(&o);
-    default: return shm__error(PLX_ERR_UNSUPPORTED, "shm: collective %d is not native here", a->coll);
+    default: return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, "shm: collective %d is not native here", a->coll);
     }
 }

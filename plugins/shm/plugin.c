@@ -2,7 +2,6 @@
  * one host share a memory segment per communicator (segment.c), meet at
  * futex barriers (sync.c) and run every collective natively through it
  * (coll.c). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,53 +22,41 @@ static char cma_help[256];
  * for a usable backend, and plexus-info prints the description. */
 static char description[400];
 
-static struct plx_param params[] = {
-    {"slot_bytes", "262144", "Bytes of one half of a rank's slot: the size of one round of a large collective"},
-    {"small_bytes", "16384", "allreduce/reduce up to this size run in one phase (every rank reduces all)"},
-    {"spin_ns", "0", "A waiting rank spins this long (ns) after its first few looks, ..."},
-    {"yield_ns", "1000000", "... then yields its core between looks this long, then sleeps on the futex"},
-    {"cma", "false", cma_help},
-    {"cma_min_bytes", "262144", "allreduce, reduce_scatter, allgather, broadcast at least this big go single-copy"},
-    {"corrupt_rank", "-1", "Fault injection: this rank writes a corrupt slot header ..."},
-    {"corrupt_at", "0", "... in the collective with this sequence number ..."},
-    {"corrupt", "header", "... header: its fields; addr: only its buffer addresses"},
-    {NULL, NULL, NULL},
+/* Every key shm reads, typed: the core checks values where they are set,
+ * and shm reads them through the communicator's view (segment.c). */
+static const struct plx_key keys[] = {
+    {"slot_bytes", PLX_KEY_SIZE, "256K", NULL,
+     "Bytes of one half of a rank's slot: the size of one round of a large collective"},
+    {"small_bytes", PLX_KEY_SIZE, "16K", NULL,
+     "allreduce/reduce up to this size run in one phase (every rank reduces all)"},
+    {"spin_ns", PLX_KEY_DURATION, "0", NULL,
+     "A waiting rank spins this long (bare numbers: ns) after its first few looks, ..."},
+    {"yield_ns", PLX_KEY_DURATION, "1ms", NULL,
+     "... then yields its core between looks this long (bare numbers: ns), then sleeps on the futex"},
+    {"cma", PLX_KEY_BOOL, "false", NULL, cma_help},
+    {"cma_min_bytes", PLX_KEY_SIZE, "256K", NULL,
+     "allreduce, reduce_scatter, allgather, broadcast at least this big go single-copy"},
+    {"corrupt_rank", PLX_KEY_INT, "-1", NULL, "Fault injection: this rank writes a corrupt slot header ..."},
+    {"corrupt_at", PLX_KEY_UINT, "0", NULL, "... in the collective with this sequence number ..."},
+    {"corrupt", PLX_KEY_ENUM, "header", "header|addr", "... header: its fields; addr: only its buffer addresses"},
+    {NULL, 0, NULL, NULL, NULL},
 };
 
-int shm__error(int status, const char *fmt, ...)
+/* The description and the cma key's help are filled when the plugin is
+ * loaded (dlopen), before the core reads either: the entry point is the
+ * SDK's macro. */
+__attribute__((constructor)) static void describe(void)
 {
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return host->error(host->ctx, status, "%s", msg);
-}
-
-size_t shm__dtype_size(int dtype)
-{
-    static const size_t sizes[PLX_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-    return dtype >= 0 && dtype < PLX_DTYPE_COUNT ? sizes[dtype] : 0;
-}
-
-const char *shm__coll_name(int coll)
-{
-    static const char *const names[PLX_COLL_COUNT] = {"allreduce", "broadcast", "reduce", "allgather",
-                                                      "reduce_scatter", "gather", "scatter", "alltoall",
-                                                      "barrier", "send", "recv"};
-    return coll >= 0 && coll < PLX_COLL_COUNT ? names[coll] : "?";
-}
-
-const char *shm__status_name(int status)
-{
-    switch (status) {
-    case PLX_ERR_TIMEOUT: return "timeout";
-    case PLX_ERR_PEER_LOST: return "peer lost";
-    case PLX_ERR_ABORTED: return "aborted";
-    case PLX_ERR_PROTOCOL: return "protocol error";
-    case PLX_ERR_REMOTE: return "a remote rank failed";
-    default: return "error";
-    }
+    char why[128];
+    shm__cma_possible(why, sizeof why);
+    char id[200];
+    plx_common_host_identity(id, sizeof id);
+    snprintf(description, sizeof description,
+             "shared memory between the ranks of one host (memfd segment, futex waits); ranks share a "
+             "communicator when their identity matches this host's: %.200s", id);
+    snprintf(cma_help, sizeof cma_help,
+             "Single-copy large collectives with process_vm_readv (off by default: slower than two copies on the "
+             "VM measured); here: %s", why);
 }
 
 static int probe(struct plx_probe_result *out)
@@ -126,16 +113,16 @@ static int comm_create(const struct plx_comm_args *args, void **out)
 {
     struct shm_comm *c = calloc(1, sizeof *c);
     if (!c)
-        return shm__error(PLX_ERR_NOMEM, "shm: out of memory");
+        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
     if (!args->store) {
         free(c);
-        return shm__error(PLX_ERR_UNAVAILABLE, "shm: no rendezvous store to meet through (a launcher's own "
-                          "bootstrap, without tcp:// or file://)");
+        return plx_plugin_error(host, PLX_ERR_UNAVAILABLE, "shm: no rendezvous store to meet through (a launcher's own "
+                                "bootstrap, without tcp:// or file://)");
     }
     if (args->size < 1 || args->size > SHM_MAX_RANKS) {
         free(c);
-        return shm__error(PLX_ERR_UNSUPPORTED, "shm: %d ranks; this backend takes 1 to %d", args->size,
-                          SHM_MAX_RANKS);
+        return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, "shm: %d ranks; this backend takes 1 to %d", args->size,
+                                SHM_MAX_RANKS);
     }
     c->rank = args->rank;
     c->size = args->size;
@@ -143,10 +130,10 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     c->lost_rank = -1;
     c->memfd = -1;
     snprintf(c->name, sizeof c->name, "%s", args->name ? args->name : "?");
-    shm__cfg_read(&c->cfg);
+    shm__cfg_read(args->config, &c->cfg);
     if (!(c->pidfd = malloc((size_t)c->size * sizeof *c->pidfd))) {
         free(c);
-        return shm__error(PLX_ERR_NOMEM, "shm: out of memory");
+        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
     }
     for (int r = 0; r < c->size; r++)
         c->pidfd[r] = -1;
@@ -155,7 +142,7 @@ static int comm_create(const struct plx_comm_args *args, void **out)
         struct plx_coll_args join = {.struct_size = sizeof join, .coll = PLX_COLL_BARRIER,
                                      .timeout_ms = args->timeout_ms};
         struct shm_op o = {.c = c, .a = &join, .what = "comm_create", .es = 1,
-                           .deadline = host->clock_ns() + (uint64_t)(args->timeout_ms < 0 ? 0 : args->timeout_ms) * 1000000u};
+                           .deadline = plx_plugin_deadline(args->timeout_ms)};
         __atomic_store_n(&shm__ctl(c, c->rank)->cma_addr, (uint64_t)(uintptr_t)&c->cma_word, __ATOMIC_RELEASE);
         c->cma_word = UINT64_C(0x636d612d70726f62) ^ (uint64_t)(uint32_t)getpid();
         rc = shm__barrier(&o);
@@ -196,10 +183,10 @@ static int collective(void *comm, const struct plx_coll_args *a, void **req)
 {
     struct shm_comm *c = comm;
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-        return shm__error(PLX_ERR_ABORTED, "shm: communicator '%s' was aborted", c->name);
+        return plx_plugin_error(host, PLX_ERR_ABORTED, "shm: communicator '%s' was aborted", c->name);
     if (c->failed)
-        return shm__error(PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
-                          c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");
+        return plx_plugin_error(host, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
+                                c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");
     int rc = shm__collective(c, a);
     if (rc)
         return rc;
@@ -212,6 +199,16 @@ static int test(void *comm, void *req, int *done)
     (void)comm;
     (void)req;
     *done = 1;
+    return 0;
+}
+
+/* Every request is complete when collective() returns: nothing to wait for
+ * whatever the deadline. */
+static int wait_until(void *comm, void *req, uint64_t deadline_ns)
+{
+    (void)comm;
+    (void)req;
+    (void)deadline_ns;
     return 0;
 }
 
@@ -238,7 +235,7 @@ static const struct plx_backend shm_backend = { /* description filled at entry *
     .name = "shm",
     .version = "0.1.0",
     .description = description,
-    .params = params,
+    .keys = keys,
     .probe = probe,
     .get_caps = get_caps,
     .comm_create = comm_create,
@@ -248,21 +245,8 @@ static const struct plx_backend shm_backend = { /* description filled at entry *
     .test = test,
     .req_free = req_free,
     .comm_losses = comm_losses,
+    .wait_until = wait_until,
 };
 
-PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)
-{
-    host = h;
-    char why[128];
-    shm__cma_possible(why, sizeof why);
-    char id[200];
-    plx_common_host_identity(id, sizeof id);
-    snprintf(description, sizeof description,
-             "shared memory between the ranks of one host (memfd segment, futex waits); ranks share a "
-             "communicator when their identity matches this host's: %.200s", id);
-    snprintf(cma_help, sizeof cma_help, "Single-copy large collectives with process_vm_readv (off by default: slower than two copies on the VM measured); here: %s", why);
-    if (*minor > PLX_ABI_MINOR)
-        *minor = PLX_ABI_MINOR;
-    *out = &shm_backend;
-    return 0;
-}
+/* ABI 1.3 at least: shm reads its keys typed, through the communicator's view. */
+PLX_PLUGIN_ENTRY(shm_backend, shm__host, 3)

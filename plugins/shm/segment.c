@@ -35,33 +35,17 @@
 _Static_assert(sizeof(struct shm_ctl) <= SHM_CTL_BYTES, "shm_ctl outgrew its block");
 _Static_assert(sizeof(struct shm_seg_header) <= SHM_HDR_BYTES, "segment header outgrew its page");
 
-static uint64_t cfg_u64(const char *key, uint64_t def)
+void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg)
 {
-    const char *v = host->config_get(host->ctx, key);
-    if (!v || !*v)
-        return def;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 0);
-    if (*end == 'k' || *end == 'K')
-        x <<= 10;
-    else if (*end == 'm' || *end == 'M')
-        x <<= 20;
-    return x;
-}
-
-void shm__cfg_read(struct shm_cfg *cfg)
-{
-    cfg->slot_bytes = (size_t)cfg_u64("slot_bytes", 256u << 10);
-    cfg->small_bytes = (size_t)cfg_u64("small_bytes", 16u << 10);
-    cfg->spin_ns = cfg_u64("spin_ns", 0);
-    cfg->yield_ns = cfg_u64("yield_ns", 1000000);
-    const char *cma = host->config_get(host->ctx, "cma");
-    cfg->cma = cma && (!strcmp(cma, "true") || !strcmp(cma, "1") || !strcmp(cma, "on"));
-    cfg->cma_min_bytes = (size_t)cfg_u64("cma_min_bytes", 256u << 10);
-    const char *r = host->config_get(host->ctx, "corrupt_rank");
-    cfg->corrupt_rank = r && *r ? atoi(r) : -1;
-    cfg->corrupt_at = cfg_u64("corrupt_at", 0);
-    const char *what = host->config_get(host->ctx, "corrupt");
+    cfg->slot_bytes = (size_t)plx_plugin_config_int(host, config, "slot_bytes", 256 << 10);
+    cfg->small_bytes = (size_t)plx_plugin_config_int(host, config, "small_bytes", 16 << 10);
+    cfg->spin_ns = (uint64_t)plx_plugin_config_int(host, config, "spin_ns", 0);
+    cfg->yield_ns = (uint64_t)plx_plugin_config_int(host, config, "yield_ns", 1000000);
+    cfg->cma = plx_plugin_config_bool(host, config, "cma", 0);
+    cfg->cma_min_bytes = (size_t)plx_plugin_config_int(host, config, "cma_min_bytes", 256 << 10);
+    cfg->corrupt_rank = (int)plx_plugin_config_int(host, config, "corrupt_rank", -1);
+    cfg->corrupt_at = (uint64_t)plx_plugin_config_int(host, config, "corrupt_at", 0);
+    const char *what = plx_plugin_config_str(host, config, "corrupt");
     cfg->corrupt_addr = what && !strcmp(what, "addr");
 }
 
@@ -73,7 +57,7 @@ static int check_colocated(struct shm_comm *c, const struct plx_comm_args *args)
     snprintf(key, sizeof key, "shm/host/%d", c->rank);
     int rc = host->store_set(args->store, key, mine, strlen(mine) + 1);
     if (rc)
-        return shm__error(rc, "shm: publishing this host's identity failed");
+        return plx_plugin_error(host, rc, "shm: publishing this host's identity failed");
     for (int r = 0; r < c->size; r++) {
         if (r == c->rank)
             continue;
@@ -81,17 +65,17 @@ static int check_colocated(struct shm_comm *c, const struct plx_comm_args *args)
         size_t n = 0;
         snprintf(key, sizeof key, "shm/host/%d", r);
         if ((rc = host->store_get(args->store, key, &v, &n, args->timeout_ms)) != 0)
-            return shm__error(rc, "shm: rank %d never published its host identity (waited %lld ms)", r,
-                              (long long)args->timeout_ms);
+            return plx_plugin_error(host, rc, "shm: rank %d never published its host identity (waited %lld ms)", r,
+                                    (long long)args->timeout_ms);
         int same = n == strlen(mine) + 1 && !memcmp(v, mine, n);
         char theirs[320];
         snprintf(theirs, sizeof theirs, "%.*s", (int)(n < sizeof theirs ? n : sizeof theirs - 1), (char *)v);
         host->free(v);
         if (!same)
-            return shm__error(PLX_ERR_UNAVAILABLE,
-                              "shm: rank %d is on another host or namespace (%s; this rank %d: %s): shm needs "
-                              "every rank of the communicator on this host",
-                              r, theirs, c->rank, mine);
+            return plx_plugin_error(host, PLX_ERR_UNAVAILABLE,
+                                    "shm: rank %d is on another host or namespace (%s; this rank %d: %s): shm needs "
+                                    "every rank of the communicator on this host",
+                                    r, theirs, c->rank, mine);
     }
     return 0;
 }
@@ -105,7 +89,7 @@ static int map_segment(struct shm_comm *c, size_t bytes)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd, 0);
     if (p == MAP_FAILED)
-        return shm__error(PLX_ERR_SYSTEM, "shm: mmap of %zu bytes failed: %s", bytes, strerror(errno));
+        return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: mmap of %zu bytes failed: %s", bytes, strerror(errno));
     c->base = p;
     c->map_bytes = bytes;
     c->seg = p;
@@ -119,11 +103,11 @@ static int create_segment(struct shm_comm *c)
     size_t total = slot_off + (size_t)c->size * 2 * slot;
     c->memfd = memfd_create("plexus-shm", MFD_CLOEXEC);
     if (c->memfd < 0)
-        return shm__error(PLX_ERR_SYSTEM, "shm: memfd_create failed: %s", strerror(errno));
+        return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: memfd_create failed: %s", strerror(errno));
     fchmod(c->memfd, 0600);
     if (ftruncate(c->memfd, (off_t)total) != 0)
-        return shm__error(PLX_ERR_SYSTEM, "shm: sizing the segment to %zu bytes failed: %s", total,
-                          strerror(errno));
+        return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: sizing the segment to %zu bytes failed: %s", total,
+                                strerror(errno));
     int rc = map_segment(c, total);
     if (rc)
         return rc;
@@ -148,15 +132,15 @@ static int validate_segment(struct shm_comm *c, size_t real)
     const struct shm_seg_header *h = c->seg;
     size_t P = (size_t)c->size;
     if (h->magic != SHM_MAGIC || !__atomic_load_n(&h->ready, __ATOMIC_ACQUIRE))
-        return shm__error(PLX_ERR_PROTOCOL, "shm: the segment from rank 0 has a bad magic or is not ready");
+        return plx_plugin_error(host, PLX_ERR_PROTOCOL, "shm: the segment from rank 0 has a bad magic or is not ready");
     if (h->nranks != P || h->slot_bytes < 4096 || h->slot_bytes % 64 || h->slot_bytes > (SIZE_MAX / 4) / P ||
         h->ctl_off < SHM_HDR_BYTES || h->ctl_off % 64 || h->ctl_off > real ||
         P * SHM_CTL_BYTES > real - h->ctl_off || h->slot_off % 64 || h->slot_off < h->ctl_off + P * SHM_CTL_BYTES ||
         h->slot_off > real || 2 * P * h->slot_bytes > real - h->slot_off || h->total_bytes != real)
-        return shm__error(PLX_ERR_PROTOCOL,
-                          "shm: the segment header from rank 0 describes a layout (%u ranks, slots of %llu bytes, "
-                          "%llu bytes in all) that does not fit %zu ranks in its %zu bytes",
-                          h->nranks, (unsigned long long)h->slot_bytes, (unsigned long long)h->total_bytes, P, real);
+        return plx_plugin_error(host, PLX_ERR_PROTOCOL,
+                                "shm: the segment header from rank 0 describes a layout (%u ranks, slots of %llu bytes, "
+                                "%llu bytes in all) that does not fit %zu ranks in its %zu bytes",
+                                h->nranks, (unsigned long long)h->slot_bytes, (unsigned long long)h->total_bytes, P, real);
     return 0;
 }
 
@@ -219,29 +203,29 @@ static int serve(struct shm_comm *c, const struct plx_comm_args *args, uint64_t 
 {
     unsigned char rnd[12];
     if (getentropy(rnd, sizeof rnd) != 0)
-        return shm__error(PLX_ERR_SYSTEM, "shm: getentropy failed: %s", strerror(errno));
+        return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: getentropy failed: %s", strerror(errno));
     char name[64];
     int at = snprintf(name, sizeof name, "plexus-shm-%d-", (int)getpid());
     for (size_t i = 0; i < sizeof rnd; i++)
         at += snprintf(name + at, sizeof name - (size_t)at, "%02x", rnd[i]);
     int ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (ls < 0)
-        return shm__error(PLX_ERR_SYSTEM, "shm: socket failed: %s", strerror(errno));
+        return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: socket failed: %s", strerror(errno));
     struct sockaddr_un sa;
     socklen_t sl = abstract_addr(&sa, name);
     int rc = 0;
     if (bind(ls, (struct sockaddr *)&sa, sl) != 0 || listen(ls, c->size) != 0) {
-        rc = shm__error(PLX_ERR_SYSTEM, "shm: listening on @%s failed: %s", name, strerror(errno));
+        rc = plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: listening on @%s failed: %s", name, strerror(errno));
         goto out;
     }
     if ((rc = host->store_set(args->store, "shm/sock", name, strlen(name) + 1)) != 0) {
-        rc = shm__error(rc, "shm: publishing the segment's socket failed");
+        rc = plx_plugin_error(host, rc, "shm: publishing the segment's socket failed");
         goto out;
     }
     for (int served = 1; served < c->size;) {
         if (wait_fd(ls, POLLIN, deadline) != 0) {
-            rc = shm__error(PLX_ERR_TIMEOUT, "shm: rank 0 waited %lld ms for %d rank(s) to fetch the segment",
-                            (long long)args->timeout_ms, c->size - served);
+            rc = plx_plugin_error(host, PLX_ERR_TIMEOUT, "shm: rank 0 waited %lld ms for %d rank(s) to fetch the segment",
+                                  (long long)args->timeout_ms, c->size - served);
             goto out;
         }
         int s = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
@@ -276,26 +260,26 @@ static int fetch(struct shm_comm *c, const struct plx_comm_args *args, uint64_t 
     size_t n = 0;
     int rc = host->store_get(args->store, "shm/sock", &v, &n, args->timeout_ms);
     if (rc)
-        return shm__error(rc, "shm: rank 0 never published the segment (waited %lld ms)",
-                          (long long)args->timeout_ms);
+        return plx_plugin_error(host, rc, "shm: rank 0 never published the segment (waited %lld ms)",
+                                (long long)args->timeout_ms);
     char name[108];
     snprintf(name, sizeof name, "%.*s", (int)(n < 100 ? n : 100), (char *)v);
     host->free(v);
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0)
-        return shm__error(PLX_ERR_SYSTEM, "shm: socket failed: %s", strerror(errno));
+        return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: socket failed: %s", strerror(errno));
     struct sockaddr_un sa;
     socklen_t sl = abstract_addr(&sa, name);
     int32_t me = c->rank;
     struct ucred cr;
     socklen_t cl = sizeof cr;
     if (connect(s, (struct sockaddr *)&sa, sl) != 0) {
-        rc = shm__error(PLX_ERR_SYSTEM, "shm: connecting to rank 0's @%s failed: %s", name, strerror(errno));
+        rc = plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: connecting to rank 0's @%s failed: %s", name, strerror(errno));
     } else if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.uid != getuid()) {
-        rc = shm__error(PLX_ERR_AUTH, "shm: @%s is not served by uid %u", name, (unsigned)getuid());
+        rc = plx_plugin_error(host, PLX_ERR_AUTH, "shm: @%s is not served by uid %u", name, (unsigned)getuid());
     } else if (send(s, &me, sizeof me, MSG_NOSIGNAL) != sizeof me || wait_fd(s, POLLIN, deadline) != 0 ||
                (c->memfd = recv_fd(s)) < 0) {
-        rc = shm__error(PLX_ERR_PEER_LOST, "shm: rank 0 did not hand over the segment on @%s", name);
+        rc = plx_plugin_error(host, PLX_ERR_PEER_LOST, "shm: rank 0 did not hand over the segment on @%s", name);
     }
     close(s);
     if (rc)
@@ -303,7 +287,7 @@ static int fetch(struct shm_comm *c, const struct plx_comm_args *args, uint64_t 
     struct stat st;
     if (fstat(c->memfd, &st) != 0 || st.st_uid != getuid() || (st.st_mode & 077) ||
         st.st_size < SHM_HDR_BYTES)
-        return shm__error(PLX_ERR_PROTOCOL, "shm: the segment from rank 0 is not a private memfd of this uid");
+        return plx_plugin_error(host, PLX_ERR_PROTOCOL, "shm: the segment from rank 0 is not a private memfd of this uid");
     if ((rc = map_segment(c, (size_t)st.st_size)) != 0)
         return rc;
     return validate_segment(c, (size_t)st.st_size);
@@ -311,7 +295,7 @@ static int fetch(struct shm_comm *c, const struct plx_comm_args *args, uint64_t 
 
 int shm__segment_join(struct shm_comm *c, const struct plx_comm_args *args)
 {
-    uint64_t deadline = host->clock_ns() + (uint64_t)(args->timeout_ms < 0 ? 0 : args->timeout_ms) * 1000000u;
+    uint64_t deadline = plx_plugin_deadline(args->timeout_ms);
     c->memfd = -1;
     int rc = check_colocated(c, args);
     if (rc)

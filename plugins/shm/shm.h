@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "plexus/backend.h"
+#include "plexus/plugin.h"
 
 #define SHM_MAGIC UINT64_C(0x706c78736873d001) /* "plxshs" + layout version */
 #define SHM_CTL_BYTES 256
@@ -119,7 +120,8 @@ struct shm_op {
 /* segment.c */
 int shm__segment_join(struct shm_comm *c, const struct plx_comm_args *args);
 void shm__segment_leave(struct shm_comm *c);
-void shm__cfg_read(struct shm_cfg *cfg);
+/* The [shm] keys through the communicator's configuration (typed, checked by the core). */
+void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg);
 
 static inline struct shm_ctl *shm__ctl(const struct shm_comm *c, int r)
 {
@@ -159,9 +161,7 @@ void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s
 /* coll.c */
 int shm__collective(struct shm_comm *c, const struct plx_coll_args *a);
 
-/* plugin.c */
-int shm__error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-size_t shm__dtype_size(int dtype);
+/* sync.c: names for messages */
 const char *shm__coll_name(int coll);
 const char *shm__status_name(int status);
 

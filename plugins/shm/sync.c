@@ -105,8 +105,8 @@ static int lost(struct shm_op *o, int r, uint32_t target)
         snprintf(c->lost_msg, sizeof c->lost_msg, "rank %d (pid %d) died", r, (int)shm__ctl(c, r)->pid);
     }
     shm__fail(c, PLX_ERR_PEER_LOST, r);
-    return shm__error(PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d (pid %d) died while rank %d waited for it (phase %u) on shm",
-                      o->what, (unsigned long long)o->a->seq, r, (int)shm__ctl(c, r)->pid, c->rank, target);
+    return plx_plugin_error(host, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d (pid %d) died while rank %d waited for it (phase %u) on shm",
+                            o->what, (unsigned long long)o->a->seq, r, (int)shm__ctl(c, r)->pid, c->rank, target);
 }
 
 /* The slow checks for every rank this one still waits for. */
@@ -122,23 +122,23 @@ static int check(struct shm_op *o, uint32_t target)
         uint32_t st = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
         if (st == SHM_STATE_LEFT) {
             shm__fail(c, PLX_ERR_PEER_LOST, r);
-            return shm__error(PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d destroyed its communicator while rank %d waited for it on shm",
-                              o->what, (unsigned long long)o->a->seq, r, c->rank);
+            return plx_plugin_error(host, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d destroyed its communicator while rank %d waited for it on shm",
+                                    o->what, (unsigned long long)o->a->seq, r, c->rank);
         }
         if (st == SHM_STATE_FAILED) {
             int why = q->why_rank, code = q->why_code;
             shm__fail(c, PLX_ERR_REMOTE, why);
             if (why >= 0 && why < c->size && why != c->rank && code == PLX_ERR_PEER_LOST)
-                return shm__error(PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d lost rank %d, so rank %d stopped waiting on shm",
-                                  o->what, (unsigned long long)o->a->seq, r, why, c->rank);
-            return shm__error(PLX_ERR_REMOTE, "%s(seq %llu): rank %d failed (%s) while rank %d waited for it on shm",
-                              o->what, (unsigned long long)o->a->seq, r, shm__status_name(code), c->rank);
+                return plx_plugin_error(host, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d lost rank %d, so rank %d stopped waiting on shm",
+                                        o->what, (unsigned long long)o->a->seq, r, why, c->rank);
+            return plx_plugin_error(host, PLX_ERR_REMOTE, "%s(seq %llu): rank %d failed (%s) while rank %d waited for it on shm",
+                                    o->what, (unsigned long long)o->a->seq, r, shm__status_name(code), c->rank);
         }
     }
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
         shm__fail(c, PLX_ERR_ABORTED, -1);
-        return shm__error(PLX_ERR_ABORTED, "%s(seq %llu): communicator '%s' aborted on rank %d", o->what,
-                          (unsigned long long)o->a->seq, c->name, c->rank);
+        return plx_plugin_error(host, PLX_ERR_ABORTED, "%s(seq %llu): communicator '%s' aborted on rank %d", o->what,
+                                (unsigned long long)o->a->seq, c->name, c->rank);
     }
     if (host->clock_ns() >= o->deadline) {
         int r = 0;
@@ -146,8 +146,8 @@ static int check(struct shm_op *o, uint32_t target)
             r++;
         shm__fail(c, PLX_ERR_TIMEOUT, -1);
         int64_t ms = o->a->timeout_ms >= 0 ? o->a->timeout_ms : c->timeout_ms;
-        return shm__error(PLX_ERR_TIMEOUT, "%s(seq %llu): rank %d waited %lld ms for rank %d (alive) on shm: timeout",
-                          o->what, (unsigned long long)o->a->seq, c->rank, (long long)ms, r < c->size ? r : -1);
+        return plx_plugin_error(host, PLX_ERR_TIMEOUT, "%s(seq %llu): rank %d waited %lld ms for rank %d (alive) on shm: timeout",
+                                o->what, (unsigned long long)o->a->seq, c->rank, (long long)ms, r < c->size ? r : -1);
     }
     return 0;
 }
@@ -206,4 +206,24 @@ int shm__barrier(struct shm_op *o)
         }
     }
     return 0;
+}
+
+const char *shm__coll_name(int coll)
+{
+    static const char *const names[PLX_COLL_COUNT] = {"allreduce", "broadcast", "reduce", "allgather",
+                                                      "reduce_scatter", "gather", "scatter", "alltoall",
+                                                      "barrier", "send", "recv"};
+    return coll >= 0 && coll < PLX_COLL_COUNT ? names[coll] : "?";
+}
+
+const char *shm__status_name(int status)
+{
+    switch (status) {
+    case PLX_ERR_TIMEOUT: return "timeout";
+    case PLX_ERR_PEER_LOST: return "peer lost";
+    case PLX_ERR_ABORTED: return "aborted";
+    case PLX_ERR_PROTOCOL: return "protocol error";
+    case PLX_ERR_REMOTE: return "a remote rank failed";
+    default: return "error";
+    }
 }
