@@ -2,10 +2,12 @@
  * arguments once, then run natively in the backend or through the core's
  * generic algorithms, or refuse with PLX_ERR_UNSUPPORTED before any call. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collv.h"
 #include "comm.h"
+#include "hier.h"
 #include "cuda_mem.h"
 #include "error.h"
 
@@ -160,6 +162,24 @@ static int generic_ok(const struct plx_comm *c, const struct plx_coll_args *a)
     return c->be->ops.isend && c->be->ops.irecv && a->mem_kind == PLX_MEM_HOST;
 }
 
+/* A nonblocking collective the hierarchy ran to completion in the calling
+ * thread: a work already done (no backend request), status rc. */
+static int hier_work_done(struct plx_comm *c, const struct plx_coll_args *a, int rc, struct plx_work **out)
+{
+    struct plx_work *w = calloc(1, sizeof *w);
+    if (!w)
+        return plx__err(PLX_ERR_NOMEM, "out of memory");
+    w->comm = c;
+    w->kind = WORK_NATIVE;
+    w->args = *a;
+    w->done = 1;
+    w->status = rc;
+    if (rc)
+        snprintf(w->errmsg, sizeof w->errmsg, "%s", plx_last_error());
+    *out = w;
+    return 0;
+}
+
 /* Validate and run a collective; w NULL means blocking. */
 static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_op_options *o, struct plx_work **w)
 {
@@ -209,6 +229,16 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     struct plx__lowp_avg *lowp = NULL;
     if (plx__lowp_avg_needed(a) && (rc = plx__lowp_avg_begin(c, a, &lowp)) != 0)
         return rc;
+    if (plx__hier_wants(c, a)) { /* intra-host and inter-host backends composed (hier.c) */
+        a->seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
+        rc = plx__lowp_avg_end(lowp, plx__hier_run(c, a));
+        if (rc) {
+            char msg[sizeof c->failed_msg];
+            snprintf(msg, sizeof msg, "%s", plx_last_error());
+            plx__comm_fail(c, rc, msg, sizeof msg);
+        }
+        return w ? hier_work_done(c, a, rc, w) : rc;
+    }
     int scale_avg = 0;
     int native = !staged && native_ok(c, a, &scale_avg);
     if (!native && !generic_ok(c, a))

@@ -7,6 +7,7 @@
 #include "comm.h"
 #include "config.h"
 #include "error.h"
+#include "hier.h"
 #include "log.h"
 #include "store.h"
 #include "store_tcp.h"
@@ -126,8 +127,10 @@ static int comm_create_backend(struct plx_comm *c)
  * by several threads at once take turns here (ThreadSanitizer caught the
  * drop-in table rewritten while another thread's discovery read it). The
  * options become *cfg, this communicator's own view, which the calling
- * thread reads through from here on (the caller restores the old view). */
-static int init_process_wide(const struct plx_comm_options *opt, struct plx__backend **be, struct plx_config **cfg)
+ * thread reads through from here on (the caller restores the old view).
+ * INTRA+INTER also sets *intra (hier.c); *cfg reads *be's section. */
+static int init_process_wide(const struct plx_comm_options *opt, struct plx__backend **be,
+                             struct plx__backend **intra, struct plx_config **cfg)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     static char applied_level[32];
@@ -143,9 +146,11 @@ static int init_process_wide(const struct plx_comm_options *opt, struct plx__bac
             plx__log_set_level(level);
             snprintf(applied_level, sizeof applied_level, "%s", level);
         }
-        if ((rc = plx__loader_select(opt->backend, be)) == 0) {
+        if ((rc = plx__hier_select(opt->backend, be, intra)) == 0) {
             plx__config_set_section(*cfg, (*be)->name);
             rc = plx__config_check_view(*cfg, (*be)->name);
+            if (rc == 0 && *intra)
+                rc = plx__config_check_view(*cfg, (*intra)->name);
         }
     }
     pthread_mutex_unlock(&mu);
@@ -164,10 +169,44 @@ static void add_store_cause(const struct plx_store *base)
     plx__err(0, "%s (%s)", msg, why);
 }
 
+/* The chosen backend refused this communicator as unavailable here (shm
+ * when the ranks span hosts; every rank learns the same through the store,
+ * so all move on together): take the next choice of the same spec, if the
+ * spec was auto or a list. 1 if c->be changed (c->config re-pointed to its
+ * section); 0 with the error set if not. */
+static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c, struct plx__backend **intra)
+{
+    char why[512];
+    snprintf(why, sizeof why, "%s", plx_last_error());
+    struct plx__backend *next = NULL;
+    struct plx_config *view = NULL;
+    if (plx__loader_select_after(opt->backend, c->be, &next) != 0 || !next) {
+        plx__err(PLX_ERR_UNAVAILABLE, "%s", why);
+        return 0;
+    }
+    /* The communicator's options now read the next backend's section (the
+     * refused backend kept nothing of the old view). */
+    if (plx__config_derive(c->config, next->name, &view) != 0 || plx__config_check_view(view, next->name) != 0) {
+        plx__config_release(view);
+        return 0;
+    }
+    plx__config_use(view);
+    plx__config_release(c->config);
+    c->config = view;
+    plx__log(PLX_LOG_INFO, "core", "comm '%s': backend %s is unavailable here (%s); trying %s", c->name,
+             c->be->name, why, next->name);
+    /* A one-host backend refused a job that spans hosts, and the next one
+     * spans hosts: compose them (hier.c). */
+    if (!*intra && !(c->be->caps.flags & PLX_CAP_MULTI_NODE) && (next->caps.flags & PLX_CAP_MULTI_NODE))
+        *intra = c->be;
+    c->be = next;
+    return 1;
+}
+
 PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_comm **out)
 {
     struct plx_comm_options opt;
-    struct plx__backend *be = NULL;
+    struct plx__backend *be = NULL, *intra = NULL;
     struct plx__rendezvous rv;
     struct plx_comm *c = NULL;
     struct plx_config *cfg = NULL;
@@ -179,7 +218,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     *out = NULL;
     copy_options(user_opt, &opt);
     const struct plx_config *outer = plx__config_current();
-    if ((rc = init_process_wide(&opt, &be, &cfg)) != 0 || (rc = plx__rendezvous_resolve(&opt, &rv)) != 0) {
+    if ((rc = init_process_wide(&opt, &be, &intra, &cfg)) != 0 || (rc = plx__rendezvous_resolve(&opt, &rv)) != 0) {
         plx__config_use(outer);
         plx__config_release(cfg);
         return rc;
@@ -203,10 +242,25 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
         goto fail;
     plx__log(PLX_LOG_INFO, "core", "comm '%s': rank %d of %d (from %s) on backend %s, store %s", c->name, c->rank,
              c->size, rv.source, be->name, rv.url[0] ? rv.url : "none");
-    if ((rc = comm_create_backend(c)) != 0)
+    while ((rc = comm_create_backend(c)) == PLX_ERR_UNAVAILABLE && next_backend(&opt, c, &intra))
+        be = c->be;
+    if (rc != 0)
         goto fail;
     plx__family_join(c, NULL);
+    /* Hosts of unequal size (known alike on every rank): stay flat. */
+    if (intra && (rc = plx__hier_setup(c, intra)) == PLX_ERR_UNSUPPORTED) {
+        plx__log(PLX_LOG_WARN, "core", "comm '%s': no hierarchy, every collective on %s: %s", c->name, be->name,
+                 plx_last_error());
+        rc = 0;
+    }
     plx__config_use(outer);
+    if (rc != 0) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", plx_last_error());
+        plx_comm_destroy(c);
+        return plx__err(rc, "plx_comm_init(rank %d of %d, backend %s+%s): %s", rv.rank, rv.size, intra->name,
+                        be->name, msg);
+    }
     *out = c;
     return 0;
 
@@ -222,6 +276,7 @@ PLX_API int plx_comm_destroy(struct plx_comm *c)
 {
     if (!c)
         return 0;
+    plx__hier_destroy(c);
     plx__family_leave(c);
     plx__executor_stop(c);
     int rc = c->be->ops.comm_destroy(c->bc);
@@ -237,6 +292,7 @@ PLX_API int plx_comm_abort(struct plx_comm *c)
     int rc = 0;
     if (c->be->ops.comm_abort)
         rc = c->be->ops.comm_abort(c->bc);
+    plx__hier_abort(c);
     pthread_mutex_lock(&c->mu);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
@@ -256,6 +312,11 @@ static int cmp_split(const void *a, const void *b)
 }
 
 PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_comm **out)
+{
+    return plx__comm_split_on(c, color, key, c ? c->be : NULL, out);
+}
+
+int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backend *be, struct plx_comm **out)
 {
     if (!c || !out)
         return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_split: comm or out is NULL");
@@ -288,7 +349,7 @@ PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_co
 
     char name[512];
     snprintf(name, sizeof name, "%s/split%llu.%d", c->name, (unsigned long long)seq, color);
-    int native = (c->caps.flags & PLX_CAP_SPLIT) && c->be->ops.comm_split;
+    int native = be == c->be && (c->caps.flags & PLX_CAP_SPLIT) && c->be->ops.comm_split;
     if (color == PLX_UNDEFINED) {
         if (native) /* the backend's split is collective over the parent */
             return c->be->ops.comm_split(c->bc, -1, key, NULL, &(void *){NULL});
@@ -300,8 +361,14 @@ PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_co
         rc = plx__err(PLX_ERR_NOMEM, "plx_comm_split: out of memory");
         goto fail;
     }
-    child->be = c->be;
-    child->config = plx__config_retain(c->config);
+    child->be = be;
+    /* A child on another backend (hier.c's intra child) reads that
+     * backend's section, with the parent's options. */
+    if (be == c->be)
+        child->config = plx__config_retain(c->config);
+    else if ((rc = plx__config_derive(c->config, be->name, &child->config)) != 0 ||
+             (rc = plx__config_check_view(child->config, be->name)) != 0)
+        goto fail;
     child->rank = new_rank;
     child->size = n;
     child->local_rank = new_rank; /* refined by a device mesh, not known here */
@@ -314,7 +381,7 @@ PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_co
             goto fail;
     }
     /* The child inherits the parent's options: the backend reads them now. */
-    const struct plx_config *outer = plx__config_use(c->config);
+    const struct plx_config *outer = plx__config_use(child->config);
     if (native) {
         struct plx_comm_args args = {
             .struct_size = sizeof args, .rank = new_rank, .size = n, .local_rank = new_rank,

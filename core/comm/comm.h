@@ -43,9 +43,11 @@ struct plx_comm {
     struct plx__algo_tuning tuning;
     struct plx__p2p p2p;
     struct plx__preq *preq_pool; /* the p2p adapter's records, for reuse (work.c) */
+    struct plx__hier *hier;   /* intra + cross children (hier.c), or NULL: flat */
 };
 
 struct plx__lowp_avg;
+struct plx__hier;
 
 enum work_kind { WORK_NATIVE = 1, WORK_GENERIC };
 
@@ -79,6 +81,9 @@ void plx__comm_fail(struct plx_comm *c, int status, char *msg, size_t len);
 /* Whether a failure with status leaves the communicator unusable (not for
  * bad arguments or unsupported requests). */
 int plx__breaks_comm(int status);
+/* plx_comm_split with the child on backend be (the parent's, or another:
+ * hier.c builds its intra-host child this way). */
+int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backend *be, struct plx_comm **out);
 /* The p2p adapter the algorithms drive (wraps the backend's isend/irecv). */
 void plx__p2p_init(struct plx_comm *c);
 void plx__preq_pool_free(struct plx_comm *c);

@@ -685,6 +685,26 @@ const char *plx__config_section(const struct plx_config *v, const char *fallback
     return v && v->section ? v->section : fallback;
 }
 
+int plx__config_derive(const struct plx_config *v, const char *section, struct plx_config **out)
+{
+    *out = NULL;
+    struct plx_config *d = calloc(1, sizeof *d);
+    if (!d)
+        return plx__err(PLX_ERR_NOMEM, "config: out of memory");
+    d->refs = 1;
+    int rc = 0;
+    for (size_t i = 0; v && i < v->n && rc == 0; i++)
+        rc = view_set(d, v->items[i].section, v->items[i].key, v->items[i].value, v->items[i].origin);
+    if (rc == 0 && !(d->section = strdup(section)))
+        rc = plx__err(PLX_ERR_NOMEM, "config: out of memory");
+    if (rc) {
+        view_free(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
 int plx__config_declare(const char *section, const struct plx_key *keys)
 {
     pthread_mutex_lock(&mu);

@@ -54,6 +54,10 @@ const struct plx_config *plx__config_current(void);
  * reads its own section, not its target's). Set once, before v is shared. */
 void plx__config_set_section(struct plx_config *v, const char *section);
 const char *plx__config_section(const struct plx_config *v, const char *fallback);
+/* A new view (one reference) with v's options that reads section: the
+ * communicator of the next backend after one refused it (shm -> tcp), or a
+ * child on another backend than its parent's (hier.c's intra child). */
+int plx__config_derive(const struct plx_config *v, const char *section, struct plx_config **out);
 
 /* A backend's typed keys (static storage, NULL-terminated): values the
  * process layers gave its section are checked now, the first bad one is the

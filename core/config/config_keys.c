@@ -12,7 +12,8 @@
 const struct plx__key plx__keys[] = {
     {"core", "backend", PLX_KEY_LIST, "auto", NULL,
      "Backend to use: auto (the highest-priority usable one), a name, an ordered list such as nccl,tcp, "
-     "or ^name to exclude one. PLEXUS_BACKEND overrides it."},
+     "or ^name to exclude one; INTRA+INTER (shm+tcp) composes a one-host backend with one across hosts, as "
+     "auto does when a one-host backend refuses a job that spans hosts. PLEXUS_BACKEND overrides it."},
     {"core", "timeout_ms", PLX_KEY_UINT, "300000", NULL,
      "Default timeout in milliseconds of every blocking step: rendezvous, waits, collectives."},
     {"core", "log_level", PLX_KEY_ENUM, "warn", "error|warn|info|debug|trace",

@@ -336,6 +336,11 @@ static int unusable(const struct plx__backend *b)
 
 int plx__loader_select(const char *spec, struct plx__backend **out)
 {
+    return plx__loader_select_after(spec, NULL, out);
+}
+
+int plx__loader_select_after(const char *spec, const struct plx__backend *after, struct plx__backend **out)
+{
     *out = NULL;
     if (!spec)
         spec = plx__config_get("core", "backend");
@@ -362,13 +367,19 @@ int plx__loader_select(const char *spec, struct plx__backend **out)
     }
     if (nw == 1) {
         struct plx__backend *b = plx__loader_find(want[0]);
+        if (after)
+            return plx__err(PLX_ERR_UNAVAILABLE, "backend '%s' was asked for by name: no other is tried", b->name);
         if (b->state != PLX_STATE_USABLE)
             return unusable(b);
         *out = b;
         return 0;
     }
     if (nw > 1) {
-        for (int i = 0; i < nw; i++) {
+        int from = 0;
+        for (int i = 0; after && i < nw; i++)
+            if (plx__loader_find(want[i]) == after)
+                from = i + 1;
+        for (int i = from; i < nw; i++) {
             struct plx__backend *b = plx__loader_find(want[i]);
             if (b->state == PLX_STATE_USABLE) {
                 *out = b;
@@ -384,7 +395,11 @@ int plx__loader_select(const char *spec, struct plx__backend **out)
         }
         return plx__err(PLX_ERR_UNAVAILABLE, "none of the backends '%s' is usable: %s", spec, why);
     }
-    for (size_t i = 0; i < n_backends; i++) {
+    size_t from = 0;
+    for (size_t i = 0; after && i < n_backends; i++)
+        if (backends[i] == after)
+            from = i + 1;
+    for (size_t i = from; i < n_backends; i++) {
         int skipped = 0;
         for (int j = 0; j < nsk; j++)
             skipped |= !strcasecmp(skip[j], backends[i]->name);

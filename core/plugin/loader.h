@@ -39,6 +39,11 @@ struct plx__backend *plx__loader_find(const char *name);
  * PLEXUS_BACKEND). Error texts: unknown name with "did you mean 'x'?";
  * explicit but unusable: "backend 'x' (file F): state: reason". */
 int plx__loader_select(const char *spec, struct plx__backend **out);
+/* The next choice for spec after `after` (which refused the communicator
+ * with PLX_ERR_UNAVAILABLE, e.g. shm when the ranks span hosts): the next
+ * usable one in priority order for auto, in list order for a list; a
+ * single explicit name has no next (PLX_ERR_UNAVAILABLE). */
+int plx__loader_select_after(const char *spec, const struct plx__backend *after, struct plx__backend **out);
 
 /* host->config_get for backend ctx (a struct plx__backend): its own section. */
 const char *plx__backend_config_get(void *ctx, const char *key);

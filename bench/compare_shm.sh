@@ -1,0 +1,102 @@
+#!/bin/sh
+# compare_shm.sh [BUILD_DIR] - allreduce f32 sum between ranks of this host:
+# plexus shm and plexus tcp (plexus-bench under plexus-run, in place) against
+# Open MPI over shared memory (ob1 + vader,self) and MPICH (its default:
+# ch4:ucx shared memory), interleaved per size, the whole sweep REPS times
+# (default 3). Prints microseconds per op (rep1 / rep2 / ...), a
+# single-thread memcpy of the same size (plexus-bench --memcpy, measured in
+# the shm run) as the physical reference, and the median over reps of the
+# per-rep ratios plexus shm / peer (< 1: plexus faster). NP="2 4" and
+# SIZES="..." override; an absent peer is skipped.
+set -u
+build=${1:-build}
+[ -d "$build" ] || { echo "no build directory '$build'"; exit 2; }
+build=$(cd "$build" && pwd)
+export PLEXUS_CONFIG_PATH=${PLEXUS_CONFIG_PATH:-$build/devconfig}
+sizes=${SIZES:-"8 65536 1048576 16777216"}
+nps=${NP:-"2 4"}
+reps=${REPS:-3}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+iters_for() { # bytes -> iterations: runs of 20-250 ms
+    if [ "$1" -le 64 ]; then echo 4000; elif [ "$1" -le 65536 ]; then echo 1000
+    elif [ "$1" -le 1048576 ]; then echo 200; else echo 20; fi
+}
+
+have_ompi=0; have_mpich=0
+command -v mpirun.openmpi >/dev/null 2>&1 && [ -x "$build/bench/mpi_allreduce_loop_openmpi" ] && have_ompi=1
+command -v mpirun.mpich >/dev/null 2>&1 && [ -x "$build/bench/mpi_allreduce_loop_mpich" ] && have_mpich=1
+[ $have_ompi = 1 ] || echo "# skipping Open MPI: no mpirun.openmpi or $build/bench/mpi_allreduce_loop_openmpi"
+[ $have_mpich = 1 ] || echo "# skipping MPICH: no mpirun.mpich or $build/bench/mpi_allreduce_loop_mpich"
+
+run_plexus() { # backend np bytes iters [memcpy-file] -> us
+    "$build/tools/plexus-run" -n "$2" --timeout 300 "$build/tools/plexus-bench" --backend "$1" --inplace --memcpy \
+        -b "$3" -e "$3" -n "$4" -w 5 2>/dev/null |
+        awk -v m="${5:-/dev/null}" '$1 == "[rank" && $2 == "0]" && $3 ~ /^[0-9]+$/ { print $8; print $12 > m; exit }'
+}
+run_ompi() {
+    timeout 300 mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca btl vader,self \
+        -np "$1" "$build/bench/mpi_allreduce_loop_openmpi" "$2" "$3" 2>/dev/null | awk 'NF == 2 { print $2 }' | tail -1
+}
+run_mpich() { # MPICH/UCX busy-polls: oversubscribed it falls to time slices, so fewer iterations
+    it=$3
+    [ "$1" -gt 2 ] && it=$(( it / 20 > 5 ? it / 20 : 5 ))
+    UCX_NET_DEVICES=lo timeout 300 mpirun.mpich -iface lo -np "$1" "$build/bench/mpi_allreduce_loop_mpich" "$2" "$it" \
+        2>/dev/null | awk 'NF == 2 { print $2 }' | tail -1
+}
+
+rep=1
+while [ $rep -le "$reps" ]; do
+    for np in $nps; do
+        for s in $sizes; do
+            it=$(iters_for "$s")
+            echo "$(run_plexus shm "$np" "$s" "$it" "$out/memcpy.$np.$s.$rep")" >"$out/shm.$np.$s.$rep"
+            echo "$(run_plexus tcp "$np" "$s" "$it")" >"$out/tcp.$np.$s.$rep"
+            [ $have_ompi = 1 ] && echo "$(run_ompi "$np" "$s" "$it")" >"$out/ompi.$np.$s.$rep"
+            [ $have_mpich = 1 ] && echo "$(run_mpich "$np" "$s" "$it")" >"$out/mpich.$np.$s.$rep"
+            printf '.' >&2
+        done
+    done
+    rep=$((rep + 1))
+done
+echo >&2
+
+cell() { # peer np size -> "a / b / c"
+    v=""
+    r=1
+    while [ $r -le "$reps" ]; do
+        x=$(cat "$out/$1.$2.$3.$r" 2>/dev/null)
+        v="$v${v:+ / }${x:--}"
+        r=$((r + 1))
+    done
+    echo "$v"
+}
+memcpy_us() { # np size -> median single-thread memcpy time (us) of the size
+    r=1
+    while [ $r -le "$reps" ]; do
+        cat "$out/memcpy.$1.$2.$r" 2>/dev/null
+        r=$((r + 1))
+    done | awk -v b="$2" '$1 > 0 { print b / ($1 * 1e3) }' | sort -g |
+        awk '{ v[n++] = $1 } END { if (!n) print "-"; else printf "%.2f", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'
+}
+# a's time / b's time per rep (a rep's runs are interleaved), median over reps
+ratio() { # a b np size
+    r=1
+    while [ $r -le "$reps" ]; do
+        printf '%s %s\n' "$(cat "$out/$1.$3.$4.$r" 2>/dev/null)" "$(cat "$out/$2.$3.$4.$r" 2>/dev/null)"
+        r=$((r + 1))
+    done | awk 'NF == 2 && $2 > 0 { print $1 / $2 }' | sort -g |
+        awk '{ v[n++] = $1 } END { if (!n) print "-"; else printf "%.2f", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'
+}
+
+echo "# load average before the table: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+printf '%-3s %9s  %-24s %-24s %-24s %-24s %9s %9s %9s %9s\n' np bytes "plexus-shm us" "plexus-tcp us" "ompi-shm us" \
+    "mpich us" "memcpy us" "shm/ompi" "shm/mpich" "tcp/ompi"
+for np in $nps; do
+    for s in $sizes; do
+        printf '%-3s %9s  %-24s %-24s %-24s %-24s %9s %9s %9s %9s\n' "$np" "$s" "$(cell shm "$np" "$s")" \
+            "$(cell tcp "$np" "$s")" "$(cell ompi "$np" "$s")" "$(cell mpich "$np" "$s")" "$(memcpy_us "$np" "$s")" \
+            "$(ratio shm ompi "$np" "$s")" "$(ratio shm mpich "$np" "$s")" "$(ratio tcp ompi "$np" "$s")"
+    done
+done

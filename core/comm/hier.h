@@ -1,0 +1,24 @@
+/* hier.h - hierarchical collectives (an intra-host backend composed with an
+ * inter-host one by the core); see hier.c. Stability: internal. */
+#ifndef PLX_CORE_HIER_H
+#define PLX_CORE_HIER_H
+
+#include "comm.h"
+
+/* Choose the backends for spec: "INTRA+INTER" gives both (the communicator
+ * runs on inter, *intra is set); anything else is plx__loader_select's
+ * (and *intra NULL). spec NULL: the configured [core] backend. */
+int plx__hier_select(const char *spec, struct plx__backend **inter, struct plx__backend **intra);
+/* Build c's intra and cross children (collective over c, which runs on the
+ * inter backend). Errors leave c flat; PLX_ERR_UNSUPPORTED (hosts of
+ * unequal size, or too many) is decided alike on every rank before any
+ * child exists, so the caller may go on flat. */
+int plx__hier_setup(struct plx_comm *c, struct plx__backend *intra_be);
+/* 1 if the hierarchy runs a (host memory, a covered collective). */
+int plx__hier_wants(const struct plx_comm *c, const struct plx_coll_args *a);
+/* Run a to completion in the calling thread. */
+int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a);
+void plx__hier_abort(struct plx_comm *c);
+void plx__hier_destroy(struct plx_comm *c);
+
+#endif

@@ -1,0 +1,37 @@
+/* hostid.c - this host's identity for shared memory (hostid.h). */
+#include "hostid.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void read_line(const char *path, char *out, size_t len)
+{
+    out[0] = '\0';
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    if (fgets(out, (int)len, f))
+        out[strcspn(out, "\n")] = '\0';
+    fclose(f);
+}
+
+static unsigned long long ns_inode(const char *which)
+{
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/self/ns/%s", which);
+    return stat(path, &st) == 0 ? (unsigned long long)st.st_ino : 0;
+}
+
+void plx_common_host_identity(char *out, size_t len)
+{
+    char boot[64], uts[128];
+    read_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+    if (gethostname(uts, sizeof uts) != 0)
+        uts[0] = '\0';
+    uts[sizeof uts - 1] = '\0';
+    snprintf(out, len, "boot=%s host=%s netns=%llu pidns=%llu uid=%u", boot[0] ? boot : "?", uts,
+             ns_inode("net"), ns_inode("pid"), (unsigned)getuid());
+}

@@ -1,0 +1,296 @@
+/* coll.c - native collectives through the segment (see shm.h for the
+ * phase protocol). Every reduction runs through the core's kernels
+ * (host->reduce, host->scale_div), straight from the peers' slots.
+ *
+ * allreduce: up to small_bytes, one phase: every rank copies its input in
+ * and reduces all slots in rank order into its own output (every rank gets
+ * the same bits). Larger: rounds of one slot; in each, rank r reduces slice
+ * r of the round in place in its own slot (each slice reduced once), then
+ * after a second barrier every rank copies all slices out: a reduce-scatter
+ * and an all-gather through the slots, in cache-sized pieces. The other
+ * collectives are one phase per round: copy in, barrier, copy out. */
+#include <stdio.h>
+#include <string.h>
+
+#include "shm.h"
+
+#define host shm__host
+#define PIECE_BYTES (32u << 10) /* a reduction's partial result stays in cache */
+
+static void copy(void *dst, const void *src, size_t n)
+{
+    if (!n || dst == src)
+        return;
+    const char *d = dst, *s = src;
+    if (d + n <= s || s + n <= d)
+        memcpy(dst, src, n);
+    else
+        memmove(dst, src, n);
+}
+
+static size_t min_sz(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* Start a round: pick the slot half and say what this rank's slot holds. */
+uint32_t shm__publish(struct shm_op *o, size_t off, size_t len)
+{
+    struct shm_comm *c = o->c;
+    uint32_t half = c->round++ & 1;
+    struct shm_slot_hdr h = {.seq = o->a->seq, .coll = o->a->coll, .dtype = o->a->dtype, .op = o->a->op,
+                             .root = o->a->root, .count = o->a->count, .off = off, .len = len,
+                             .send_addr = (uint64_t)(uintptr_t)o->a->send, .recv_addr = (uint64_t)(uintptr_t)o->a->recv};
+    if (c->cfg.corrupt_rank == c->rank && o->a->seq == c->cfg.corrupt_at) {
+        /* Fault injection ([shm] corrupt_rank/corrupt_at): what a broken or
+         * hostile peer could leave in its header. */
+        if (c->cfg.corrupt_addr) { /* a header that agrees, pointing at nothing */
+            h.send_addr = UINT64_C(0xdead0000);
+            h.recv_addr = UINT64_MAX - 4095;
+        } else {
+            h.count = UINT64_MAX / 3;
+            h.off = UINT64_MAX - 7;
+            h.len = (uint64_t)1 << 62;
+            h.dtype = -5;
+        }
+    }
+    shm__ctl(c, c->rank)->hdr[half] = h;
+    return half;
+}
+
+static const char *coll_label(int coll)
+{
+    return coll >= 0 && coll < PLX_COLL_COUNT ? shm__coll_name(coll) : "?";
+}
+
+/* A peer's header must say exactly what this rank's would. */
+static int expect(struct shm_op *o, int r, uint32_t half)
+{
+    struct shm_comm *c = o->c;
+    struct shm_slot_hdr got, want = shm__ctl(c, c->rank)->hdr[half];
+    memcpy(&got, (const void *)&shm__ctl(c, r)->hdr[half], sizeof got);
+    if (got.seq == want.seq && got.coll == want.coll && got.dtype == want.dtype && got.op == want.op &&
+        got.root == want.root && got.count == want.count && got.off == want.off && got.len == want.len)
+        return 0;
+    shm__fail(c, PLX_ERR_PROTOCOL, -1);
+    return plx_plugin_error(host, PLX_ERR_PROTOCOL,
+                            "%s(seq %llu): rank %d's slot header says %s seq %llu count %llu dtype %d op %d root %d "
+                            "round %llu+%llu, rank %d expects %s seq %llu count %llu dtype %d op %d root %d round "
+                            "%llu+%llu: the ranks called different collectives, or the segment is corrupt",
+                            o->what, (unsigned long long)o->a->seq, r, coll_label(got.coll), (unsigned long long)got.seq,
+                            (unsigned long long)got.count, got.dtype, got.op, got.root, (unsigned long long)got.off,
+                            (unsigned long long)got.len, c->rank, coll_label(want.coll), (unsigned long long)want.seq,
+                            (unsigned long long)want.count, want.dtype, want.op, want.root, (unsigned long long)want.off,
+                            (unsigned long long)want.len);
+}
+
+int shm__expect_all(struct shm_op *o, uint32_t half)
+{
+    for (int r = 0; r < o->c->size; r++) {
+        int rc = r == o->c->rank ? 0 : expect(o, r, half);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* out[0, n) = in_first op in_(first+1) op ... over every rank's slot at
+ * byte offset boff, in cache-sized pieces; out may be in_first itself. */
+static int reduce_slots(struct shm_op *o, char *out, uint32_t half, size_t boff, size_t n, int first)
+{
+    struct shm_comm *c = o->c;
+    const struct plx_coll_args *a = o->a;
+    size_t es = o->es, piece = PIECE_BYTES / es;
+    for (size_t base = 0; base < n; base += piece) {
+        size_t k = min_sz(piece, n - base);
+        char *d = out + base * es;
+        copy(d, shm__slot(c, first, half) + boff + base * es, k * es);
+        for (int s = 1; s < c->size; s++) {
+            int q = (first + s) % c->size;
+            int rc = host->reduce(d, shm__slot(c, q, half) + boff + base * es, k, a->dtype, a->op);
+            if (rc)
+                return plx_plugin_error(host, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d", o->what,
+                                        (unsigned long long)a->seq, a->dtype, a->op);
+        }
+    }
+    if (a->op == PLX_AVG && n)
+        return host->scale_div(out, n, a->dtype, (uint64_t)c->size);
+    return 0;
+}
+
+/* Slice q of a round of len elements: [*s0, *s1). Slices are multiples of
+ * 64 bytes so every rank's kernel runs on aligned, whole vectors. */
+void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s1)
+{
+    size_t P = (size_t)o->c->size, unit = 64 / o->es;
+    size_t per = (len + P - 1) / P;
+    per = (per + unit - 1) / unit * unit;
+    *s0 = min_sz((size_t)q * per, len);
+    *s1 = min_sz(*s0 + per, len);
+}
+
+/* allreduce (all = 1) and reduce (all = 0: only the root receives). */
+static int reduction(struct shm_op *o, int all)
+{
+    struct shm_comm *c = o->c;
+    const struct plx_coll_args *a = o->a;
+    size_t es = o->es, bytes = a->count * es, me = (size_t)c->rank;
+    int rc, receives = all || a->root == c->rank;
+    if (bytes <= c->seg->small_bytes && bytes <= c->seg->slot_bytes) {
+        uint32_t half = c->round & 1;
+        copy(shm__slot(c, c->rank, half), a->send, bytes);
+        shm__publish(o, 0, a->count);
+        if ((rc = shm__barrier(o)) != 0)
+            return rc;
+        if (!receives)
+            return 0;
+        if ((rc = shm__expect_all(o, half)) != 0)
+            return rc;
+        return reduce_slots(o, a->recv, half, 0, a->count, 0);
+    }
+    size_t per = c->seg->slot_bytes / es;
+    for (size_t off = 0; off < a->count; off += per) {
+        size_t len = min_sz(per, a->count - off), s0, s1;
+        uint32_t half = c->round & 1;
+        char *mine = shm__slot(c, c->rank, half);
+        copy(mine, (const char *)a->send + off * es, len * es);
+        shm__publish(o, off, len);
+        if ((rc = shm__barrier(o)) != 0 || (rc = shm__expect_all(o, half)) != 0)
+            return rc;
+        shm__slice(o, len, (int)me, &s0, &s1);
+        if ((rc = reduce_slots(o, mine + s0 * es, half, s0 * es, s1 - s0, c->rank)) != 0)
+            return rc;
+        if ((rc = shm__barrier(o)) != 0)
+            return rc;
+        if (!receives)
+            continue;
+        for (int q = 0; q < c->size; q++) {
+            shm__slice(o, len, q, &s0, &s1);
+            copy((char *)a->recv + (off + s0) * es, shm__slot(c, q, half) + s0 * es, (s1 - s0) * es);
+        }
+    }
+    return 0;
+}
+
+/* allgather (all = 1) and gather (all = 0). */
+static int gathering(struct shm_op *o, int all)
+{
+    struct shm_comm *c = o->c;
+    const struct plx_coll_args *a = o->a;
+    size_t es = o->es, n = a->count, per = c->seg->slot_bytes / es;
+    int rc, receives = all || a->root == c->rank;
+    for (size_t off = 0; off < n; off += per) {
+        size_t len = min_sz(per, n - off);
+        uint32_t half = c->round & 1;
+        copy(shm__slot(c, c->rank, half), (const char *)a->send + off * es, len * es);
+        shm__publish(o, off, len);
+        if ((rc = shm__barrier(o)) != 0)
+            return rc;
+        if (!receives)
+            continue;
+        if ((rc = shm__expect_all(o, half)) != 0)
+            return rc;
+        for (int q = 0; q < c->size; q++)
+            copy((char *)a->recv + ((size_t)q * n + off) * es, shm__slot(c, q, half), len * es);
+    }
+    return 0;
+}
+
+/* The P-block layouts: reduce_scatter, alltoall (every rank sends P blocks)
+ * and scatter (the root does). A round covers [off, off + len) of every
+ * block; block q of a round sits at q * len in the slot. */
+static int blocks(struct shm_op *o)
+{
+    struct shm_comm *c = o->c;
+    const struct plx_coll_args *a = o->a;
+    size_t es = o->es, n = a->count, P = (size_t)c->size, me = (size_t)c->rank;
+    size_t per = c->seg->slot_bytes / (es * P);
+    int rc, sends = a->coll != PLX_COLL_SCATTER || a->root == c->rank;
+    for (size_t off = 0; off < n; off += per) {
+        size_t len = min_sz(per, n - off);
+        uint32_t half = c->round & 1;
+        char *mine = shm__slot(c, c->rank, half);
+        if (sends)
+            for (size_t q = 0; q < P; q++)
+                copy(mine + q * len * es, (const char *)a->send + (q * n + off) * es, len * es);
+        shm__publish(o, off, len);
+        if ((rc = shm__barrier(o)) != 0)
+            return rc;
+        char *out = (char *)a->recv + off * es;
+        switch (a->coll) {
+        case PLX_COLL_REDUCE_SCATTER:
+            if ((rc = shm__expect_all(o, half)) != 0 || (rc = reduce_slots(o, out, half, me * len * es, len, 0)) != 0)
+                return rc;
+            break;
+        case PLX_COLL_ALLTOALL:
+            if ((rc = shm__expect_all(o, half)) != 0)
+                return rc;
+            for (size_t q = 0; q < P; q++)
+                copy((char *)a->recv + (q * n + off) * es, shm__slot(c, (int)q, half) + me * len * es, len * es);
+            break;
+        default: /* scatter */
+            if (a->root != c->rank && (rc = expect(o, a->root, half)) != 0)
+                return rc;
+            copy(out, shm__slot(c, a->root, half) + me * len * es, len * es);
+            break;
+        }
+    }
+    return 0;
+}
+
+static int broadcast(struct shm_op *o)
+{
+    struct shm_comm *c = o->c;
+    const struct plx_coll_args *a = o->a;
+    size_t es = o->es, per = c->seg->slot_bytes / es;
+    int rc, root = a->root;
+    for (size_t off = 0; off < a->count; off += per) {
+        size_t len = min_sz(per, a->count - off);
+        uint32_t half = c->round & 1;
+        if (c->rank == root)
+            copy(shm__slot(c, root, half), (const char *)a->recv + off * es, len * es);
+        shm__publish(o, off, len);
+        if ((rc = shm__barrier(o)) != 0)
+            return rc;
+        if (c->rank != root) {
+            if ((rc = expect(o, root, half)) != 0)
+                return rc;
+            copy((char *)a->recv + off * es, shm__slot(c, root, half), len * es);
+        }
+    }
+    return 0;
+}
+
+int shm__collective(struct shm_comm *c, const struct plx_coll_args *a)
+{
+    int64_t ms = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
+    struct shm_op o = {
+        .c = c,
+        .a = a,
+        .what = shm__coll_name(a->coll),
+        .deadline = plx_plugin_deadline(ms),
+        .es = a->coll == PLX_COLL_BARRIER ? 1 : plx_plugin_dtype_size(a->dtype),
+    };
+    if (!o.es)
+        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "shm: %s: invalid dtype %d", o.what, a->dtype);
+    if (a->coll != PLX_COLL_BARRIER && a->count == 0)
+        return 0;
+    if (shm__cma_wants(&o))
+        return shm__cma_run(&o);
+    switch (a->coll) {
+    case PLX_COLL_BARRIER: {
+        uint32_t half = shm__publish(&o, 0, 0);
+        int rc = shm__barrier(&o);
+        return rc ? rc : shm__expect_all(&o, half);
+    }
+    case PLX_COLL_ALLREDUCE: return reduction(&o, 1);
+    case PLX_COLL_REDUCE: return reduction(&o, 0);
+    case PLX_COLL_ALLGATHER: return gathering(&o, 1);
+    case PLX_COLL_GATHER: return gathering(&o, 0);
+    case PLX_COLL_BROADCAST: return broadcast(&o);
+    case PLX_COLL_REDUCE_SCATTER:
+    case PLX_COLL_ALLTOALL:
+    case PLX_COLL_SCATTER: return blocks(&o);
+    default: return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, "shm: collective %d is not native here", a->coll);
+    }
+}

@@ -1,0 +1,252 @@
+/* plugin.c - the shm backend's entry point and operations table. Ranks of
+ * one host share a memory segment per communicator (segment.c), meet at
+ * futex barriers (sync.c) and run every collective natively through it
+ * (coll.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "hostid.h"
+#include "shm.h"
+
+const struct plx_host *shm__host;
+#define host shm__host
+
+/* The cma key's help says whether single copy is possible here (probed
+ * when the plugin loads), so plexus-info shows it with the reason. */
+static char cma_help[256];
+
+/* The description names this host's identity: the core keeps no reason
+ * for a usable backend, and plexus-info prints the description. */
+static char description[400];
+
+/* Every key shm reads, typed: the core checks values where they are set,
+ * and shm reads them through the communicator's view (segment.c). */
+static const struct plx_key keys[] = {
+    {"slot_bytes", PLX_KEY_SIZE, "256K", NULL,
+     "Bytes of one half of a rank's slot: the size of one round of a large collective"},
+    {"small_bytes", PLX_KEY_SIZE, "16K", NULL,
+     "allreduce/reduce up to this size run in one phase (every rank reduces all)"},
+    {"spin_ns", PLX_KEY_DURATION, "0", NULL,
+     "A waiting rank spins this long (bare numbers: ns) after its first few looks, ..."},
+    {"yield_ns", PLX_KEY_DURATION, "1ms", NULL,
+     "... then yields its core between looks this long (bare numbers: ns), then sleeps on the futex"},
+    {"cma", PLX_KEY_BOOL, "false", NULL, cma_help},
+    {"cma_min_bytes", PLX_KEY_SIZE, "256K", NULL,
+     "allreduce, reduce_scatter, allgather, broadcast at least this big go single-copy"},
+    {"corrupt_rank", PLX_KEY_INT, "-1", NULL, "Fault injection: this rank writes a corrupt slot header ..."},
+    {"corrupt_at", PLX_KEY_UINT, "0", NULL, "... in the collective with this sequence number ..."},
+    {"corrupt", PLX_KEY_ENUM, "header", "header|addr", "... header: its fields; addr: only its buffer addresses"},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+/* The description and the cma key's help are filled when the plugin is
+ * loaded (dlopen), before the core reads either: the entry point is the
+ * SDK's macro. */
+__attribute__((constructor)) static void describe(void)
+{
+    char why[128];
+    shm__cma_possible(why, sizeof why);
+    char id[200];
+    plx_common_host_identity(id, sizeof id);
+    snprintf(description, sizeof description,
+             "shared memory between the ranks of one host (memfd segment, futex waits); ranks share a "
+             "communicator when their identity matches this host's: %.200s", id);
+    snprintf(cma_help, sizeof cma_help,
+             "Single-copy large collectives with process_vm_readv (off by default: slower than two copies on the "
+             "VM measured); here: %s", why);
+}
+
+static int probe(struct plx_probe_result *out)
+{
+    char id[160];
+    plx_common_host_identity(id, sizeof id);
+    out->state = PLX_PROBE_USABLE;
+    snprintf(out->reason, sizeof out->reason, "every rank of a communicator must share %.160s", id);
+    return 0;
+}
+
+static int get_caps(void *comm, struct plx_caps *out)
+{
+    (void)comm;
+    uint32_t size = out->struct_size;
+    struct plx_caps caps = {.struct_size = size,
+                            .flags = PLX_CAP_ASYNC | PLX_CAP_ABORT | PLX_CAP_INPLACE,
+                            .collectives = PLX_BIT(PLX_COLL_SEND) - 1,
+                            .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1,
+                            .redops = PLX_BIT(PLX_REDOP_COUNT) - 1,
+                            .mem_kinds = PLX_BIT(PLX_MEM_HOST)};
+    memcpy(out, &caps, size < sizeof caps ? size : sizeof caps);
+    out->struct_size = size;
+    return 0;
+}
+
+static void comm_free(struct shm_comm *c)
+{
+    if (c->pidfd)
+        for (int r = 0; r < c->size; r++)
+            if (c->pidfd[r] >= 0)
+                close(c->pidfd[r]);
+    free(c->pidfd);
+    free(c->piece);
+    shm__segment_leave(c);
+    free(c);
+}
+
+/* After the first barrier every rank's pid is in the segment: watch them. */
+static void watch_peers(struct shm_comm *c)
+{
+    for (int r = 0; r < c->size; r++) {
+        int32_t pid = __atomic_load_n(&shm__ctl(c, r)->pid, __ATOMIC_ACQUIRE);
+        int fd = -1;
+#ifdef SYS_pidfd_open
+        if (r != c->rank && pid > 0)
+            fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+#endif
+        c->pidfd[r] = fd < 0 ? -1 : fd;
+    }
+}
+
+static int comm_create(const struct plx_comm_args *args, void **out)
+{
+    struct shm_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+    if (!args->store) {
+        free(c);
+        return plx_plugin_error(host, PLX_ERR_UNAVAILABLE, "shm: no rendezvous store to meet through (a launcher's own "
+                                "bootstrap, without tcp:// or file://)");
+    }
+    if (args->size < 1 || args->size > SHM_MAX_RANKS) {
+        free(c);
+        return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, "shm: %d ranks; this backend takes 1 to %d", args->size,
+                                SHM_MAX_RANKS);
+    }
+    c->rank = args->rank;
+    c->size = args->size;
+    c->timeout_ms = args->timeout_ms;
+    c->lost_rank = -1;
+    c->memfd = -1;
+    snprintf(c->name, sizeof c->name, "%s", args->name ? args->name : "?");
+    shm__cfg_read(args->config, &c->cfg);
+    if (!(c->pidfd = malloc((size_t)c->size * sizeof *c->pidfd))) {
+        free(c);
+        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+    }
+    for (int r = 0; r < c->size; r++)
+        c->pidfd[r] = -1;
+    int rc = shm__segment_join(c, args);
+    if (rc == 0) {
+        struct plx_coll_args join = {.struct_size = sizeof join, .coll = PLX_COLL_BARRIER,
+                                     .timeout_ms = args->timeout_ms};
+        struct shm_op o = {.c = c, .a = &join, .what = "comm_create", .es = 1,
+                           .deadline = plx_plugin_deadline(args->timeout_ms)};
+        __atomic_store_n(&shm__ctl(c, c->rank)->cma_addr, (uint64_t)(uintptr_t)&c->cma_word, __ATOMIC_RELEASE);
+        c->cma_word = UINT64_C(0x636d612d70726f62) ^ (uint64_t)(uint32_t)getpid();
+        rc = shm__barrier(&o);
+        if (rc == 0)
+            rc = shm__cma_agree(&o);
+    }
+    if (rc) {
+        comm_free(c);
+        return rc;
+    }
+    watch_peers(c);
+    *out = c;
+    return 0;
+}
+
+static int comm_destroy(void *comm)
+{
+    struct shm_comm *c = comm;
+    if (!c)
+        return 0;
+    if (c->base && !c->failed) {
+        __atomic_store_n(&shm__ctl(c, c->rank)->state, SHM_STATE_LEFT, __ATOMIC_SEQ_CST);
+        shm__wake_all(c);
+    }
+    comm_free(c);
+    return 0;
+}
+
+static int comm_abort(void *comm)
+{
+    struct shm_comm *c = comm;
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
+    shm__wake_all(c); /* the sleeper in this process wakes and sees the flag */
+    return 0;
+}
+
+static int collective(void *comm, const struct plx_coll_args *a, void **req)
+{
+    struct shm_comm *c = comm;
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return plx_plugin_error(host, PLX_ERR_ABORTED, "shm: communicator '%s' was aborted", c->name);
+    if (c->failed)
+        return plx_plugin_error(host, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
+                                c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");
+    int rc = shm__collective(c, a);
+    if (rc)
+        return rc;
+    *req = c; /* complete on return: the request is the communicator itself */
+    return 0;
+}
+
+static int test(void *comm, void *req, int *done)
+{
+    (void)comm;
+    (void)req;
+    *done = 1;
+    return 0;
+}
+
+/* Every request is complete when collective() returns: nothing to wait for
+ * whatever the deadline. */
+static int wait_until(void *comm, void *req, uint64_t deadline_ns)
+{
+    (void)comm;
+    (void)req;
+    (void)deadline_ns;
+    return 0;
+}
+
+static void req_free(void *comm, void *req)
+{
+    (void)comm;
+    (void)req;
+}
+
+static int comm_losses(void *comm, char *msg, size_t len)
+{
+    struct shm_comm *c = comm;
+    if (len)
+        msg[0] = '\0';
+    if (c->lost_rank < 0)
+        return 0;
+    snprintf(msg, len, "%s", c->lost_msg);
+    return 1;
+}
+
+static const struct plx_backend shm_backend = { /* description filled at entry */
+    .struct_size = sizeof(struct plx_backend),
+    .abi_minor = PLX_ABI_MINOR,
+    .name = "shm",
+    .version = "0.1.0",
+    .description = description,
+    .keys = keys,
+    .probe = probe,
+    .get_caps = get_caps,
+    .comm_create = comm_create,
+    .comm_destroy = comm_destroy,
+    .comm_abort = comm_abort,
+    .collective = collective,
+    .test = test,
+    .req_free = req_free,
+    .comm_losses = comm_losses,
+    .wait_until = wait_until,
+};
+
+/* ABI 1.3 at least: shm reads its keys typed, through the communicator's view. */
+PLX_PLUGIN_ENTRY(shm_backend, shm__host, 3)

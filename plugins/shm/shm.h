@@ -1,0 +1,168 @@
+/* shm.h - internal to the shm backend: ranks of one host share one memory
+ * segment per communicator.
+ *
+ * Stability: internal.
+ *
+ * Segment layout (every offset computed from the header, which attachers
+ * validate against the segment's real size before use):
+ *
+ *     struct shm_seg_header              one page
+ *     struct shm_ctl   ctl[P]            one per rank, SHM_CTL_BYTES apart
+ *     slots: rank r, half h at slot_off + (2r + h) * slot_bytes
+ *
+ * Every collective is a series of phases. In a phase each rank writes its
+ * own slot (and its slot header), arrives at a barrier (bumps its epoch, a
+ * futex word), waits until every rank's epoch reaches the same value, then
+ * reads what it needs from the others' slots. Rounds alternate the two
+ * halves of each slot, so the barrier of round j+1 also proves every rank
+ * has finished reading round j: no extra barrier before a slot is reused.
+ *
+ * Nothing read from the segment is used as an index or a length: offsets
+ * come from this rank's own arguments, and a peer's slot header must equal
+ * this rank's expectation field for field, or the operation fails with
+ * PLX_ERR_PROTOCOL. */
+#ifndef PLEXUS_SHM_H
+#define PLEXUS_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plexus/backend.h"
+#include "plexus/plugin.h"
+
+#define SHM_MAGIC UINT64_C(0x706c78736873d001) /* "plxshs" + layout version */
+#define SHM_CTL_BYTES 256
+#define SHM_HDR_BYTES 4096
+#define SHM_MAX_RANKS 256 /* a slot (>= 4 KiB) holds one 8-byte element per rank */
+
+extern const struct plx_host *shm__host;
+
+/* What a rank says about the round it has put in its slot. */
+struct shm_slot_hdr {
+    uint64_t seq;
+    int32_t coll, dtype, op, root;
+    uint64_t count;
+    uint64_t off, len; /* the round: elements [off, off + len) of each block */
+    /* Single-copy (cma.c): the rank's buffers, as addresses in its own
+     * process. Only ever handed to process_vm_readv as the remote side, so
+     * a bad value fails the read; never compared by expect(). */
+    uint64_t send_addr, recv_addr;
+};
+
+/* One rank's control block. The owner writes everything but `sleepers`. */
+struct shm_ctl {
+    uint32_t epoch;    /* barrier arrivals: the futex word the others sleep on */
+    uint32_t state;    /* SHM_STATE_* */
+    int32_t pid;
+    int32_t why_rank;  /* failed: the rank it lost, or -1 */
+    int32_t why_code;  /* failed: its status */
+    uint32_t cma_ok;   /* 1: this rank read a peer's memory with process_vm_readv; 2: it could not */
+    uint64_t cma_addr; /* where this rank's probe word lives (its own address space) */
+    uint32_t pad0[8];
+    uint32_t sleepers; /* ranks asleep on epoch (others add and remove) */
+    uint32_t pad1[15];
+    struct shm_slot_hdr hdr[2]; /* one per slot half */
+};
+
+enum { SHM_STATE_ACTIVE = 0, SHM_STATE_FAILED = 1, SHM_STATE_LEFT = 2 };
+
+struct shm_seg_header {
+    uint64_t magic;
+    uint32_t nranks;
+    uint32_t ready;       /* rank 0 sets it once the layout is written */
+    uint64_t slot_bytes;  /* one half of one rank's slot */
+    uint64_t small_bytes; /* allreduce/reduce at most this big run in one phase */
+    uint64_t ctl_off, slot_off, total_bytes;
+};
+
+struct shm_cfg {
+    size_t slot_bytes, small_bytes;
+    uint64_t spin_ns;   /* spin this long, */
+    uint64_t yield_ns;  /* then yield the core this long, then sleep on the futex */
+    int cma;            /* 0: never single-copy; 1: when every rank can (probed at create) */
+    size_t cma_min_bytes; /* collectives at least this big go single-copy */
+    int corrupt_rank;   /* fault injection: this rank writes a bad slot header */
+    uint64_t corrupt_at; /* ... in the collective with this seq */
+    int corrupt_addr;   /* ... only its buffer addresses (what single copy reads) */
+};
+
+struct shm_comm {
+    int rank, size;
+    int64_t timeout_ms;
+    struct shm_cfg cfg;
+    int memfd;
+    size_t map_bytes;
+    char *base;
+    struct shm_seg_header *seg;
+    int *pidfd;             /* per peer, -1 where pidfd_open failed */
+    uint32_t epoch;         /* this rank's barrier count */
+    uint32_t round;         /* rounds so far: picks the slot half */
+    int aborted;            /* atomic */
+    int failed;             /* sticky: the segment's state is no longer shared */
+    int cma;                /* single-copy agreed by every rank */
+    uint64_t cma_word;      /* what peers read to probe CMA */
+    char cma_why[160];      /* why single-copy is off */
+    void *piece;            /* SHM_PIECE_BYTES of scratch for single-copy reductions */
+    int lost_rank;          /* first rank seen to die, or -1 */
+    char lost_msg[256];
+    char name[128];
+};
+
+/* The op being run: what each phase checks and reports. */
+struct shm_op {
+    struct shm_comm *c;
+    const struct plx_coll_args *a;
+    const char *what;
+    uint64_t deadline; /* host clock, ns */
+    size_t es;
+};
+
+/* segment.c */
+int shm__segment_join(struct shm_comm *c, const struct plx_comm_args *args);
+void shm__segment_leave(struct shm_comm *c);
+/* The [shm] keys through the communicator's configuration (typed, checked by the core). */
+void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg);
+
+static inline struct shm_ctl *shm__ctl(const struct shm_comm *c, int r)
+{
+    return (struct shm_ctl *)(c->base + c->seg->ctl_off + (size_t)r * SHM_CTL_BYTES);
+}
+
+static inline char *shm__slot(const struct shm_comm *c, int r, uint32_t half)
+{
+    return c->base + c->seg->slot_off + ((size_t)r * 2 + (half & 1)) * c->seg->slot_bytes;
+}
+
+/* sync.c */
+/* Arrive at the next barrier and wait for every rank (deadline in the host
+ * clock). 0, or PLX_ERR_PEER_LOST / REMOTE / ABORTED / TIMEOUT with the
+ * message recorded. */
+int shm__barrier(struct shm_op *o);
+/* Mark this rank failed in the segment (so peers stop waiting) and wake all. */
+void shm__fail(struct shm_comm *c, int status, int lost_rank);
+void shm__wake_all(struct shm_comm *c);
+
+/* cma.c: single-copy collectives with process_vm_readv (CMA). */
+#define SHM_PIECE_BYTES (64u << 10)
+/* Can this process read a same-uid peer's memory? (ptrace policy, syscall
+ * present): a one-line reason either way; 1 if it may. */
+int shm__cma_possible(char *why, size_t len);
+/* After the join barrier: each rank reads its neighbour's probe word, then
+ * all agree (one more barrier). Sets c->cma and c->cma_why. */
+int shm__cma_agree(struct shm_op *o);
+/* 1 if o runs single-copy; then shm__cma_run does it. */
+int shm__cma_wants(const struct shm_op *o);
+int shm__cma_run(struct shm_op *o);
+/* coll.c helpers cma.c shares */
+uint32_t shm__publish(struct shm_op *o, size_t off, size_t len);
+int shm__expect_all(struct shm_op *o, uint32_t half);
+void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s1);
+
+/* coll.c */
+int shm__collective(struct shm_comm *c, const struct plx_coll_args *a);
+
+/* sync.c: names for messages */
+const char *shm__coll_name(int coll);
+const char *shm__status_name(int status);
+
+#endif
