@@ -15,8 +15,9 @@
 
 /* ---- failure bookkeeping ---------------------------------------------- */
 
-void plx__comm_fail(struct plx_comm *c, int status, char *msg, size_t len)
+int plx__comm_fail(struct plx_comm *c, int status, char *msg, size_t len)
 {
+    status = plx__diag_explain(c, status, msg, len);
     plx__family_explain(c, status, msg, len);
     plx__err(status, "%s", msg);
     pthread_mutex_lock(&c->mu);
@@ -25,6 +26,7 @@ void plx__comm_fail(struct plx_comm *c, int status, char *msg, size_t len)
         snprintf(c->failed_msg, sizeof c->failed_msg, "%s", msg);
     }
     pthread_mutex_unlock(&c->mu);
+    return status;
 }
 
 /* Errors that say nothing about the communicator's health. */
@@ -38,20 +40,30 @@ static int breaks_comm(int status)
 
 struct preq {
     void *req;
+    struct plx__fp_io *fp; /* the first message to / from peer of a collective (fingerprint.c) */
     int peer;
     int is_send;
 };
+
+static int post_raw(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag, void **req)
+{
+    struct plx_p2p_args a = {
+        .struct_size = sizeof a, .peer = peer, .buf = buf, .bytes = bytes, .tag = tag,
+        .mem_kind = PLX_MEM_HOST, .timeout_ms = c->timeout_ms,
+    };
+    return is_send ? c->be->ops.isend(c->bc, &a, req) : c->be->ops.irecv(c->bc, &a, req);
+}
 
 static int start(struct plx_comm *c, int is_send, int peer, const void *buf, size_t bytes, uint64_t tag, void **out)
 {
     struct preq *p = malloc(sizeof *p);
     if (!p)
         return plx__err(PLX_ERR_NOMEM, "out of memory");
-    struct plx_p2p_args a = {
-        .struct_size = sizeof a, .peer = peer, .buf = (void *)buf, .bytes = bytes, .tag = tag,
-        .mem_kind = PLX_MEM_HOST, .timeout_ms = c->timeout_ms,
-    };
-    int rc = is_send ? c->be->ops.isend(c->bc, &a, &p->req) : c->be->ops.irecv(c->bc, &a, &p->req);
+    p->req = NULL;
+    p->fp = NULL;
+    int rc = plx__fp_wants(c, is_send, peer, tag)
+                 ? plx__fp_start(c, is_send, peer, (void *)buf, bytes, tag, post_raw, &p->fp)
+                 : post_raw(c, is_send, peer, (void *)buf, bytes, tag, &p->req);
     if (rc != 0) {
         free(p);
         return rc;
@@ -78,14 +90,18 @@ static int a_irecv(void *ctx, int peer, void *buf, size_t bytes, uint64_t tag, v
  * status, or STILL_PENDING when the deadline passed first (distinct from a
  * request that itself ended in PLX_ERR_TIMEOUT). */
 #define STILL_PENDING 1
-static int wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns)
+static int wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
 {
     const int64_t slice_ms = 100;
     unsigned spins = 0;
+    uint64_t t0 = plx__clock_ns();
     for (;;) {
         if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
             return plx__err(PLX_ERR_ABORTED, "communicator '%s' was aborted", c->name);
         uint64_t now = plx__clock_ns();
+        int slow = plx__diag_slow_wait(c, now - t0, peer); /* cheap until the wait is slow (ledger.c) */
+        if (slow)
+            return slow;
         if (deadline_ns && now >= deadline_ns) {
             int done = 0;
             int rc = c->be->ops.test(c->bc, req, &done);
@@ -121,16 +137,27 @@ static int wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns)
     }
 }
 
+static int wait_raw(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
+{
+    uint64_t t0 = plx__clock_ns();
+    int rc = wait_req(c, req, deadline_ns, peer);
+    if (rc == STILL_PENDING)
+        rc = plx__err(PLX_ERR_TIMEOUT, "rank %d waited %llu ms for rank %d on %s: timeout", c->rank,
+                 (unsigned long long)((plx__clock_ns() - t0) / 1000000), peer, c->be->name);
+    c->be->ops.req_free(c->bc, req);
+    return rc;
+}
+
+static void free_raw(struct plx_comm *c, void *req)
+{
+    c->be->ops.req_free(c->bc, req);
+}
+
 static int a_wait(void *ctx, void *req, uint64_t deadline_ns)
 {
     struct plx_comm *c = ctx;
     struct preq *p = req;
-    uint64_t t0 = plx__clock_ns();
-    int rc = wait_req(c, p->req, deadline_ns);
-    if (rc == STILL_PENDING)
-        rc = plx__err(PLX_ERR_TIMEOUT, "rank %d waited %llu ms for rank %d on %s: timeout", c->rank,
-                 (unsigned long long)((plx__clock_ns() - t0) / 1000000), p->peer, c->be->name);
-    c->be->ops.req_free(c->bc, p->req);
+    int rc = p->fp ? plx__fp_wait(c, p->fp, deadline_ns, wait_raw, free_raw) : wait_raw(c, p->req, deadline_ns, p->peer);
     free(p);
     return rc;
 }
@@ -139,7 +166,10 @@ static void a_discard(void *ctx, void *req)
 {
     struct plx_comm *c = ctx;
     struct preq *p = req;
-    c->be->ops.req_free(c->bc, p->req);
+    if (p->fp)
+        plx__fp_discard(c, p->fp, free_raw);
+    else
+        free_raw(c, p->req);
     free(p);
 }
 
@@ -153,17 +183,22 @@ void plx__p2p_init(struct plx_comm *c)
 
 /* ---- generic collectives ---------------------------------------------- */
 
-static int run_generic(struct plx_comm *c, const struct plx_coll_args *a, char *errmsg, size_t errlen)
+static int run_generic(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp, char *errmsg,
+                       size_t errlen)
 {
     int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
     uint64_t deadline = t == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)t * 1000000u;
+    plx__ledger_state(c, a->seq, PLX__OP_RUNNING);
+    plx__fp_begin(c, fp);
     int rc = a->flags & PLX__COLL_FLAG_STAGED ? plx__stage_run(c, a, deadline)
                                               : plx__algo_run(&c->p2p, &c->tuning, &c->scratch, a, deadline);
+    plx__fp_begin(c, NULL);
+    plx__ledger_state(c, a->seq, rc ? PLX__OP_FAILED : PLX__OP_DONE);
     if (rc != 0) {
         plx__err_prefix("%s(seq %llu) on '%s': ", plx_coll_name(a->coll), (unsigned long long)a->seq, c->name);
         snprintf(errmsg, errlen, "%s", plx_last_error());
         if (breaks_comm(rc))
-            plx__comm_fail(c, rc, errmsg, errlen);
+            rc = plx__comm_fail(c, rc, errmsg, errlen);
     }
     return rc;
 }
@@ -188,7 +223,7 @@ static void *executor_main(void *arg)
         if (c->stopping)
             rc = plx__err(PLX_ERR_ABORTED, "communicator '%s' was destroyed with this work pending", c->name);
         else
-            rc = run_generic(c, &w->args, w->errmsg, sizeof w->errmsg);
+            rc = run_generic(c, &w->args, &w->fp, w->errmsg, sizeof w->errmsg);
         rc = plx__lowp_avg_end(w->lowp, rc);
         w->lowp = NULL;
         if (rc != 0 && !w->errmsg[0])
@@ -206,7 +241,7 @@ static void *executor_main(void *arg)
     return NULL;
 }
 
-int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a)
+int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp)
 {
     pthread_mutex_lock(&c->mu);
     if (!c->busy && !c->head) {
@@ -214,7 +249,7 @@ int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a)
         c->busy = 1;
         pthread_mutex_unlock(&c->mu);
         char msg[512];
-        int rc = run_generic(c, a, msg, sizeof msg);
+        int rc = run_generic(c, a, fp, msg, sizeof msg);
         pthread_mutex_lock(&c->mu);
         c->busy = 0;
         pthread_cond_broadcast(&c->cv);
@@ -223,7 +258,7 @@ int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a)
     }
     pthread_mutex_unlock(&c->mu);
     struct plx_work *w;
-    int rc = plx__work_generic(c, a, NULL, &w);
+    int rc = plx__work_generic(c, a, NULL, fp, &w);
     if (rc != 0)
         return rc;
     rc = plx_work_wait(w, PLX_TIMEOUT_INFINITE);
@@ -232,7 +267,7 @@ int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a)
 }
 
 int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct plx__lowp_avg *lowp,
-                      struct plx_work **out)
+                      const struct plx__fp *fp, struct plx_work **out)
 {
     struct plx_work *w = calloc(1, sizeof *w);
     if (!w)
@@ -240,6 +275,7 @@ int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct 
     w->comm = c;
     w->kind = WORK_GENERIC;
     w->args = *a;
+    w->fp = *fp;
     w->lowp = lowp;
     pthread_mutex_lock(&c->mu);
     if (!c->thread_started) {
@@ -335,8 +371,10 @@ static int finish_native(struct plx_work *w, int rc)
                             c->name, c->be->name);
         snprintf(w->errmsg, sizeof w->errmsg, "%s", plx_last_error());
         if (breaks_comm(rc))
-            plx__comm_fail(c, rc, w->errmsg, sizeof w->errmsg);
+            rc = plx__comm_fail(c, rc, w->errmsg, sizeof w->errmsg);
     }
+    if (a->coll < PLX_COLL_SEND)
+        plx__ledger_state(c, a->seq, rc ? PLX__OP_FAILED : PLX__OP_DONE);
     w->status = rc;
     w->done = 1;
     return rc;
@@ -416,7 +454,7 @@ PLX_API int plx_work_wait(struct plx_work *w, int64_t timeout_ms)
     if (w->done)
         return replay(w);
     uint64_t deadline = timeout_ms == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)timeout_ms * 1000000u;
-    int rc = wait_req(c, w->req, deadline);
+    int rc = wait_req(c, w->req, deadline, -1);
     if (rc == STILL_PENDING)
         return plx__err(PLX_ERR_TIMEOUT, "%s on '%s' [%s]: rank %d not finished after %lld ms (still pending)",
                         plx_coll_name(w->args.coll), c->name, c->be->name, c->rank, (long long)timeout_ms);

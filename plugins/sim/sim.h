@@ -127,5 +127,8 @@ const char *sim_last_error(void);
 
 size_t sim_dtype_size(int dtype);
 const char *sim_coll_name(int coll);
+/* match.c: after the rendezvous, PLX_ERR_MISMATCH with both calls in msg
+ * if the ranks' arguments differ (the same answer on every rank). */
+int sim_check_match(struct impl *c, char *msg, size_t len);
 
 #endif
