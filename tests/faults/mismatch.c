@@ -12,8 +12,8 @@
  * communicator refuses new work, naming the mismatch.
  *
  * Usage: mismatch sim|sim-generic|tcp   (3 ranks: threads, or processes)
- *        mismatch mpi                    (under mpirun: [core]
- *                                         fingerprint_native = every) */
+ *        mismatch mpi BACKEND            (under mpirun, 2 ranks or more:
+ *                                         [core] fingerprint_native = every) */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +91,8 @@ static void check_case(struct plx_comm *c, int cs, int rank, int size, char *log
              plx_last_error());
 }
 
+static const char *mpi_backend = "mpi";
+
 static int open_comm(const char *mode, const char *url, const char *name, int rank, int size, struct plx_comm **c)
 {
     struct plx_comm_options o;
@@ -100,7 +102,7 @@ static int open_comm(const char *mode, const char *url, const char *name, int ra
     o.name = name;
     o.timeout_ms = TIMEOUT_MS;
     if (!strcmp(mode, "mpi")) {
-        o.backend = "mpi";
+        o.backend = mpi_backend;
         o.overrides = every;
     } else {
         o.backend = !strcmp(mode, "tcp") ? "tcp" : "sim";
@@ -169,9 +171,12 @@ static int mpi_main(void)
 
 int main(int argc, char **argv)
 {
-    const char *mode = argc == 2 ? argv[1] : "";
-    if (!strcmp(mode, "mpi"))
+    const char *mode = argc >= 2 ? argv[1] : "";
+    if (!strcmp(mode, "mpi")) {
+        if (argc == 3)
+            mpi_backend = argv[2];
         return mpi_main();
+    }
     if (strcmp(mode, "tcp") && strcmp(mode, "sim") && strcmp(mode, "sim-generic")) {
         fprintf(stderr, "usage: mismatch sim|sim-generic|tcp|mpi\n");
         return 2;
