@@ -379,7 +379,7 @@ static void describe(const struct pos *p, int have, uint64_t newest, double now,
     }
     uint64_t entered1 = p->running ? p->fp.seq + 1 : p->done1;
     if (at < len && newest + 1 > entered1)
-        at += (size_t)snprintf(out + at, len - at, "%snever entered #%llu", p->running ? ", " : "; ",
+        at += (size_t)snprintf(out + at, len - at, "%snever entered #%llu", p->running ? ", " : " and ",
                                (unsigned long long)newest);
     if (at < len && now - p->at > 1.5)
         snprintf(out + at, len - at, " (as of %.1f s ago)", now - p->at);
@@ -443,6 +443,11 @@ int plx__diag_explain(struct plx_comm *c, int status, char *msg, size_t len)
                 goto out;
             }
     /* Where everybody is, ranks with the same story merged. */
+    int known = 0;
+    for (int r = 0; r < P; r++)
+        known += have[r];
+    if (!known)
+        goto out; /* the store has nothing (it may be gone with rank 0) */
     double now = wall_s();
     size_t at = strlen(msg);
     if (at + 16 < len)
@@ -456,10 +461,12 @@ int plx__diag_explain(struct plx_comm *c, int status, char *msg, size_t len)
             continue;
         if (first >= 0) {
             int last = r - 1;
+            const char *verb = strncmp(prev, "in ", 3) ? "" : last == first ? "is " : "are ";
             if (last == first)
-                at += (size_t)snprintf(msg + at, len - at, "%srank %d %s", first ? "; " : "", first, prev);
+                at += (size_t)snprintf(msg + at, len - at, "%srank %d %s%s", first ? "; " : "", first, verb, prev);
             else
-                at += (size_t)snprintf(msg + at, len - at, "%sranks %d-%d %s", first ? "; " : "", first, last, prev);
+                at += (size_t)snprintf(msg + at, len - at, "%sranks %d-%d %s%s", first ? "; " : "", first, last, verb,
+                                       prev);
         }
         if (at + 1 >= len)
             break;

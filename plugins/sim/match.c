@@ -48,14 +48,14 @@ static void describe(const struct plx_coll_args *a, char *out, size_t len)
              a->dtype >= 0 && a->dtype < PLX_DTYPE_COUNT ? dtypes[a->dtype] : "?", op, a->count, root);
 }
 
-int sim_check_match(struct impl *c, char *msg, size_t len)
+int sim_check_match(struct impl *c, int parity, char *msg, size_t len)
 {
-    struct world *w = c->w;
+    const struct plx_coll_args *calls = c->w->calls[parity];
     for (int r = 1; r < c->size; r++)
-        if (!same(w->slot[0], w->slot[r])) {
+        if (!same(&calls[0], &calls[r])) {
             char x[128], y[128];
-            describe(w->slot[0], x, sizeof x);
-            describe(w->slot[r], y, sizeof y);
+            describe(&calls[0], x, sizeof x);
+            describe(&calls[r], y, sizeof y);
             snprintf(msg, len, "%s on rank 0 does not match %s on rank %d", x, y, r);
             return PLX_ERR_MISMATCH;
         }
