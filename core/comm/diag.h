@@ -56,7 +56,7 @@ typedef void (*plx__free_fn)(struct plx_comm *c, void *req);
 /* Start the first message to / from peer of the running collective with its
  * fingerprint (post: the adapter's plain isend/irecv). */
 int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag, plx__post_fn post,
-                  struct plx__fp_io **out);
+                  plx__free_fn release, struct plx__fp_io **out);
 /* Wait for it; a receive checks the peer's fingerprint: PLX_ERR_MISMATCH
  * names both calls. Always releases io. */
 int plx__fp_wait(struct plx_comm *c, struct plx__fp_io *io, uint64_t deadline_ns, plx__wait_fn wait,

@@ -184,7 +184,7 @@ static char *bounce(char **slot)
 }
 
 int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag, plx__post_fn post,
-                  struct plx__fp_io **out)
+                  plx__free_fn release, struct plx__fp_io **out)
 {
     struct plx__diag *d = c->diag;
     struct plx__fp_io *io = calloc(1, sizeof *io);
@@ -218,13 +218,9 @@ int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t b
             rc = post(c, 0, peer, buf, bytes, tag, &io->preq);
         d->rcvd[peer] = d->cur.seq + 1;
     }
-    if (rc != 0 && io->hreq) {
-        /* The caller discards nothing of ours on an error: leave it to the
-         * communicator's failure (the bounce stays owned by d). */
-        free(io);
-        return rc;
-    }
     if (rc != 0) {
+        if (io->hreq)
+            release(c, io->hreq);
         free(io);
         return rc;
     }

@@ -54,6 +54,8 @@ static int post_raw(struct plx_comm *c, int is_send, int peer, void *buf, size_t
     return is_send ? c->be->ops.isend(c->bc, &a, req) : c->be->ops.irecv(c->bc, &a, req);
 }
 
+static void free_raw(struct plx_comm *c, void *req);
+
 static int start(struct plx_comm *c, int is_send, int peer, const void *buf, size_t bytes, uint64_t tag, void **out)
 {
     struct preq *p = malloc(sizeof *p);
@@ -62,7 +64,7 @@ static int start(struct plx_comm *c, int is_send, int peer, const void *buf, siz
     p->req = NULL;
     p->fp = NULL;
     int rc = plx__fp_wants(c, is_send, peer, tag)
-                 ? plx__fp_start(c, is_send, peer, (void *)buf, bytes, tag, post_raw, &p->fp)
+                 ? plx__fp_start(c, is_send, peer, (void *)buf, bytes, tag, post_raw, free_raw, &p->fp)
                  : post_raw(c, is_send, peer, (void *)buf, bytes, tag, &p->req);
     if (rc != 0) {
         free(p);
