@@ -83,7 +83,7 @@ struct plx__diag {
     struct plx__fp cur;
     int cur_on;
     uint64_t *sent, *rcvd;
-    char **sbounce, **rbounce;
+    char **sbounce, **rbounce; /* per peer: fingerprint.c's io + bounce buffer */
     /* Position, as published to the store ("diag/pos/<rank>"). */
     uint64_t publish_ns;      /* [core] diag_publish_ms */
     uint64_t slow_ns;         /* a wait this long publishes and polls */

@@ -50,6 +50,8 @@ struct fp_wire {
     uint32_t pad;
 };
 
+/* One per peer and direction in the communicator's diag (a collective has
+ * one first message each way with each peer): no allocation per message. */
 struct plx__fp_io {
     int is_send, peer;
     void *hreq, *preq; /* the fingerprint's message, the separate payload (or NULL) */
@@ -90,18 +92,18 @@ int plx__fp_equal(const struct plx__fp *x, const struct plx__fp *y)
            x->op == y->op && x->root == y->root;
 }
 
-/* FNV-1a over the fields, in a fixed order. */
+/* A multiply-xorshift mix of the fields, word by word (a byte-wise FNV
+ * cost 430 instructions per message, a third of the check). */
 uint32_t plx__fp_hash(const struct plx__fp *f)
 {
-    uint64_t v[6] = {f->seq, f->count, (uint64_t)(uint32_t)f->coll, (uint64_t)(uint32_t)f->dtype,
-                     (uint64_t)(uint32_t)f->op, (uint64_t)(uint32_t)f->root};
-    uint32_t h = 2166136261u;
-    for (int i = 0; i < 6; i++)
-        for (int b = 0; b < 8; b++) {
-            h ^= (uint8_t)(v[i] >> (8 * b));
-            h *= 16777619u;
-        }
-    return h;
+    uint64_t v[4] = {f->seq, f->count, (uint64_t)(uint32_t)f->coll << 32 | (uint32_t)f->dtype,
+                     (uint64_t)(uint32_t)f->op << 32 | (uint32_t)f->root};
+    uint64_t h = UINT64_C(0x9e3779b97f4a7c15);
+    for (int i = 0; i < 4; i++) {
+        h = (h ^ v[i]) * UINT64_C(0xff51afd7ed558ccd);
+        h ^= h >> 33;
+    }
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 static const char *safe_name(const char *s)
@@ -176,26 +178,29 @@ int plx__fp_wants(const struct plx_comm *c, int is_send, int peer, uint64_t tag)
     return (is_send ? d->sent : d->rcvd)[peer] != d->cur.seq + 1;
 }
 
-static char *bounce(char **slot)
+/* The peer's io and bounce buffer for this direction, made on first use. */
+static struct plx__fp_io *io_get(struct plx__diag *d, int is_send, int peer)
 {
+    void **slot = (void **)&(is_send ? d->sbounce : d->rbounce)[peer];
     if (!*slot)
-        *slot = malloc(sizeof(struct fp_wire) + FP_INLINE);
-    return *slot;
+        *slot = calloc(1, sizeof(struct plx__fp_io) + sizeof(struct fp_wire) + FP_INLINE);
+    struct plx__fp_io *io = *slot;
+    if (io)
+        io->bounce = (char *)(io + 1);
+    return io;
 }
 
 int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag, plx__post_fn post,
                   plx__free_fn release, struct plx__fp_io **out)
 {
     struct plx__diag *d = c->diag;
-    struct plx__fp_io *io = calloc(1, sizeof *io);
-    char *b = bounce(is_send ? &d->sbounce[peer] : &d->rbounce[peer]);
-    if (!io || !b) {
-        free(io);
+    struct plx__fp_io *io = io_get(d, is_send, peer);
+    if (!io)
         return plx__err(PLX_ERR_NOMEM, "out of memory");
-    }
+    char *b = io->bounce;
     io->is_send = is_send;
     io->peer = peer;
-    io->bounce = b;
+    io->hreq = io->preq = NULL;
     io->buf = buf;
     io->bytes = bytes;
     uint64_t ftag = plx__algo_tag(d->cur.seq, FP_STEP);
@@ -221,7 +226,6 @@ int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t b
     if (rc != 0) {
         if (io->hreq)
             release(c, io->hreq);
-        free(io);
         return rc;
     }
     *out = io;
@@ -266,7 +270,7 @@ int plx__fp_wait(struct plx_comm *c, struct plx__fp_io *io, uint64_t deadline_ns
         else
             release(c, io->preq);
     }
-    free(io);
+    io->preq = NULL;
     return rc;
 }
 
@@ -276,7 +280,7 @@ void plx__fp_discard(struct plx_comm *c, struct plx__fp_io *io, plx__free_fn rel
         release(c, io->hreq);
     if (io->preq)
         release(c, io->preq);
-    free(io);
+    io->hreq = io->preq = NULL;
 }
 
 /* ---- mismatches found elsewhere --------------------------------------- */
