@@ -3,7 +3,10 @@
  * while a rank is wedged inside a backend or stopped with SIGSTOP: it
  * reads memory the rank wrote, and asks the rank nothing.
  *
- *   plexus-top [--dir DIR] [--job TEXT] [--once] [--interval MS]
+ *   plexus-top [--dir DIR] [--job TEXT] [--once] [--interval MS] [--all]
+ *
+ * --all also lists ledgers whose process is gone (killed before it could
+ * remove its file; the core deletes those when it next opens a ledger).
  *
  * Per communicator: each rank's process state, its last completed
  * operation, the operation it is in and for how long, and who is behind. */
@@ -161,10 +164,11 @@ static void print_group(struct rank_view *v, int n, uint64_t now)
         for (int i = 0; i < n; i++) {
             uint64_t in = v[i].cur.state ? v[i].cur.seq + 1 : v[i].head.done1;
             if (in < newest) {
-                printf("%s rank %d (%s, last completed %s%llu) has not entered #%llu", any ? ";" : "  behind:",
-                       v[i].head.rank, v[i].proc, v[i].head.done1 ? "#" : "nothing",
-                       (unsigned long long)(v[i].head.done1 ? v[i].head.done1 - 1 : 0),
-                       (unsigned long long)(newest - 1));
+                char done[32] = "nothing";
+                if (v[i].head.done1)
+                    snprintf(done, sizeof done, "#%llu", (unsigned long long)(v[i].head.done1 - 1));
+                printf("%s rank %d (%s, last completed %s) has not entered #%llu", any ? ";" : "  behind:",
+                       v[i].head.rank, v[i].proc, done, (unsigned long long)(newest - 1));
                 any = 1;
             }
         }
@@ -183,6 +187,8 @@ static void default_dir(char *out, size_t len)
     else
         snprintf(out, len, "/tmp/plexus-%u", (unsigned)getuid());
 }
+
+static int show_all;
 
 static int snapshot(const char *dir, const char *job)
 {
@@ -205,7 +211,7 @@ static int snapshot(const char *dir, const char *job)
         }
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (load(path, &v[n]) && (!job || strstr(v[n].head.job, job)))
+        if (load(path, &v[n]) && (!job || strstr(v[n].head.job, job)) && (show_all || strcmp(v[n].proc, "gone")))
             n++;
     }
     closedir(d);
@@ -241,8 +247,10 @@ int main(int argc, char **argv)
             once = 1;
         else if (!strcmp(argv[i], "--interval") && i + 1 < argc)
             interval_ms = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--all"))
+            show_all = 1;
         else {
-            fprintf(stderr, "usage: plexus-top [--dir DIR] [--job TEXT] [--once] [--interval MS]\n");
+            fprintf(stderr, "usage: plexus-top [--dir DIR] [--job TEXT] [--once] [--interval MS] [--all]\n");
             return 2;
         }
     }

@@ -11,8 +11,10 @@
  * every POLL_MS. A rank that is SIGSTOPped publishes nothing more; the
  * others read what it wrote last, at most diag_publish_ms stale, and the
  * message says how old it is. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,11 +70,34 @@ static int ledger_folder(char *out, size_t len)
     return 0;
 }
 
+/* Ledgers of processes that are gone (killed before plx_comm_destroy):
+ * their names start with the pid. Only at communicator creation. */
+static void remove_stale(const char *dir)
+{
+    DIR *h = opendir(dir);
+    if (!h)
+        return;
+    for (struct dirent *e; (e = readdir(h));) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        size_t l = strlen(e->d_name);
+        if (pid <= 0 || *end != '.' || l < 8 || strcmp(e->d_name + l - 7, ".ledger"))
+            continue;
+        if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    closedir(h);
+}
+
 static void ledger_open(struct plx_comm *c, struct plx__diag *d, unsigned n)
 {
     char dir[300];
     if (n == 0 || ledger_folder(dir, sizeof dir) != 0)
         return;
+    remove_stale(dir);
     char name[128];
     size_t k = 0;
     for (const char *s = c->name; *s && k + 1 < sizeof name; s++) /* a file name: no slashes */
