@@ -90,6 +90,7 @@ struct plx__diag {
     uint64_t last_pub_ns, next_poll_ns;
     uint64_t done1;           /* last completed seq + 1 (0: none yet) */
     uint64_t published_done1;
+    int store_off;            /* a diagnostic store call failed or was slow: use the store no more */
     struct plx__fp run;       /* the oldest collective not yet completed */
     uint64_t run_since_ns, run_bytes;
     int run_on;
@@ -102,6 +103,12 @@ struct plx__diag {
     char path[512];
     char job[128];            /* names the job in the ledger (store URL) */
 };
+
+/* The store for diagnosis: 0 once a call failed or took over 2 s (its
+ * host stopped or gone), so an error path never waits on it twice. done()
+ * records a call that started at t0 (plx__clock_ns) with status rc. */
+int plx__diag_store_usable(const struct plx_comm *c);
+void plx__diag_store_done(struct plx_comm *c, uint64_t t0, int rc);
 
 /* ---- ledger and positions (ledger.c) ---------------------------------- */
 enum plx__op_state { PLX__OP_EMPTY, PLX__OP_POSTED, PLX__OP_RUNNING, PLX__OP_DONE, PLX__OP_FAILED };

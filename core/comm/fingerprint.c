@@ -33,6 +33,7 @@
 
 #include "comm.h"
 #include "error.h"
+#include "host.h"
 #include "log.h"
 #include "store.h"
 
@@ -287,32 +288,38 @@ void plx__fp_discard(struct plx_comm *c, struct plx__fp_io *io, plx__free_fn rel
 
 void plx__diag_publish_mismatch(struct plx_comm *c, const char *msg)
 {
-    if (!c->store)
+    if (!plx__diag_store_usable(c))
         return;
     char keep[1024];
     snprintf(keep, sizeof keep, "%s", plx_last_error());
-    if (!c->store->ops->check(c->store, MISMATCH_KEY))
-        plx__store_set(c->store, MISMATCH_KEY, msg, strlen(msg) + 1);
+    uint64_t t0 = plx__clock_ns();
+    int rc = c->store->ops->check(c->store, MISMATCH_KEY);
+    if (rc == 0)
+        rc = plx__store_set(c->store, MISMATCH_KEY, msg, strlen(msg) + 1);
+    plx__diag_store_done(c, t0, rc < 0 ? rc : 0);
     plx__err(0, "%s", keep); /* the store's own errors are not the caller's */
 }
 
 /* 1 and the message in msg if a rank published a mismatch. */
 int plx__diag_mismatch_published(struct plx_comm *c, char *msg, size_t len)
 {
-    if (!c->store)
+    if (!plx__diag_store_usable(c))
         return 0;
     char keep[1024];
     snprintf(keep, sizeof keep, "%s", plx_last_error());
     int found = 0;
-    if (c->store->ops->check(c->store, MISMATCH_KEY) == 1) {
+    uint64_t t0 = plx__clock_ns();
+    int rc = c->store->ops->check(c->store, MISMATCH_KEY);
+    if (rc == 1) {
         void *v = NULL;
         size_t n = 0;
-        if (plx__store_get(c->store, MISMATCH_KEY, &v, &n, 1000) == 0 && v) {
+        if ((rc = plx__store_get(c->store, MISMATCH_KEY, &v, &n, 1000)) == 0 && v) {
             snprintf(msg, len, "%.*s", (int)n, (const char *)v);
             found = 1;
         }
         free(v);
     }
+    plx__diag_store_done(c, t0, rc < 0 ? rc : 0);
     plx__err(0, "%s", keep);
     return found;
 }

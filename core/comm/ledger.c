@@ -277,6 +277,20 @@ void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state)
 
 /* ---- positions in the store ------------------------------------------- */
 
+int plx__diag_store_usable(const struct plx_comm *c)
+{
+    return c->store && c->diag && !__atomic_load_n(&c->diag->store_off, __ATOMIC_RELAXED);
+}
+
+void plx__diag_store_done(struct plx_comm *c, uint64_t t0, int rc)
+{
+    if (rc >= 0 && plx__clock_ns() - t0 < 2000000000u)
+        return;
+    if (!__atomic_exchange_n(&c->diag->store_off, 1, __ATOMIC_RELAXED))
+        plx__log(PLX_LOG_WARN, "core", "'%s': the store %s; rank %d stops publishing its position there", c->name,
+                 rc < 0 ? "failed" : "took over 2 s", c->rank);
+}
+
 struct pos {
     uint64_t done1;
     int running, has_last;
@@ -289,6 +303,8 @@ struct pos {
 static void publish(struct plx_comm *c, uint64_t now)
 {
     struct plx__diag *d = c->diag;
+    if (!plx__diag_store_usable(c))
+        return;
     char key[32], val[256], keep[1024];
     int running = d->run_on && d->run.seq + 1 > __atomic_load_n(&d->done1, __ATOMIC_RELAXED);
     double w = wall_s();
@@ -300,7 +316,8 @@ static void publish(struct plx_comm *c, uint64_t now)
              d->run.root, (unsigned long long)d->run_bytes, w - (double)(now - d->run_since_ns) * 1e-9, w,
              d->has_last, (unsigned long long)d->last.seq, (unsigned long long)d->last.count, d->last.coll,
              d->last.dtype, d->last.op, d->last.root);
-    plx__store_set(c->store, key, val, strlen(val) + 1);
+    uint64_t t0 = plx__clock_ns();
+    plx__diag_store_done(c, t0, plx__store_set(c->store, key, val, strlen(val) + 1));
     d->published_done1 = d->done1;
     plx__err(0, "%s", keep);
 }
@@ -309,12 +326,20 @@ static int read_pos(struct plx_comm *c, int r, struct pos *p)
 {
     char key[32];
     snprintf(key, sizeof key, POS_KEY, r);
-    if (c->store->ops->check(c->store, key) != 1)
+    if (!plx__diag_store_usable(c))
+        return 0;
+    uint64_t t0 = plx__clock_ns();
+    int rc = c->store->ops->check(c->store, key);
+    plx__diag_store_done(c, t0, rc < 0 ? rc : 0);
+    if (rc != 1)
         return 0;
     void *v = NULL;
     size_t n = 0;
     int ok = 0;
-    if (plx__store_get(c->store, key, &v, &n, 500) == 0 && v) {
+    t0 = plx__clock_ns();
+    rc = plx__store_get(c->store, key, &v, &n, 500);
+    plx__diag_store_done(c, t0, rc);
+    if (rc == 0 && v) {
         char buf[256];
         unsigned long long done1, seq, count, bytes, lseq, lcount;
         snprintf(buf, sizeof buf, "%.*s", (int)n, (const char *)v);
@@ -350,7 +375,7 @@ static int differs(const struct plx__fp *mine, const struct pos *p, struct plx__
 int plx__diag_slow_wait(struct plx_comm *c, uint64_t waited_ns, int peer)
 {
     struct plx__diag *d = c->diag;
-    if (!d || waited_ns < d->slow_ns || !c->store)
+    if (!d || waited_ns < d->slow_ns || !plx__diag_store_usable(c))
         return 0;
     uint64_t now = plx__clock_ns();
     if (now < d->next_poll_ns)
@@ -413,7 +438,7 @@ static void describe(const struct pos *p, int have, uint64_t newest, double now,
 int plx__diag_explain(struct plx_comm *c, int status, char *msg, size_t len)
 {
     struct plx__diag *d = c->diag;
-    if (!d || !c->store || status == PLX_ERR_MISMATCH || status == PLX_ERR_INVALID_ARG ||
+    if (!d || !plx__diag_store_usable(c) || status == PLX_ERR_MISMATCH || status == PLX_ERR_INVALID_ARG ||
         status == PLX_ERR_UNSUPPORTED || status == PLX_ERR_INVALID_USAGE)
         return status;
     char keep[1024], found[512];
