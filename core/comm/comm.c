@@ -205,6 +205,10 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
              c->size, rv.source, be->name, rv.url[0] ? rv.url : "none");
     if ((rc = comm_create_backend(c)) != 0)
         goto fail;
+    if ((rc = plx__diag_create(c, rv.url[0] ? rv.url : rv.source)) != 0) {
+        c->be->ops.comm_destroy(c->bc);
+        goto fail;
+    }
     plx__family_join(c, NULL);
     plx__config_use(outer);
     *out = c;
@@ -225,6 +229,7 @@ PLX_API int plx_comm_destroy(struct plx_comm *c)
     plx__family_leave(c);
     plx__executor_stop(c);
     int rc = c->be->ops.comm_destroy(c->bc);
+    plx__diag_destroy(c);
     comm_free(c);
     return rc;
 }
@@ -327,6 +332,8 @@ PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_co
     } else {
         rc = comm_create_backend(child);
     }
+    if (rc == 0 && (rc = plx__diag_create(child, c->diag ? c->diag->job : NULL)) != 0)
+        child->be->ops.comm_destroy(child->bc);
     plx__config_use(outer);
     if (rc != 0)
         goto fail;
