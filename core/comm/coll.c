@@ -225,6 +225,7 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     if (o && PLX_HAS_FIELD(o, struct plx_op_options, stream) && !plx__coll_is_v(a->coll))
         a->stream = o->stream; /* a v-collective's stream holds its counts (collv.h) */
 
+    struct plx_coll_args user = *a; /* the call as made, for its fingerprint */
     /* f16/bf16 AVG runs as an f32 SUM of pre-divided copies (avg_lowp.c). */
     struct plx__lowp_avg *lowp = NULL;
     if (plx__lowp_avg_needed(a) && (rc = plx__lowp_avg_begin(c, a, &lowp)) != 0)
@@ -246,13 +247,25 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
                         "%s(%s, %s) on '%s': backend '%s' cannot run it natively and has no point-to-point "
                         "for the core's generic algorithm", what, plx_dtype_name(a->dtype),
                         has_op(a->coll) ? plx_redop_name(a->op) : "-", c->name, c->be->name));
-    a->seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
+    a->seq = user.seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
     if (!w)
         a->flags |= PLX_COLL_FLAG_BLOCKING;
+    struct plx__fp fp = plx__fp_of(c, &user);
+    plx__ledger_post(c, &fp, a->coll == PLX_COLL_BARRIER ? 0 : user.count * plx_dtype_size(user.dtype));
 
     if (native) {
         void *req = NULL;
+        if (plx__fp_native_mode(c) == PLX__FP_NATIVE_EVERY && (rc = plx__fp_native_check(c, &fp)) != 0) {
+            char msg[sizeof c->failed_msg];
+            plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", what, (unsigned long long)a->seq, c->name, c->be->name);
+            snprintf(msg, sizeof msg, "%s", plx_last_error());
+            rc = plx__comm_fail(c, rc, msg, sizeof msg);
+            plx__ledger_state(c, a->seq, PLX__OP_FAILED);
+            return plx__lowp_avg_end(lowp, rc);
+        }
+        plx__ledger_state(c, a->seq, PLX__OP_RUNNING);
         if ((rc = c->be->ops.collective(c->bc, a, &req)) != 0) {
+            plx__ledger_state(c, a->seq, PLX__OP_FAILED);
             plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", what, (unsigned long long)a->seq, c->name, c->be->name);
             return plx__lowp_avg_end(lowp, rc);
         }
@@ -270,7 +283,8 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
         if (!tmp->done) {
             char msg[sizeof c->failed_msg];
             snprintf(msg, sizeof msg, "%s", plx_last_error());
-            plx__comm_fail(c, rc, msg, sizeof msg);
+            rc = plx__comm_fail(c, rc, msg, sizeof msg);
+            plx__ledger_state(c, a->seq, PLX__OP_FAILED);
             c->be->ops.req_free(c->bc, tmp->req); /* cancel: the caller's buffers are returned */
             tmp->req = NULL;
             tmp->done = 1;
@@ -280,8 +294,8 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
         return rc;
     }
     if (!w)
-        return plx__lowp_avg_end(lowp, plx__run_generic_blocking(c, a));
-    return plx__work_generic(c, a, lowp, w);
+        return plx__lowp_avg_end(lowp, plx__run_generic_blocking(c, a, &fp));
+    return plx__work_generic(c, a, lowp, &fp, w);
 }
 
 int plx__coll_submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_op_options *o,

@@ -246,6 +246,10 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
         be = c->be;
     if (rc != 0)
         goto fail;
+    if ((rc = plx__diag_create(c, rv.url[0] ? rv.url : rv.source)) != 0) {
+        c->be->ops.comm_destroy(c->bc);
+        goto fail;
+    }
     plx__family_join(c, NULL);
     /* Hosts of unequal size (known alike on every rank): stay flat. */
     if (intra && (rc = plx__hier_setup(c, intra)) == PLX_ERR_UNSUPPORTED) {
@@ -280,6 +284,7 @@ PLX_API int plx_comm_destroy(struct plx_comm *c)
     plx__family_leave(c);
     plx__executor_stop(c);
     int rc = c->be->ops.comm_destroy(c->bc);
+    plx__diag_destroy(c);
     comm_free(c);
     return rc;
 }
@@ -394,6 +399,8 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
     } else {
         rc = comm_create_backend(child);
     }
+    if (rc == 0 && (rc = plx__diag_create(child, c->diag ? c->diag->job : NULL)) != 0)
+        child->be->ops.comm_destroy(child->bc);
     plx__config_use(outer);
     if (rc != 0)
         goto fail;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "algo/algo.h"
+#include "diag.h"
 #include "loader.h"
 #include "plexus/plexus.h"
 
@@ -42,8 +43,9 @@ struct plx_comm {
     struct plx__scratch stage; /* host copies of CUDA buffers ([core] cuda_staging) */
     struct plx__algo_tuning tuning;
     struct plx__p2p p2p;
-    struct plx__preq *preq_pool; /* the p2p adapter's records, for reuse (work.c) */
+    struct plx__preq *preq_pool; /* the p2p adapter's records, for reuse (p2p.c) */
     struct plx__hier *hier;   /* intra + cross children (hier.c), or NULL: flat */
+    struct plx__diag *diag;   /* fingerprints, ledger (diag.h); NULL: none */
 };
 
 struct plx__lowp_avg;
@@ -62,6 +64,7 @@ struct plx_work {
     int status;
     int freed_by_user;
     char errmsg[768];         /* the message of a failure, replayed to the waiter */
+    struct plx__fp fp;        /* the user's call (diag.h) */
     struct plx_work *next;
 };
 
@@ -70,14 +73,16 @@ struct plx_work {
 int plx__work_native(struct plx_comm *c, const struct plx_coll_args *a, int scale_avg, struct plx__lowp_avg *lowp,
                      void *req, struct plx_work **w);
 int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct plx__lowp_avg *lowp,
-                      struct plx_work **w);
+                      const struct plx__fp *fp, struct plx_work **w);
 /* Run a generic collective now in the calling thread if the executor is idle. */
-int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a);
+int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp);
 void plx__executor_stop(struct plx_comm *c);
 /* Record that the communicator can no longer be trusted after status. msg
  * (len bytes) is the failure's message: what c's relatives have lost is
- * added to it (family.c), and it becomes the calling thread's last error. */
-void plx__comm_fail(struct plx_comm *c, int status, char *msg, size_t len);
+ * added to it (family.c), and where the other ranks are (ledger.c); it
+ * becomes the calling thread's last error. Returns the status to report:
+ * status, or PLX_ERR_MISMATCH where a rank found the ranks' calls differ. */
+int plx__comm_fail(struct plx_comm *c, int status, char *msg, size_t len);
 /* Whether a failure with status leaves the communicator unusable (not for
  * bad arguments or unsupported requests). */
 int plx__breaks_comm(int status);
@@ -88,10 +93,13 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
 void plx__p2p_init(struct plx_comm *c);
 void plx__preq_pool_free(struct plx_comm *c);
 /* Wait for a backend request until deadline_ns (0: none); checks the abort
- * flag. Does not free it. Returns its status, or PLX__STILL_PENDING when
- * the deadline passed first (unlike a request that ended in a timeout). */
+ * flag, and once the wait is slow calls the diagnosis hook
+ * (plx__diag_slow_wait, peer: the rank waited for, -1: unknown) at least
+ * every ~100 ms. Does not free it. Returns its status, or
+ * PLX__STILL_PENDING when the deadline passed first (unlike a request that
+ * ended in a timeout). */
 #define PLX__STILL_PENDING 1
-int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns);
+int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer);
 
 /* family.c: communicators related by split. join with parent NULL starts a
  * family; leave before the backend's communicator is destroyed. */

@@ -14,17 +14,24 @@
 #include "host.h"
 #include "log.h"
 
-static int run_generic(struct plx_comm *c, const struct plx_coll_args *a, char *errmsg, size_t errlen)
+/* fp: the user's call (coll.c), checked in-band by the p2p adapter and
+ * recorded in the ledger. */
+static int run_generic(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp, char *errmsg,
+                       size_t errlen)
 {
     int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
     uint64_t deadline = t == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)t * 1000000u;
+    plx__ledger_state(c, a->seq, PLX__OP_RUNNING);
+    plx__fp_begin(c, fp);
     int rc = a->flags & PLX__COLL_FLAG_STAGED ? plx__stage_run(c, a, deadline)
                                               : plx__algo_run(&c->p2p, &c->tuning, &c->scratch, a, deadline);
+    plx__fp_begin(c, NULL);
+    plx__ledger_state(c, a->seq, rc ? PLX__OP_FAILED : PLX__OP_DONE);
     if (rc != 0) {
         plx__err_prefix("%s(seq %llu) on '%s': ", plx_coll_name(a->coll), (unsigned long long)a->seq, c->name);
         snprintf(errmsg, errlen, "%s", plx_last_error());
         if (plx__breaks_comm(rc))
-            plx__comm_fail(c, rc, errmsg, errlen);
+            rc = plx__comm_fail(c, rc, errmsg, errlen);
     }
     return rc;
 }
@@ -49,7 +56,7 @@ static void *executor_main(void *arg)
         if (c->stopping)
             rc = plx__err(PLX_ERR_ABORTED, "communicator '%s' was destroyed with this work pending", c->name);
         else
-            rc = run_generic(c, &w->args, w->errmsg, sizeof w->errmsg);
+            rc = run_generic(c, &w->args, &w->fp, w->errmsg, sizeof w->errmsg);
         rc = plx__lowp_avg_end(w->lowp, rc);
         w->lowp = NULL;
         if (rc != 0 && !w->errmsg[0])
@@ -69,7 +76,7 @@ static void *executor_main(void *arg)
     return NULL;
 }
 
-int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a)
+int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp)
 {
     pthread_mutex_lock(&c->mu);
     if (!c->busy && !c->head) {
@@ -77,7 +84,7 @@ int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a)
         c->busy = 1;
         pthread_mutex_unlock(&c->mu);
         char msg[512];
-        int rc = run_generic(c, a, msg, sizeof msg);
+        int rc = run_generic(c, a, fp, msg, sizeof msg);
         pthread_mutex_lock(&c->mu);
         c->busy = 0;
         pthread_cond_broadcast(&c->cv);
@@ -86,7 +93,7 @@ int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a)
     }
     pthread_mutex_unlock(&c->mu);
     struct plx_work *w;
-    int rc = plx__work_generic(c, a, NULL, &w);
+    int rc = plx__work_generic(c, a, NULL, fp, &w);
     if (rc != 0)
         return rc;
     rc = plx_work_wait(w, PLX_TIMEOUT_INFINITE);
@@ -95,7 +102,7 @@ int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a)
 }
 
 int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct plx__lowp_avg *lowp,
-                      struct plx_work **out)
+                      const struct plx__fp *fp, struct plx_work **out)
 {
     struct plx_work *w = calloc(1, sizeof *w);
     if (!w)
@@ -103,6 +110,7 @@ int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct 
     w->comm = c;
     w->kind = WORK_GENERIC;
     w->args = *a;
+    w->fp = *fp;
     w->lowp = lowp;
     pthread_mutex_lock(&c->mu);
     if (!c->thread_started) {

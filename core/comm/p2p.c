@@ -1,6 +1,9 @@
 /* p2p.c - the point-to-point adapter the generic algorithms drive: the
  * backend's isend/irecv/wait behind struct plx__p2p, with one absolute
- * deadline per wait and records reused from a per-communicator pool. */
+ * deadline per wait and records reused from a per-communicator pool. The
+ * first message to / from each peer of a collective carries its
+ * fingerprint (fingerprint.c), and a slow wait calls the diagnosis hook
+ * (ledger.c). */
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -18,6 +21,7 @@
  * so the pool needs no lock and a message in steady state allocates nothing. */
 struct plx__preq {
     void *req;
+    struct plx__fp_io *fp; /* the first message to / from peer of a collective (fingerprint.c) */
     int peer;
     int is_send;
     struct plx__preq *next;
@@ -38,6 +42,20 @@ void plx__preq_pool_free(struct plx_comm *c)
     c->preq_pool = NULL;
 }
 
+static int post_raw(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag, void **req)
+{
+    struct plx_p2p_args a = {
+        .struct_size = sizeof a, .peer = peer, .buf = buf, .bytes = bytes, .tag = tag,
+        .mem_kind = PLX_MEM_HOST, .timeout_ms = c->timeout_ms,
+    };
+    return is_send ? c->be->ops.isend(c->bc, &a, req) : c->be->ops.irecv(c->bc, &a, req);
+}
+
+static void free_raw(struct plx_comm *c, void *req)
+{
+    c->be->ops.req_free(c->bc, req);
+}
+
 static int start(struct plx_comm *c, int is_send, int peer, const void *buf, size_t bytes, uint64_t tag, void **out)
 {
     struct plx__preq *p = c->preq_pool;
@@ -45,11 +63,13 @@ static int start(struct plx_comm *c, int is_send, int peer, const void *buf, siz
         c->preq_pool = p->next;
     else if (!(p = malloc(sizeof *p)))
         return plx__err(PLX_ERR_NOMEM, "out of memory");
-    struct plx_p2p_args a = {
-        .struct_size = sizeof a, .peer = peer, .buf = (void *)buf, .bytes = bytes, .tag = tag,
-        .mem_kind = PLX_MEM_HOST, .timeout_ms = c->timeout_ms,
-    };
-    int rc = is_send ? c->be->ops.isend(c->bc, &a, &p->req) : c->be->ops.irecv(c->bc, &a, &p->req);
+    p->req = NULL;
+    p->fp = NULL;
+    /* The first message to / from each peer of a collective carries its
+     * fingerprint (fingerprint.c: per-peer io and bounce buffer, reused). */
+    int rc = plx__fp_wants(c, is_send, peer, tag)
+                 ? plx__fp_start(c, is_send, peer, (void *)buf, bytes, tag, post_raw, free_raw, &p->fp)
+                 : post_raw(c, is_send, peer, (void *)buf, bytes, tag, &p->req);
     if (rc != 0) {
         preq_release(c, p);
         return rc;
@@ -72,26 +92,55 @@ static int a_irecv(void *ctx, int peer, void *buf, size_t bytes, uint64_t tag, v
 
 /* Wait for a backend request until deadline_ns (0: no deadline). Checks the
  * abort flag between slices so plx_comm_abort unblocks even a backend
- * without comm_abort. Does not free the request. Returns the request's
- * status, or PLX__STILL_PENDING when the deadline passed first (distinct from a
+ * without comm_abort. Once the wait is slow (diag's slow_ns, 500 ms) it
+ * calls plx__diag_slow_wait at least every SLICE_NS, which publishes this
+ * rank's position and ends the wait with a mismatch another rank found or
+ * the awaited peer's position shows (peer: that rank, -1: unknown). Does
+ * not free the request. Returns the request's status, or
+ * PLX__STILL_PENDING when the deadline passed first (distinct from a
  * request that itself ended in PLX_ERR_TIMEOUT). */
-int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns)
+#define SLICE_NS (100 * UINT64_C(1000000))
+int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
 {
+    const struct plx__diag *d = c->diag;
     if (c->be->ops.wait_until && (c->caps.flags & PLX_CAP_ABORT)) {
-        /* One call to the deadline (ABI 1.3): the backend's comm_abort ends it. */
-        int rc = c->be->ops.wait_until(c->bc, req, deadline_ns ? deadline_ns : UINT64_MAX);
-        if (rc != PLX_ERR_TIMEOUT)
-            return rc;
-        int done = 0; /* a request that completed with a timeout of its own is done */
-        rc = c->be->ops.test(c->bc, req, &done);
-        return done ? rc : PLX__STILL_PENDING;
+        /* One call to the deadline (ABI 1.3): the backend's comm_abort ends
+         * it. With diagnosis on, the first call ends where the wait turns
+         * slow, and from there it waits in slices to the same deadline. */
+        uint64_t end = deadline_ns ? deadline_ns : UINT64_MAX, t0 = 0, until = end;
+        if (d) {
+            t0 = plx__clock_ns();
+            if (t0 + d->slow_ns < until)
+                until = t0 + d->slow_ns;
+        }
+        for (;;) {
+            int rc = c->be->ops.wait_until(c->bc, req, until);
+            if (rc != PLX_ERR_TIMEOUT)
+                return rc;
+            int done = 0; /* a request that completed with a timeout of its own is done */
+            rc = c->be->ops.test(c->bc, req, &done);
+            if (done)
+                return rc;
+            if (until >= end)
+                return PLX__STILL_PENDING;
+            if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+                return plx__err(PLX_ERR_ABORTED, "communicator '%s' was aborted", c->name);
+            uint64_t now = plx__clock_ns();
+            if ((rc = plx__diag_slow_wait(c, now - t0, peer)) != 0)
+                return rc;
+            until = now + SLICE_NS < end ? now + SLICE_NS : end;
+        }
     }
-    const int64_t slice_ms = 100;
+    const int64_t slice_ms = SLICE_NS / 1000000;
     unsigned spins = 0;
+    uint64_t t0 = d ? plx__clock_ns() : 0;
     for (;;) {
         if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
             return plx__err(PLX_ERR_ABORTED, "communicator '%s' was aborted", c->name);
         uint64_t now = plx__clock_ns();
+        int slow = d ? plx__diag_slow_wait(c, now - t0, peer) : 0; /* cheap until the wait is slow (ledger.c) */
+        if (slow)
+            return slow;
         if (deadline_ns && now >= deadline_ns) {
             int done = 0;
             int rc = c->be->ops.test(c->bc, req, &done);
@@ -127,16 +176,22 @@ int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns)
     }
 }
 
+static int wait_raw(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
+{
+    uint64_t t0 = plx__clock_ns();
+    int rc = plx__wait_req(c, req, deadline_ns, peer);
+    if (rc == PLX__STILL_PENDING)
+        rc = plx__err(PLX_ERR_TIMEOUT, "rank %d waited %llu ms for rank %d on %s: timeout", c->rank,
+                 (unsigned long long)((plx__clock_ns() - t0) / 1000000), peer, c->be->name);
+    c->be->ops.req_free(c->bc, req);
+    return rc;
+}
+
 static int a_wait(void *ctx, void *req, uint64_t deadline_ns)
 {
     struct plx_comm *c = ctx;
     struct plx__preq *p = req;
-    uint64_t t0 = plx__clock_ns();
-    int rc = plx__wait_req(c, p->req, deadline_ns);
-    if (rc == PLX__STILL_PENDING)
-        rc = plx__err(PLX_ERR_TIMEOUT, "rank %d waited %llu ms for rank %d on %s: timeout", c->rank,
-                 (unsigned long long)((plx__clock_ns() - t0) / 1000000), p->peer, c->be->name);
-    c->be->ops.req_free(c->bc, p->req);
+    int rc = p->fp ? plx__fp_wait(c, p->fp, deadline_ns, wait_raw, free_raw) : wait_raw(c, p->req, deadline_ns, p->peer);
     preq_release(c, p);
     return rc;
 }
@@ -145,7 +200,10 @@ static void a_discard(void *ctx, void *req)
 {
     struct plx_comm *c = ctx;
     struct plx__preq *p = req;
-    c->be->ops.req_free(c->bc, p->req);
+    if (p->fp)
+        plx__fp_discard(c, p->fp, free_raw);
+    else
+        free_raw(c, p->req);
     preq_release(c, p);
 }
 

@@ -17,8 +17,9 @@
 
 /* ---- failure bookkeeping ---------------------------------------------- */
 
-void plx__comm_fail(struct plx_comm *c, int status, char *msg, size_t len)
+int plx__comm_fail(struct plx_comm *c, int status, char *msg, size_t len)
 {
+    status = plx__diag_explain(c, status, msg, len);
     plx__family_explain(c, status, msg, len);
     plx__err(status, "%s", msg);
     pthread_mutex_lock(&c->mu);
@@ -27,6 +28,7 @@ void plx__comm_fail(struct plx_comm *c, int status, char *msg, size_t len)
         __atomic_store_n(&c->failed, status, __ATOMIC_RELEASE); /* read unlocked by check_usable */
     }
     pthread_mutex_unlock(&c->mu);
+    return status;
 }
 
 /* Errors that say nothing about the communicator's health. */
@@ -79,8 +81,10 @@ static int finish_native(struct plx_work *w, int rc)
                             c->name, c->be->name);
         snprintf(w->errmsg, sizeof w->errmsg, "%s", plx_last_error());
         if (plx__breaks_comm(rc))
-            plx__comm_fail(c, rc, w->errmsg, sizeof w->errmsg);
+            rc = plx__comm_fail(c, rc, w->errmsg, sizeof w->errmsg);
     }
+    if (a->coll < PLX_COLL_SEND)
+        plx__ledger_state(c, a->seq, rc ? PLX__OP_FAILED : PLX__OP_DONE);
     w->status = rc;
     w->done = 1;
     return rc;
@@ -155,7 +159,7 @@ PLX_API int plx_work_wait(struct plx_work *w, int64_t timeout_ms)
     if (w->done)
         return replay(w);
     uint64_t deadline = timeout_ms == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)timeout_ms * 1000000u;
-    int rc = plx__wait_req(c, w->req, deadline);
+    int rc = plx__wait_req(c, w->req, deadline, -1);
     if (rc == PLX__STILL_PENDING)
         return plx__err(PLX_ERR_TIMEOUT, "%s on '%s' [%s]: rank %d not finished after %lld ms (still pending)",
                         plx_coll_name(w->args.coll), c->name, c->be->name, c->rank, (long long)timeout_ms);

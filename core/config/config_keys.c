@@ -50,6 +50,21 @@ const struct plx__key plx__keys[] = {
     {"core", "store_max_pending", PLX_KEY_UINT, "1024", NULL,
      "Most operations one tcp:// store client may have pending: the keys of its WAIT plus the requests it "
      "queued behind it; more drops the client with a log line."},
+    {"core", "fingerprint", PLX_KEY_BOOL, "true", NULL,
+     "Check in-band that every rank calls the same collective (kind, dtype, op, count, root) where the core "
+     "owns the wire (its generic algorithms: tcp, sim without native collectives). A mismatch fails the "
+     "operation with PLX_ERR_MISMATCH naming both calls. Set it alike on every rank."},
+    {"core", "fingerprint_native", PLX_KEY_ENUM, "timeout", "timeout|every|off",
+     "Native collectives of backends the core does not own (mpi, nccl, ucc): timeout compares the ranks' calls "
+     "through the store when a wait fails; every allgathers the fingerprints before each operation (one small "
+     "extra exchange, for debugging); off never compares."},
+    {"core", "ledger_entries", PLX_KEY_UINT, "64", NULL,
+     "Operations each communicator keeps in its memory-mapped ledger (read by plexus-top); 0: no ledger file."},
+    {"core", "ledger_dir", PLX_KEY_STRING, "", NULL,
+     "Folder of the ledger files: empty for $XDG_RUNTIME_DIR/plexus, else /tmp/plexus-$UID (created 0700)."},
+    {"core", "diag_publish_ms", PLX_KEY_DURATION, "1000", NULL,
+     "A rank publishes its last completed operation to the store at most this often (and from any wait "
+     "longer than 500 ms), so a timeout can say where every rank is."},
     {"*", "library", PLX_KEY_STRING, NULL, NULL,
      "Backend sections (drop-ins): the plugin's .so, relative to the drop-in's folder or absolute."},
     {"*", "priority", PLX_KEY_INT, "50", NULL,

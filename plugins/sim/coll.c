@@ -83,8 +83,15 @@ static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline,
 
     sim_fault_delay(c);
     w->slot[t] = a;
+    int parity = (int)(c->ncoll++ & 1);
+    w->calls[parity][t] = *a;
     if ((rc = BARRIER()) != 0)
         return rc;
+    char mm[320];
+    if (sim_check_match(c, parity, mm, sizeof mm) != 0) {
+        rc = BARRIER(); /* nobody returns while another reads its slot */
+        return sim_error(PLX_ERR_MISMATCH, "sim: %s%s", mm, rc ? " (and a rank left)" : "");
+    }
     /* Injected failures strike after the rendezvous, mid-collective: this
      * rank stops taking part, so the others time out at the next barrier. */
     if ((rc = sim_fault_check(c, what)) != 0) {

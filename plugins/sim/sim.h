@@ -48,6 +48,7 @@ struct impl {
     int64_t timeout_ms;
     struct sim_config cfg;
     int op_count;         /* ops seen, for fail_after */
+    unsigned ncoll;       /* native collectives run (match.c's parity) */
     int aborted;
     /* The worker that runs this rank's native collectives in order. A
      * blocking collective with nothing queued runs in the caller's thread
@@ -78,6 +79,10 @@ struct world {
     struct sim_req *sends, *recvs;  /* unmatched p2p requests, in post order */
     /* Collective rendezvous: slot per rank, barrier by generation. */
     const struct plx_coll_args **slot;
+    /* Copies of the ranks' calls for match.c, by the parity of each rank's
+     * collective count: a rank that leaves a collective early (a barrier)
+     * may write its next call while a slower one still compares. */
+    struct plx_coll_args *calls[2];
     struct impl **members;
     int arrived;
     uint64_t generation;
@@ -128,5 +133,8 @@ const char *sim_last_error(void);
 
 size_t sim_dtype_size(int dtype);
 const char *sim_coll_name(int coll);
+/* match.c: after the rendezvous, PLX_ERR_MISMATCH with both calls in msg
+ * if the ranks' arguments differ (the same answer on every rank). */
+int sim_check_match(struct impl *c, int parity, char *msg, size_t len);
 
 #endif

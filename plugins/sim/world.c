@@ -41,7 +41,10 @@ static struct world *world_new(int size)
     w->members = calloc((size_t)size, sizeof *w->members);
     w->arrive_gen = calloc((size_t)size, sizeof *w->arrive_gen);
     w->ever_joined = calloc((size_t)size, sizeof *w->ever_joined);
-    if (!w->slot || !w->members || !w->arrive_gen || !w->ever_joined) {
+    w->calls[0] = calloc(2 * (size_t)size, sizeof *w->calls[0]);
+    w->calls[1] = w->calls[0] ? w->calls[0] + size : NULL;
+    if (!w->slot || !w->members || !w->arrive_gen || !w->ever_joined || !w->calls[0]) {
+        free(w->calls[0]);
         free(w->ever_joined);
         free(w->arrive_gen);
         free(w->slot);
@@ -166,6 +169,7 @@ void sim_world_leave(struct impl *c)
         pthread_mutex_destroy(&w->mu);
         pthread_cond_destroy(&w->cv);
         free(w->slot);
+        free(w->calls[0]);
         free(w->members);
         free(w->arrive_gen);
         free(w->ever_joined);

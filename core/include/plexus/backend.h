@@ -318,7 +318,10 @@ struct plx_backend {
      * host's clock_ns (CLOCK_MONOTONIC; UINT64_MAX: no deadline). Returns
      * the request's status once done, PLX_ERR_TIMEOUT leaving it pending
      * once the deadline passed, PLX_ERR_ABORTED when comm_abort ran. With
-     * PLX_CAP_ABORT the core makes one call per wait (no slices). */
+     * PLX_CAP_ABORT the core makes one call per wait while the wait is
+     * short; a wait that passes 500 ms goes on in calls of about 100 ms to
+     * the same deadline (the core publishes where its rank is between them),
+     * so a PLX_ERR_TIMEOUT before the deadline must leave req intact. */
     int (*wait_until)(void *comm, void *req, uint64_t deadline_ns);
 };
 

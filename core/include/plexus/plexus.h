@@ -52,7 +52,8 @@ extern "C" {
     X(INVALID_USAGE, -14, "invalid usage")                                               \
     X(PROTOCOL, -15, "protocol error from a peer")                                       \
     X(REMOTE, -16, "a remote rank failed")                                               \
-    X(AUTH, -17, "authentication failed")
+    X(AUTH, -17, "authentication failed")                                                \
+    X(MISMATCH, -18, "ranks called different collectives")
 
 enum plx_status {
     PLX_OK = 0,

@@ -1,0 +1,131 @@
+/* diag.h - naming what went wrong: collective fingerprints (fingerprint.c)
+ * and the per-communicator ledger of recent operations (ledger.c).
+ *
+ * A fingerprint is what every rank must agree on for one collective: its
+ * sequence number, kind, dtype, reduction op, count and root. Where the core
+ * owns the wire (the generic algorithms, hence tcp and sim without native
+ * collectives) it travels in-band on the first message each rank sends each
+ * peer in the operation; for native collectives of backends the core does
+ * not own ([core] fingerprint_native) it is compared through the store when
+ * a wait fails, or by one small allgather before every operation.
+ * Stability: internal. */
+#ifndef PLX_CORE_DIAG_H
+#define PLX_CORE_DIAG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plexus/backend.h"
+
+struct plx_comm;
+
+/* Fields that do not apply to the kind are normalised (-1), so they never
+ * make two calls differ. */
+struct plx__fp {
+    uint64_t seq;
+    uint64_t count;
+    int32_t coll, dtype, op, root;
+};
+
+enum plx__fp_native { PLX__FP_NATIVE_OFF, PLX__FP_NATIVE_TIMEOUT, PLX__FP_NATIVE_EVERY };
+
+/* The user's call, before the core rewrites it (AVG as SUM, f16 as f32). */
+struct plx__fp plx__fp_of(const struct plx_comm *c, const struct plx_coll_args *a);
+int plx__fp_equal(const struct plx__fp *x, const struct plx__fp *y);
+uint32_t plx__fp_hash(const struct plx__fp *f);
+/* "allreduce(seq 12, f32, sum, count 8)"; returns buf. */
+char *plx__fp_format(const struct plx__fp *f, char *buf, size_t len);
+/* "X on rank a does not match Y on rank b", the lower rank first so every
+ * rank prints the same sentence. */
+void plx__fp_mismatch_msg(const struct plx__fp *f1, int r1, const struct plx__fp *f2, int r2, char *msg, size_t len);
+
+/* Per-communicator state (NULL-safe: diag may be absent). */
+int plx__diag_create(struct plx_comm *c, const char *job);
+void plx__diag_destroy(struct plx_comm *c);
+
+/* In-band check of the generic algorithms, driven by p2p.c's adapter:
+ * the generic collective that runs now (fp NULL: none). */
+void plx__fp_begin(struct plx_comm *c, const struct plx__fp *fp);
+/* Does this message carry the running collective's fingerprint? */
+int plx__fp_wants(const struct plx_comm *c, int is_send, int peer, uint64_t tag);
+struct plx__fp_io;
+typedef int (*plx__post_fn)(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag,
+                            void **req);
+typedef int (*plx__wait_fn)(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer);
+typedef void (*plx__free_fn)(struct plx_comm *c, void *req);
+/* Start the first message to / from peer of the running collective with its
+ * fingerprint (post: the adapter's plain isend/irecv). */
+int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag, plx__post_fn post,
+                  plx__free_fn release, struct plx__fp_io **out);
+/* Wait for it; a receive checks the peer's fingerprint: PLX_ERR_MISMATCH
+ * names both calls. Always releases io. */
+int plx__fp_wait(struct plx_comm *c, struct plx__fp_io *io, uint64_t deadline_ns, plx__wait_fn wait,
+                 plx__free_fn release);
+void plx__fp_discard(struct plx_comm *c, struct plx__fp_io *io, plx__free_fn release);
+
+/* Native collectives: mode [core] fingerprint_native. every: allgather the
+ * fingerprints first (through the backend) and fail on every rank alike. */
+int plx__fp_native_mode(const struct plx_comm *c);
+int plx__fp_native_check(struct plx_comm *c, const struct plx__fp *fp);
+
+/* A mismatch found here: published so the other ranks, which may be waiting
+ * on this one rather than talking to the mismatched rank, fail with it too. */
+void plx__diag_publish_mismatch(struct plx_comm *c, const char *msg);
+/* 1 and the message in msg (len bytes) if some rank published a mismatch. */
+int plx__diag_mismatch_published(struct plx_comm *c, char *msg, size_t len);
+
+/* Per-communicator state of both files. */
+struct plx__diag {
+    int inband;               /* [core] fingerprint */
+    int native_mode;          /* [core] fingerprint_native */
+    /* In-band check: the generic collective running now, and per peer the
+     * seq + 1 of the last collective whose first message went / came. */
+    struct plx__fp cur;
+    int cur_on;
+    uint64_t *sent, *rcvd;
+    char **sbounce, **rbounce; /* per peer: fingerprint.c's io + bounce buffer */
+    /* Position, as published to the store ("diag/pos/<rank>"). */
+    uint64_t publish_ns;      /* [core] diag_publish_ms */
+    uint64_t slow_ns;         /* a wait this long publishes and polls */
+    uint64_t last_pub_ns, next_poll_ns;
+    uint64_t done1;           /* last completed seq + 1 (0: none yet) */
+    uint64_t published_done1;
+    int store_off;            /* a diagnostic store call failed or was slow: use the store no more */
+    struct plx__fp run;       /* the oldest collective not yet completed */
+    uint64_t run_since_ns, run_bytes;
+    int run_on;
+    struct plx__fp recent[16]; /* by seq % 16: the calls of recent operations */
+    struct plx__fp last;       /* the newest completed one */
+    int has_last;
+    /* The ledger file (ledger.c). */
+    struct plx__ledger_file *lf;
+    size_t map_bytes;
+    char path[512];
+    char job[128];            /* names the job in the ledger (store URL) */
+};
+
+/* The store for diagnosis: 0 once a call failed or took over 2 s (its
+ * host stopped or gone), so an error path never waits on it twice. done()
+ * records a call that started at t0 (plx__clock_ns) with status rc. */
+int plx__diag_store_usable(const struct plx_comm *c);
+void plx__diag_store_done(struct plx_comm *c, uint64_t t0, int rc);
+
+/* ---- ledger and positions (ledger.c) ---------------------------------- */
+enum plx__op_state { PLX__OP_EMPTY, PLX__OP_POSTED, PLX__OP_RUNNING, PLX__OP_DONE, PLX__OP_FAILED };
+void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes);
+void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state);
+/* Called from waits every ~100 ms; cheap until the wait is slow: then it
+ * publishes this rank's position to the store, looks for a mismatch
+ * another rank published, and compares its call with what peer (the rank
+ * waited for, -1: unknown) says it runs or last completed: a peer that
+ * never receives from this rank cannot see its fingerprint in-band (a
+ * broadcast's tree against an allreduce's pairs). Returns 0 or an error to
+ * end the wait with. */
+int plx__diag_slow_wait(struct plx_comm *c, uint64_t waited_ns, int peer);
+/* For a failure (timeout, loss, mismatch): add to msg where the other ranks
+ * are, as the store says, and turn a timeout into a mismatch when two ranks
+ * report different calls for one sequence number. Returns the status to
+ * report (status, or PLX_ERR_MISMATCH). */
+int plx__diag_explain(struct plx_comm *c, int status, char *msg, size_t len);
+
+#endif

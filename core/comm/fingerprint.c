@@ -1,0 +1,373 @@
+/* fingerprint.c - what every rank must agree on for one collective, and how
+ * the core checks it.
+ *
+ * In-band (the generic algorithms: tcp, sim without native collectives, any
+ * backend with point-to-point): the first message a rank sends each peer in
+ * a collective goes to a tag of its own, plx__algo_tag(seq, FP_STEP), which
+ * no algorithm step uses, and starts with a 56-byte header holding the
+ * sender's fingerprint. The receiver posts its first receive from each peer
+ * on that tag too, whatever its algorithm expects first, so two ranks that
+ * run different algorithms (a broadcast against an allreduce, 8 elements
+ * against 6) still meet on it, and the receiver names both calls instead of
+ * mis-delivering data or calling the frame malformed. Up to FP_INLINE bytes
+ * of payload ride in the same message (copied through a per-peer bounce
+ * buffer: no extra frame, so nothing extra at 8 bytes); a larger payload
+ * follows under its own tag and the header goes alone just before it (one
+ * small extra frame, nothing against a segment of more than 8 KiB). The
+ * receive is posted with room for header + FP_INLINE, so a mismatched
+ * sender's first message always fits.
+ *
+ * A rank that finds a mismatch publishes it in the store; ranks that wait on
+ * it instead of talking to the mismatched rank find it there within a
+ * fraction of a second (the slow-wait hook of p2p.c's waits), and fail
+ * with the same message. A rank that only sends in the collective (a broadcast's root)
+ * cannot learn of it before returning; its next operation fails with it.
+ *
+ * Native collectives (mpi, nccl, ucc): [core] fingerprint_native = every
+ * allgathers the fingerprints through the backend before each operation,
+ * so every rank fails alike; timeout (the default) compares what the ranks
+ * published in the store when a wait fails (ledger.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "error.h"
+#include "host.h"
+#include "log.h"
+#include "store.h"
+
+#define FP_MAGIC 0x31465850u /* "PXF1" */
+#define FP_STEP 0xffffffu
+#define FP_INLINE 8192u
+#define MISMATCH_KEY "diag/mismatch"
+
+struct fp_wire {
+    uint32_t magic, hash;
+    uint64_t seq, count;
+    int32_t coll, dtype, op, root;
+    uint64_t payload;     /* bytes of the operation's first message */
+    uint32_t inline_data; /* 1: they follow this header; 0: in their own message */
+    uint32_t pad;
+};
+
+/* One per peer and direction in the communicator's diag (a collective has
+ * one first message each way with each peer): no allocation per message. */
+struct plx__fp_io {
+    int is_send, peer;
+    void *hreq, *preq; /* the fingerprint's message, the separate payload (or NULL) */
+    char *bounce;
+    void *buf;
+    size_t bytes;
+};
+
+static int has_op(int coll)
+{
+    return coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER;
+}
+
+static int has_root(int coll)
+{
+    return coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE || coll == PLX_COLL_GATHER ||
+           coll == PLX_COLL_SCATTER;
+}
+
+struct plx__fp plx__fp_of(const struct plx_comm *c, const struct plx_coll_args *a)
+{
+    (void)c;
+    struct plx__fp f = {.seq = a->seq, .count = a->count, .coll = a->coll, .dtype = a->dtype, .op = -1, .root = -1};
+    if (a->coll == PLX_COLL_BARRIER) {
+        f.count = 0;
+        f.dtype = -1;
+    }
+    if (has_op(a->coll))
+        f.op = a->op;
+    if (has_root(a->coll))
+        f.root = a->root;
+    return f;
+}
+
+int plx__fp_equal(const struct plx__fp *x, const struct plx__fp *y)
+{
+    return x->seq == y->seq && x->count == y->count && x->coll == y->coll && x->dtype == y->dtype &&
+           x->op == y->op && x->root == y->root;
+}
+
+/* A multiply-xorshift mix of the fields, word by word (a byte-wise FNV
+ * cost 430 instructions per message, a third of the check). */
+uint32_t plx__fp_hash(const struct plx__fp *f)
+{
+    uint64_t v[4] = {f->seq, f->count, (uint64_t)(uint32_t)f->coll << 32 | (uint32_t)f->dtype,
+                     (uint64_t)(uint32_t)f->op << 32 | (uint32_t)f->root};
+    uint64_t h = UINT64_C(0x9e3779b97f4a7c15);
+    for (int i = 0; i < 4; i++) {
+        h = (h ^ v[i]) * UINT64_C(0xff51afd7ed558ccd);
+        h ^= h >> 33;
+    }
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static const char *safe_name(const char *s)
+{
+    return s ? s : "?";
+}
+
+char *plx__fp_format(const struct plx__fp *f, char *buf, size_t len)
+{
+    const char *kind = f->coll >= 0 && f->coll < PLX_COLL_COUNT ? plx_coll_name(f->coll) : "unknown";
+    if (f->coll == PLX_COLL_BARRIER) {
+        snprintf(buf, len, "%s(seq %llu)", kind, (unsigned long long)f->seq);
+        return buf;
+    }
+    char op[32] = "", root[32] = "";
+    if (f->op >= 0)
+        snprintf(op, sizeof op, ", %s", safe_name(plx_redop_name(f->op)));
+    if (f->root >= 0)
+        snprintf(root, sizeof root, ", root %d", f->root);
+    snprintf(buf, len, "%s(seq %llu, %s%s, count %llu%s)", kind, (unsigned long long)f->seq,
+             safe_name(plx_dtype_name(f->dtype)), op, (unsigned long long)f->count, root);
+    return buf;
+}
+
+void plx__fp_mismatch_msg(const struct plx__fp *f1, int r1, const struct plx__fp *f2, int r2, char *msg, size_t len)
+{
+    if (r2 < r1) {
+        const struct plx__fp *tf = f1;
+        f1 = f2;
+        f2 = tf;
+        int tr = r1;
+        r1 = r2;
+        r2 = tr;
+    }
+    char a[128], b[128];
+    snprintf(msg, len, "%s on rank %d does not match %s on rank %d", plx__fp_format(f1, a, sizeof a), r1,
+             plx__fp_format(f2, b, sizeof b), r2);
+}
+
+static void to_wire(const struct plx__fp *f, struct fp_wire *w)
+{
+    *w = (struct fp_wire){.magic = FP_MAGIC, .hash = plx__fp_hash(f), .seq = f->seq, .count = f->count,
+                          .coll = f->coll, .dtype = f->dtype, .op = f->op, .root = f->root};
+}
+
+static struct plx__fp from_wire(const struct fp_wire *w)
+{
+    return (struct plx__fp){.seq = w->seq, .count = w->count, .coll = w->coll, .dtype = w->dtype, .op = w->op,
+                            .root = w->root};
+}
+
+/* ---- in-band ------------------------------------------------------------ */
+
+void plx__fp_begin(struct plx_comm *c, const struct plx__fp *fp)
+{
+    struct plx__diag *d = c->diag;
+    if (!d || !d->inband)
+        return;
+    if (fp)
+        d->cur = *fp;
+    d->cur_on = fp != NULL;
+}
+
+int plx__fp_wants(const struct plx_comm *c, int is_send, int peer, uint64_t tag)
+{
+    const struct plx__diag *d = c->diag;
+    if (!d || !d->cur_on || peer == c->rank || !(tag & PLX_TAG_CORE_BIT))
+        return 0;
+    uint64_t mine = plx__algo_tag(d->cur.seq, 0) >> 24;
+    if (tag >> 24 != mine)
+        return 0; /* not this collective's (a tag of its own seq) */
+    return (is_send ? d->sent : d->rcvd)[peer] != d->cur.seq + 1;
+}
+
+/* The peer's io and bounce buffer for this direction, made on first use. */
+static struct plx__fp_io *io_get(struct plx__diag *d, int is_send, int peer)
+{
+    void **slot = (void **)&(is_send ? d->sbounce : d->rbounce)[peer];
+    if (!*slot)
+        *slot = calloc(1, sizeof(struct plx__fp_io) + sizeof(struct fp_wire) + FP_INLINE);
+    struct plx__fp_io *io = *slot;
+    if (io)
+        io->bounce = (char *)(io + 1);
+    return io;
+}
+
+int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag, plx__post_fn post,
+                  plx__free_fn release, struct plx__fp_io **out)
+{
+    struct plx__diag *d = c->diag;
+    struct plx__fp_io *io = io_get(d, is_send, peer);
+    if (!io)
+        return plx__err(PLX_ERR_NOMEM, "out of memory");
+    char *b = io->bounce;
+    io->is_send = is_send;
+    io->peer = peer;
+    io->hreq = io->preq = NULL;
+    io->buf = buf;
+    io->bytes = bytes;
+    uint64_t ftag = plx__algo_tag(d->cur.seq, FP_STEP);
+    int inl = bytes <= FP_INLINE, rc;
+    if (is_send) {
+        struct fp_wire w;
+        to_wire(&d->cur, &w);
+        w.payload = bytes;
+        w.inline_data = (uint32_t)inl;
+        memcpy(b, &w, sizeof w);
+        if (inl && bytes)
+            memcpy(b + sizeof w, buf, bytes);
+        rc = post(c, 1, peer, b, sizeof w + (inl ? bytes : 0), ftag, &io->hreq);
+        if (rc == 0 && !inl)
+            rc = post(c, 1, peer, buf, bytes, tag, &io->preq);
+        d->sent[peer] = d->cur.seq + 1;
+    } else {
+        rc = post(c, 0, peer, b, sizeof(struct fp_wire) + FP_INLINE, ftag, &io->hreq);
+        if (rc == 0 && !inl)
+            rc = post(c, 0, peer, buf, bytes, tag, &io->preq);
+        d->rcvd[peer] = d->cur.seq + 1;
+    }
+    if (rc != 0) {
+        if (io->hreq)
+            release(c, io->hreq);
+        return rc;
+    }
+    *out = io;
+    return 0;
+}
+
+/* The peer's header against ours. */
+static int check(struct plx_comm *c, struct plx__fp_io *io)
+{
+    struct plx__diag *d = c->diag;
+    struct fp_wire w;
+    memcpy(&w, io->bounce, sizeof w);
+    if (w.magic != FP_MAGIC)
+        return plx__err(PLX_ERR_PROTOCOL,
+                        "rank %d's first message of seq %llu carries no fingerprint (is [core] fingerprint set "
+                        "alike on every rank?)", io->peer, (unsigned long long)d->cur.seq);
+    struct plx__fp theirs = from_wire(&w);
+    if (!plx__fp_equal(&theirs, &d->cur)) {
+        char msg[400];
+        plx__fp_mismatch_msg(&d->cur, c->rank, &theirs, io->peer, msg, sizeof msg);
+        plx__diag_publish_mismatch(c, msg);
+        return plx__err(PLX_ERR_MISMATCH, "%s", msg);
+    }
+    if (w.payload != io->bytes || (w.inline_data != 0) != (io->bytes <= FP_INLINE))
+        return plx__err(PLX_ERR_PROTOCOL, "rank %d sent %llu bytes where %zu were expected in seq %llu", io->peer,
+                        (unsigned long long)w.payload, io->bytes, (unsigned long long)d->cur.seq);
+    if (w.inline_data && io->bytes)
+        memcpy(io->buf, io->bounce + sizeof w, io->bytes);
+    return 0;
+}
+
+int plx__fp_wait(struct plx_comm *c, struct plx__fp_io *io, uint64_t deadline_ns, plx__wait_fn wait,
+                 plx__free_fn release)
+{
+    int rc = wait(c, io->hreq, deadline_ns, io->peer);
+    io->hreq = NULL;
+    if (rc == 0 && !io->is_send)
+        rc = check(c, io);
+    if (io->preq) {
+        if (rc == 0)
+            rc = wait(c, io->preq, deadline_ns, io->peer);
+        else
+            release(c, io->preq);
+    }
+    io->preq = NULL;
+    return rc;
+}
+
+void plx__fp_discard(struct plx_comm *c, struct plx__fp_io *io, plx__free_fn release)
+{
+    if (io->hreq)
+        release(c, io->hreq);
+    if (io->preq)
+        release(c, io->preq);
+    io->hreq = io->preq = NULL;
+}
+
+/* ---- mismatches found elsewhere --------------------------------------- */
+
+void plx__diag_publish_mismatch(struct plx_comm *c, const char *msg)
+{
+    if (!plx__diag_store_usable(c))
+        return;
+    char keep[1024];
+    snprintf(keep, sizeof keep, "%s", plx_last_error());
+    uint64_t t0 = plx__clock_ns();
+    int rc = c->store->ops->check(c->store, MISMATCH_KEY);
+    if (rc == 0)
+        rc = plx__store_set(c->store, MISMATCH_KEY, msg, strlen(msg) + 1);
+    plx__diag_store_done(c, t0, rc < 0 ? rc : 0);
+    plx__err(0, "%s", keep); /* the store's own errors are not the caller's */
+}
+
+/* 1 and the message in msg if a rank published a mismatch. */
+int plx__diag_mismatch_published(struct plx_comm *c, char *msg, size_t len)
+{
+    if (!plx__diag_store_usable(c))
+        return 0;
+    char keep[1024];
+    snprintf(keep, sizeof keep, "%s", plx_last_error());
+    int found = 0;
+    uint64_t t0 = plx__clock_ns();
+    int rc = c->store->ops->check(c->store, MISMATCH_KEY);
+    if (rc == 1) {
+        void *v = NULL;
+        size_t n = 0;
+        if ((rc = plx__store_get(c->store, MISMATCH_KEY, &v, &n, 1000)) == 0 && v) {
+            snprintf(msg, len, "%.*s", (int)n, (const char *)v);
+            found = 1;
+        }
+        free(v);
+    }
+    plx__diag_store_done(c, t0, rc < 0 ? rc : 0);
+    plx__err(0, "%s", keep);
+    return found;
+}
+
+/* ---- native collectives ------------------------------------------------ */
+
+int plx__fp_native_mode(const struct plx_comm *c)
+{
+    return c->diag ? c->diag->native_mode : PLX__FP_NATIVE_OFF;
+}
+
+int plx__fp_native_check(struct plx_comm *c, const struct plx__fp *fp)
+{
+    struct fp_wire mine, *all = calloc((size_t)c->size, sizeof *all);
+    if (!all)
+        return plx__err(PLX_ERR_NOMEM, "out of memory");
+    to_wire(fp, &mine);
+    struct plx_coll_args g = {.struct_size = sizeof g, .coll = PLX_COLL_ALLGATHER, .send = &mine, .recv = all,
+                              .count = sizeof mine / 8, .dtype = PLX_U64, .root = 0, .seq = fp->seq,
+                              .timeout_ms = c->timeout_ms, .mem_kind = PLX_MEM_HOST,
+                              .flags = PLX_COLL_FLAG_BLOCKING};
+    void *req = NULL;
+    struct plx_work *w = NULL;
+    int rc = c->be->ops.collective(c->bc, &g, &req);
+    if (rc == 0 && (rc = plx__work_native(c, &g, 0, NULL, req, &w)) == 0) {
+        rc = plx_work_wait(w, c->timeout_ms + 500);
+        if (!w->done) { /* cancel: all is ours to free */
+            c->be->ops.req_free(c->bc, w->req);
+            w->req = NULL;
+            w->done = 1;
+        }
+        plx_work_free(w);
+    }
+    if (rc != 0) {
+        plx__err_prefix("%s: exchanging fingerprints ([core] fingerprint_native = every): ",
+                        plx_coll_name(fp->coll));
+        free(all);
+        return rc;
+    }
+    for (int r = 1; r < c->size; r++) {
+        struct plx__fp f0 = from_wire(&all[0]), fr = from_wire(&all[r]);
+        if (all[r].hash != all[0].hash || !plx__fp_equal(&f0, &fr)) {
+            char msg[400];
+            plx__fp_mismatch_msg(&f0, 0, &fr, r, msg, sizeof msg);
+            free(all);
+            return plx__err(PLX_ERR_MISMATCH, "%s", msg);
+        }
+    }
+    free(all);
+    return 0;
+}

@@ -1,0 +1,533 @@
+/* ledger.c - where every rank is: a memory-mapped ledger of each
+ * communicator's last N operations (for plexus-top, on this host), and a
+ * position each rank publishes in the store (for the error of a timeout,
+ * which must name ranks on other hosts too).
+ *
+ * Hot path: posting and completing an operation writes one ledger entry
+ * (a seqlock, two clock reads, no lock, no system call). The store is slow
+ * (a round trip to rank 0's server), so a rank publishes its position there
+ * only (a) when an operation completes and diag_publish_ms passed since its
+ * last publication, and (b) from a wait that has lasted over SLOW_WAIT_MS,
+ * every POLL_MS. A rank that is SIGSTOPped publishes nothing more; the
+ * others read what it wrote last, at most diag_publish_ms stale, and the
+ * message says how old it is. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "config.h"
+#include "error.h"
+#include "host.h"
+#include "ledger_format.h"
+#include "log.h"
+#include "store.h"
+
+#define SLOW_WAIT_MS 500
+#define POLL_MS 250
+#define POS_KEY "diag/pos/%d"
+
+static int64_t key_int(const char *key, int64_t def)
+{
+    int64_t v = def;
+    plx__config_get_int("core", key, def, &v);
+    return v;
+}
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- the file ------------------------------------------------------------ */
+
+static int ledger_folder(char *out, size_t len)
+{
+    const char *dir = plx__config_get("core", "ledger_dir");
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (dir && *dir)
+        snprintf(out, len, "%s", dir);
+    else if (xdg && *xdg)
+        snprintf(out, len, "%s/plexus", xdg);
+    else
+        snprintf(out, len, "/tmp/plexus-%u", (unsigned)getuid());
+    if (mkdir(out, 0700) != 0 && errno != EEXIST)
+        return -1;
+    struct stat st;
+    /* A folder someone else owns (a shared /tmp) is not ours to write in. */
+    if (stat(out, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+        return -1;
+    return 0;
+}
+
+/* Ledgers of processes that are gone (killed before plx_comm_destroy):
+ * their names start with the pid. Only at communicator creation. */
+static void remove_stale(const char *dir)
+{
+    DIR *h = opendir(dir);
+    if (!h)
+        return;
+    for (struct dirent *e; (e = readdir(h));) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        size_t l = strlen(e->d_name);
+        if (pid <= 0 || *end != '.' || l < 8 || strcmp(e->d_name + l - 7, ".ledger"))
+            continue;
+        if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    closedir(h);
+}
+
+static void ledger_open(struct plx_comm *c, struct plx__diag *d, unsigned n)
+{
+    char dir[300];
+    if (n == 0 || ledger_folder(dir, sizeof dir) != 0)
+        return;
+    remove_stale(dir);
+    char name[128];
+    size_t k = 0;
+    for (const char *s = c->name; *s && k + 1 < sizeof name; s++) /* a file name: no slashes */
+        name[k++] = (*s == '/' || *s == ' ') ? '_' : *s;
+    name[k] = '\0';
+    snprintf(d->path, sizeof d->path, "%.300s/%d.%.127s.r%d.ledger", dir, (int)getpid(), name, c->rank);
+    size_t bytes = sizeof(struct plx__ledger_file) + (size_t)n * sizeof(struct plx_ledger_entry);
+    int fd = open(d->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
+        plx__log(PLX_LOG_INFO, "core", "ledger %s: %s (no ledger for '%s')", d->path, strerror(errno), c->name);
+        if (fd >= 0) {
+            close(fd);
+            unlink(d->path);
+        }
+        d->path[0] = '\0';
+        return;
+    }
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        unlink(d->path);
+        d->path[0] = '\0';
+        return;
+    }
+    struct plx__ledger_file *f = m;
+    f->version = PLX_LEDGER_VERSION;
+    f->nentries = n;
+    f->rank = c->rank;
+    f->size = c->size;
+    f->pid = (int32_t)getpid();
+    snprintf(f->job, sizeof f->job, "%s", d->job);
+    snprintf(f->comm, sizeof f->comm, "%s", c->name);
+    snprintf(f->backend, sizeof f->backend, "%s", c->be->name);
+    f->created_ns = f->heartbeat_ns = plx__clock_ns();
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    memcpy(f->magic, PLX_LEDGER_MAGIC, 8); /* last: a reader sees a whole header or none */
+    d->lf = f;
+    d->map_bytes = bytes;
+}
+
+int plx__diag_create(struct plx_comm *c, const char *job)
+{
+    struct plx__diag *d = calloc(1, sizeof *d);
+    if (!d)
+        return plx__err(PLX_ERR_NOMEM, "out of memory");
+    size_t P = (size_t)c->size;
+    d->sent = calloc(P, sizeof *d->sent);
+    d->rcvd = calloc(P, sizeof *d->rcvd);
+    d->sbounce = calloc(P, sizeof *d->sbounce);
+    d->rbounce = calloc(P, sizeof *d->rbounce);
+    if (!d->sent || !d->rcvd || !d->sbounce || !d->rbounce) {
+        c->diag = d;
+        plx__diag_destroy(c);
+        return plx__err(PLX_ERR_NOMEM, "out of memory");
+    }
+    int on = 1;
+    plx__config_get_bool("core", "fingerprint", 1, &on);
+    d->inband = on;
+    const char *nm = plx__config_get("core", "fingerprint_native");
+    d->native_mode = nm && !strcmp(nm, "every") ? PLX__FP_NATIVE_EVERY
+                     : nm && !strcmp(nm, "off") ? PLX__FP_NATIVE_OFF
+                                                : PLX__FP_NATIVE_TIMEOUT;
+    d->publish_ns = (uint64_t)key_int("diag_publish_ms", 1000000000); /* a duration: ns */
+    d->slow_ns = (uint64_t)SLOW_WAIT_MS * 1000000u;
+    snprintf(d->job, sizeof d->job, "%s", job && *job ? job : "-");
+    int64_t n = key_int("ledger_entries", 64);
+    ledger_open(c, d, n < 0 ? 0 : n > 65536 ? 65536 : (unsigned)n);
+    c->diag = d;
+    return 0;
+}
+
+void plx__diag_destroy(struct plx_comm *c)
+{
+    struct plx__diag *d = c->diag;
+    if (!d)
+        return;
+    if (d->lf) {
+        munmap(d->lf, d->map_bytes);
+        unlink(d->path);
+    }
+    for (int i = 0; i < c->size; i++) {
+        if (d->sbounce)
+            free(d->sbounce[i]);
+        if (d->rbounce)
+            free(d->rbounce[i]);
+    }
+    free(d->sbounce);
+    free(d->rbounce);
+    free(d->sent);
+    free(d->rcvd);
+    free(d);
+    c->diag = NULL;
+}
+
+/* ---- entries ------------------------------------------------------------- */
+
+static void max_store(uint64_t *p, uint64_t v)
+{
+    uint64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        ;
+}
+
+static void publish(struct plx_comm *c, uint64_t now);
+
+void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes)
+{
+    struct plx__diag *d = c->diag;
+    if (!d)
+        return;
+    uint64_t now = plx__clock_ns();
+    d->recent[fp->seq % 16] = *fp;
+    if (!d->run_on || fp->seq + 1 > d->run.seq + 1) {
+        d->run = *fp;
+        d->run_bytes = bytes;
+        d->run_since_ns = now;
+        d->run_on = 1;
+    }
+    struct plx__ledger_file *f = d->lf;
+    if (!f)
+        return;
+    struct plx_ledger_entry *e = &f->entries[fp->seq % f->nentries];
+    uint32_t l = e->lock;
+    __atomic_store_n(&e->lock, l + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    e->state = PLX__OP_POSTED;
+    e->seq = fp->seq;
+    e->coll = fp->coll;
+    e->dtype = fp->dtype;
+    e->count = fp->count;
+    e->bytes = bytes;
+    e->start_ns = now;
+    e->end_ns = 0;
+    __atomic_store_n(&e->lock, l + 2, __ATOMIC_RELEASE);
+    max_store(&f->posted1, fp->seq + 1);
+    __atomic_store_n(&f->heartbeat_ns, now, __ATOMIC_RELAXED);
+}
+
+void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state)
+{
+    struct plx__diag *d = c->diag;
+    if (!d)
+        return;
+    uint64_t now = plx__clock_ns();
+    int final = state == PLX__OP_DONE || state == PLX__OP_FAILED;
+    if (state == PLX__OP_DONE) {
+        max_store(&d->done1, seq + 1);
+        if (d->recent[seq % 16].seq == seq && (!d->has_last || seq >= d->last.seq)) {
+            d->last = d->recent[seq % 16];
+            d->has_last = 1;
+        }
+        if (d->run_on && d->run.seq == seq)
+            d->run_on = 0;
+    }
+    struct plx__ledger_file *f = d->lf;
+    if (f) {
+        struct plx_ledger_entry *e = &f->entries[seq % f->nentries];
+        if (e->seq == seq) {
+            uint32_t l = e->lock;
+            __atomic_store_n(&e->lock, l + 1, __ATOMIC_RELAXED);
+            __atomic_thread_fence(__ATOMIC_RELEASE);
+            e->state = (uint32_t)state;
+            if (final)
+                e->end_ns = now;
+            __atomic_store_n(&e->lock, l + 2, __ATOMIC_RELEASE);
+        }
+        if (state == PLX__OP_DONE)
+            max_store(&f->done1, seq + 1);
+        __atomic_store_n(&f->heartbeat_ns, now, __ATOMIC_RELAXED);
+    }
+    /* At most once per diag_publish_ms, elected by a CAS. */
+    uint64_t last = __atomic_load_n(&d->last_pub_ns, __ATOMIC_RELAXED);
+    if (state == PLX__OP_DONE && c->store && (last == 0 || now - last >= d->publish_ns) &&
+        __atomic_compare_exchange_n(&d->last_pub_ns, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        publish(c, now);
+}
+
+/* ---- positions in the store ------------------------------------------- */
+
+int plx__diag_store_usable(const struct plx_comm *c)
+{
+    return c->store && c->diag && !__atomic_load_n(&c->diag->store_off, __ATOMIC_RELAXED);
+}
+
+void plx__diag_store_done(struct plx_comm *c, uint64_t t0, int rc)
+{
+    if (rc >= 0 && plx__clock_ns() - t0 < 2000000000u)
+        return;
+    if (!__atomic_exchange_n(&c->diag->store_off, 1, __ATOMIC_RELAXED))
+        plx__log(PLX_LOG_WARN, "core", "'%s': the store %s; rank %d stops publishing its position there", c->name,
+                 rc < 0 ? "failed" : "took over 2 s", c->rank);
+}
+
+struct pos {
+    uint64_t done1;
+    int running, has_last;
+    struct plx__fp fp, last;
+    uint64_t bytes;
+    double since; /* wall clock: the op was posted */
+    double at;    /* wall clock: published */
+};
+
+static void publish(struct plx_comm *c, uint64_t now)
+{
+    struct plx__diag *d = c->diag;
+    if (!plx__diag_store_usable(c))
+        return;
+    char key[32], val[256], keep[1024];
+    int running = d->run_on && d->run.seq + 1 > __atomic_load_n(&d->done1, __ATOMIC_RELAXED);
+    double w = wall_s();
+    snprintf(keep, sizeof keep, "%s", plx_last_error());
+    snprintf(key, sizeof key, POS_KEY, c->rank);
+    snprintf(val, sizeof val, "%llu %d %llu %llu %d %d %d %d %llu %.3f %.3f %d %llu %llu %d %d %d %d",
+             (unsigned long long)__atomic_load_n(&d->done1, __ATOMIC_RELAXED), running,
+             (unsigned long long)d->run.seq, (unsigned long long)d->run.count, d->run.coll, d->run.dtype, d->run.op,
+             d->run.root, (unsigned long long)d->run_bytes, w - (double)(now - d->run_since_ns) * 1e-9, w,
+             d->has_last, (unsigned long long)d->last.seq, (unsigned long long)d->last.count, d->last.coll,
+             d->last.dtype, d->last.op, d->last.root);
+    uint64_t t0 = plx__clock_ns();
+    plx__diag_store_done(c, t0, plx__store_set(c->store, key, val, strlen(val) + 1));
+    d->published_done1 = d->done1;
+    plx__err(0, "%s", keep);
+}
+
+static int read_pos(struct plx_comm *c, int r, struct pos *p)
+{
+    char key[32];
+    snprintf(key, sizeof key, POS_KEY, r);
+    if (!plx__diag_store_usable(c))
+        return 0;
+    uint64_t t0 = plx__clock_ns();
+    int rc = c->store->ops->check(c->store, key);
+    plx__diag_store_done(c, t0, rc < 0 ? rc : 0);
+    if (rc != 1)
+        return 0;
+    void *v = NULL;
+    size_t n = 0;
+    int ok = 0;
+    t0 = plx__clock_ns();
+    rc = plx__store_get(c->store, key, &v, &n, 500);
+    plx__diag_store_done(c, t0, rc);
+    if (rc == 0 && v) {
+        char buf[256];
+        unsigned long long done1, seq, count, bytes, lseq, lcount;
+        snprintf(buf, sizeof buf, "%.*s", (int)n, (const char *)v);
+        ok = sscanf(buf, "%llu %d %llu %llu %d %d %d %d %llu %lf %lf %d %llu %llu %d %d %d %d", &done1, &p->running,
+                    &seq, &count, &p->fp.coll, &p->fp.dtype, &p->fp.op, &p->fp.root, &bytes, &p->since, &p->at,
+                    &p->has_last, &lseq, &lcount, &p->last.coll, &p->last.dtype, &p->last.op,
+                    &p->last.root) == 18;
+        p->done1 = done1;
+        p->fp.seq = seq;
+        p->fp.count = count;
+        p->bytes = bytes;
+        p->last.seq = lseq;
+        p->last.count = lcount;
+    }
+    free(v);
+    return ok;
+}
+
+/* Does peer's position say it ran seq mine->seq as another call? */
+static int differs(const struct plx__fp *mine, const struct pos *p, struct plx__fp *theirs)
+{
+    if (p->running && p->fp.seq == mine->seq && !plx__fp_equal(&p->fp, mine)) {
+        *theirs = p->fp;
+        return 1;
+    }
+    if (p->has_last && p->last.seq == mine->seq && !plx__fp_equal(&p->last, mine)) {
+        *theirs = p->last;
+        return 1;
+    }
+    return 0;
+}
+
+int plx__diag_slow_wait(struct plx_comm *c, uint64_t waited_ns, int peer)
+{
+    struct plx__diag *d = c->diag;
+    if (!d || waited_ns < d->slow_ns || !plx__diag_store_usable(c))
+        return 0;
+    uint64_t now = plx__clock_ns();
+    if (now < d->next_poll_ns)
+        return 0;
+    d->next_poll_ns = now + (uint64_t)POLL_MS * 1000000u;
+    publish(c, now);
+    __atomic_store_n(&d->last_pub_ns, now, __ATOMIC_RELAXED);
+    char msg[512];
+    if (plx__diag_mismatch_published(c, msg, sizeof msg))
+        return plx__err(PLX_ERR_MISMATCH, "%s", msg);
+    struct pos p;
+    struct plx__fp theirs;
+    const struct plx__fp *mine = d->cur_on ? &d->cur : d->run_on ? &d->run : NULL;
+    if (peer >= 0 && peer < c->size && mine && read_pos(c, peer, &p) && differs(mine, &p, &theirs)) {
+        plx__fp_mismatch_msg(mine, c->rank, &theirs, peer, msg, sizeof msg);
+        plx__diag_publish_mismatch(c, msg);
+        return plx__err(PLX_ERR_MISMATCH, "%s", msg);
+    }
+    return 0;
+}
+
+/* ---- explaining a failure -------------------------------------------- */
+
+static void human_bytes(uint64_t b, char *out, size_t len)
+{
+    if (b >= (1u << 20) && b % (1u << 20) == 0)
+        snprintf(out, len, "%llu MiB", (unsigned long long)(b >> 20));
+    else if (b >= 1024 && b % 1024 == 0)
+        snprintf(out, len, "%llu KiB", (unsigned long long)(b >> 10));
+    else
+        snprintf(out, len, "%llu B", (unsigned long long)b);
+}
+
+/* One rank's place, in words. */
+static void describe(const struct pos *p, int have, uint64_t newest, double now, char *out, size_t len)
+{
+    if (!have) {
+        snprintf(out, len, "published no position");
+        return;
+    }
+    char b[32];
+    size_t at = 0;
+    if (p->running) {
+        human_bytes(p->bytes, b, sizeof b);
+        at = (size_t)snprintf(out, len, "in #%llu %s %s for %.0f s", (unsigned long long)p->fp.seq,
+                              plx_coll_name(p->fp.coll), b, now - p->since);
+    } else if (p->done1) {
+        at = (size_t)snprintf(out, len, "last completed #%llu", (unsigned long long)(p->done1 - 1));
+    } else {
+        at = (size_t)snprintf(out, len, "completed nothing yet");
+    }
+    uint64_t entered1 = p->running ? p->fp.seq + 1 : p->done1;
+    if (at < len && newest + 1 > entered1)
+        at += (size_t)snprintf(out + at, len - at, "%snever entered #%llu", p->running ? ", " : " and ",
+                               (unsigned long long)newest);
+    if (at < len && now - p->at > 1.5)
+        snprintf(out + at, len - at, " (as of %.1f s ago)", now - p->at);
+}
+
+int plx__diag_explain(struct plx_comm *c, int status, char *msg, size_t len)
+{
+    struct plx__diag *d = c->diag;
+    if (!d || !plx__diag_store_usable(c) || status == PLX_ERR_MISMATCH || status == PLX_ERR_INVALID_ARG ||
+        status == PLX_ERR_UNSUPPORTED || status == PLX_ERR_INVALID_USAGE)
+        return status;
+    char keep[1024], found[512];
+    snprintf(keep, sizeof keep, "%s", plx_last_error());
+    /* A rank found a mismatch: that is what this failure is. */
+    if (plx__diag_mismatch_published(c, found, sizeof found)) {
+        char orig[768];
+        snprintf(orig, sizeof orig, "%s", msg);
+        snprintf(msg, len, "%s (here: %s)", found, orig);
+        plx__err(0, "%s", keep);
+        return PLX_ERR_MISMATCH;
+    }
+    if (status != PLX_ERR_TIMEOUT && status != PLX_ERR_REMOTE && status != PLX_ERR_PEER_LOST) {
+        plx__err(0, "%s", keep);
+        return status;
+    }
+    uint64_t now_ns = plx__clock_ns();
+    publish(c, now_ns);
+    __atomic_store_n(&d->last_pub_ns, now_ns, __ATOMIC_RELAXED);
+    int P = c->size > 256 ? 256 : c->size;
+    struct pos *ps = calloc((size_t)P, sizeof *ps);
+    int *have = calloc((size_t)P, sizeof *have);
+    if (!ps || !have)
+        goto out;
+    /* Give ranks still inside their wait a moment to publish theirs. */
+    uint64_t until = now_ns + (uint64_t)(SLOW_WAIT_MS + POLL_MS) * 1000000u;
+    uint64_t newest = 0;
+    for (;;) {
+        newest = 0;
+        int missing = 0;
+        for (int r = 0; r < P; r++) {
+            have[r] = read_pos(c, r, &ps[r]);
+            missing += !have[r];
+            if (have[r] && ps[r].running && ps[r].fp.seq > newest)
+                newest = ps[r].fp.seq;
+        }
+        if (!missing || plx__clock_ns() >= until || status != PLX_ERR_TIMEOUT)
+            break;
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+    }
+    /* Two ranks in one sequence number with different calls. */
+    for (int r = 0; r < P; r++)
+        for (int q = r + 1; q < P; q++)
+            if (have[r] && have[q] && ps[r].running && ps[q].running && ps[r].fp.seq == ps[q].fp.seq &&
+                !plx__fp_equal(&ps[r].fp, &ps[q].fp)) {
+                char mm[400], orig[768];
+                plx__fp_mismatch_msg(&ps[r].fp, r, &ps[q].fp, q, mm, sizeof mm);
+                snprintf(orig, sizeof orig, "%s", msg);
+                snprintf(msg, len, "%s (found when a wait failed: %s)", mm, orig);
+                status = PLX_ERR_MISMATCH;
+                goto out;
+            }
+    /* Where everybody is, ranks with the same story merged. */
+    int known = 0;
+    for (int r = 0; r < P; r++)
+        known += have[r];
+    if (!known)
+        goto out; /* the store has nothing (it may be gone with rank 0) */
+    double now = wall_s();
+    size_t at = strlen(msg);
+    if (at + 16 < len)
+        at += (size_t)snprintf(msg + at, len - at, " [where the ranks are: ");
+    char prev[160] = "", cur[160];
+    int first = -1;
+    for (int r = 0; r <= P && at + 1 < len; r++) {
+        if (r < P)
+            describe(&ps[r], have[r], newest, now, cur, sizeof cur);
+        if (r < P && first >= 0 && !strcmp(cur, prev))
+            continue;
+        if (first >= 0) {
+            int last = r - 1;
+            const char *verb = strncmp(prev, "in ", 3) ? "" : last == first ? "is " : "are ";
+            if (last == first)
+                at += (size_t)snprintf(msg + at, len - at, "%srank %d %s%s", first ? "; " : "", first, verb, prev);
+            else
+                at += (size_t)snprintf(msg + at, len - at, "%sranks %d-%d %s%s", first ? "; " : "", first, last, verb,
+                                       prev);
+        }
+        if (at + 1 >= len)
+            break;
+        first = r;
+        snprintf(prev, sizeof prev, "%s", cur);
+    }
+    if (at + 2 < len)
+        snprintf(msg + at, len - at, "]");
+out:
+    free(ps);
+    free(have);
+    plx__err(0, "%s", keep);
+    return status;
+}

@@ -1,0 +1,228 @@
+/* mismatch.c - ranks that call different collectives fail, every one of
+ * them, with PLX_ERR_MISMATCH and a message naming both calls; nothing
+ * hangs, nothing returns wrong data.
+ *
+ * Five cases, each on a fresh communicator where the last rank differs from
+ * the others: count (8 against 6), kind (broadcast against allreduce), dtype
+ * (f32 against i32), op (sum against max), root (0 against 1). Every rank
+ * must see PLX_ERR_MISMATCH within 5 s (the timeout is 30 s) with both calls
+ * in the message: from the collective itself or, for a rank that only sent
+ * in it (the broadcast's root on the generic path cannot learn of the
+ * mismatch before it returns), from its next operation. After that the
+ * communicator refuses new work, naming the mismatch.
+ *
+ * Usage: mismatch sim|sim-generic|tcp   (3 ranks: threads, or processes)
+ *        mismatch mpi BACKEND            (under mpirun, 2 ranks or more:
+ *                                         [core] fingerprint_native = every)
+ *
+ * (The default mode, timeout, is not tested under MPI: the mpi plugin runs
+ * a blocking collective as a blocking MPI call, so a mismatch wedges inside
+ * MPI and no core timeout fires; plexus-top still shows where each rank
+ * is.) */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "plexus/plexus.h"
+#include "procs.h"
+
+#define NCASE 5
+#define NRANK 3
+#define TIMEOUT_MS 30000
+
+static const char *const case_name[NCASE] = {"count", "kind", "dtype", "op", "root"};
+/* What the others call, what the last rank calls (seq 0 of a fresh comm). */
+static const char *const call_others[NCASE] = {
+    "allreduce(seq 0, f32, sum, count 8)", "broadcast(seq 0, f32, count 8, root 0)",
+    "allreduce(seq 0, f32, sum, count 8)", "allreduce(seq 0, f32, sum, count 8)",
+    "broadcast(seq 0, f32, count 8, root 0)"};
+static const char *const call_last[NCASE] = {
+    "allreduce(seq 0, f32, sum, count 6)", "allreduce(seq 0, f32, sum, count 8)",
+    "allreduce(seq 0, i32, sum, count 8)", "allreduce(seq 0, f32, max, count 8)",
+    "broadcast(seq 0, f32, count 8, root 1)"};
+
+struct shared {
+    const char *mode;
+    char url[NCASE][96];
+    int failures;
+    int arrived[NCASE];
+    char log[NRANK][4096];
+};
+
+#define FAIL(...) procs_report(log, cap, failures, __VA_ARGS__)
+
+static const char *mpi_backend = "mpi";
+
+static int call(struct plx_comm *c, int cs, int last)
+{
+    float f[8] = {1, 2, 3, 4, 5, 6, 7, 8}, g[8];
+    int32_t i[8] = {1, 2, 3, 4, 5, 6, 7, 8}, j[8];
+    switch (cs) {
+    case 0: return plx_allreduce(c, f, g, last ? 6 : 8, PLX_F32, PLX_SUM);
+    case 1: return last ? plx_allreduce(c, f, g, 8, PLX_F32, PLX_SUM) : plx_broadcast(c, f, 8, PLX_F32, 0);
+    case 2: return last ? plx_allreduce(c, i, j, 8, PLX_I32, PLX_SUM) : plx_allreduce(c, f, g, 8, PLX_F32, PLX_SUM);
+    case 3: return plx_allreduce(c, f, g, 8, PLX_F32, last ? PLX_MAX : PLX_SUM);
+    default: return plx_broadcast(c, f, 8, PLX_F32, last ? 1 : 0);
+    }
+}
+
+/* One case on communicator c; returns after checking this rank. */
+static void check_case(struct plx_comm *c, int cs, int rank, int size, char *log, size_t cap, int *failures)
+{
+    int last = rank == size - 1;
+    double t0 = now_s();
+    int rc = call(c, cs, last), in_op = 1;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", plx_last_error());
+    if (rc == 0) { /* only sent: the next operation must say it */
+        in_op = 0;
+        rc = plx_barrier(c);
+        snprintf(msg, sizeof msg, "%s", plx_last_error());
+    }
+    double s = now_s() - t0;
+    procs_report(log, cap, NULL, "rank %d %-5s: %s after %.2f s%s: %s\n", rank, case_name[cs], plx_err_name(rc), s,
+                 in_op ? "" : " (in the next op)", msg);
+    if (rc != PLX_ERR_MISMATCH || !strstr(msg, "does not match") || !strstr(msg, call_others[cs]) ||
+        !strstr(msg, call_last[cs]))
+        FAIL("rank %d %s: expected PLX_ERR_MISMATCH naming '%s' and '%s'\n", rank, case_name[cs], call_others[cs],
+             call_last[cs]);
+    if (s > 5)
+        FAIL("rank %d %s: took %.1f s (more than 5 s)\n", rank, case_name[cs], s);
+    float x = 1, y;
+    rc = plx_allreduce(c, &x, &y, 1, PLX_F32, PLX_SUM);
+    if (rc == 0 || !strstr(plx_last_error(), "does not match"))
+        FAIL("rank %d %s: new work after the mismatch: %s: %s\n", rank, case_name[cs], plx_err_name(rc),
+             plx_last_error());
+}
+
+
+static int open_comm(const char *mode, const char *url, const char *name, int rank, int size, struct plx_comm **c)
+{
+    struct plx_comm_options o;
+    plx_comm_options_init(&o);
+    static const char *const generic[] = {"sim.native_collectives=false", NULL};
+    static const char *const every[] = {"core.fingerprint_native=every", NULL};
+    o.name = name;
+    o.timeout_ms = TIMEOUT_MS;
+    if (!strcmp(mode, "mpi")) {
+        o.backend = mpi_backend;
+        o.overrides = every;
+    } else {
+        o.backend = !strcmp(mode, "tcp") ? "tcp" : "sim";
+        o.init = url;
+        o.rank = o.local_rank = rank;
+        o.size = o.local_size = size;
+        if (!strcmp(mode, "sim-generic"))
+            o.overrides = generic;
+    }
+    return plx_comm_init(&o, c);
+}
+
+static void wait_all(struct shared *sh, int cs, int size)
+{
+    __atomic_add_fetch(&sh->arrived[cs], 1, __ATOMIC_ACQ_REL);
+    double until = now_s() + 20;
+    while (__atomic_load_n(&sh->arrived[cs], __ATOMIC_ACQUIRE) < size && now_s() < until)
+        usleep(2000);
+}
+
+static int rank_main(int rank, void *arg)
+{
+    struct shared *sh = arg;
+    char *log = sh->log[rank];
+    size_t cap = sizeof sh->log[0];
+    int *failures = &sh->failures;
+    for (int cs = 0; cs < NCASE; cs++) {
+        struct plx_comm *c = NULL;
+        if (open_comm(sh->mode, sh->url[cs], case_name[cs], rank, NRANK, &c) != 0) {
+            FAIL("rank %d %s: init: %s\n", rank, case_name[cs], plx_last_error());
+            return 1;
+        }
+        check_case(c, cs, rank, NRANK, log, cap, failures);
+        wait_all(sh, cs, NRANK); /* rank 0 hosts the store the others may still read */
+        plx_comm_destroy(c);
+    }
+    return 0;
+}
+
+static void *thread_main(void *p)
+{
+    struct shared *sh = ((void **)p)[0];
+    rank_main((int)(intptr_t)((void **)p)[1], sh);
+    return NULL;
+}
+
+/* Under mpirun: this process is one rank of 2. */
+static int mpi_main(void)
+{
+    static char log[8192];
+    size_t cap = sizeof log;
+    int fails = 0, *failures = &fails;
+    for (int cs = 0; cs < NCASE; cs++) {
+        struct plx_comm *c = NULL;
+        if (open_comm("mpi", NULL, case_name[cs], 0, 0, &c) != 0) {
+            printf("init: %s\n", plx_last_error());
+            return 1;
+        }
+        check_case(c, cs, plx_comm_rank(c), plx_comm_size(c), log, cap, failures);
+        plx_comm_destroy(c);
+    }
+    printf("%s", log);
+    plx_finalize();
+    return fails ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc >= 2 ? argv[1] : "";
+    if (!strcmp(mode, "mpi")) {
+        if (argc == 3)
+            mpi_backend = argv[2];
+        return mpi_main();
+    }
+    if (strcmp(mode, "tcp") && strcmp(mode, "sim") && strcmp(mode, "sim-generic")) {
+        fprintf(stderr, "usage: mismatch sim|sim-generic|tcp|mpi\n");
+        return 2;
+    }
+    struct shared *sh = shared_alloc(sizeof *sh);
+    if (!sh)
+        return 1;
+    sh->mode = mode;
+    int bad = 0;
+    if (!strcmp(mode, "tcp")) {
+        for (int cs = 0; cs < NCASE; cs++)
+            snprintf(sh->url[cs], sizeof sh->url[cs], "tcp://127.0.0.1:%d", free_port());
+        struct procs p;
+        if (procs_start(&p, NRANK, rank_main, sh) != 0)
+            return 1;
+        procs_wait(&p, now_s() + 100);
+        for (int r = 0; r < NRANK; r++)
+            if (p.hung[r] || !WIFEXITED(p.status[r]) || WEXITSTATUS(p.status[r])) {
+                printf("rank %d: %s\n", r, procs_describe(&p, r));
+                bad = 1;
+            }
+    } else {
+        for (int cs = 0; cs < NCASE; cs++)
+            snprintf(sh->url[cs], sizeof sh->url[cs], "mem://mismatch-%d-%d", (int)getpid(), cs);
+        pthread_t th[NRANK];
+        void *args[NRANK][2];
+        for (int r = 0; r < NRANK; r++) {
+            args[r][0] = sh;
+            args[r][1] = (void *)(intptr_t)r;
+            pthread_create(&th[r], NULL, thread_main, args[r]);
+        }
+        for (int r = 0; r < NRANK; r++)
+            pthread_join(th[r], NULL);
+    }
+    for (int r = 0; r < NRANK; r++)
+        printf("%s", sh->log[r]);
+    if (sh->failures || bad) {
+        printf("FAIL: %d failure(s)\n", sh->failures);
+        return 1;
+    }
+    printf("ok: every rank failed with the mismatch, naming both calls, in %s\n", mode);
+    return 0;
+}
