@@ -103,9 +103,15 @@ static void ledger_open(struct plx_comm *c, struct plx__diag *d, unsigned n)
     for (const char *s = c->name; *s && k + 1 < sizeof name; s++) /* a file name: no slashes */
         name[k++] = (*s == '/' || *s == ' ') ? '_' : *s;
     name[k] = '\0';
-    snprintf(d->path, sizeof d->path, "%.300s/%d.%.127s.r%d.ledger", dir, (int)getpid(), name, c->rank);
+    /* Two communicators of one process may share a name and rank (jobs of
+     * threads): a per-process serial keeps their files apart, or one's
+     * O_TRUNC would cut the other's mapping (SIGBUS) and its destroy unlink it. */
+    static unsigned serial;
+    unsigned id = __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED);
+    snprintf(d->path, sizeof d->path, "%.300s/%d.%.127s.%u.r%d.ledger", dir, (int)getpid(), name, id, c->rank);
     size_t bytes = sizeof(struct plx__ledger_file) + (size_t)n * sizeof(struct plx_ledger_entry);
-    int fd = open(d->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    unlink(d->path); /* only a dead process that had our pid can have left one here */
+    int fd = open(d->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
         plx__log(PLX_LOG_INFO, "core", "ledger %s: %s (no ledger for '%s')", d->path, strerror(errno), c->name);
         if (fd >= 0) {
