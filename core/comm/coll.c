@@ -245,7 +245,7 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     if (!native && !generic_ok(c, a))
         return plx__lowp_avg_end(lowp, plx__err(PLX_ERR_UNSUPPORTED,
                         "%s(%s, %s) on '%s': backend '%s' cannot run it natively and has no point-to-point "
-                        "for the core's generic algorithm", what, plx_dtype_name(a->dtype),
+                        "for the core's generic algorithm (choose one that has, e.g. PLEXUS_BACKEND=tcp)", what, plx_dtype_name(a->dtype),
                         has_op(a->coll) ? plx_redop_name(a->op) : "-", c->name, c->be->name));
     a->seq = user.seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
     if (!w)
@@ -463,7 +463,8 @@ static int p2p(struct plx_comm *c, int is_send, void *buf, size_t count, int dty
     if (count > SIZE_MAX / plx_dtype_size(dtype) || (count && !buf))
         return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': bad buffer or count %zu", what, c->name, count);
     if (!c->be->ops.isend || !c->be->ops.irecv)
-        return plx__err(PLX_ERR_UNSUPPORTED, "%s on '%s': backend '%s' has no point-to-point", what, c->name,
+        return plx__err(PLX_ERR_UNSUPPORTED, "%s on '%s': backend '%s' has no point-to-point (choose one that has, "
+                        "e.g. PLEXUS_BACKEND=tcp)", what, c->name,
                         c->be->name);
     int mem;
     if ((rc = resolve_mem(c, o, what, buf, NULL, &mem, NULL)) != 0)
