@@ -12,6 +12,7 @@
 #ifndef PLX_CORE_DIAG_H
 #define PLX_CORE_DIAG_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,6 +97,10 @@ struct plx__diag {
     int run_on;
     struct plx__fp recent[16]; /* by seq % 16: the calls of recent operations */
     struct plx__fp last;       /* the newest completed one */
+    /* recent, run and last are written by the thread that submits and the one
+     * that completes (an executor, a waiter): a short lock, never held across
+     * I/O; the memory-mapped entries stay lock-free for their readers. */
+    pthread_mutex_t mu;
     int has_last;
     /* The ledger file (ledger.c). */
     struct plx__ledger_file *lf;

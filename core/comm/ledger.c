@@ -149,6 +149,7 @@ int plx__diag_create(struct plx_comm *c, const char *job)
     struct plx__diag *d = calloc(1, sizeof *d);
     if (!d)
         return plx__err(PLX_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&d->mu, NULL);
     size_t P = (size_t)c->size;
     d->sent = calloc(P, sizeof *d->sent);
     d->rcvd = calloc(P, sizeof *d->rcvd);
@@ -194,6 +195,7 @@ void plx__diag_destroy(struct plx_comm *c)
     free(d->rbounce);
     free(d->sent);
     free(d->rcvd);
+    pthread_mutex_destroy(&d->mu);
     free(d);
     c->diag = NULL;
 }
@@ -215,6 +217,7 @@ void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t byt
     if (!d)
         return;
     uint64_t now = plx__clock_ns();
+    pthread_mutex_lock(&d->mu);
     d->recent[fp->seq % 16] = *fp;
     if (!d->run_on || fp->seq + 1 > d->run.seq + 1) {
         d->run = *fp;
@@ -222,6 +225,7 @@ void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t byt
         d->run_since_ns = now;
         d->run_on = 1;
     }
+    pthread_mutex_unlock(&d->mu);
     struct plx__ledger_file *f = d->lf;
     if (!f)
         return;
@@ -251,12 +255,14 @@ void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state)
     int final = state == PLX__OP_DONE || state == PLX__OP_FAILED;
     if (state == PLX__OP_DONE) {
         max_store(&d->done1, seq + 1);
+        pthread_mutex_lock(&d->mu);
         if (d->recent[seq % 16].seq == seq && (!d->has_last || seq >= d->last.seq)) {
             d->last = d->recent[seq % 16];
             d->has_last = 1;
         }
         if (d->run_on && d->run.seq == seq)
             d->run_on = 0;
+        pthread_mutex_unlock(&d->mu);
     }
     struct plx__ledger_file *f = d->lf;
     if (f) {
@@ -312,8 +318,9 @@ static void publish(struct plx_comm *c, uint64_t now)
     if (!plx__diag_store_usable(c))
         return;
     char key[32], val[256], keep[1024];
-    int running = d->run_on && d->run.seq + 1 > __atomic_load_n(&d->done1, __ATOMIC_RELAXED);
     double w = wall_s();
+    pthread_mutex_lock(&d->mu);
+    int running = d->run_on && d->run.seq + 1 > __atomic_load_n(&d->done1, __ATOMIC_RELAXED);
     snprintf(keep, sizeof keep, "%s", plx_last_error());
     snprintf(key, sizeof key, POS_KEY, c->rank);
     snprintf(val, sizeof val, "%llu %d %llu %llu %d %d %d %d %llu %.3f %.3f %d %llu %llu %d %d %d %d",
@@ -322,9 +329,10 @@ static void publish(struct plx_comm *c, uint64_t now)
              d->run.root, (unsigned long long)d->run_bytes, w - (double)(now - d->run_since_ns) * 1e-9, w,
              d->has_last, (unsigned long long)d->last.seq, (unsigned long long)d->last.count, d->last.coll,
              d->last.dtype, d->last.op, d->last.root);
+    pthread_mutex_unlock(&d->mu);
     uint64_t t0 = plx__clock_ns();
     plx__diag_store_done(c, t0, plx__store_set(c->store, key, val, strlen(val) + 1));
-    d->published_done1 = d->done1;
+    __atomic_store_n(&d->published_done1, __atomic_load_n(&d->done1, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
     plx__err(0, "%s", keep);
 }
 
@@ -384,9 +392,9 @@ int plx__diag_slow_wait(struct plx_comm *c, uint64_t waited_ns, int peer)
     if (!d || waited_ns < d->slow_ns || !plx__diag_store_usable(c))
         return 0;
     uint64_t now = plx__clock_ns();
-    if (now < d->next_poll_ns)
+    if (now < __atomic_load_n(&d->next_poll_ns, __ATOMIC_RELAXED))
         return 0;
-    d->next_poll_ns = now + (uint64_t)POLL_MS * 1000000u;
+    __atomic_store_n(&d->next_poll_ns, now + (uint64_t)POLL_MS * 1000000u, __ATOMIC_RELAXED);
     publish(c, now);
     __atomic_store_n(&d->last_pub_ns, now, __ATOMIC_RELAXED);
     char msg[512];
@@ -394,7 +402,12 @@ int plx__diag_slow_wait(struct plx_comm *c, uint64_t waited_ns, int peer)
         return plx__err(PLX_ERR_MISMATCH, "%s", msg);
     struct pos p;
     struct plx__fp theirs;
-    const struct plx__fp *mine = d->cur_on ? &d->cur : d->run_on ? &d->run : NULL;
+    struct plx__fp run_copy;
+    pthread_mutex_lock(&d->mu);
+    int run_on = d->run_on;
+    run_copy = d->run;
+    pthread_mutex_unlock(&d->mu);
+    const struct plx__fp *mine = d->cur_on ? &d->cur : run_on ? &run_copy : NULL;
     if (peer >= 0 && peer < c->size && mine && read_pos(c, peer, &p) && differs(mine, &p, &theirs)) {
         plx__fp_mismatch_msg(mine, c->rank, &theirs, peer, msg, sizeof msg);
         plx__diag_publish_mismatch(c, msg);
