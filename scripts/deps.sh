@@ -19,7 +19,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     openmpi-bin libopenmpi-dev mpich libmpich-dev \
     libgloo-dev \
     iproute2 procps \
-    dpkg-dev debhelper lintian fakeroot \
+    dpkg-dev debhelper dh-python lintian fakeroot \
     >/dev/null
 if [ "${1:-}" = --test-peers ]; then
     # python3-torch for the interop and torch suites; libtorch-dev, pybind11-dev and

@@ -12,7 +12,10 @@ trap 'rm -rf "$work"' EXIT
 mkdir "$work/plexus-0.1.0"
 (cd "$src" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$work/plexus-0.1.0")
 cd "$work/plexus-0.1.0"
-if ! dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1; then
+# Without libtorch-dev the torch backend's package is left out (build profile).
+profile=
+dpkg -s libtorch-dev >/dev/null 2>&1 || profile=-Ppkg.plexus.notorch
+if ! dpkg-buildpackage -us -uc -b $profile >"$work/build.log" 2>&1; then
     tail -40 "$work/build.log"
     echo "FAIL: dpkg-buildpackage"
     exit 1
@@ -41,4 +44,42 @@ info --backend tcp | grep -q "state: *usable" || { echo "FAIL: tcp not usable af
 dpkg -c plexus-backend-tcp_*.deb | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./||' | while read -r f; do rm -f "$root/$f"; done
 info --backend tcp >/dev/null 2>&1 && { echo "FAIL: tcp still present after removing its package"; fail=1; }
 [ $fail = 0 ] && echo "packages: tcp absent, installed -> usable, removed -> gone"
+
+# The Python package, from its .deb alone: it finds the packaged library and
+# plexus-info (here under the scratch root, through the variables it honours).
+dpkg -x python3-plexus_*.deb "$root"
+lib=$(ls "$root"/usr/lib/*/libplexus.so.0)
+py() {
+    PYTHONPATH="$root/usr/lib/python3/dist-packages" PLEXUS_LIBRARY="$lib" PLEXUS_INFO="$root/usr/bin/plexus-info" \
+        LD_LIBRARY_PATH="$(dirname "$lib")" PLEXUS_CONFIG_PATH="$root/etc/plexus" /usr/bin/python3 -c "$1"
+}
+if ! out=$(py 'import plexus; print(plexus.version()); print(sorted(b["name"] for b in plexus.backends()))' 2>&1) ||
+   ! echo "$out" | grep -q "'sim'"; then
+    echo "FAIL: python3-plexus: import plexus, backends():"; echo "$out"; fail=1
+else
+    echo "python3-plexus: $(echo "$out" | tr '\n' ' ')"
+fi
+if [ -n "$profile" ]; then
+    echo "python3-plexus-torch: not built (no libtorch-dev)"
+elif ! ls python3-plexus-torch_*.deb >/dev/null 2>&1; then
+    echo "FAIL: python3-plexus-torch was not built"; fail=1
+else
+    dpkg -x python3-plexus-torch_*.deb "$root"
+    dpkg -x plexus-backend-tcp_*.deb "$root"
+    # Two processes on the packaged tcp backend: the packaged extension
+    # loads, registers "plexus" and sums across ranks.
+    for r in 0 1; do
+        PLEXUS_BACKEND=tcp py "
+import datetime, torch, torch.distributed as dist, plexus.torch
+dist.init_process_group('plexus', init_method='file://$work/torch.rdv', rank=$r, world_size=2, timeout=datetime.timedelta(seconds=60))
+t = torch.full((4,), float($r + 1)); dist.all_reduce(t); print('all_reduce', t.tolist())
+dist.destroy_process_group()" >"$work/torch.$r" 2>&1 &
+    done
+    wait
+    if grep -q "all_reduce \[3.0, 3.0, 3.0, 3.0\]" "$work/torch.0" && grep -q "all_reduce \[3.0, 3.0, 3.0, 3.0\]" "$work/torch.1"; then
+        echo "python3-plexus-torch: 2 processes, $(cat "$work/torch.0")"
+    else
+        echo "FAIL: python3-plexus-torch:"; cat "$work/torch.0" "$work/torch.1"; fail=1
+    fi
+fi
 exit $fail
