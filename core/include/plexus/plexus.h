@@ -111,8 +111,8 @@ enum plx_coll {
     PLX_COLL_BARRIER = 8,
     PLX_COLL_SEND = 9,
     PLX_COLL_RECV = 10,
-    PLX_COLL_ALLTOALLV = 11,  /* core only: never native in ABI 1.2 */
-    PLX_COLL_ALLGATHERV = 12, /* core only: never native in ABI 1.2 */
+    PLX_COLL_ALLTOALLV = 11,  /* native only in plugins of ABI 1.4+ (backend.h), else generic */
+    PLX_COLL_ALLGATHERV = 12, /* native only in plugins of ABI 1.4+ (backend.h), else generic */
     PLX_COLL_COUNT
 };
 
