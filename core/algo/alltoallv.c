@@ -45,30 +45,47 @@ static size_t head_part(size_t bytes)
     return bytes < INLINE ? bytes : INLINE;
 }
 
-/* Receive the rest of a block whose sender's count disagrees with ours, so
- * the sender completes: into a temporary buffer, then dropped. */
-static void drain(struct algo_ctx *x, int from, size_t bytes, uint64_t tag)
+/* The rest of a block whose sender's count disagrees with ours (beyond the
+ * head): take what the sender sent off the wire so it finishes, without
+ * writing past what the caller's buffer expects. posted: our receive for
+ * the rest (expect bytes in all), or NULL. Errors here are not the
+ * caller's: the disagreement is. */
+static void disagree(struct algo_ctx *x, int from, const char *head, size_t expect, void *posted, uint64_t tag)
 {
-    void *tmp = malloc(bytes), *req = NULL;
-    if (tmp && x->p->irecv(x->p->ctx, from, tmp, bytes, tag, &req) == 0)
-        x->p->wait(x->p->ctx, req, x->deadline);
-    free(tmp);
+    struct vx_hdr hd;
+    memcpy(&hd, head, sizeof hd);
+    size_t es = x->esize, sent = hd.count <= SIZE_MAX / es ? hd.count * es : SIZE_MAX;
+    char keep[512];
+    snprintf(keep, sizeof keep, "%s", plx_last_error());
+    if (posted && sent > INLINE && sent <= expect) { /* fits what we posted: a short receive */
+        x->p->wait(x->p->ctx, posted, x->deadline);
+    } else {
+        if (posted)
+            x->p->discard(x->p->ctx, posted);
+        void *tmp = sent > INLINE && sent != SIZE_MAX ? malloc(sent - INLINE) : NULL, *req = NULL;
+        if (tmp && x->p->irecv(x->p->ctx, from, tmp, sent - INLINE, tag, &req) == 0)
+            x->p->wait(x->p->ctx, req, x->deadline);
+        free(tmp);
+    }
+    plx__err(0, "%s", keep);
 }
 
 static int exchange(struct algo_ctx *x, const struct vx *v)
 {
     const struct plx__p2p *p = x->p;
-    int P = x->size, r = x->rank, rc = 0, bad = -1;
+    int P = x->size, r = x->rank, rc = 0;
     size_t es = x->esize;
     uint64_t htag = step_tag(x, 0, 0), dtag = step_tag(x, 1, 0);
     /* Per peer: a send and a receive head, and up to two requests each way. */
     char *heads = malloc(2 * (size_t)P * HEAD);
     void **req = calloc(4 * (size_t)P, sizeof *req); /* [rhead, rdata, shead, sdata] per step */
     int *kind = calloc(4 * (size_t)P, sizeof *kind);
-    if (!heads || !req || !kind) {
+    char *bad = calloc((size_t)P, 1); /* bad[i]: peer i's count disagrees with ours */
+    if (!heads || !req || !kind || !bad) {
         free(heads);
         free(req);
         free(kind);
+        free(bad);
         return plx__err(PLX_ERR_NOMEM, "%s: out of memory", v->what);
     }
     int n = 0;
@@ -81,7 +98,7 @@ static int exchange(struct algo_ctx *x, const struct vx *v)
             kind[n++] = from + 1; /* > 0: the head of peer kind - 1 */
         if (rc == 0 && bytes > INLINE &&
             (rc = p->irecv(p->ctx, from, v->rp[from] + INLINE, bytes - INLINE, dtag, &req[n])) == 0)
-            kind[n++] = 0;
+            kind[n++] = -(from + 1); /* < 0: the rest of peer -kind - 1's block */
     }
     for (int s = 1; s < P && rc == 0; s++) {
         int to = mod(r + s, P);
@@ -97,10 +114,18 @@ static int exchange(struct algo_ctx *x, const struct vx *v)
             (rc = p->isend(p->ctx, to, v->sp[to] + INLINE, bytes - INLINE, dtag, &req[n])) == 0)
             kind[n++] = 0;
     }
+    /* A disagreeing peer does not stop the others: this rank still waits
+     * for every other request, so its peers finish; only the disagreeing
+     * peer's data is handled apart (disagree()). */
+    char msg[400] = "";
     int done = 0;
     for (; rc == 0 && done < n; done++) {
-        int i = kind[done] - 1;
-        if ((rc = p->wait(p->ctx, req[done], x->deadline)) != 0 || i < 0)
+        int i = kind[done] > 0 ? kind[done] - 1 : kind[done] < 0 ? -kind[done] - 1 : -1;
+        if (kind[done] < 0 && bad[i]) { /* the rest of a disagreeing peer's block */
+            disagree(x, i, heads + (size_t)i * HEAD, v->rn[i] * es, req[done], dtag);
+            continue;
+        }
+        if ((rc = p->wait(p->ctx, req[done], x->deadline)) != 0 || kind[done] <= 0)
             continue;
         struct vx_hdr hd;
         memcpy(&hd, heads + (size_t)i * HEAD, sizeof hd);
@@ -108,32 +133,25 @@ static int exchange(struct algo_ctx *x, const struct vx *v)
             rc = plx__err(PLX_ERR_PROTOCOL, "%s: rank %d's first message to rank %d is not a block header", v->what, i,
                           r);
         } else if (hd.count != v->rn[i]) {
-            rc = plx__err(PLX_ERR_MISMATCH,
-                          "%s: rank %d sends %llu elements to rank %d, rank %d expects %zu from rank %d (index %d)",
-                          v->what, i, (unsigned long long)hd.count, r, r, v->rn[i], i, i);
-            bad = i;
+            if (!msg[0])
+                snprintf(msg, sizeof msg,
+                         "%s: rank %d sends %llu elements to rank %d, rank %d expects %zu from rank %d (index %d)",
+                         v->what, i, (unsigned long long)hd.count, r, r, v->rn[i], i, i);
+            bad[i] = 1;
+            if (v->rn[i] * es <= INLINE) /* no receive posted for the rest: take it off the wire */
+                disagree(x, i, heads + (size_t)i * HEAD, v->rn[i] * es, NULL, dtag);
         } else {
             memcpy(v->rp[i], heads + (size_t)i * HEAD + sizeof hd, head_part(v->rn[i] * es));
         }
     }
-    /* After a disagreement, the rest of this rank's requests go; the
-     * disagreeing sender's data is taken off the wire if we had not posted
-     * for it, so that rank finishes instead of waiting on us. */
     for (; done < n; done++)
         p->discard(p->ctx, req[done]);
-    if (bad >= 0) {
-        struct vx_hdr hd;
-        memcpy(&hd, heads + (size_t)bad * HEAD, sizeof hd);
-        if (hd.count <= SIZE_MAX / es && hd.count * es > INLINE && v->rn[bad] * es <= INLINE) {
-            char keep[512];
-            snprintf(keep, sizeof keep, "%s", plx_last_error());
-            drain(x, bad, hd.count * es - INLINE, dtag);
-            plx__err(rc, "%s", keep);
-        }
-    }
+    if (rc == 0 && msg[0])
+        rc = plx__err(PLX_ERR_MISMATCH, "%s", msg);
     free(heads);
     free(req);
     free(kind);
+    free(bad);
     return rc;
 }
 

@@ -114,6 +114,7 @@ static int collv(struct plx_comm *c, int coll, const void *send, const size_t *s
      * ranks compare (fingerprint.c) must not differ for that. */
     struct plx_coll_args a = {.struct_size = sizeof a, .coll = coll, .send = send, .recv = recv,
                               .count = 0, .dtype = dtype, .timeout_ms = -1,
+                              .flags = w ? 0 : PLX_COLL_FLAG_BLOCKING, /* a native plugin may finish it in the call */
                               .send_counts = sc, .send_displs = sd, .recv_counts = rc_, .recv_displs = rd};
     /* The work owns arr once it exists; a blocking call waits on its own. */
     struct plx_work *tmp = NULL;
@@ -126,7 +127,11 @@ static int collv(struct plx_comm *c, int coll, const void *send, const size_t *s
         *w = tmp;
         return 0;
     }
-    rc = plx_work_wait(tmp, PLX_TIMEOUT_INFINITE);
+    /* The backend (or the executor) enforces the op's timeout and names the
+     * missing rank; this wait is a backstop a little later, as in coll.c. */
+    int64_t t = o && PLX_HAS_FIELD(o, struct plx_op_options, timeout_ms) && o->timeout_ms >= 0 ? o->timeout_ms
+                                                                                                : c->timeout_ms;
+    rc = plx_work_wait(tmp, t < 0 ? PLX_TIMEOUT_INFINITE : t + t / 4 + 500);
     plx_work_free(tmp);
     return rc;
 }
