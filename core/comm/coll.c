@@ -135,7 +135,13 @@ static int native_ok(struct plx_comm *c, struct plx_coll_args *a, int *scale_avg
 {
     const struct plx_caps *k = &c->caps;
     *scale_avg = 0;
-    if (!c->be->ops.collective || !(k->collectives & PLX_BIT(a->coll)) || plx__coll_is_v(a->coll))
+    if (!c->be->ops.collective || !(k->collectives & PLX_BIT(a->coll)))
+        return 0;
+    /* The layout of a v-collective rides in fields ABI 1.4 added: a plugin
+     * of an older minor never sees one, whatever bits its mask has (masks
+     * such as PLX_BIT(PLX_COLL_SEND) - 1 stop below them, but a mask is the
+     * plugin's word, not a promise about fields it cannot read). */
+    if (plx__coll_is_v(a->coll) && c->be->abi_minor < 4)
         return 0;
     if (a->coll != PLX_COLL_BARRIER && !(k->dtypes & PLX_BIT(a->dtype)))
         return 0;
@@ -148,8 +154,10 @@ static int native_ok(struct plx_comm *c, struct plx_coll_args *a, int *scale_avg
         if (!(k->redops & PLX_BIT(op)))
             return 0;
     }
-    if (a->send == a->recv && a->coll != PLX_COLL_BROADCAST && a->coll != PLX_COLL_BARRIER &&
-        !(k->flags & PLX_CAP_INPLACE))
+    int inplace = a->send == a->recv && a->coll != PLX_COLL_BROADCAST && a->coll != PLX_COLL_BARRIER;
+    if (a->coll == PLX_COLL_ALLGATHERV && a->recv_counts) /* in place: send is our own block of recv */
+        inplace = (const char *)a->send == (const char *)a->recv + a->recv_displs[c->rank] * plx_dtype_size(a->dtype);
+    if (inplace && !(k->flags & PLX_CAP_INPLACE))
         return 0;
     if (c->be->ops.op_supported && !c->be->ops.op_supported(c->bc, a->coll, a->dtype, op, a->mem_kind))
         return 0;
@@ -222,8 +230,8 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     if (staged)
         a->flags |= PLX__COLL_FLAG_STAGED;
     a->timeout_ms = op_timeout(o);
-    if (o && PLX_HAS_FIELD(o, struct plx_op_options, stream) && !plx__coll_is_v(a->coll))
-        a->stream = o->stream; /* a v-collective's stream holds its counts (collv.h) */
+    if (o && PLX_HAS_FIELD(o, struct plx_op_options, stream))
+        a->stream = o->stream;
 
     struct plx_coll_args user = *a; /* the call as made, for its fingerprint */
     /* f16/bf16 AVG runs as an f32 SUM of pre-divided copies (avg_lowp.c). */

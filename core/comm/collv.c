@@ -1,8 +1,12 @@
 /* collv.c - plx_alltoallv and plx_allgatherv: check counts and
  * displacements once (a bad one is named by rank and index), copy them into
- * a core-owned struct plx__vspec, and run the core's generic algorithm
- * (algo/alltoallv.c) on every backend with point-to-point, through the same
- * submission path as the other collectives. */
+ * a core-owned block the ABI 1.4 fields of plx_coll_args point at (collv.h),
+ * and submit like the other collectives: natively in a plugin of minor 4+
+ * that has them in its mask, else by the core's generic algorithm
+ * (algo/alltoallv.c) over point-to-point. Whether the ranks agree on the
+ * counts is found where the data moves: the generic algorithm carries each
+ * block's count, a native plugin checks what it can (mpi: the received
+ * sizes). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +18,8 @@
 void plx__vspec_release(struct plx_coll_args *a)
 {
     if (plx__coll_is_v(a->coll)) {
-        free(a->stream);
-        a->stream = NULL;
+        free((void *)a->recv_counts); /* the start of the block */
+        a->recv_counts = a->recv_displs = a->send_counts = a->send_displs = NULL;
     }
 }
 
@@ -72,51 +76,62 @@ static int collv(struct plx_comm *c, int coll, const void *send, const size_t *s
         return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': invalid dtype %d", what, c->name, dtype);
     size_t P = (size_t)c->size, es = plx_dtype_size(dtype), sext = 0, rext = 0;
     int a2a = coll == PLX_COLL_ALLTOALLV;
-    struct plx__vspec *v = calloc(1, sizeof *v + 4 * P * sizeof(size_t));
-    if (!v)
+    /* One block: receive counts, receive displacements, then (alltoallv)
+     * send counts and send displacements. */
+    size_t *arr = calloc(a2a ? 4 * P : 2 * P, sizeof *arr);
+    if (!arr)
         return plx__err(PLX_ERR_NOMEM, "%s: out of memory", what);
-    v->rcounts = v->arr;
-    v->rdispls = v->arr + P;
-    v->send_count = send_count;
-    int rc = take(c, what, "receive", rcounts, rdispls, es, v->rcounts, v->rdispls, &rext);
+    size_t *rc_ = arr, *rd = arr + P, *sc = a2a ? arr + 2 * P : NULL, *sd = a2a ? arr + 3 * P : NULL;
+    int rc = take(c, what, "receive", rcounts, rdispls, es, rc_, rd, &rext);
     if (rc == 0 && a2a) {
-        v->scounts = v->arr + 2 * P;
-        v->sdispls = v->arr + 3 * P;
-        rc = send == recv ? take(c, what, "send", rcounts, rdispls, es, v->scounts, v->sdispls, &sext)
-                          : take(c, what, "send", scounts, sdispls, es, v->scounts, v->sdispls, &sext);
+        rc = send == recv ? take(c, what, "send", rcounts, rdispls, es, sc, sd, &sext)
+                          : take(c, what, "send", scounts, sdispls, es, sc, sd, &sext);
+        if (rc == 0 && sc[c->rank] != rc_[c->rank])
+            rc = plx__err(PLX_ERR_INVALID_ARG,
+                          "%s on '%s': rank %d sends %zu elements to rank %d, rank %d expects %zu from rank %d "
+                          "(index %d, its own block)", what, c->name, c->rank, sc[c->rank], c->rank, c->rank,
+                          rc_[c->rank], c->rank, c->rank);
     } else if (rc == 0) {
-        if (send_count != v->rcounts[c->rank])
+        if (send_count != rc_[c->rank])
             rc = plx__err(PLX_ERR_INVALID_ARG,
                           "%s on '%s': rank %d: send count %zu differs from receive count %zu at index %d (its "
-                          "own block)", what, c->name, c->rank, send_count, v->rcounts[c->rank], c->rank);
+                          "own block)", what, c->name, c->rank, send_count, rc_[c->rank], c->rank);
         else if (send_count > SIZE_MAX / es)
             rc = plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': rank %d: send count %zu overflows", what, c->name,
                           c->rank, send_count);
         sext = send_count;
     }
     if (rc == 0)
-        rc = check_overlap(c, what, v->rcounts, v->rdispls);
+        rc = check_overlap(c, what, rc_, rd);
     if (rc == 0 && ((sext && !send) || (rext && !recv)))
         rc = plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': rank %d: %s buffer is NULL with %zu elements", what,
                       c->name, c->rank, sext && !send ? "send" : "receive", sext && !send ? sext : rext);
     if (rc != 0) {
-        free(v);
+        free(arr);
         return rc;
     }
-    struct plx_coll_args a = {.struct_size = sizeof a, .coll = coll, .send = send, .recv = recv, .count = 0,
-                              .dtype = dtype, .timeout_ms = -1, .stream = v};
-    /* The work owns v once it exists; a blocking call waits on its own. */
+    /* count stays 0: ranks send different counts, and the fingerprint that
+     * ranks compare (fingerprint.c) must not differ for that. */
+    struct plx_coll_args a = {.struct_size = sizeof a, .coll = coll, .send = send, .recv = recv,
+                              .count = 0, .dtype = dtype, .timeout_ms = -1,
+                              .flags = w ? 0 : PLX_COLL_FLAG_BLOCKING, /* a native plugin may finish it in the call */
+                              .send_counts = sc, .send_displs = sd, .recv_counts = rc_, .recv_displs = rd};
+    /* The work owns arr once it exists; a blocking call waits on its own. */
     struct plx_work *tmp = NULL;
     if ((rc = plx__coll_submit(c, &a, o, &tmp)) != 0) {
         if (!tmp)
-            free(v);
+            free(arr);
         return rc;
     }
     if (w) {
         *w = tmp;
         return 0;
     }
-    rc = plx_work_wait(tmp, PLX_TIMEOUT_INFINITE);
+    /* The backend (or the executor) enforces the op's timeout and names the
+     * missing rank; this wait is a backstop a little later, as in coll.c. */
+    int64_t t = o && PLX_HAS_FIELD(o, struct plx_op_options, timeout_ms) && o->timeout_ms >= 0 ? o->timeout_ms
+                                                                                                : c->timeout_ms;
+    rc = plx_work_wait(tmp, t < 0 ? PLX_TIMEOUT_INFINITE : t + t / 4 + 500);
     plx_work_free(tmp);
     return rc;
 }

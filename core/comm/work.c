@@ -193,5 +193,6 @@ PLX_API void plx_work_free(struct plx_work *w)
         }
     }
     plx__lowp_avg_end(w->lowp, PLX_ERR_ABORTED); /* cancelled: nothing to round */
+    plx__vspec_release(&w->args); /* a native v-collective's layout: done with it or cancelled */
     free(w);
 }

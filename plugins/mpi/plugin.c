@@ -3,7 +3,12 @@
  * Every collective runs natively through MPI's nonblocking calls; test()
  * and wait() drive MPI_Test, since MPICH makes no progress otherwise. f16
  * and bf16 reduce through user-defined ops that call the core's kernels;
- * avg is left to the core (sum, then divide). */
+ * avg is left to the core (sum, then divide). alltoallv and allgatherv (ABI
+ * 1.4) go to MPI_(I)alltoallv / MPI_(I)allgatherv, whose counts and
+ * displacements are int: a block or displacement above INT_MAX elements is
+ * refused, naming the rank and index (a fallback to the core's algorithm
+ * would be decided per rank, and ranks deciding differently would deadlock). */
+#include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <sched.h>
@@ -163,6 +168,9 @@ struct impl {
     int tag_ub;          /* MPI_TAG_UB of this MPI */
     int abort_kills_job; /* [mpi-*] abort_kills_job, read at comm_create */
     int blocking_timeout; /* [mpi-*] blocking_timeout: blocking calls also go through MPI_I* */
+    int native_collv;     /* [mpi-*] native_collv: alltoallv/allgatherv through MPI (else the core's) */
+    int check_counts;     /* [mpi-*] check_counts: compare the ranks' v-counts before each call */
+    int logged_v;         /* the first native v-collective was logged */
 };
 
 struct req {
@@ -171,7 +179,8 @@ struct req {
     void *copy_to;        /* on completion: copy_bytes from copy_from to copy_to */
     const void *copy_from;
     size_t copy_bytes;
-    int done, status, is_coll;
+    int *ints;            /* a v-collective's counts and displacements as MPI's int */
+    int done, status, is_coll, is_v;
 };
 
 static int init_mpi(void)
@@ -261,6 +270,8 @@ static int comm_create(const struct plx_comm_args *a, void **out)
      * alias that is [mpi], under this plugin's own drop-in [NAME]. */
     c->abort_kills_job = plx_plugin_config_bool(host, a->config, "abort_kills_job", 0);
     c->blocking_timeout = plx_plugin_config_bool(host, a->config, "blocking_timeout", 0);
+    c->native_collv = plx_plugin_config_bool(host, a->config, "native_collv", 1);
+    c->check_counts = plx_plugin_config_bool(host, a->config, "check_counts", 0);
     *out = c;
     return 0;
 }
@@ -286,6 +297,8 @@ static int comm_split(void *comm, int color, int key, const struct plx_comm_args
     }
     n->abort_kills_job = c->abort_kills_job;
     n->blocking_timeout = c->blocking_timeout;
+    n->native_collv = c->native_collv;
+    n->check_counts = c->check_counts;
     if (a && (a->rank != n->rank || a->size != n->size)) {
         MPI_Comm_free(&nc);
         free(n);
@@ -346,6 +359,127 @@ static void finalize(void)
     }
 }
 
+/* ---- alltoallv / allgatherv (ABI 1.4) ----------------------------------- */
+
+static const char *vname(int coll)
+{
+    return coll == PLX_COLL_ALLTOALLV ? "alltoallv" : "allgatherv";
+}
+
+/* The layout as MPI's ints in q->ints: send counts, send displacements,
+ * receive counts, receive displacements (allgatherv: the receive half).
+ * Refuses a value above INT_MAX, naming the rank and the index. */
+static int v_ints(struct impl *c, const struct plx_coll_args *a, struct req *q)
+{
+    size_t P = (size_t)c->size;
+    const size_t *src[4] = {a->send_counts, a->send_displs, a->recv_counts, a->recv_displs};
+    static const char *const names[4] = {"send count", "send displacement", "receive count", "receive displacement"};
+    if (!(q->ints = malloc(4 * P * sizeof *q->ints)))
+        return plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
+    for (int k = 0; k < 4; k++)
+        for (size_t i = 0; src[k] && i < P; i++) {
+            if (src[k][i] > INT_MAX)
+                return plx_plugin_error(host, PLX_ERR_UNSUPPORTED,
+                                        NAME ": %s: rank %d: %s %zu at index %zu exceeds MPI's int (%d); use a "
+                                        "backend without that limit (tcp)", vname(a->coll), c->rank,
+                                        names[k], src[k][i], i, INT_MAX);
+            q->ints[k * P + i] = (int)src[k][i];
+        }
+    return 0;
+}
+
+/* [mpi-*] check_counts: MPI does not compare the ranks' counts (a larger
+ * block than expected may surface as MPI_ERR_TRUNCATE on the receiver, a
+ * smaller one not at all), so this asks every rank what it sends each peer
+ * (one small alltoall or allgather) and, with one allgather more, makes
+ * every rank refuse the call alike, naming the first disagreeing pair. Off
+ * by default: two extra exchanges per call double a small call's latency. */
+static int check_counts(struct impl *c, const struct plx_coll_args *a)
+{
+    int P = c->size, me = c->rank, a2a = a->coll == PLX_COLL_ALLTOALLV;
+    uint64_t *say = malloc((size_t)P * sizeof *say), *peer = malloc((size_t)P * sizeof *peer);
+    uint64_t mine[3] = {UINT64_MAX, 0, 0}, *all = malloc(3 * (size_t)P * sizeof *all);
+    int rc = MPI_SUCCESS;
+    if (!say || !peer || !all) {
+        free(say);
+        free(peer);
+        free(all);
+        return plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
+    }
+    for (int i = 0; i < P; i++)
+        say[i] = a2a ? a->send_counts[i] : a->recv_counts[me];
+    rc = a2a ? MPI_Alltoall(say, 1, MPI_UINT64_T, peer, 1, MPI_UINT64_T, c->comm)
+             : MPI_Allgather(say, 1, MPI_UINT64_T, peer, 1, MPI_UINT64_T, c->comm);
+    for (int i = 0; rc == MPI_SUCCESS && i < P; i++)
+        if (peer[i] != a->recv_counts[i]) { /* rank i sends peer[i] to me */
+            mine[0] = (uint64_t)i * (uint64_t)P + (uint64_t)me;
+            mine[1] = peer[i];
+            mine[2] = a->recv_counts[i];
+            break;
+        }
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Allgather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, c->comm);
+    int bad = -1;
+    for (int k = 0; rc == MPI_SUCCESS && k < P; k++)
+        if (all[3 * k] != UINT64_MAX && (bad < 0 || all[3 * k] < all[3 * bad]))
+            bad = k;
+    uint64_t b[3] = {0, 0, 0};
+    if (bad >= 0)
+        memcpy(b, all + 3 * bad, sizeof b);
+    free(say);
+    free(peer);
+    free(all);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(rc, "check_counts' exchange");
+    if (bad < 0)
+        return 0;
+    int from = (int)(b[0] / (uint64_t)P), to = (int)(b[0] % (uint64_t)P);
+    return plx_plugin_error(host, PLX_ERR_MISMATCH,
+                            NAME ": %s: rank %d sends %llu elements to rank %d, rank %d expects %llu from rank %d "
+                            "(index %d)%s", vname(a->coll), from, (unsigned long long)b[1], to, to,
+                            (unsigned long long)b[2], from, from, to == me || from == me ? "" : " (found by check_counts)");
+}
+
+/* MPI's word for a block larger than the receiver expects, in plexus's terms. */
+static int v_fail(const struct impl *c, int rc, const char *what)
+{
+    int cls = 0;
+    MPI_Error_class(rc, &cls);
+    if (cls == MPI_ERR_TRUNCATE)
+        return plx_plugin_error(host, PLX_ERR_MISMATCH,
+                                NAME ": %s: rank %d received more elements from some rank than its receive counts "
+                                "say (MPI_ERR_TRUNCATE): the ranks' counts disagree; set [" NAME "] check_counts = "
+                                "true to name the ranks and the index", what, c->rank);
+    return mpi_fail(rc, what);
+}
+
+static int start_v(struct impl *c, const struct plx_coll_args *a, struct req *q, int now)
+{
+    size_t es = plx_plugin_dtype_size(a->dtype), P = (size_t)c->size, me = (size_t)c->rank;
+    MPI_Datatype t = mpi_type(a->dtype);
+    const int *sc = q->ints, *sd = q->ints + P, *rc = q->ints + 2 * P, *rd = q->ints + 3 * P;
+    const void *s = a->send;
+    void *r = a->recv;
+    MPI_Comm cm = c->comm;
+    if (a->coll == PLX_COLL_ALLGATHERV) {
+        s = (const char *)s == (char *)r + (size_t)rd[me] * es ? MPI_IN_PLACE : s;
+        return now ? MPI_Allgatherv(s, rc[me], t, r, rc, rd, t, cm)
+                   : MPI_Iallgatherv(s, rc[me], t, r, rc, rd, t, cm, &q->r);
+    }
+    if (s == r) { /* stage the outgoing blocks, as for alltoall */
+        size_t ext = 0;
+        for (size_t i = 0; i < P; i++)
+            if (sc[i] && (size_t)sd[i] + (size_t)sc[i] > ext)
+                ext = (size_t)sd[i] + (size_t)sc[i];
+        if (!(q->tmp = malloc(ext * es + 1)))
+            return -1;
+        memcpy(q->tmp, s, ext * es);
+        s = q->tmp;
+    }
+    return now ? MPI_Alltoallv(s, sc, sd, t, r, rc, rd, t, cm)
+               : MPI_Ialltoallv(s, sc, sd, t, r, rc, rd, t, cm, &q->r);
+}
+
 /* ---- operations ----------------------------------------------------------- */
 
 /* Start a collective, or with `now` run MPI's blocking form (its tuned
@@ -394,6 +528,9 @@ static int start(struct impl *c, const struct plx_coll_args *a, struct req *q, i
     case PLX_COLL_SCATTER:
         r = is_root && (const char *)r == (const char *)s + me * n * es ? MPI_IN_PLACE : r;
         return now ? MPI_Scatter(s, cnt, t, r, cnt, t, root, cm) : MPI_Iscatter(s, cnt, t, r, cnt, t, root, cm, &q->r);
+    case PLX_COLL_ALLTOALLV:
+    case PLX_COLL_ALLGATHERV:
+        return start_v(c, a, q, now);
     case PLX_COLL_ALLTOALL:
         if (s == r) { /* stage the outgoing blocks: in-place nonblocking alltoall is not portable */
             if (!(q->tmp = malloc(n * es * P + 1)))
@@ -420,13 +557,33 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     int now = PLX_HAS_FIELD(a, struct plx_coll_args, flags) && (a->flags & PLX_COLL_FLAG_BLOCKING) &&
               !c->blocking_timeout;
     q->is_coll = 1;
+    q->is_v = a->coll == PLX_COLL_ALLTOALLV || a->coll == PLX_COLL_ALLGATHERV;
+    int rc = q->is_v ? v_ints(c, a, q) : 0;
+    if (rc == 0 && q->is_v && c->check_counts) {
+        lock();
+        rc = check_counts(c, a);
+        unlock();
+    }
+    if (rc != 0) {
+        free(q->ints);
+        free(q);
+        return rc;
+    }
+    if (q->is_v && !__atomic_exchange_n(&c->logged_v, 1, __ATOMIC_ACQ_REL))
+        host->log(host->ctx, PLX_LOG_DEBUG, NAME ": rank %d: %s runs natively (MPI_%s%s)", c->rank,
+                  vname(a->coll), now ? "" : "I",
+                  a->coll == PLX_COLL_ALLTOALLV ? "alltoallv" : "allgatherv");
     lock();
-    int rc = start(c, a, q, now);
+    rc = start(c, a, q, now);
     unlock();
     if (rc != MPI_SUCCESS) {
+        int is_v = q->is_v;
         free(q->tmp);
+        free(q->ints);
         free(q);
-        return rc == -1 ? plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory") : mpi_fail(rc, "starting a collective");
+        return rc == -1 ? plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory")
+               : is_v   ? v_fail(c, rc, now ? "MPI_Alltoallv/MPI_Allgatherv" : "starting a v-collective")
+                        : mpi_fail(rc, "starting a collective");
     }
     *out = q;
     return 0;
@@ -500,7 +657,7 @@ static int test(void *comm, void *req, int *done)
     unlock();
     if (rc != MPI_SUCCESS) {
         q->done = 1;
-        q->status = mpi_fail(rc, "MPI_Test");
+        q->status = q->is_v ? v_fail(c, rc, "MPI_Test") : mpi_fail(rc, "MPI_Test");
     } else if (flag) {
         if (q->copy_bytes)
             memcpy(q->copy_to, q->copy_from, q->copy_bytes);
@@ -547,7 +704,21 @@ static void req_free(void *comm, void *req)
         unlock();
     }
     free(q->tmp);
+    free(q->ints);
     free(q);
+}
+
+/* native_collv = false leaves the v-collectives to the core; the masks
+ * decide the rest. */
+static int op_supported(void *comm, int coll, int dtype, int op, int mem_kind)
+{
+    (void)dtype;
+    (void)op;
+    (void)mem_kind;
+    const struct impl *c = comm;
+    if (coll == PLX_COLL_ALLTOALLV || coll == PLX_COLL_ALLGATHERV)
+        return c && c->native_collv;
+    return 1;
 }
 
 static int get_caps(void *comm, struct plx_caps *out)
@@ -558,7 +729,8 @@ static int get_caps(void *comm, struct plx_caps *out)
         .struct_size = size,
         .flags = PLX_CAP_SPLIT | PLX_CAP_THREAD_SAFE | PLX_CAP_INPLACE | PLX_CAP_MULTI_NODE | PLX_CAP_ANY_SOURCE |
                  PLX_CAP_P2P,
-        .collectives = PLX_BIT(PLX_COLL_SEND) - 1,
+        /* alltoallv/allgatherv: the core routes them here only at minor 4+ */
+        .collectives = (PLX_BIT(PLX_COLL_SEND) - 1) | PLX_BIT(PLX_COLL_ALLTOALLV) | PLX_BIT(PLX_COLL_ALLGATHERV),
         .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1,
         .redops = PLX_BIT(PLX_SUM) | PLX_BIT(PLX_PROD) | PLX_BIT(PLX_MIN) | PLX_BIT(PLX_MAX),
         .mem_kinds = PLX_BIT(PLX_MEM_HOST),
@@ -574,6 +746,13 @@ static const struct plx_key keys[] = {
     {"blocking_timeout", PLX_KEY_BOOL, "false", NULL,
      "blocking collectives run as MPI_I* + MPI_Test so the timeout applies (MPI's blocking calls, the default, "
      "are faster but wait forever for a missing rank)"},
+    {"native_collv", PLX_KEY_BOOL, "true", NULL,
+     "alltoallv and allgatherv run through MPI_(I)alltoallv / MPI_(I)allgatherv; false leaves them to the core's "
+     "generic pairwise exchange over MPI point-to-point (for comparison)"},
+    {"check_counts", PLX_KEY_BOOL, "false", NULL,
+     "before each native alltoallv / allgatherv, exchange the counts and refuse the call on every rank if two "
+     "ranks disagree, naming them and the index (two small extra exchanges per call; MPI itself reports only a "
+     "block larger than expected, as MPI_ERR_TRUNCATE)"},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -597,6 +776,7 @@ static const struct plx_backend backend = {
     .req_free = req_free,
     .comm_split = comm_split,
     .finalize = finalize,
+    .op_supported = op_supported,
 };
 
 /* One entry, one host: the `mpi` alias is the loader's ([mpi] alias = ...),

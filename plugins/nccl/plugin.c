@@ -338,6 +338,35 @@ static ncclResult_t grouped(struct impl *c, const struct plx_coll_args *a, cudaS
     return rc != ncclSuccess ? rc : e;
 }
 
+/* alltoallv and allgatherv (ABI 1.4) as grouped point-to-point on the
+ * stream, self included (NCCL pairs a rank's send to itself with its
+ * receive). Empty blocks are skipped on both ends: each end knows its
+ * count. NCCL cannot tell two ranks that disagree on a count; such a call
+ * hangs until the communicator's timeout (use [core] fingerprint_native or
+ * a backend with point-to-point run generically to find them). */
+static ncclResult_t grouped_v(struct impl *c, const struct plx_coll_args *a, cudaStream_t st)
+{
+    size_t es = plx_plugin_dtype_size(a->dtype), me = (size_t)c->rank;
+    ncclDataType_t t = ntype(a->dtype);
+    const char *s = a->send;
+    char *r = a->recv;
+    int a2a = a->coll == PLX_COLL_ALLTOALLV;
+    const char *own = r + a->recv_displs[me] * es;
+    ncclResult_t rc = nc.ncclGroupStart();
+    for (int p = 0; rc == ncclSuccess && p < c->size; p++) {
+        size_t sn = a2a ? a->send_counts[p] : a->recv_counts[me], rn = a->recv_counts[p];
+        const char *sp = a2a ? s + a->send_displs[p] * es : s;
+        if (!a2a && (size_t)p == me && s == own)
+            continue; /* allgatherv in place: our block is already there */
+        if (sn)
+            rc = nc.ncclSend(sp, sn, t, p, c->comm, st);
+        if (rc == ncclSuccess && rn)
+            rc = nc.ncclRecv(r + a->recv_displs[p] * es, rn, t, p, c->comm, st);
+    }
+    ncclResult_t e = nc.ncclGroupEnd();
+    return rc != ncclSuccess ? rc : e;
+}
+
 static int enqueue(struct impl *c, cudaStream_t st, ncclResult_t r, const char *what, void **out)
 {
     if (r != ncclSuccess && r != ncclInProgress)
@@ -364,6 +393,13 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     if (a->mem_kind != PLX_MEM_CUDA)
         return plx_plugin_error(nccl_host, PLX_ERR_UNSUPPORTED, "nccl: %s needs CUDA memory (pass mem_kind PLX_MEM_CUDA)",
                     a->coll == PLX_COLL_ALLREDUCE ? "allreduce" : "this collective");
+    /* Grouped send/recv on one buffer would read blocks while others land
+     * on them: refused before anything is enqueued (same on every rank
+     * that passes send == recv). */
+    if (a->coll == PLX_COLL_ALLTOALLV && a->send == a->recv)
+        return plx_plugin_error(nccl_host, PLX_ERR_UNSUPPORTED,
+                                "nccl: alltoallv in place (send == recv) on rank %d: pass a separate send buffer",
+                                c->rank);
     cudaStream_t st = a->stream ? (cudaStream_t)a->stream : c->stream;
     cu.cuCtxSetCurrent(c->ctx);
     ncclDataType_t t = ntype(a->dtype);
@@ -378,6 +414,8 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     case PLX_COLL_BARRIER: /* a one-byte allreduce */
         r = nc.ncclAllReduce((void *)c->flag, (void *)c->flag, 1, ncclUint8, ncclSum, c->comm, st);
         break;
+    case PLX_COLL_ALLTOALLV:
+    case PLX_COLL_ALLGATHERV: r = grouped_v(c, a, st); break;
     default: r = grouped(c, a, st); break;
     }
     return enqueue(c, st, r, "collective", out);
@@ -472,7 +510,8 @@ static int get_caps(void *comm, struct plx_caps *out)
     struct plx_caps caps = {
         .struct_size = size,
         .flags = PLX_CAP_ASYNC | PLX_CAP_ABORT | PLX_CAP_SPLIT | PLX_CAP_INPLACE | PLX_CAP_MULTI_NODE | PLX_CAP_P2P,
-        .collectives = PLX_BIT(PLX_COLL_SEND) - 1,
+        /* alltoallv/allgatherv: routed here by a core of ABI 1.4+ only */
+        .collectives = (PLX_BIT(PLX_COLL_SEND) - 1) | PLX_BIT(PLX_COLL_ALLTOALLV) | PLX_BIT(PLX_COLL_ALLGATHERV),
         .dtypes = (PLX_BIT(PLX_DTYPE_COUNT) - 1) & ~(v >= PLX_NCCL_VERSION(2, 10, 0) ? 0u : PLX_BIT(PLX_BF16)),
         .redops = (PLX_BIT(PLX_REDOP_COUNT) - 1) & ~(v >= PLX_NCCL_VERSION(2, 10, 0) ? 0u : PLX_BIT(PLX_AVG)),
         .mem_kinds = PLX_BIT(PLX_MEM_CUDA),

@@ -60,8 +60,25 @@ static int get_caps(void *comm, struct plx_caps *out)
     (void)comm;
     out->flags = PLX_CAP_P2P | PLX_CAP_THREAD_SAFE | PLX_CAP_IN_PROCESS; /* no native collectives */
     out->mem_kinds = PLX_BIT(PLX_MEM_HOST);
+#ifdef MAILBOX_V_BITS
+    /* Test hook (the only addition to the frozen source): claim bits 11 and
+     * 12, which ABI 1.4 gave alltoallv/allgatherv, from an older minor. The
+     * core must not route them here: this plugin cannot read their layout. */
+    out->dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1;
+    out->collectives = PLX_BIT(11) | PLX_BIT(12);
+#endif
     return 0;
 }
+
+#ifdef MAILBOX_V_BITS
+static int collective(void *comm, const struct plx_coll_args *a, void **req)
+{
+    (void)comm;
+    (void)req;
+    return host->error(host->ctx, PLX_ERR_INTERNAL, MAILBOX_NAME ": collective %d routed to a plugin of ABI minor %d",
+                       (int)a->coll, PLX_ABI_MINOR);
+}
+#endif
 
 static int comm_create(const struct plx_comm_args *a, void **out)
 {
@@ -237,6 +254,9 @@ static const struct plx_backend mailbox = {
     .test = test,
     .wait = wait_req,
     .req_free = req_free,
+#ifdef MAILBOX_V_BITS
+    .collective = collective,
+#endif
 };
 
 PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)

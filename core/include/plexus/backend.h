@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define PLX_ABI_MAJOR 1
-#define PLX_ABI_MINOR 3
+#define PLX_ABI_MINOR 4
 
 /* The entry symbol of ABI major 1. */
 #define PLX_BACKEND_ENTRY_V1 plx_backend_entry_v1
@@ -230,6 +230,31 @@ struct plx_coll_args {
     int64_t timeout_ms;
     uint64_t seq;      /* per-communicator collective sequence number */
     uint32_t flags;    /* PLX_COLL_FLAG_*; 0 when struct_size does not reach it */
+    /* ---- ABI 1.4 ---- */
+    /* The per-rank layout of PLX_COLL_ALLTOALLV and PLX_COLL_ALLGATHERV, in
+     * elements, size entries each; NULL for every other collective. Owned by
+     * the core and valid until the request completes (like the buffers): a
+     * plugin reads them when it starts the collective and may keep the
+     * pointers, never writes them. Displacements are never NULL here (the
+     * core fills packed ones). The core checked them: every block fits the
+     * address space and receive blocks do not overlap; it did not check that
+     * other ranks agree (send_counts[j] here == recv_counts[rank] on j).
+     *  - alltoallv: block j of send (send_counts[j] at send_displs[j]) goes
+     *    to rank j; block i of recv (recv_counts[i] at recv_displs[i]) comes
+     *    from rank i. count is 0. In place (send == recv): send_counts and
+     *    send_displs equal the receive ones; needs PLX_CAP_INPLACE.
+     *  - allgatherv: this rank sends recv_counts[rank] elements from send;
+     *    count is 0; send_counts and send_displs are NULL. In place: send == recv +
+     *    recv_displs[rank] elements; needs PLX_CAP_INPLACE.
+     * A plugin of negotiated minor 4 or later may set PLX_BIT(PLX_COLL_ALLTOALLV)
+     * and PLX_BIT(PLX_COLL_ALLGATHERV) in caps.collectives; the core routes
+     * these collectives to a plugin of an older minor never, whatever its
+     * mask says (their struct_size does not reach these fields), and runs
+     * its generic algorithms over isend/irecv instead. */
+    const size_t *send_counts;
+    const size_t *send_displs;
+    const size_t *recv_counts;
+    const size_t *recv_displs;
 };
 
 /* plx_coll_args.flags */

@@ -111,8 +111,8 @@ enum plx_coll {
     PLX_COLL_BARRIER = 8,
     PLX_COLL_SEND = 9,
     PLX_COLL_RECV = 10,
-    PLX_COLL_ALLTOALLV = 11,  /* core only: never native in ABI 1.2 */
-    PLX_COLL_ALLGATHERV = 12, /* core only: never native in ABI 1.2 */
+    PLX_COLL_ALLTOALLV = 11,  /* native only in plugins of ABI 1.4+ (backend.h), else generic */
+    PLX_COLL_ALLGATHERV = 12, /* native only in plugins of ABI 1.4+ (backend.h), else generic */
     PLX_COLL_COUNT
 };
 
@@ -303,7 +303,12 @@ PLX_API int plx_ialltoall(struct plx_comm *c, const void *send, void *recv, size
  * during the call (borrowed only then); the buffers until the work
  * completes. In place (send == recv): the layout of recv is used for both.
  * Errors: PLX_ERR_INVALID_ARG for a NULL array, a block that overflows, or
- * receive blocks that overlap (the message names the rank and the index). */
+ * receive blocks that overlap (the message names the rank and the index).
+ * Ranks that disagree on a count fail with PLX_ERR_MISMATCH on the receiver:
+ * "rank i sends n elements to rank j, rank j expects m from rank i (index
+ * i)" on the core's generic path; natively, mpi names them with [mpi-*]
+ * check_counts = true (else only a larger block surfaces, as MPI's
+ * truncation) and nccl cannot tell (the call times out). */
 PLX_API int plx_alltoallv(struct plx_comm *c, const void *send, const size_t *send_counts,
                           const size_t *send_displs, void *recv, const size_t *recv_counts,
                           const size_t *recv_displs, int dtype);

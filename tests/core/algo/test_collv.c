@@ -208,6 +208,51 @@ static void test_bad(struct plx_comm *c)
     CHECK(plx_barrier(c) == 0);
 }
 
+/* Ranks that disagree on a count: rank 1 expects `want` elements from rank
+ * 0, which sends it `have` (everyone else agrees on 2 per pair). Rank 1 must
+ * fail with PLX_ERR_MISMATCH naming both ranks and the index; other ranks
+ * finish, or fail alike with the same message (mpi's check_counts). Each
+ * case runs on a child communicator of its own (a failure ends it). */
+static void test_disagree(struct plx_comm *parent, int allgather, size_t have, size_t want)
+{
+    int P = plx_comm_size(parent), r = plx_comm_rank(parent);
+    struct plx_comm *c = NULL;
+    CHECK(plx_comm_split(parent, 0, r, &c) == 0);
+    if (!c)
+        return;
+    size_t sn[64], rn[64], big = have > want ? have : want;
+    for (int j = 0; j < P; j++)
+        sn[j] = rn[j] = 2;
+    if (allgather) {
+        for (int j = 0; j < P; j++)
+            rn[j] = j == 0 ? have : 2; /* rank 0 contributes `have`; rank 1 thinks `want` */
+        if (r == 1)
+            rn[0] = want;
+    } else {
+        if (r == 0)
+            sn[1] = have;
+        if (r == 1)
+            rn[0] = want;
+    }
+    int32_t *send = calloc(big * (size_t)P + 8, sizeof *send), *recv = calloc(big * (size_t)P + 8, sizeof *recv);
+    int rc = allgather ? plx_allgatherv(c, send, rn[r], recv, rn, NULL, PLX_I32)
+                       : plx_alltoallv(c, send, sn, NULL, recv, rn, NULL, PLX_I32);
+    char want_msg[160];
+    snprintf(want_msg, sizeof want_msg, "rank 0 sends %zu elements to rank 1, rank 1 expects %zu from rank 0 (index 0)",
+             have, want);
+    int ok = rc == 0 ? r != 1 : rc == PLX_ERR_MISMATCH && strstr(plx_last_error(), want_msg) != NULL;
+    if (!ok) {
+        fprintf(stderr, "%s disagreement (%zu sent, %zu expected) on rank %d: rc %d (%s), want %s'%s'\n",
+                allgather ? "allgatherv" : "alltoallv", have, want, r, rc, rc ? plx_last_error() : "no error",
+                r == 1 ? "" : "success or ", want_msg);
+        failures++;
+    }
+    free(send);
+    free(recv);
+    plx_comm_destroy(c);
+    CHECK(plx_barrier(parent) == 0);
+}
+
 static int run_rank(struct plx_comm *c)
 {
     static const int dtypes[] = {PLX_I32, PLX_F64, PLX_U8, PLX_I64};
@@ -227,6 +272,14 @@ static int run_rank(struct plx_comm *c)
     test_alltoallv(c, 4, PLX_F64, 1, 1, 0);
     test_allgatherv(c, 4, PLX_F64, 1, 0, 0);
     CHECK(plx_barrier(c) == 0);
+    if (plx_comm_size(c) > 1 && !getenv("COLLV_NO_DISAGREE")) {
+        /* fewer, more, zero against some, and larger than a header's inline part */
+        static const size_t cases[][2] = {{2, 3}, {3, 2}, {0, 5}, {5, 0}, {3000, 7}, {7, 3000}, {3000, 3001}};
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            test_disagree(c, 0, cases[k][0], cases[k][1]);
+            test_disagree(c, 1, cases[k][0], cases[k][1]);
+        }
+    }
     if (plx_comm_rank(c) == 0)
         printf("collv on %s with %d ranks: %s\n", plx_comm_backend(c), plx_comm_size(c), failures ? "FAIL" : "ok");
     return failures ? 1 : 0;

@@ -19,7 +19,7 @@ static int failures;
 int main(void)
 {
     PIN(PLX_ABI_MAJOR, 1);
-    PIN(PLX_ABI_MINOR, 3);
+    PIN(PLX_ABI_MINOR, 4);
 
     PIN(sizeof(struct plx_caps), 32);
     PIN(offsetof(struct plx_caps, flags), 4);
@@ -53,8 +53,12 @@ int main(void)
     PIN(offsetof(struct plx_comm_args, store), 32);
     PIN(offsetof(struct plx_comm_args, timeout_ms), 40);
 
-    PIN(sizeof(struct plx_coll_args), 80);
+    PIN(sizeof(struct plx_coll_args), 112); /* 80 up to ABI 1.3 */
     PIN(offsetof(struct plx_coll_args, flags), 72);
+    PIN(offsetof(struct plx_coll_args, send_counts), 80); /* ABI 1.4 */
+    PIN(offsetof(struct plx_coll_args, send_displs), 88);
+    PIN(offsetof(struct plx_coll_args, recv_counts), 96);
+    PIN(offsetof(struct plx_coll_args, recv_displs), 104);
     PIN(offsetof(struct plx_coll_args, send), 8);
     PIN(offsetof(struct plx_coll_args, count), 24);
     PIN(offsetof(struct plx_coll_args, mem_kind), 44);
