@@ -1,0 +1,1017 @@
+/* p2p.c - point-to-point through one ring per ordered pair of ranks.
+ *
+ * A ring (struct shm_ring, shm.h) carries frames from one sender to one
+ * receiver: a 64-byte struct frame, then its payload rounded up to 64
+ * bytes. A frame never wraps; a sender that reaches the end writes a SKIP
+ * frame over the rest. The sender owns head, the receiver tail; both count
+ * bytes, so free space is ring_bytes - (head - tail).
+ *
+ *   DATA    (tag, total, seq, off, len) a fragment of message seq; a
+ *           message's fragments follow each other in order, and messages
+ *           follow each other in the order they were sent, so matching on
+ *           the first fragment keeps MPI's non-overtaking order per
+ *           (source, tag). Small messages are one fragment written at isend
+ *           (eager); bigger ones are written as the receiver drains.
+ *   RTS     (tag, total, seq, addr) single copy: the receiver reads total
+ *           bytes at addr in the sender's process with process_vm_readv
+ *           straight into its buffer, then answers ACK.
+ *   ACK     (seq, status) in the other direction's ring: the sender's
+ *           request for seq completes with status.
+ *   CANCEL  (seq) the sender gave up message seq (its request was freed
+ *           or timed out): a receiver drops what it has of it.
+ *
+ * Every frame is copied out of the ring and checked before use (type,
+ * bounds against the ring and the bytes the sender published, sequence,
+ * fragment offset, totals): a corrupt or malicious peer fails the ops with
+ * PLX_ERR_PROTOCOL naming it; nothing it writes is used as an index or a
+ * length past a check against this rank's own buffers. A remote address
+ * only ever goes to process_vm_readv as the remote side.
+ *
+ * A message that arrives before its receive is posted goes to the
+ * unexpected queue (its data copied out of the ring, or for RTS just the
+ * address), so a ring never waits for a receive. Progress (draining every
+ * ring into this rank, writing what is queued for every peer) happens in
+ * every call: isend, irecv, test, wait_until; a wait progresses every
+ * direction, so two ranks that send big messages to each other and wait
+ * on the sends finish. Waiting is bell.c's doorbell.
+ *
+ * Threads: the core calls p2p from the user's threads and the executor's
+ * at once (generic collectives, RPC), so all state below is under one
+ * mutex; nobody sleeps holding it. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+#define host shm__host
+
+enum { FR_SKIP = 0x50494b53, FR_DATA = 0x41544144, FR_RTS = 0x30535452, FR_ACK = 0x304b4341, FR_CANCEL = 0x434e4143 };
+#define FRAME 64u
+#define SWEEP_NS (10 * UINT64_C(1000000)) /* timeouts and peer liveness: at most this often */
+#define SLICE_MS 10
+
+struct frame {
+    uint32_t type;
+    int32_t status; /* ACK: 0 or the receiver's PLX_ERR_* */
+    uint64_t tag, seq, total, off, len, addr, pad;
+};
+_Static_assert(sizeof(struct frame) == FRAME, "a frame header is one cache line");
+
+enum { Q_NONE, Q_SEND, Q_RNDV, Q_POSTED, Q_ACTIVE };
+
+struct req {
+    int is_send, peer; /* peer: PLX_ANY_SOURCE for a receive from any */
+    int from;          /* a receive's source once matched */
+    int q, done, status, rndv;
+    uint64_t tag, seq;
+    char *buf;
+    size_t bytes, sent;
+    uint64_t posted, deadline; /* host clock; deadline 0: none */
+    int64_t timeout_ms;
+    struct req *prev, *next;   /* its queue (q) */
+    struct req *aprev, *anext; /* every pending request */
+    char err[300];
+};
+
+struct list {
+    struct req *head, *tail;
+};
+
+/* A message that came before its receive. */
+struct unex {
+    int src, rndv;
+    uint64_t tag, seq, total, got, addr;
+    char *data;
+    struct unex *next;
+};
+
+struct ctlmsg {
+    uint32_t type;
+    int32_t status;
+    uint64_t seq;
+};
+
+struct inbound { /* the ring from one source to this rank */
+    uint64_t next_seq;
+    int active;            /* a DATA message is half read */
+    uint64_t seq, tag, total, got;
+    struct req *req;       /* where its bytes go; both NULL: dropped */
+    struct unex *ux;
+};
+
+struct outbound { /* the ring from this rank to one destination */
+    uint64_t next_seq, head;
+    struct list sendq;     /* sends not yet (fully) written, in order */
+    struct ctlmsg *ctl;    /* ACK / CANCEL to write before more data */
+    size_t nctl, cap;
+};
+
+struct shm_p2p {
+    pthread_mutex_t mu;
+    struct inbound *in;
+    struct outbound *out;
+    struct list posted, rndv;
+    struct req *all;       /* pending requests (aprev/anext) */
+    struct unex *ux_head, *ux_tail;
+    struct req *pool;
+    uint64_t msgs;         /* messages sent (fault injection counts them) */
+    uint64_t next_sweep;
+    int *bad;              /* per sweep: what is wrong with each peer */
+    int broken;            /* sticky status once the rings cannot be trusted */
+    char broken_msg[300];
+};
+
+static size_t round64(size_t x)
+{
+    return (x + 63) & ~(size_t)63;
+}
+
+static void lpush(struct list *l, struct req *r)
+{
+    r->next = NULL;
+    r->prev = l->tail;
+    if (l->tail)
+        l->tail->next = r;
+    else
+        l->head = r;
+    l->tail = r;
+}
+
+static void lremove(struct list *l, struct req *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        l->head = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        l->tail = r->prev;
+    r->prev = r->next = NULL;
+}
+
+static void unqueue(struct shm_comm *c, struct req *r)
+{
+    struct shm_p2p *p = c->p2p;
+    switch (r->q) {
+    case Q_SEND: lremove(&p->out[r->peer].sendq, r); break;
+    case Q_RNDV: lremove(&p->rndv, r); break;
+    case Q_POSTED: lremove(&p->posted, r); break;
+    case Q_ACTIVE:
+        if (p->in[r->from].req == r)
+            p->in[r->from].req = NULL; /* the rest of its message is dropped */
+        break;
+    default: break;
+    }
+    r->q = Q_NONE;
+}
+
+static void complete(struct shm_comm *c, struct req *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void complete(struct shm_comm *c, struct req *r, int status, const char *fmt, ...)
+{
+    struct shm_p2p *p = c->p2p;
+    if (r->done)
+        return;
+    unqueue(c, r);
+    if (r->aprev)
+        r->aprev->anext = r->anext;
+    else
+        p->all = r->anext;
+    if (r->anext)
+        r->anext->aprev = r->aprev;
+    r->aprev = r->anext = NULL;
+    r->status = status;
+    r->err[0] = '\0';
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->err, sizeof r->err, fmt, ap);
+        va_end(ap);
+    }
+    r->done = 1;
+}
+
+static const char *what(const struct req *r, char *buf, size_t len)
+{
+    if (r->is_send)
+        snprintf(buf, len, "send(tag %#llx, %zu bytes) to rank %d", (unsigned long long)r->tag, r->bytes, r->peer);
+    else if (r->peer == PLX_ANY_SOURCE)
+        snprintf(buf, len, "recv(tag %#llx, %zu bytes) from any rank", (unsigned long long)r->tag, r->bytes);
+    else
+        snprintf(buf, len, "recv(tag %#llx, %zu bytes) from rank %d", (unsigned long long)r->tag, r->bytes, r->peer);
+    return buf;
+}
+
+/* Something no longer lets this rank trust the rings: fail everything
+ * pending, and every later call, with status. */
+static void fail_all(struct shm_comm *c, int status, const char *msg)
+{
+    struct shm_p2p *p = c->p2p;
+    if (!p->broken) {
+        p->broken = status;
+        snprintf(p->broken_msg, sizeof p->broken_msg, "%s", msg);
+    }
+    char w[120];
+    while (p->all)
+        complete(c, p->all, status, "%s: %s", what(p->all, w, sizeof w), msg);
+}
+
+static void corrupt(struct shm_comm *c, int s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void corrupt(struct shm_comm *c, int s, const char *fmt, ...)
+{
+    char why[200], msg[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(msg, sizeof msg, "rank %d's ring to rank %d on shm holds a corrupt frame (%s): protocol error", s, c->rank,
+             why);
+    host->log(host->ctx, PLX_LOG_WARN, "shm: comm '%s': %s", c->name, msg);
+    fail_all(c, PLX_ERR_PROTOCOL, msg);
+    shm__fail(c, PLX_ERR_PROTOCOL, -1);
+}
+
+static int ctl_push(struct shm_comm *c, int d, uint32_t type, uint64_t seq, int32_t status)
+{
+    struct outbound *o = &c->p2p->out[d];
+    if (o->nctl == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 8;
+        struct ctlmsg *n = realloc(o->ctl, cap * sizeof *n);
+        if (!n) {
+            fail_all(c, PLX_ERR_NOMEM, "out of memory queueing a control frame");
+            return PLX_ERR_NOMEM;
+        }
+        o->ctl = n;
+        o->cap = cap;
+    }
+    o->ctl[o->nctl++] = (struct ctlmsg){.type = type, .status = status, .seq = seq};
+    return 0;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+/* Room in the ring to d for a frame with up to want payload bytes (at
+ * least min(want, 4 KiB) of it, so big messages go in big pieces): the
+ * frame's place, with *len the payload it may carry; NULL if the ring is
+ * too full now. Writes a SKIP frame where the end of the ring is too short. */
+static char *reserve(struct shm_comm *c, int d, uint64_t tail, size_t want, size_t *len)
+{
+    struct outbound *o = &c->p2p->out[d];
+    size_t R = c->seg->ring_bytes, least = want < 4096 ? want : 4096;
+    char *data = shm__ring_data(c, c->rank, d);
+    for (;;) {
+        size_t free = R - (size_t)(o->head - tail), pos = (size_t)(o->head % R), contig = R - pos;
+        size_t room = free < contig ? free : contig;
+        if (room >= FRAME + round64(least)) {
+            size_t fit = room - FRAME;
+            *len = want < fit ? want : fit;
+            return data + pos;
+        }
+        if (contig >= free || contig == R)
+            return NULL; /* the reader has to free more first */
+        struct frame f = {.type = FR_SKIP, .len = contig - FRAME};
+        memcpy(data + pos, &f, sizeof f);
+        o->head += contig;
+    }
+}
+
+static void put_frame(struct shm_comm *c, int d, char *at, struct frame *f, const void *payload)
+{
+    struct shm_p2p *p = c->p2p;
+    size_t len = (size_t)f->len;
+    if (len)
+        memcpy(at + FRAME, payload, len);
+    if ((f->type == FR_DATA && f->off == 0) || f->type == FR_RTS) {
+        p->msgs++;
+        if (c->cfg.p2p_corrupt_rank == c->rank && p->msgs == c->cfg.p2p_corrupt_at) {
+            /* Fault injection ([shm] p2p_corrupt_rank/p2p_corrupt_at): a
+             * header whose length runs past the ring. */
+            struct frame bad = *f;
+            bad.len = (uint64_t)c->seg->ring_bytes * 16 + 64;
+            memcpy(at, &bad, sizeof bad);
+            c->p2p->out[d].head += FRAME + round64(len);
+            return;
+        }
+    }
+    memcpy(at, f, sizeof *f);
+    c->p2p->out[d].head += FRAME + round64(len);
+}
+
+/* Write what is queued for d while the ring has room. */
+static void write_out(struct shm_comm *c, int d)
+{
+    struct shm_p2p *p = c->p2p;
+    struct outbound *o = &p->out[d];
+    if (p->broken || (!o->nctl && !o->sendq.head))
+        return;
+    struct shm_ring *rg = shm__ring(c, c->rank, d);
+    uint64_t tail = __atomic_load_n(&rg->tail, __ATOMIC_ACQUIRE), head0 = o->head;
+    if (o->head - tail > c->seg->ring_bytes || (tail & 63)) {
+        corrupt(c, d, "its tail %llu of the ring from rank %d is not within the %llu bytes written",
+                (unsigned long long)tail, c->rank, (unsigned long long)o->head);
+        return;
+    }
+    size_t len, i = 0;
+    char *at;
+    for (; i < o->nctl && (at = reserve(c, d, tail, 0, &len)); i++) {
+        struct frame f = {.type = o->ctl[i].type, .status = o->ctl[i].status, .seq = o->ctl[i].seq};
+        put_frame(c, d, at, &f, NULL);
+    }
+    memmove(o->ctl, o->ctl + i, (o->nctl - i) * sizeof *o->ctl);
+    o->nctl -= i;
+    struct req *r;
+    size_t max_frag = c->seg->ring_bytes / 4;
+    while (!o->nctl && (r = o->sendq.head)) {
+        if (r->rndv) {
+            if (!(at = reserve(c, d, tail, 0, &len)))
+                break;
+            struct frame f = {.type = FR_RTS, .tag = r->tag, .seq = r->seq, .total = r->bytes,
+                              .addr = (uint64_t)(uintptr_t)r->buf};
+            put_frame(c, d, at, &f, NULL);
+            lremove(&o->sendq, r);
+            r->q = Q_RNDV;
+            lpush(&p->rndv, r);
+            continue;
+        }
+        size_t left = r->bytes - r->sent;
+        if (!(at = reserve(c, d, tail, left < max_frag ? left : max_frag, &len)))
+            break;
+        struct frame f = {.type = FR_DATA, .tag = r->tag, .seq = r->seq, .total = r->bytes, .off = r->sent,
+                          .len = len};
+        put_frame(c, d, at, &f, r->buf + r->sent);
+        r->sent += len;
+        if (r->sent == r->bytes)
+            complete(c, r, 0, NULL);
+    }
+    if (o->head != head0) {
+        __atomic_store_n(&rg->head, o->head, __ATOMIC_RELEASE);
+        shm__bell_ring(c, d);
+    }
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+/* Single copy: read total bytes at addr in rank s into r's buffer, then
+ * acknowledge. */
+static void rndv_read(struct shm_comm *c, int s, struct req *r, uint64_t seq, uint64_t addr, size_t total)
+{
+    int32_t pid = __atomic_load_n(&shm__ctl(c, s)->pid, __ATOMIC_ACQUIRE);
+    size_t done = 0;
+    int st = 0, e = 0;
+    while (done < total) {
+        struct iovec l = {r->buf + done, total - done}, rv = {(void *)(uintptr_t)(addr + done), total - done};
+        ssize_t n = pid > 0 ? process_vm_readv(pid, &l, 1, &rv, 1, 0) : -1;
+        if (n <= 0) {
+            e = n < 0 ? errno : EIO;
+            st = e == ESRCH ? PLX_ERR_PEER_LOST : PLX_ERR_PROTOCOL;
+            break;
+        }
+        done += (size_t)n;
+    }
+    char w[120];
+    if (st)
+        complete(c, r, st, "%s: rank %d could not read %zu bytes of rank %d (pid %d) at %#llx with process_vm_readv "
+                 "(single copy): %s", what(r, w, sizeof w), c->rank, total - done, s, (int)pid,
+                 (unsigned long long)(addr + done), strerror(e));
+    else
+        complete(c, r, 0, NULL);
+    ctl_push(c, s, FR_ACK, seq, st);
+}
+
+static void unex_remove(struct shm_p2p *p, struct unex *u)
+{
+    struct unex **pp = &p->ux_head, *prev = NULL;
+    while (*pp && *pp != u) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (!*pp)
+        return;
+    *pp = u->next;
+    if (p->ux_tail == u)
+        p->ux_tail = prev;
+    u->next = NULL;
+}
+
+static int truncated(struct shm_comm *c, struct req *r, int s, uint64_t total)
+{
+    if (total <= r->bytes)
+        return 0;
+    char w[120];
+    complete(c, r, PLX_ERR_INVALID_ARG, "%s: rank %d sent %llu bytes into this %zu-byte receive (message truncated)",
+             what(r, w, sizeof w), s, (unsigned long long)total, r->bytes);
+    return 1;
+}
+
+/* The first frame of message f->seq from s: match it with the oldest posted
+ * receive, else queue it as unexpected. */
+static void arrive(struct shm_comm *c, int s, const struct frame *f, int rndv)
+{
+    struct shm_p2p *p = c->p2p;
+    struct inbound *in = &p->in[s];
+    struct req *r = p->posted.head;
+    while (r && !((r->peer == s || r->peer == PLX_ANY_SOURCE) && r->tag == f->tag))
+        r = r->next;
+    in->req = NULL;
+    in->ux = NULL;
+    if (r) {
+        lremove(&p->posted, r);
+        r->q = Q_NONE;
+        r->from = s;
+        if (truncated(c, r, s, f->total)) {
+            if (rndv)
+                ctl_push(c, s, FR_ACK, f->seq, 0);
+        } else if (rndv) {
+            rndv_read(c, s, r, f->seq, f->addr, (size_t)f->total);
+        } else {
+            in->req = r;
+            r->q = Q_ACTIVE;
+        }
+        return;
+    }
+    struct unex *u = calloc(1, sizeof *u);
+    if (!u || (!rndv && f->total && !(u->data = malloc((size_t)f->total)))) {
+        free(u);
+        fail_all(c, PLX_ERR_NOMEM, "out of memory keeping an unexpected message");
+        return;
+    }
+    *u = (struct unex){.src = s, .rndv = rndv, .tag = f->tag, .seq = f->seq, .total = f->total, .addr = f->addr,
+                       .data = u->data};
+    if (p->ux_tail)
+        p->ux_tail->next = u;
+    else
+        p->ux_head = u;
+    p->ux_tail = u;
+    if (!rndv)
+        in->ux = u;
+}
+
+static void data_done(struct shm_comm *c, struct inbound *in)
+{
+    in->active = 0;
+    if (in->req)
+        complete(c, in->req, 0, NULL);
+    in->req = NULL;
+    in->ux = NULL;
+}
+
+/* One frame from s at pos (copied to f): 0 and its size in *size, or -1
+ * after corrupt(). */
+static int on_frame(struct shm_comm *c, int s, const struct frame *f, const char *at, size_t avail, size_t contig,
+                    size_t *size)
+{
+    struct shm_p2p *p = c->p2p;
+    struct inbound *in = &p->in[s];
+    switch (f->type) {
+    case FR_SKIP:
+        if (f->len != contig - FRAME || contig > avail) {
+            corrupt(c, s, "a skip of %llu bytes where %zu remain to the end", (unsigned long long)f->len, contig);
+            return -1;
+        }
+        *size = contig;
+        return 0;
+    case FR_DATA: {
+        size_t room = avail < contig ? avail : contig;
+        if (f->len > room - FRAME || FRAME + round64((size_t)f->len) > room || f->len > f->total ||
+            f->off > f->total - f->len || f->total > SIZE_MAX / 2) {
+            corrupt(c, s, "data frame: %llu bytes at offset %llu of %llu, with %zu bytes readable", (unsigned long long)f->len,
+                    (unsigned long long)f->off, (unsigned long long)f->total, room - FRAME);
+            return -1;
+        }
+        if (f->off == 0) {
+            if (in->active || f->seq != in->next_seq) {
+                corrupt(c, s, "message %llu starts where message %llu was due%s", (unsigned long long)f->seq,
+                        (unsigned long long)(in->active ? in->seq : in->next_seq), in->active ? " to go on" : "");
+                return -1;
+            }
+            in->next_seq++;
+            in->active = 1;
+            in->seq = f->seq;
+            in->tag = f->tag;
+            in->total = f->total;
+            in->got = 0;
+            arrive(c, s, f, 0);
+            if (p->broken)
+                return -1;
+        } else if (!in->active || f->seq != in->seq || f->off != in->got || f->total != in->total ||
+                   f->tag != in->tag) {
+            corrupt(c, s, "fragment of message %llu at offset %llu (expected message %llu at %llu)",
+                    (unsigned long long)f->seq, (unsigned long long)f->off, (unsigned long long)in->seq,
+                    (unsigned long long)in->got);
+            return -1;
+        }
+        size_t len = (size_t)f->len;
+        if (len && in->req)
+            memcpy(in->req->buf + f->off, at + FRAME, len);
+        else if (len && in->ux)
+            memcpy(in->ux->data + f->off, at + FRAME, len);
+        in->got += len;
+        if (in->ux)
+            in->ux->got = in->got;
+        if (in->got == in->total)
+            data_done(c, in);
+        *size = FRAME + round64(len);
+        return 0;
+    }
+    case FR_RTS:
+        if (f->len || f->off || in->active || f->seq != in->next_seq || f->total > SIZE_MAX / 2) {
+            corrupt(c, s, "single-copy request for message %llu (%llu bytes) where message %llu was due",
+                    (unsigned long long)f->seq, (unsigned long long)f->total, (unsigned long long)in->next_seq);
+            return -1;
+        }
+        in->next_seq++;
+        arrive(c, s, f, 1);
+        *size = FRAME;
+        return p->broken ? -1 : 0;
+    case FR_ACK: {
+        if (f->len || f->seq >= p->out[s].next_seq) {
+            corrupt(c, s, "acknowledgement of message %llu, which was never sent", (unsigned long long)f->seq);
+            return -1;
+        }
+        struct req *r = p->rndv.head;
+        while (r && !(r->peer == s && r->seq == f->seq))
+            r = r->next;
+        if (r) { /* else: cancelled here since */
+            char w[120];
+            int st = f->status == 0 || f->status == PLX_ERR_PEER_LOST || f->status == PLX_ERR_PROTOCOL
+                         ? f->status : PLX_ERR_PROTOCOL;
+            if (st)
+                complete(c, r, PLX_ERR_REMOTE, "%s: rank %d could not read this rank's buffer (single copy): %s",
+                         what(r, w, sizeof w), s, shm__status_name(st));
+            else
+                complete(c, r, 0, NULL);
+        }
+        *size = FRAME;
+        return 0;
+    }
+    case FR_CANCEL:
+        if (f->len || f->seq >= in->next_seq) {
+            corrupt(c, s, "cancel of message %llu, which never came", (unsigned long long)f->seq);
+            return -1;
+        }
+        if (in->active && in->seq == f->seq) {
+            if (in->req) {
+                char w[120];
+                complete(c, in->req, PLX_ERR_REMOTE, "%s: rank %d gave up its send after %llu of %llu bytes",
+                         what(in->req, w, sizeof w), s, (unsigned long long)in->got, (unsigned long long)in->total);
+            }
+            if (in->ux) {
+                unex_remove(p, in->ux);
+                free(in->ux->data);
+                free(in->ux);
+            }
+            in->active = 0;
+            in->req = NULL;
+            in->ux = NULL;
+        } else {
+            for (struct unex *u = p->ux_head; u; u = u->next)
+                if (u->src == s && u->seq == f->seq && u->rndv) {
+                    unex_remove(p, u);
+                    free(u);
+                    break;
+                }
+        }
+        *size = FRAME;
+        return 0;
+    default:
+        corrupt(c, s, "unknown frame type %#x", (unsigned)f->type);
+        return -1;
+    }
+}
+
+/* Take in every frame rank s has written to this rank. */
+static void drain_in(struct shm_comm *c, int s)
+{
+    struct shm_p2p *p = c->p2p;
+    struct shm_ring *rg = shm__ring(c, s, c->rank);
+    const char *data = shm__ring_data(c, s, c->rank);
+    size_t R = c->seg->ring_bytes;
+    uint64_t head = __atomic_load_n(&rg->head, __ATOMIC_ACQUIRE), tail = rg->tail, tail0 = tail;
+    while (!p->broken && tail != head) {
+        size_t avail = (size_t)(head - tail), pos = (size_t)(tail % R), contig = R - pos, size = 0;
+        if (head - tail > R || (avail & 63)) {
+            corrupt(c, s, "its head %llu is not within %zu bytes past the tail %llu", (unsigned long long)head, R,
+                    (unsigned long long)tail);
+            break;
+        }
+        struct frame f;
+        memcpy(&f, data + pos, sizeof f); /* the peer may rewrite it: check and use this copy */
+        if (on_frame(c, s, &f, data + pos, avail, contig, &size) != 0)
+            break;
+        tail += size;
+        __atomic_store_n(&rg->tail, tail, __ATOMIC_RELEASE);
+    }
+    if (tail != tail0)
+        shm__bell_ring(c, s);
+}
+
+static void progress(struct shm_comm *c)
+{
+    for (int r = 0; r < c->size && !c->p2p->broken; r++)
+        drain_in(c, r);
+    for (int r = 0; r < c->size && !c->p2p->broken; r++)
+        write_out(c, r);
+}
+
+/* ---- timeouts, lost peers, abort ------------------------------------------ */
+
+static void cancel(struct shm_comm *c, struct req *r)
+{
+    if (r->is_send && ((r->q == Q_SEND && r->sent) || r->q == Q_RNDV))
+        ctl_push(c, r->peer, FR_CANCEL, r->seq, 0); /* the receiver drops what it has */
+    unqueue(c, r);
+}
+
+/* 0, or what is wrong with peer q: PLX_ERR_PEER_LOST (dead), REMOTE
+ * (failed), or 1 (it destroyed its communicator). */
+static int peer_state(struct shm_comm *c, int q)
+{
+    if (q == c->rank)
+        return 0;
+    if (shm__peer_dead(c, q))
+        return PLX_ERR_PEER_LOST;
+    uint32_t st = __atomic_load_n(&shm__ctl(c, q)->state, __ATOMIC_ACQUIRE);
+    return st == SHM_STATE_FAILED ? PLX_ERR_REMOTE : st == SHM_STATE_LEFT ? 1 : 0;
+}
+
+static void sweep(struct shm_comm *c)
+{
+    struct shm_p2p *p = c->p2p;
+    if (!p->all)
+        return;
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "communicator '%s' aborted on rank %d", c->name, c->rank);
+        fail_all(c, PLX_ERR_ABORTED, msg);
+        shm__fail(c, PLX_ERR_ABORTED, -1);
+        return;
+    }
+    uint64_t now = host->clock_ns();
+    if (now < p->next_sweep)
+        return;
+    p->next_sweep = now + SWEEP_NS;
+    char w[120];
+    for (struct req *r = p->all, *n; r; r = n) {
+        n = r->anext;
+        if (!r->deadline || now < r->deadline)
+            continue;
+        cancel(c, r);
+        int alive = r->peer == PLX_ANY_SOURCE || !shm__peer_dead(c, r->peer);
+        complete(c, r, PLX_ERR_TIMEOUT, "%s: rank %d waited %lld ms for rank %d%s on shm (%s): timeout",
+                 what(r, w, sizeof w), c->rank, (long long)r->timeout_ms, r->peer, alive ? " (alive)" : "",
+                 r->is_send ? (r->rndv ? "it never took the single-copy send" : "it did not drain the ring")
+                            : "no matching message came");
+    }
+    /* Peers this rank waits for: is each still there? */
+    int any = 0;
+    for (int q = 0; q < c->size; q++)
+        p->bad[q] = -1; /* unasked */
+    for (struct req *r = p->all; r; r = r->anext) {
+        if (r->peer == PLX_ANY_SOURCE)
+            any = 1;
+        else if (p->bad[r->peer] < 0)
+            p->bad[r->peer] = peer_state(c, r->peer);
+    }
+    for (int q = 0; any && q < c->size; q++)
+        if (p->bad[q] < 0)
+            p->bad[q] = peer_state(c, q);
+    for (int q = 0; q < c->size && !p->broken; q++) {
+        if (p->bad[q] <= 0)
+            continue;
+        drain_in(c, q); /* what it wrote before it went still counts */
+        int st = p->bad[q];
+        if (st == PLX_ERR_PEER_LOST && c->lost_rank < 0) {
+            c->lost_rank = q;
+            snprintf(c->lost_msg, sizeof c->lost_msg, "rank %d (pid %d) died", q, (int)shm__ctl(c, q)->pid);
+        }
+        for (struct req *r = p->all, *n; r; r = n) {
+            n = r->anext;
+            if (r->peer != q && !(r->peer == PLX_ANY_SOURCE && st != 1))
+                continue;
+            cancel(c, r);
+            if (st == PLX_ERR_PEER_LOST)
+                complete(c, r, st, "%s: rank %d (pid %d) died while rank %d waited for it on shm", what(r, w, sizeof w),
+                         q, (int)shm__ctl(c, q)->pid, c->rank);
+            else if (st == 1)
+                complete(c, r, PLX_ERR_PEER_LOST, "%s: rank %d destroyed its communicator while rank %d waited for it "
+                         "on shm", what(r, w, sizeof w), q, c->rank);
+            else
+                complete(c, r, st, "%s: rank %d failed (%s) while rank %d waited for it on shm", what(r, w, sizeof w), q,
+                         shm__status_name(shm__ctl(c, q)->why_code), c->rank);
+        }
+        if (st == PLX_ERR_PEER_LOST)
+            shm__fail(c, PLX_ERR_PEER_LOST, q);
+    }
+}
+
+/* ---- requests ------------------------------------------------------------- */
+
+static int refuse(struct shm_comm *c)
+{
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return plx_plugin_error(host, PLX_ERR_ABORTED, "shm: communicator '%s' was aborted", c->name);
+    if (c->p2p->broken)
+        return plx_plugin_error(host, c->p2p->broken, "shm: communicator '%s' failed earlier: %s", c->name,
+                                c->p2p->broken_msg);
+    if (c->failed)
+        return plx_plugin_error(host, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
+                                c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");
+    return 0;
+}
+
+static struct req *req_new(struct shm_comm *c, const struct plx_p2p_args *a, int is_send)
+{
+    struct shm_p2p *p = c->p2p;
+    struct req *r = p->pool;
+    if (r)
+        p->pool = r->next;
+    else if (!(r = malloc(sizeof *r)))
+        return NULL;
+    memset(r, 0, offsetof(struct req, err));
+    r->err[0] = '\0';
+    r->is_send = is_send;
+    r->peer = a->peer;
+    r->from = a->peer;
+    r->tag = a->tag;
+    r->buf = a->buf;
+    r->bytes = a->bytes;
+    r->posted = host->clock_ns();
+    r->timeout_ms = a->timeout_ms >= 0 ? a->timeout_ms : a->timeout_ms == PLX_TIMEOUT_INFINITE ? -1 : c->timeout_ms;
+    r->deadline = r->timeout_ms >= 0 ? r->posted + (uint64_t)r->timeout_ms * 1000000u : 0;
+    r->anext = p->all;
+    if (p->all)
+        p->all->aprev = r;
+    p->all = r;
+    return r;
+}
+
+static int check_args(struct shm_comm *c, const struct plx_p2p_args *a, int is_send)
+{
+    if (a->mem_kind != PLX_MEM_HOST)
+        return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, "shm: point-to-point takes host memory only");
+    if ((a->peer < 0 || a->peer >= c->size) && !(!is_send && a->peer == PLX_ANY_SOURCE))
+        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "shm: peer %d is not a rank of '%s' (size %d)", a->peer,
+                                c->name, c->size);
+    if (a->bytes > SIZE_MAX / 2 || (a->bytes && !a->buf))
+        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "shm: bad buffer or size %zu", a->bytes);
+    return refuse(c);
+}
+
+int shm__p2p_isend(struct shm_comm *c, const struct plx_p2p_args *a, void **out)
+{
+    struct shm_p2p *p = c->p2p;
+    int rc = check_args(c, a, 1);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&p->mu);
+    struct req *r = req_new(c, a, 1);
+    if (!r) {
+        pthread_mutex_unlock(&p->mu);
+        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+    }
+    struct outbound *o = &p->out[a->peer];
+    r->seq = o->next_seq++;
+    r->rndv = c->p2p_cma && a->bytes && a->bytes >= c->cfg.p2p_cma_min_bytes;
+    r->q = Q_SEND;
+    lpush(&o->sendq, r);
+    write_out(c, a->peer); /* eager: small ones are done now */
+    pthread_mutex_unlock(&p->mu);
+    *out = r;
+    return 0;
+}
+
+/* Post r: the oldest unexpected message that matches, else the posted list. */
+static void post_recv(struct shm_comm *c, struct req *r)
+{
+    struct shm_p2p *p = c->p2p;
+    struct unex *u = p->ux_head;
+    while (u && !((r->peer == PLX_ANY_SOURCE || u->src == r->peer) && u->tag == r->tag))
+        u = u->next;
+    if (!u) {
+        r->q = Q_POSTED;
+        lpush(&p->posted, r);
+        return;
+    }
+    unex_remove(p, u);
+    struct inbound *in = &p->in[u->src];
+    int partial = !u->rndv && u->got < u->total; /* still arriving: it is its ring's current message */
+    r->from = u->src;
+    if (partial)
+        in->ux = NULL;
+    if (truncated(c, r, u->src, u->total)) {
+        if (u->rndv)
+            ctl_push(c, u->src, FR_ACK, u->seq, 0);
+    } else if (u->rndv) {
+        rndv_read(c, u->src, r, u->seq, u->addr, (size_t)u->total);
+    } else {
+        if (u->got)
+            memcpy(r->buf, u->data, (size_t)u->got);
+        if (partial) {
+            in->req = r;
+            r->q = Q_ACTIVE;
+        } else {
+            complete(c, r, 0, NULL);
+        }
+    }
+    free(u->data);
+    free(u);
+}
+
+int shm__p2p_irecv(struct shm_comm *c, const struct plx_p2p_args *a, void **out)
+{
+    struct shm_p2p *p = c->p2p;
+    int rc = check_args(c, a, 0);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&p->mu);
+    struct req *r = req_new(c, a, 0);
+    if (!r) {
+        pthread_mutex_unlock(&p->mu);
+        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+    }
+    post_recv(c, r);
+    progress(c);
+    pthread_mutex_unlock(&p->mu);
+    *out = r;
+    return 0;
+}
+
+static int report(struct req *r)
+{
+    if (r->status)
+        return plx_plugin_error(host, r->status, "%s", r->err);
+    return 0;
+}
+
+int shm__p2p_test(struct shm_comm *c, void *req, int *done)
+{
+    struct shm_p2p *p = c->p2p;
+    struct req *r = req;
+    pthread_mutex_lock(&p->mu);
+    if (!r->done) {
+        progress(c);
+        sweep(c);
+    }
+    *done = r->done;
+    pthread_mutex_unlock(&p->mu);
+    return *done ? report(r) : 0;
+}
+
+int shm__p2p_wait_until(struct shm_comm *c, void *req, uint64_t deadline_ns)
+{
+    struct shm_p2p *p = c->p2p;
+    struct req *r = req;
+    uint32_t *bell = &shm__p2p_ctl(c, c->rank)->bell;
+    uint64_t spin_until = 0, yield_until = 0;
+    for (unsigned k = 0;; k++) {
+        uint32_t seen = __atomic_load_n(bell, __ATOMIC_ACQUIRE);
+        pthread_mutex_lock(&p->mu);
+        if (!r->done) {
+            progress(c);
+            sweep(c);
+        }
+        int done = r->done;
+        pthread_mutex_unlock(&p->mu);
+        if (done)
+            return report(r);
+        uint64_t now = host->clock_ns();
+        if (now >= deadline_ns)
+            return PLX_ERR_TIMEOUT; /* still pending: the core decides */
+        /* As sync.c: look, spin spin_ns, yield yield_ns (ranks may outnumber
+         * cores), then sleep on the bell in slices (liveness, deadlines). */
+        if (k < 64) {
+            shm__cpu_relax();
+            continue;
+        }
+        if (!spin_until) {
+            spin_until = now + c->cfg.spin_ns;
+            yield_until = spin_until + c->cfg.yield_ns;
+        }
+        if (now < spin_until) {
+            for (int i = 0; i < 32; i++)
+                shm__cpu_relax();
+        } else if (now < yield_until) {
+            sched_yield();
+        } else {
+            shm__bell_sleep(c, seen, deadline_ns, SLICE_MS);
+        }
+    }
+}
+
+void shm__p2p_req_free(struct shm_comm *c, void *req)
+{
+    struct shm_p2p *p = c->p2p;
+    struct req *r = req;
+    if (!r)
+        return;
+    pthread_mutex_lock(&p->mu);
+    if (!r->done) { /* the buffer is no longer borrowed: cancel */
+        int d = r->is_send ? r->peer : -1;
+        cancel(c, r);
+        complete(c, r, PLX_ERR_ABORTED, NULL);
+        if (d >= 0)
+            write_out(c, d);
+    }
+    r->next = p->pool;
+    p->pool = r;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- the communicator ------------------------------------------------------ */
+
+/* May this rank read every peer's memory? A one-line reason either way. */
+static int probe_cma(struct shm_comm *c)
+{
+    if (c->size == 1) {
+        snprintf(c->p2p_cma_why, sizeof c->p2p_cma_why, "off (one rank)");
+        return 0;
+    }
+    if (!c->cfg.p2p_cma) {
+        snprintf(c->p2p_cma_why, sizeof c->p2p_cma_why, "off ([shm] p2p_cma = false)");
+        return 0;
+    }
+    if (!shm__cma_possible(c->p2p_cma_why, sizeof c->p2p_cma_why))
+        return 0;
+    for (int q = 0; q < c->size; q++) {
+        if (q == c->rank)
+            continue;
+        int32_t pid = __atomic_load_n(&shm__ctl(c, q)->pid, __ATOMIC_ACQUIRE);
+        uint64_t got = 0, want = SHM_CMA_MAGIC ^ (uint64_t)(uint32_t)pid;
+        struct iovec l = {&got, sizeof got},
+                     r = {(void *)(uintptr_t)__atomic_load_n(&shm__ctl(c, q)->cma_addr, __ATOMIC_ACQUIRE), sizeof got};
+        errno = 0;
+        if (pid <= 0 || process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof got || got != want) {
+            snprintf(c->p2p_cma_why, sizeof c->p2p_cma_why, "off: rank %d could not read rank %d's memory (%s)", c->rank,
+                     q, errno ? strerror(errno) : "wrong word");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int shm__p2p_create(struct shm_comm *c, struct shm_op *o)
+{
+    struct shm_p2p *p = calloc(1, sizeof *p);
+    size_t P = (size_t)c->size;
+    if (!p || !(p->in = calloc(P, sizeof *p->in)) || !(p->out = calloc(P, sizeof *p->out)) ||
+        !(p->bad = calloc(P, sizeof *p->bad))) {
+        if (p) {
+            free(p->in);
+            free(p->out);
+        }
+        free(p);
+        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    c->p2p = p;
+    int ok = probe_cma(c);
+    __atomic_store_n(&shm__p2p_ctl(c, c->rank)->cma_ok, ok ? 1u : 2u, __ATOMIC_RELEASE);
+    int rc = shm__barrier(o);
+    if (rc)
+        return rc;
+    for (int r = 0; ok && r < c->size; r++)
+        if (__atomic_load_n(&shm__p2p_ctl(c, r)->cma_ok, __ATOMIC_ACQUIRE) != 1) {
+            snprintf(c->p2p_cma_why, sizeof c->p2p_cma_why, "off: rank %d cannot read its peers' memory", r);
+            ok = 0;
+        }
+    c->p2p_cma = ok;
+    host->log(host->ctx, PLX_LOG_DEBUG, "shm: comm '%s': point-to-point single copy %s (messages >= %zu bytes)",
+              c->name, c->p2p_cma_why, c->cfg.p2p_cma_min_bytes);
+    return 0;
+}
+
+void shm__p2p_destroy(struct shm_comm *c)
+{
+    struct shm_p2p *p = c->p2p;
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    while (p->all)
+        complete(c, p->all, PLX_ERR_ABORTED, "shm: the communicator was destroyed with this request pending");
+    for (struct unex *u = p->ux_head, *n; u; u = n) {
+        n = u->next;
+        free(u->data);
+        free(u);
+    }
+    for (struct req *r = p->pool, *n; r; r = n) {
+        n = r->next;
+        free(r);
+    }
+    for (int d = 0; d < c->size; d++)
+        free(p->out[d].ctl);
+    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_destroy(&p->mu);
+    free(p->in);
+    free(p->out);
+    free(p->bad);
+    free(p);
+    c->p2p = NULL;
+}
