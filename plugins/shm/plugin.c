@@ -17,7 +17,7 @@ const struct plx_host *shm__host;
 /* The cma key's help says whether single copy is possible here (probed
  * when the plugin loads), so plexus-info shows it with the reason. */
 static char cma_help[256];
-static char p2p_cma_help[300];
+static char p2p_cma_help[400];
 
 /* The description names this host's identity: the core keeps no reason
  * for a usable backend, and plexus-info prints the description. */
@@ -43,8 +43,8 @@ static const struct plx_key keys[] = {
     {"ring_bytes", PLX_KEY_SIZE, "256K", NULL,
      "Point-to-point: bytes of the ring from one rank to another (rounded to pages; shrunk so that the rings of a "
      "communicator take at most 512 MiB of address space)"},
-    {"p2p_cma", PLX_KEY_BOOL, "true", NULL, p2p_cma_help},
-    {"p2p_cma_min_bytes", PLX_KEY_SIZE, "256K", NULL,
+    {"p2p_cma", PLX_KEY_BOOL, "false", NULL, p2p_cma_help},
+    {"p2p_cma_min_bytes", PLX_KEY_SIZE, "1M", NULL,
      "Point-to-point messages at least this big go single-copy (when p2p_cma is on and every rank can)"},
     {"p2p_corrupt_rank", PLX_KEY_INT, "-1", NULL, "Fault injection: this rank writes a corrupt point-to-point frame ..."},
     {"p2p_corrupt_at", PLX_KEY_UINT, "0", NULL, "... as the header of its message number p2p_corrupt_at (from 1)"},
@@ -68,7 +68,7 @@ __attribute__((constructor)) static void describe(void)
              "VM measured); here: %s", why);
     snprintf(p2p_cma_help, sizeof p2p_cma_help,
              "Single-copy large point-to-point messages: the receiver reads the sender's buffer with process_vm_readv "
-             "(else two copies through the pair's ring); here: %s", why);
+             "(else two copies through the pair's ring; off by default: no faster on the VM measured); here: %s", why);
 }
 
 static int probe(struct plx_probe_result *out)

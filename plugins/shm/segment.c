@@ -48,8 +48,8 @@ void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg)
     const char *what = plx_plugin_config_str(host, config, "corrupt");
     cfg->corrupt_addr = what && !strcmp(what, "addr");
     cfg->ring_bytes = (size_t)plx_plugin_config_int(host, config, "ring_bytes", 256 << 10);
-    cfg->p2p_cma = plx_plugin_config_bool(host, config, "p2p_cma", 1);
-    cfg->p2p_cma_min_bytes = (size_t)plx_plugin_config_int(host, config, "p2p_cma_min_bytes", 256 << 10);
+    cfg->p2p_cma = plx_plugin_config_bool(host, config, "p2p_cma", 0);
+    cfg->p2p_cma_min_bytes = (size_t)plx_plugin_config_int(host, config, "p2p_cma_min_bytes", 1 << 20);
     cfg->p2p_corrupt_rank = (int)plx_plugin_config_int(host, config, "p2p_corrupt_rank", -1);
     cfg->p2p_corrupt_at = (uint64_t)plx_plugin_config_int(host, config, "p2p_corrupt_at", 0);
 }

@@ -10,6 +10,10 @@
  *             (each names itself in its first bytes).
  *   order     five messages on one (source, tag) arrive in order, also
  *             when received from any source.
+ *   crossed   (two copies only) ranks 0 and 1 send each other 4 MiB and
+ *             wait for their sends before posting the receives: the
+ *             sends complete through the unexpected queue. (Single copy is
+ *             a rendezvous: a send completes once its receive is posted.)
  *   truncate  a receive smaller than the message fails with
  *             PLX_ERR_INVALID_ARG saying "truncated" (eager and large),
  *             and the next message still arrives whole.
@@ -216,6 +220,26 @@ static void order(struct plx_comm *c, int any)
     }
 }
 
+static void crossed(struct plx_comm *c)
+{
+    const char *cma = getenv("PLEXUS_SHM_P2P_CMA");
+    if (me > 1 || P < 2 || (cma && !strcmp(cma, "true")))
+        return;
+    size_t n = (4 << 20) + 5;
+    unsigned char *s = malloc(n), *r = malloc(n);
+    int peer = 1 - me;
+    fill(s, n, me, peer, 21);
+    struct plx_work *w;
+    if (plx_isend(c, s, n, PLX_U8, peer, 21, NULL, &w) || waitfree(w, "crossed send"))
+        FAIL("crossed send: %s", plx_last_error());
+    else if (plx_recv(c, r, n, PLX_U8, peer, 21))
+        FAIL("crossed recv: %s", plx_last_error());
+    else
+        check(r, n, peer, me, 21, "crossed");
+    free(s);
+    free(r);
+}
+
 static void truncate_case(struct plx_comm *c, size_t n)
 {
     if (me > 1)
@@ -304,6 +328,7 @@ int main(int argc, char **argv)
         any_source(c);
         order(c, 0);
         order(c, 1);
+        crossed(c);
         truncate_case(c, 100);
         truncate_case(c, 3 << 20);
         if (plx_barrier(c))
