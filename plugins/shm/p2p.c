@@ -1,31 +1,9 @@
 /* p2p.c - point-to-point through one ring per ordered pair of ranks.
  *
- * A ring (struct shm_ring, shm.h) carries frames from one sender to one
- * receiver: a 64-byte struct frame, then its payload rounded up to 64
- * bytes. A frame never wraps; a sender that reaches the end writes a SKIP
- * frame over the rest. The sender owns head, the receiver tail; both count
- * bytes, so free space is ring_bytes - (head - tail).
- *
- *   DATA    (tag, total, seq, off, len) a fragment of message seq; a
- *           message's fragments follow each other in order, and messages
- *           follow each other in the order they were sent, so matching on
- *           the first fragment keeps MPI's non-overtaking order per
- *           (source, tag). Small messages are one fragment written at isend
- *           (eager); bigger ones are written as the receiver drains.
- *   RTS     (tag, total, seq, addr) single copy: the receiver reads total
- *           bytes at addr in the sender's process with process_vm_readv
- *           straight into its buffer, then answers ACK.
- *   ACK     (seq, status) in the other direction's ring: the sender's
- *           request for seq completes with status.
- *   CANCEL  (seq) the sender gave up message seq (its request was freed
- *           or timed out): a receiver drops what it has of it.
- *
- * Every frame is copied out of the ring and checked before use (type,
- * bounds against the ring and the bytes the sender published, sequence,
- * fragment offset, totals): a corrupt or malicious peer fails the ops with
- * PLX_ERR_PROTOCOL naming it; nothing it writes is used as an index or a
- * length past a check against this rank's own buffers. A remote address
- * only ever goes to process_vm_readv as the remote side.
+ * The rings and their frames are ring.c; a message is DATA fragments
+ * (two copies: eager when it fits the ring, else written as the receiver
+ * drains) or, single copy, an RTS the receiver answers by reading the
+ * sender's buffer with process_vm_readv and an ACK.
  *
  * Single copy is off by default ([shm] p2p_cma): on the loaded 2-core VM
  * it was measured on, process_vm_readv was no faster than two copies
@@ -53,114 +31,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "shm.h"
+#include "p2p.h"
 
 #define host shm__host
-
-enum { FR_SKIP = 0x50494b53, FR_DATA = 0x41544144, FR_RTS = 0x30535452, FR_ACK = 0x304b4341, FR_CANCEL = 0x434e4143 };
-#define FRAME 64u
 #define SWEEP_NS (10 * UINT64_C(1000000)) /* timeouts and peer liveness: at most this often */
 #define SLICE_MS 10
-
-struct frame {
-    uint32_t type;
-    int32_t status; /* ACK: 0 or the receiver's PLX_ERR_* */
-    uint64_t tag, seq, total, off, len, addr, pad;
-};
-_Static_assert(sizeof(struct frame) == FRAME, "a frame header is one cache line");
-
-enum { Q_NONE, Q_SEND, Q_RNDV, Q_POSTED, Q_ACTIVE };
-
-struct req {
-    int is_send, peer; /* peer: PLX_ANY_SOURCE for a receive from any */
-    int from;          /* a receive's source once matched */
-    int q, done, status, rndv;
-    uint64_t tag, seq;
-    char *buf;
-    size_t bytes, sent;
-    uint64_t posted, deadline; /* host clock; deadline 0: none */
-    int64_t timeout_ms;
-    struct req *prev, *next;   /* its queue (q) */
-    struct req *aprev, *anext; /* every pending request */
-    char err[300];
-};
-
-struct list {
-    struct req *head, *tail;
-};
-
-/* A message that came before its receive. */
-struct unex {
-    int src, rndv;
-    uint64_t tag, seq, total, got, addr;
-    char *data;
-    struct unex *next;
-};
-
-struct ctlmsg {
-    uint32_t type;
-    int32_t status;
-    uint64_t seq;
-};
-
-struct inbound { /* the ring from one source to this rank */
-    uint64_t next_seq;
-    int active;            /* a DATA message is half read */
-    uint64_t seq, tag, total, got;
-    struct req *req;       /* where its bytes go; both NULL: dropped */
-    struct unex *ux;
-};
-
-struct outbound { /* the ring from this rank to one destination */
-    uint64_t next_seq, head;
-    struct list sendq;     /* sends not yet (fully) written, in order */
-    struct ctlmsg *ctl;    /* ACK / CANCEL to write before more data */
-    size_t nctl, cap;
-};
-
-struct shm_p2p {
-    pthread_mutex_t mu;
-    struct inbound *in;
-    struct outbound *out;
-    struct list posted, rndv;
-    struct req *all;       /* pending requests (aprev/anext) */
-    struct unex *ux_head, *ux_tail;
-    struct req *pool;
-    uint64_t msgs;         /* messages sent (fault injection counts them) */
-    uint64_t next_sweep;
-    int *bad;              /* per sweep: what is wrong with each peer */
-    int broken;            /* sticky status once the rings cannot be trusted */
-    char broken_msg[300];
-};
-
-static size_t round64(size_t x)
-{
-    return (x + 63) & ~(size_t)63;
-}
-
-static void lpush(struct list *l, struct req *r)
-{
-    r->next = NULL;
-    r->prev = l->tail;
-    if (l->tail)
-        l->tail->next = r;
-    else
-        l->head = r;
-    l->tail = r;
-}
-
-static void lremove(struct list *l, struct req *r)
-{
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        l->head = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    else
-        l->tail = r->prev;
-    r->prev = r->next = NULL;
-}
 
 static void unqueue(struct shm_comm *c, struct req *r)
 {
@@ -178,9 +53,7 @@ static void unqueue(struct shm_comm *c, struct req *r)
     r->q = Q_NONE;
 }
 
-static void complete(struct shm_comm *c, struct req *r, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void complete(struct shm_comm *c, struct req *r, int status, const char *fmt, ...)
+void shm__p2p_complete(struct shm_comm *c, struct req *r, int status, const char *fmt, ...)
 {
     struct shm_p2p *p = c->p2p;
     if (r->done)
@@ -204,7 +77,7 @@ static void complete(struct shm_comm *c, struct req *r, int status, const char *
     r->done = 1;
 }
 
-static const char *what(const struct req *r, char *buf, size_t len)
+const char *shm__p2p_what(const struct req *r, char *buf, size_t len)
 {
     if (r->is_send)
         snprintf(buf, len, "send(tag %#llx, %zu bytes) to rank %d", (unsigned long long)r->tag, r->bytes, r->peer);
@@ -217,7 +90,7 @@ static const char *what(const struct req *r, char *buf, size_t len)
 
 /* Something no longer lets this rank trust the rings: fail everything
  * pending, and every later call, with status. */
-static void fail_all(struct shm_comm *c, int status, const char *msg)
+void shm__p2p_fail_all(struct shm_comm *c, int status, const char *msg)
 {
     struct shm_p2p *p = c->p2p;
     if (!p->broken) {
@@ -226,144 +99,8 @@ static void fail_all(struct shm_comm *c, int status, const char *msg)
     }
     char w[120];
     while (p->all)
-        complete(c, p->all, status, "%s: %s", what(p->all, w, sizeof w), msg);
+        shm__p2p_complete(c, p->all, status, "%s: %s", shm__p2p_what(p->all, w, sizeof w), msg);
 }
-
-static void corrupt(struct shm_comm *c, int s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void corrupt(struct shm_comm *c, int s, const char *fmt, ...)
-{
-    char why[200], msg[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    snprintf(msg, sizeof msg, "rank %d's ring to rank %d on shm holds a corrupt frame (%s): protocol error", s, c->rank,
-             why);
-    host->log(host->ctx, PLX_LOG_WARN, "shm: comm '%s': %s", c->name, msg);
-    fail_all(c, PLX_ERR_PROTOCOL, msg);
-    shm__fail(c, PLX_ERR_PROTOCOL, -1);
-}
-
-static int ctl_push(struct shm_comm *c, int d, uint32_t type, uint64_t seq, int32_t status)
-{
-    struct outbound *o = &c->p2p->out[d];
-    if (o->nctl == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 8;
-        struct ctlmsg *n = realloc(o->ctl, cap * sizeof *n);
-        if (!n) {
-            fail_all(c, PLX_ERR_NOMEM, "out of memory queueing a control frame");
-            return PLX_ERR_NOMEM;
-        }
-        o->ctl = n;
-        o->cap = cap;
-    }
-    o->ctl[o->nctl++] = (struct ctlmsg){.type = type, .status = status, .seq = seq};
-    return 0;
-}
-
-/* ---- writing ------------------------------------------------------------ */
-
-/* Room in the ring to d for a frame with up to want payload bytes (at
- * least min(want, 4 KiB) of it, so big messages go in big pieces): the
- * frame's place, with *len the payload it may carry; NULL if the ring is
- * too full now. Writes a SKIP frame where the end of the ring is too short. */
-static char *reserve(struct shm_comm *c, int d, uint64_t tail, size_t want, size_t *len)
-{
-    struct outbound *o = &c->p2p->out[d];
-    size_t R = c->seg->ring_bytes, least = want < 4096 ? want : 4096;
-    char *data = shm__ring_data(c, c->rank, d);
-    for (;;) {
-        size_t free = R - (size_t)(o->head - tail), pos = (size_t)(o->head % R), contig = R - pos;
-        size_t room = free < contig ? free : contig;
-        if (room >= FRAME + round64(least)) {
-            size_t fit = room - FRAME;
-            *len = want < fit ? want : fit;
-            return data + pos;
-        }
-        if (contig >= free || contig == R)
-            return NULL; /* the reader has to free more first */
-        struct frame f = {.type = FR_SKIP, .len = contig - FRAME};
-        memcpy(data + pos, &f, sizeof f);
-        o->head += contig;
-    }
-}
-
-static void put_frame(struct shm_comm *c, int d, char *at, struct frame *f, const void *payload)
-{
-    struct shm_p2p *p = c->p2p;
-    size_t len = (size_t)f->len;
-    if (len)
-        memcpy(at + FRAME, payload, len);
-    if ((f->type == FR_DATA && f->off == 0) || f->type == FR_RTS) {
-        p->msgs++;
-        if (c->cfg.p2p_corrupt_rank == c->rank && p->msgs == c->cfg.p2p_corrupt_at) {
-            /* Fault injection ([shm] p2p_corrupt_rank/p2p_corrupt_at): a
-             * header whose length runs past the ring. */
-            struct frame bad = *f;
-            bad.len = (uint64_t)c->seg->ring_bytes * 16 + 64;
-            memcpy(at, &bad, sizeof bad);
-            c->p2p->out[d].head += FRAME + round64(len);
-            return;
-        }
-    }
-    memcpy(at, f, sizeof *f);
-    c->p2p->out[d].head += FRAME + round64(len);
-}
-
-/* Write what is queued for d while the ring has room. */
-static void write_out(struct shm_comm *c, int d)
-{
-    struct shm_p2p *p = c->p2p;
-    struct outbound *o = &p->out[d];
-    if (p->broken || (!o->nctl && !o->sendq.head))
-        return;
-    struct shm_ring *rg = shm__ring(c, c->rank, d);
-    uint64_t tail = __atomic_load_n(&rg->tail, __ATOMIC_ACQUIRE), head0 = o->head;
-    if (o->head - tail > c->seg->ring_bytes || (tail & 63)) {
-        corrupt(c, d, "its tail %llu of the ring from rank %d is not within the %llu bytes written",
-                (unsigned long long)tail, c->rank, (unsigned long long)o->head);
-        return;
-    }
-    size_t len, i = 0;
-    char *at;
-    for (; i < o->nctl && (at = reserve(c, d, tail, 0, &len)); i++) {
-        struct frame f = {.type = o->ctl[i].type, .status = o->ctl[i].status, .seq = o->ctl[i].seq};
-        put_frame(c, d, at, &f, NULL);
-    }
-    memmove(o->ctl, o->ctl + i, (o->nctl - i) * sizeof *o->ctl);
-    o->nctl -= i;
-    struct req *r;
-    size_t max_frag = c->seg->ring_bytes / 4;
-    while (!o->nctl && (r = o->sendq.head)) {
-        if (r->rndv) {
-            if (!(at = reserve(c, d, tail, 0, &len)))
-                break;
-            struct frame f = {.type = FR_RTS, .tag = r->tag, .seq = r->seq, .total = r->bytes,
-                              .addr = (uint64_t)(uintptr_t)r->buf};
-            put_frame(c, d, at, &f, NULL);
-            lremove(&o->sendq, r);
-            r->q = Q_RNDV;
-            lpush(&p->rndv, r);
-            continue;
-        }
-        size_t left = r->bytes - r->sent;
-        if (!(at = reserve(c, d, tail, left < max_frag ? left : max_frag, &len)))
-            break;
-        struct frame f = {.type = FR_DATA, .tag = r->tag, .seq = r->seq, .total = r->bytes, .off = r->sent,
-                          .len = len};
-        put_frame(c, d, at, &f, r->buf + r->sent);
-        r->sent += len;
-        if (r->sent == r->bytes)
-            complete(c, r, 0, NULL);
-    }
-    if (o->head != head0) {
-        __atomic_store_n(&rg->head, o->head, __ATOMIC_RELEASE);
-        shm__bell_ring(c, d);
-    }
-}
-
-/* ---- reading ------------------------------------------------------------ */
-
 /* Single copy: read total bytes at addr in rank s into r's buffer, then
  * acknowledge. */
 static void rndv_read(struct shm_comm *c, int s, struct req *r, uint64_t seq, uint64_t addr, size_t total)
@@ -383,15 +120,15 @@ static void rndv_read(struct shm_comm *c, int s, struct req *r, uint64_t seq, ui
     }
     char w[120];
     if (st)
-        complete(c, r, st, "%s: rank %d could not read %zu bytes of rank %d (pid %d) at %#llx with process_vm_readv "
-                 "(single copy): %s", what(r, w, sizeof w), c->rank, total - done, s, (int)pid,
+        shm__p2p_complete(c, r, st, "%s: rank %d could not read %zu bytes of rank %d (pid %d) at %#llx with process_vm_readv "
+                 "(single copy): %s", shm__p2p_what(r, w, sizeof w), c->rank, total - done, s, (int)pid,
                  (unsigned long long)(addr + done), strerror(e));
     else
-        complete(c, r, 0, NULL);
-    ctl_push(c, s, FR_ACK, seq, st);
+        shm__p2p_complete(c, r, 0, NULL);
+    shm__ring_ctl_push(c, s, FR_ACK, seq, st);
 }
 
-static void unex_remove(struct shm_p2p *p, struct unex *u)
+void shm__p2p_unex_remove(struct shm_p2p *p, struct unex *u)
 {
     struct unex **pp = &p->ux_head, *prev = NULL;
     while (*pp && *pp != u) {
@@ -411,14 +148,14 @@ static int truncated(struct shm_comm *c, struct req *r, int s, uint64_t total)
     if (total <= r->bytes)
         return 0;
     char w[120];
-    complete(c, r, PLX_ERR_INVALID_ARG, "%s: rank %d sent %llu bytes into this %zu-byte receive (message truncated)",
-             what(r, w, sizeof w), s, (unsigned long long)total, r->bytes);
+    shm__p2p_complete(c, r, PLX_ERR_INVALID_ARG, "%s: rank %d sent %llu bytes into this %zu-byte receive (message truncated)",
+             shm__p2p_what(r, w, sizeof w), s, (unsigned long long)total, r->bytes);
     return 1;
 }
 
 /* The first frame of message f->seq from s: match it with the oldest posted
  * receive, else queue it as unexpected. */
-static void arrive(struct shm_comm *c, int s, const struct frame *f, int rndv)
+void shm__p2p_arrive(struct shm_comm *c, int s, const struct frame *f, int rndv)
 {
     struct shm_p2p *p = c->p2p;
     struct inbound *in = &p->in[s];
@@ -433,7 +170,7 @@ static void arrive(struct shm_comm *c, int s, const struct frame *f, int rndv)
         r->from = s;
         if (truncated(c, r, s, f->total)) {
             if (rndv)
-                ctl_push(c, s, FR_ACK, f->seq, 0);
+                shm__ring_ctl_push(c, s, FR_ACK, f->seq, 0);
         } else if (rndv) {
             rndv_read(c, s, r, f->seq, f->addr, (size_t)f->total);
         } else {
@@ -445,7 +182,7 @@ static void arrive(struct shm_comm *c, int s, const struct frame *f, int rndv)
     struct unex *u = calloc(1, sizeof *u);
     if (!u || (!rndv && f->total && !(u->data = malloc((size_t)f->total)))) {
         free(u);
-        fail_all(c, PLX_ERR_NOMEM, "out of memory keeping an unexpected message");
+        shm__p2p_fail_all(c, PLX_ERR_NOMEM, "out of memory keeping an unexpected message");
         return;
     }
     *u = (struct unex){.src = s, .rndv = rndv, .tag = f->tag, .seq = f->seq, .total = f->total, .addr = f->addr,
@@ -458,174 +195,12 @@ static void arrive(struct shm_comm *c, int s, const struct frame *f, int rndv)
     if (!rndv)
         in->ux = u;
 }
-
-static void data_done(struct shm_comm *c, struct inbound *in)
-{
-    in->active = 0;
-    if (in->req)
-        complete(c, in->req, 0, NULL);
-    in->req = NULL;
-    in->ux = NULL;
-}
-
-/* One frame from s at pos (copied to f): 0 and its size in *size, or -1
- * after corrupt(). */
-static int on_frame(struct shm_comm *c, int s, const struct frame *f, const char *at, size_t avail, size_t contig,
-                    size_t *size)
-{
-    struct shm_p2p *p = c->p2p;
-    struct inbound *in = &p->in[s];
-    switch (f->type) {
-    case FR_SKIP:
-        if (f->len != contig - FRAME || contig > avail) {
-            corrupt(c, s, "a skip of %llu bytes where %zu remain to the end", (unsigned long long)f->len, contig);
-            return -1;
-        }
-        *size = contig;
-        return 0;
-    case FR_DATA: {
-        size_t room = avail < contig ? avail : contig;
-        if (f->len > room - FRAME || FRAME + round64((size_t)f->len) > room || f->len > f->total ||
-            f->off > f->total - f->len || f->total > SIZE_MAX / 2) {
-            corrupt(c, s, "data frame: %llu bytes at offset %llu of %llu, with %zu bytes readable", (unsigned long long)f->len,
-                    (unsigned long long)f->off, (unsigned long long)f->total, room - FRAME);
-            return -1;
-        }
-        if (f->off == 0) {
-            if (in->active || f->seq != in->next_seq) {
-                corrupt(c, s, "message %llu starts where message %llu was due%s", (unsigned long long)f->seq,
-                        (unsigned long long)(in->active ? in->seq : in->next_seq), in->active ? " to go on" : "");
-                return -1;
-            }
-            in->next_seq++;
-            in->active = 1;
-            in->seq = f->seq;
-            in->tag = f->tag;
-            in->total = f->total;
-            in->got = 0;
-            arrive(c, s, f, 0);
-            if (p->broken)
-                return -1;
-        } else if (!in->active || f->seq != in->seq || f->off != in->got || f->total != in->total ||
-                   f->tag != in->tag) {
-            corrupt(c, s, "fragment of message %llu at offset %llu (expected message %llu at %llu)",
-                    (unsigned long long)f->seq, (unsigned long long)f->off, (unsigned long long)in->seq,
-                    (unsigned long long)in->got);
-            return -1;
-        }
-        size_t len = (size_t)f->len;
-        if (len && in->req)
-            memcpy(in->req->buf + f->off, at + FRAME, len);
-        else if (len && in->ux)
-            memcpy(in->ux->data + f->off, at + FRAME, len);
-        in->got += len;
-        if (in->ux)
-            in->ux->got = in->got;
-        if (in->got == in->total)
-            data_done(c, in);
-        *size = FRAME + round64(len);
-        return 0;
-    }
-    case FR_RTS:
-        if (f->len || f->off || in->active || f->seq != in->next_seq || f->total > SIZE_MAX / 2) {
-            corrupt(c, s, "single-copy request for message %llu (%llu bytes, payload %llu, offset %llu) where message "
-                    "%llu was due%s", (unsigned long long)f->seq, (unsigned long long)f->total,
-                    (unsigned long long)f->len, (unsigned long long)f->off, (unsigned long long)in->next_seq,
-                    in->active ? " to go on" : "");
-            return -1;
-        }
-        in->next_seq++;
-        arrive(c, s, f, 1);
-        *size = FRAME;
-        return p->broken ? -1 : 0;
-    case FR_ACK: {
-        if (f->len || f->seq >= p->out[s].next_seq) {
-            corrupt(c, s, "acknowledgement of message %llu, which was never sent", (unsigned long long)f->seq);
-            return -1;
-        }
-        struct req *r = p->rndv.head;
-        while (r && !(r->peer == s && r->seq == f->seq))
-            r = r->next;
-        if (r) { /* else: cancelled here since */
-            char w[120];
-            int st = f->status == 0 || f->status == PLX_ERR_PEER_LOST || f->status == PLX_ERR_PROTOCOL
-                         ? f->status : PLX_ERR_PROTOCOL;
-            if (st)
-                complete(c, r, PLX_ERR_REMOTE, "%s: rank %d could not read this rank's buffer (single copy): %s",
-                         what(r, w, sizeof w), s, shm__status_name(st));
-            else
-                complete(c, r, 0, NULL);
-        }
-        *size = FRAME;
-        return 0;
-    }
-    case FR_CANCEL:
-        if (f->len || f->seq >= in->next_seq) {
-            corrupt(c, s, "cancel of message %llu, which never came", (unsigned long long)f->seq);
-            return -1;
-        }
-        if (in->active && in->seq == f->seq) {
-            if (in->req) {
-                char w[120];
-                complete(c, in->req, PLX_ERR_REMOTE, "%s: rank %d gave up its send after %llu of %llu bytes",
-                         what(in->req, w, sizeof w), s, (unsigned long long)in->got, (unsigned long long)in->total);
-            }
-            if (in->ux) {
-                unex_remove(p, in->ux);
-                free(in->ux->data);
-                free(in->ux);
-            }
-            in->active = 0;
-            in->req = NULL;
-            in->ux = NULL;
-        } else {
-            for (struct unex *u = p->ux_head; u; u = u->next)
-                if (u->src == s && u->seq == f->seq && u->rndv) {
-                    unex_remove(p, u);
-                    free(u);
-                    break;
-                }
-        }
-        *size = FRAME;
-        return 0;
-    default:
-        corrupt(c, s, "unknown frame type %#x", (unsigned)f->type);
-        return -1;
-    }
-}
-
-/* Take in every frame rank s has written to this rank. */
-static void drain_in(struct shm_comm *c, int s)
-{
-    struct shm_p2p *p = c->p2p;
-    struct shm_ring *rg = shm__ring(c, s, c->rank);
-    const char *data = shm__ring_data(c, s, c->rank);
-    size_t R = c->seg->ring_bytes;
-    uint64_t head = __atomic_load_n(&rg->head, __ATOMIC_ACQUIRE), tail = rg->tail, tail0 = tail;
-    while (!p->broken && tail != head) {
-        size_t avail = (size_t)(head - tail), pos = (size_t)(tail % R), contig = R - pos, size = 0;
-        if (head - tail > R || (avail & 63)) {
-            corrupt(c, s, "its head %llu is not within %zu bytes past the tail %llu", (unsigned long long)head, R,
-                    (unsigned long long)tail);
-            break;
-        }
-        struct frame f;
-        memcpy(&f, data + pos, sizeof f); /* the peer may rewrite it: check and use this copy */
-        if (on_frame(c, s, &f, data + pos, avail, contig, &size) != 0)
-            break;
-        tail += size;
-        __atomic_store_n(&rg->tail, tail, __ATOMIC_RELEASE);
-    }
-    if (tail != tail0)
-        shm__bell_ring(c, s);
-}
-
 static void progress(struct shm_comm *c)
 {
     for (int r = 0; r < c->size && !c->p2p->broken; r++)
-        drain_in(c, r);
+        shm__ring_drain(c, r);
     for (int r = 0; r < c->size && !c->p2p->broken; r++)
-        write_out(c, r);
+        shm__ring_write_out(c, r);
 }
 
 /* ---- timeouts, lost peers, abort ------------------------------------------ */
@@ -633,7 +208,7 @@ static void progress(struct shm_comm *c)
 static void cancel(struct shm_comm *c, struct req *r)
 {
     if (r->is_send && ((r->q == Q_SEND && r->sent) || r->q == Q_RNDV))
-        ctl_push(c, r->peer, FR_CANCEL, r->seq, 0); /* the receiver drops what it has */
+        shm__ring_ctl_push(c, r->peer, FR_CANCEL, r->seq, 0); /* the receiver drops what it has */
     unqueue(c, r);
 }
 
@@ -657,7 +232,7 @@ static void sweep(struct shm_comm *c, int now_too)
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
         char msg[200];
         snprintf(msg, sizeof msg, "communicator '%s' aborted on rank %d", c->name, c->rank);
-        fail_all(c, PLX_ERR_ABORTED, msg);
+        shm__p2p_fail_all(c, PLX_ERR_ABORTED, msg);
         shm__fail(c, PLX_ERR_ABORTED, -1);
         return;
     }
@@ -672,8 +247,8 @@ static void sweep(struct shm_comm *c, int now_too)
             continue;
         cancel(c, r);
         int alive = r->peer == PLX_ANY_SOURCE || !shm__peer_dead(c, r->peer);
-        complete(c, r, PLX_ERR_TIMEOUT, "%s: rank %d waited %lld ms for rank %d%s on shm (%s): timeout",
-                 what(r, w, sizeof w), c->rank, (long long)r->timeout_ms, r->peer, alive ? " (alive)" : "",
+        shm__p2p_complete(c, r, PLX_ERR_TIMEOUT, "%s: rank %d waited %lld ms for rank %d%s on shm (%s): timeout",
+                 shm__p2p_what(r, w, sizeof w), c->rank, (long long)r->timeout_ms, r->peer, alive ? " (alive)" : "",
                  r->is_send ? (r->rndv ? "it never took the single-copy send" : "it did not drain the ring")
                             : "no matching message came");
     }
@@ -693,7 +268,7 @@ static void sweep(struct shm_comm *c, int now_too)
     for (int q = 0; q < c->size && !p->broken; q++) {
         if (p->bad[q] <= 0)
             continue;
-        drain_in(c, q); /* what it wrote before it went still counts */
+        shm__ring_drain(c, q); /* what it wrote before it went still counts */
         int st = p->bad[q];
         if (st == PEER_DEAD && c->lost_rank < 0) {
             c->lost_rank = q;
@@ -705,13 +280,13 @@ static void sweep(struct shm_comm *c, int now_too)
                 continue;
             cancel(c, r);
             if (st == PEER_DEAD)
-                complete(c, r, PLX_ERR_PEER_LOST, "%s: rank %d (pid %d) died while rank %d waited for it on shm", what(r, w, sizeof w),
+                shm__p2p_complete(c, r, PLX_ERR_PEER_LOST, "%s: rank %d (pid %d) died while rank %d waited for it on shm", shm__p2p_what(r, w, sizeof w),
                          q, (int)shm__ctl(c, q)->pid, c->rank);
             else if (st == PEER_LEFT)
-                complete(c, r, PLX_ERR_PEER_LOST, "%s: rank %d destroyed its communicator while rank %d waited for it "
-                         "on shm", what(r, w, sizeof w), q, c->rank);
+                shm__p2p_complete(c, r, PLX_ERR_PEER_LOST, "%s: rank %d destroyed its communicator while rank %d waited for it "
+                         "on shm", shm__p2p_what(r, w, sizeof w), q, c->rank);
             else
-                complete(c, r, PLX_ERR_REMOTE, "%s: rank %d failed (%s) while rank %d waited for it on shm", what(r, w, sizeof w), q,
+                shm__p2p_complete(c, r, PLX_ERR_REMOTE, "%s: rank %d failed (%s) while rank %d waited for it on shm", shm__p2p_what(r, w, sizeof w), q,
                          shm__status_name(shm__ctl(c, q)->why_code), c->rank);
         }
         if (st == PEER_DEAD)
@@ -789,7 +364,7 @@ int shm__p2p_isend(struct shm_comm *c, const struct plx_p2p_args *a, void **out)
     r->rndv = c->p2p_cma && a->bytes && a->bytes >= c->cfg.p2p_cma_min_bytes;
     r->q = Q_SEND;
     lpush(&o->sendq, r);
-    write_out(c, a->peer); /* eager: small ones are done now */
+    shm__ring_write_out(c, a->peer); /* eager: small ones are done now */
     pthread_mutex_unlock(&p->mu);
     *out = r;
     return 0;
@@ -807,7 +382,7 @@ static void post_recv(struct shm_comm *c, struct req *r)
         lpush(&p->posted, r);
         return;
     }
-    unex_remove(p, u);
+    shm__p2p_unex_remove(p, u);
     struct inbound *in = &p->in[u->src];
     int partial = !u->rndv && u->got < u->total; /* still arriving: it is its ring's current message */
     r->from = u->src;
@@ -815,7 +390,7 @@ static void post_recv(struct shm_comm *c, struct req *r)
         in->ux = NULL;
     if (truncated(c, r, u->src, u->total)) {
         if (u->rndv)
-            ctl_push(c, u->src, FR_ACK, u->seq, 0);
+            shm__ring_ctl_push(c, u->src, FR_ACK, u->seq, 0);
     } else if (u->rndv) {
         rndv_read(c, u->src, r, u->seq, u->addr, (size_t)u->total);
     } else {
@@ -825,7 +400,7 @@ static void post_recv(struct shm_comm *c, struct req *r)
             in->req = r;
             r->q = Q_ACTIVE;
         } else {
-            complete(c, r, 0, NULL);
+            shm__p2p_complete(c, r, 0, NULL);
         }
     }
     free(u->data);
@@ -925,9 +500,9 @@ void shm__p2p_req_free(struct shm_comm *c, void *req)
     if (!r->done) { /* the buffer is no longer borrowed: cancel */
         int d = r->is_send ? r->peer : -1;
         cancel(c, r);
-        complete(c, r, PLX_ERR_ABORTED, NULL);
+        shm__p2p_complete(c, r, PLX_ERR_ABORTED, NULL);
         if (d >= 0)
-            write_out(c, d);
+            shm__ring_write_out(c, d);
     }
     r->next = p->pool;
     p->pool = r;
@@ -1004,7 +579,7 @@ void shm__p2p_destroy(struct shm_comm *c)
         return;
     pthread_mutex_lock(&p->mu);
     while (p->all)
-        complete(c, p->all, PLX_ERR_ABORTED, "shm: the communicator was destroyed with this request pending");
+        shm__p2p_complete(c, p->all, PLX_ERR_ABORTED, "shm: the communicator was destroyed with this request pending");
     for (struct unex *u = p->ux_head, *n; u; u = n) {
         n = u->next;
         free(u->data);
