@@ -1,7 +1,7 @@
 /* plugin.c - the shm backend's entry point and operations table. Ranks of
  * one host share a memory segment per communicator (segment.c), meet at
- * futex barriers (sync.c) and run every collective natively through it
- * (coll.c). */
+ * futex barriers (sync.c), run every collective natively through it
+ * (coll.c) and send point-to-point through per-pair rings in it (p2p.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,7 @@ const struct plx_host *shm__host;
 /* The cma key's help says whether single copy is possible here (probed
  * when the plugin loads), so plexus-info shows it with the reason. */
 static char cma_help[256];
+static char p2p_cma_help[400];
 
 /* The description names this host's identity: the core keeps no reason
  * for a usable backend, and plexus-info prints the description. */
@@ -39,6 +40,14 @@ static const struct plx_key keys[] = {
     {"corrupt_rank", PLX_KEY_INT, "-1", NULL, "Fault injection: this rank writes a corrupt slot header ..."},
     {"corrupt_at", PLX_KEY_UINT, "0", NULL, "... in the collective with this sequence number ..."},
     {"corrupt", PLX_KEY_ENUM, "header", "header|addr", "... header: its fields; addr: only its buffer addresses"},
+    {"ring_bytes", PLX_KEY_SIZE, "256K", NULL,
+     "Point-to-point: bytes of the ring from one rank to another (rounded to pages; shrunk so that the rings of a "
+     "communicator take at most 512 MiB of address space)"},
+    {"p2p_cma", PLX_KEY_BOOL, "false", NULL, p2p_cma_help},
+    {"p2p_cma_min_bytes", PLX_KEY_SIZE, "1M", NULL,
+     "Point-to-point messages at least this big go single-copy (when p2p_cma is on and every rank can)"},
+    {"p2p_corrupt_rank", PLX_KEY_INT, "-1", NULL, "Fault injection: this rank writes a corrupt point-to-point frame ..."},
+    {"p2p_corrupt_at", PLX_KEY_UINT, "0", NULL, "... as the header of its message number p2p_corrupt_at (from 1)"},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -57,6 +66,9 @@ __attribute__((constructor)) static void describe(void)
     snprintf(cma_help, sizeof cma_help,
              "Single-copy large collectives with process_vm_readv (off by default: slower than two copies on the "
              "VM measured); here: %s", why);
+    snprintf(p2p_cma_help, sizeof p2p_cma_help,
+             "Single-copy large point-to-point messages: the receiver reads the sender's buffer with process_vm_readv "
+             "(else two copies through the pair's ring; off by default: no faster on the VM measured); here: %s", why);
 }
 
 static int probe(struct plx_probe_result *out)
@@ -73,7 +85,8 @@ static int get_caps(void *comm, struct plx_caps *out)
     (void)comm;
     uint32_t size = out->struct_size;
     struct plx_caps caps = {.struct_size = size,
-                            .flags = PLX_CAP_ASYNC | PLX_CAP_ABORT | PLX_CAP_INPLACE,
+                            .flags = PLX_CAP_ASYNC | PLX_CAP_ABORT | PLX_CAP_INPLACE | PLX_CAP_P2P |
+                                     PLX_CAP_ANY_SOURCE | PLX_CAP_THREAD_SAFE,
                             .collectives = PLX_BIT(PLX_COLL_SEND) - 1,
                             .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1,
                             .redops = PLX_BIT(PLX_REDOP_COUNT) - 1,
@@ -91,6 +104,7 @@ static void comm_free(struct shm_comm *c)
                 close(c->pidfd[r]);
     free(c->pidfd);
     free(c->piece);
+    shm__p2p_destroy(c);
     shm__segment_leave(c);
     free(c);
 }
@@ -148,6 +162,8 @@ static int comm_create(const struct plx_comm_args *args, void **out)
         rc = shm__barrier(&o);
         if (rc == 0)
             rc = shm__cma_agree(&o);
+        if (rc == 0)
+            rc = shm__p2p_create(c, &o);
     }
     if (rc) {
         comm_free(c);
@@ -176,6 +192,8 @@ static int comm_abort(void *comm)
     struct shm_comm *c = comm;
     __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
     shm__wake_all(c); /* the sleeper in this process wakes and sees the flag */
+    if (c->base && c->p2p)
+        shm__bell_ring(c, c->rank); /* and a point-to-point waiter */
     return 0;
 }
 
@@ -194,28 +212,36 @@ static int collective(void *comm, const struct plx_coll_args *a, void **req)
     return 0;
 }
 
-static int test(void *comm, void *req, int *done)
+static int isend(void *comm, const struct plx_p2p_args *a, void **req)
 {
-    (void)comm;
-    (void)req;
-    *done = 1;
-    return 0;
+    return shm__p2p_isend(comm, a, req);
 }
 
-/* Every request is complete when collective() returns: nothing to wait for
- * whatever the deadline. */
+static int irecv(void *comm, const struct plx_p2p_args *a, void **req)
+{
+    return shm__p2p_irecv(comm, a, req);
+}
+
+/* A collective's request is the communicator itself, complete when
+ * collective() returns; anything else is a point-to-point request. */
+static int test(void *comm, void *req, int *done)
+{
+    if (req == comm) {
+        *done = 1;
+        return 0;
+    }
+    return shm__p2p_test(comm, req, done);
+}
+
 static int wait_until(void *comm, void *req, uint64_t deadline_ns)
 {
-    (void)comm;
-    (void)req;
-    (void)deadline_ns;
-    return 0;
+    return req == comm ? 0 : shm__p2p_wait_until(comm, req, deadline_ns);
 }
 
 static void req_free(void *comm, void *req)
 {
-    (void)comm;
-    (void)req;
+    if (req != comm)
+        shm__p2p_req_free(comm, req);
 }
 
 static int comm_losses(void *comm, char *msg, size_t len)
@@ -241,6 +267,8 @@ static const struct plx_backend shm_backend = { /* description filled at entry *
     .comm_create = comm_create,
     .comm_destroy = comm_destroy,
     .comm_abort = comm_abort,
+    .isend = isend,
+    .irecv = irecv,
     .collective = collective,
     .test = test,
     .req_free = req_free,

@@ -47,7 +47,16 @@ void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg)
     cfg->corrupt_at = (uint64_t)plx_plugin_config_int(host, config, "corrupt_at", 0);
     const char *what = plx_plugin_config_str(host, config, "corrupt");
     cfg->corrupt_addr = what && !strcmp(what, "addr");
+    cfg->ring_bytes = (size_t)plx_plugin_config_int(host, config, "ring_bytes", 256 << 10);
+    cfg->p2p_cma = plx_plugin_config_bool(host, config, "p2p_cma", 0);
+    cfg->p2p_cma_min_bytes = (size_t)plx_plugin_config_int(host, config, "p2p_cma_min_bytes", 1 << 20);
+    cfg->p2p_corrupt_rank = (int)plx_plugin_config_int(host, config, "p2p_corrupt_rank", -1);
+    cfg->p2p_corrupt_at = (uint64_t)plx_plugin_config_int(host, config, "p2p_corrupt_at", 0);
 }
+
+/* The rings of P * P pairs take at most this much (address space: pages
+ * are only touched by the pairs that talk); a bigger ring_bytes shrinks. */
+#define SHM_RINGS_MAX_BYTES ((size_t)512 << 20)
 
 /* Every rank's identity through the store; 0 if all equal ours. */
 static int check_colocated(struct shm_comm *c, const struct plx_comm_args *args)
@@ -100,7 +109,13 @@ static int create_segment(struct shm_comm *c)
 {
     size_t slot = round_up(c->cfg.slot_bytes < 4096 ? 4096 : c->cfg.slot_bytes, 4096);
     size_t ctl_off = SHM_HDR_BYTES, slot_off = round_up(ctl_off + (size_t)c->size * SHM_CTL_BYTES, 4096);
-    size_t total = slot_off + (size_t)c->size * 2 * slot;
+    size_t P = (size_t)c->size, pairs = P * P;
+    size_t ring = round_up(c->cfg.ring_bytes < 4096 ? 4096 : c->cfg.ring_bytes, 4096);
+    if (ring > SHM_RINGS_MAX_BYTES / pairs)
+        ring = SHM_RINGS_MAX_BYTES / pairs / 4096 * 4096 < 4096 ? 4096 : SHM_RINGS_MAX_BYTES / pairs / 4096 * 4096;
+    size_t p2p_off = slot_off + P * 2 * slot;
+    size_t ring_off = round_up(p2p_off + P * SHM_P2P_CTL_BYTES + pairs * SHM_RING_HDR_BYTES, 4096);
+    size_t total = ring_off + pairs * ring;
     c->memfd = memfd_create("plexus-shm", MFD_CLOEXEC);
     if (c->memfd < 0)
         return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: memfd_create failed: %s", strerror(errno));
@@ -119,6 +134,9 @@ static int create_segment(struct shm_comm *c)
     h->ctl_off = ctl_off;
     h->slot_off = slot_off;
     h->total_bytes = total;
+    h->ring_bytes = ring;
+    h->p2p_off = p2p_off;
+    h->ring_off = ring_off;
     for (int r = 0; r < c->size; r++)
         shm__ctl(c, r)->why_rank = -1;
     __atomic_store_n(&h->ready, 1, __ATOMIC_RELEASE);
@@ -136,7 +154,12 @@ static int validate_segment(struct shm_comm *c, size_t real)
     if (h->nranks != P || h->slot_bytes < 4096 || h->slot_bytes % 64 || h->slot_bytes > (SIZE_MAX / 4) / P ||
         h->ctl_off < SHM_HDR_BYTES || h->ctl_off % 64 || h->ctl_off > real ||
         P * SHM_CTL_BYTES > real - h->ctl_off || h->slot_off % 64 || h->slot_off < h->ctl_off + P * SHM_CTL_BYTES ||
-        h->slot_off > real || 2 * P * h->slot_bytes > real - h->slot_off || h->total_bytes != real)
+        h->slot_off > real || 2 * P * h->slot_bytes > real - h->slot_off || h->total_bytes != real ||
+        h->ring_bytes < 4096 || h->ring_bytes % 4096 || h->ring_bytes > SHM_RINGS_MAX_BYTES / (P * P) ||
+        h->p2p_off % 64 || h->p2p_off < h->slot_off + 2 * P * h->slot_bytes || h->p2p_off > real ||
+        h->ring_off % 64 || h->ring_off < h->p2p_off || h->ring_off > real ||
+        P * (SHM_P2P_CTL_BYTES + P * SHM_RING_HDR_BYTES) > h->ring_off - h->p2p_off ||
+        P * P * h->ring_bytes > real - h->ring_off)
         return plx_plugin_error(host, PLX_ERR_PROTOCOL,
                                 "shm: the segment header from rank 0 describes a layout (%u ranks, slots of %llu bytes, "
                                 "%llu bytes in all) that does not fit %zu ranks in its %zu bytes",

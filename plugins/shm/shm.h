@@ -9,6 +9,12 @@
  *     struct shm_seg_header              one page
  *     struct shm_ctl   ctl[P]            one per rank, SHM_CTL_BYTES apart
  *     slots: rank r, half h at slot_off + (2r + h) * slot_bytes
+ *     struct shm_p2p_ctl p2p[P]          at p2p_off, SHM_P2P_CTL_BYTES apart
+ *     struct shm_ring    ring[P][P]      then, SHM_RING_HDR_BYTES apart
+ *     ring data: sender s to receiver r at ring_off + (s * P + r) * ring_bytes
+ *
+ * Point-to-point (p2p.c) runs through the rings, one per ordered pair; see
+ * p2p.c for the frames and what is checked before a frame is used.
  *
  * Every collective is a series of phases. In a phase each rank writes its
  * own slot (and its slot header), arrives at a barrier (bumps its epoch, a
@@ -30,7 +36,7 @@
 #include "plexus/backend.h"
 #include "plexus/plugin.h"
 
-#define SHM_MAGIC UINT64_C(0x706c78736873d001) /* "plxshs" + layout version */
+#define SHM_MAGIC UINT64_C(0x706c78736873d002) /* "plxshs" + layout version */
 #define SHM_CTL_BYTES 256
 #define SHM_HDR_BYTES 4096
 #define SHM_MAX_RANKS 256 /* a slot (>= 4 KiB) holds one 8-byte element per rank */
@@ -73,6 +79,31 @@ struct shm_seg_header {
     uint64_t slot_bytes;  /* one half of one rank's slot */
     uint64_t small_bytes; /* allreduce/reduce at most this big run in one phase */
     uint64_t ctl_off, slot_off, total_bytes;
+    uint64_t ring_bytes; /* data bytes of one pair's ring */
+    uint64_t p2p_off, ring_off;
+};
+
+#define SHM_P2P_CTL_BYTES 128
+#define SHM_RING_HDR_BYTES 128
+
+/* One rank's point-to-point doorbell: every sender bumps it after writing a
+ * frame for this rank, and this rank's senders' bells after it frees ring
+ * space, so a waiter sleeps on one futex word whatever it waits for. */
+struct shm_p2p_ctl {
+    uint32_t bell;
+    uint32_t cma_ok;   /* 1: this rank read every peer with process_vm_readv; 2: it could not or would not */
+    uint32_t pad0[14];
+    uint32_t sleepers; /* ranks asleep on bell (this rank's threads; peers only read it) */
+    uint32_t pad1[15];
+};
+
+/* A pair's ring: head written only by the sender, tail only by the
+ * receiver, each on its own cache line. Both count bytes from the start. */
+struct shm_ring {
+    uint64_t head;
+    uint64_t pad0[7];
+    uint64_t tail;
+    uint64_t pad1[7];
 };
 
 struct shm_cfg {
@@ -84,6 +115,11 @@ struct shm_cfg {
     int corrupt_rank;   /* fault injection: this rank writes a bad slot header */
     uint64_t corrupt_at; /* ... in the collective with this seq */
     int corrupt_addr;   /* ... only its buffer addresses (what single copy reads) */
+    size_t ring_bytes;  /* point-to-point: data bytes of one pair's ring */
+    int p2p_cma;        /* 0: point-to-point always copies twice; 1: single copy when every rank can */
+    size_t p2p_cma_min_bytes; /* messages at least this big go single-copy */
+    int p2p_corrupt_rank;     /* fault injection: this rank writes a corrupt frame header ... */
+    uint64_t p2p_corrupt_at;  /* ... in its message number p2p_corrupt_at (1-based) */
 };
 
 struct shm_comm {
@@ -106,6 +142,9 @@ struct shm_comm {
     int lost_rank;          /* first rank seen to die, or -1 */
     char lost_msg[256];
     char name[128];
+    struct shm_p2p *p2p;    /* p2p.c's state, its own lock */
+    int p2p_cma;            /* point-to-point single copy agreed by every rank */
+    char p2p_cma_why[160];
 };
 
 /* The op being run: what each phase checks and reports. */
@@ -160,6 +199,45 @@ void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s
 
 /* coll.c */
 int shm__collective(struct shm_comm *c, const struct plx_coll_args *a);
+
+static inline struct shm_p2p_ctl *shm__p2p_ctl(const struct shm_comm *c, int r)
+{
+    return (struct shm_p2p_ctl *)(c->base + c->seg->p2p_off + (size_t)r * SHM_P2P_CTL_BYTES);
+}
+
+/* The ring from rank s to rank r, and its data. */
+static inline struct shm_ring *shm__ring(const struct shm_comm *c, int s, int r)
+{
+    return (struct shm_ring *)(c->base + c->seg->p2p_off + (size_t)c->size * SHM_P2P_CTL_BYTES +
+                               ((size_t)s * (size_t)c->size + (size_t)r) * SHM_RING_HDR_BYTES);
+}
+
+static inline char *shm__ring_data(const struct shm_comm *c, int s, int r)
+{
+    return c->base + c->seg->ring_off + ((size_t)s * (size_t)c->size + (size_t)r) * c->seg->ring_bytes;
+}
+
+/* p2p.c: point-to-point through the rings. */
+#define SHM_CMA_MAGIC UINT64_C(0x636d612d70726f62)
+/* After the join barrier (o is the join's op): probe single copy for
+ * point-to-point and agree on it (one barrier); allocate the state. */
+int shm__p2p_create(struct shm_comm *c, struct shm_op *o);
+/* Fail every pending request (the communicator goes) and free the state. */
+void shm__p2p_destroy(struct shm_comm *c);
+int shm__p2p_isend(struct shm_comm *c, const struct plx_p2p_args *a, void **req);
+int shm__p2p_irecv(struct shm_comm *c, const struct plx_p2p_args *a, void **req);
+int shm__p2p_test(struct shm_comm *c, void *req, int *done);
+int shm__p2p_wait_until(struct shm_comm *c, void *req, uint64_t deadline_ns);
+void shm__p2p_req_free(struct shm_comm *c, void *req);
+
+/* bell.c: the point-to-point doorbell and peer liveness. */
+void shm__bell_ring(struct shm_comm *c, int r);
+/* Sleep on this rank's bell while it still reads seen, until deadline_ns
+ * (host clock) or at most slice_ms. */
+void shm__bell_sleep(struct shm_comm *c, uint32_t seen, uint64_t deadline_ns, int slice_ms);
+/* 1 if rank r's process is gone (exited, killed, a zombie). */
+int shm__peer_dead(struct shm_comm *c, int r);
+void shm__cpu_relax(void);
 
 /* sync.c: names for messages */
 const char *shm__coll_name(int coll);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # fault.sh FAULT_BIN MODE N [BYTES] - start N shm ranks by hand (not
 # plexus-run: it would stop the survivors itself) and check how each ends
-# (see fault.c for the modes). The last rank is the one at fault. Afterwards
+# (see fault.c and p2p_fault.c for the modes). The last rank is the one at fault. Afterwards
 # /dev/shm must hold no new entry of plexus's (the segment is a memfd; other
 # programs on a shared machine come and go there, so only names that could
 # be ours count: plexus*, plx*, shm*).
@@ -21,6 +21,7 @@ ours >"$tmp/shm.before"
 export MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=$n LOCAL_WORLD_SIZE=$n
 case $mode in corrupt|corrupt_addr) export PLEXUS_SHM_CORRUPT_RANK=$last PLEXUS_SHM_CORRUPT_AT=3;; esac
 [ "$mode" = corrupt_addr ] && export PLEXUS_SHM_CORRUPT=addr PLEXUS_SHM_CMA=true
+[ "$mode" = p2p_corrupt ] && export PLEXUS_SHM_P2P_CORRUPT_RANK=$last PLEXUS_SHM_P2P_CORRUPT_AT=3
 started=$n
 [ "$mode" = init ] && started=$last
 r=0
@@ -35,7 +36,7 @@ while [ $r -lt $started ]; do
     rc=$(cat "$tmp/$r.rc")
     sed "s/^/[rank $r] /" "$tmp/$r.out"
     want=0
-    [ "$mode" = kill ] && [ $r = $last ] && want=137
+    case $mode in kill|p2p_kill) [ $r = $last ] && want=137;; esac
     if [ "$rc" != $want ]; then
         echo "rank $r: exit status $rc, expected $want"
         bad=1
