@@ -341,7 +341,8 @@ static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
          * within microseconds; other work keeps it for a time slice (4
          * ranks on 2 cores busy building: 2.4-4.1 ms per 8 B allreduce
          * when yields went unchecked, 0.1-0.25 ms checked). */
-        if (left == 0 && c->busy_poll_us < 0 && host->clock_ns() - now > TCP_SPIN_PREEMPT_NS) {
+        if (left == 0 && c->busy_poll_us < 0 &&
+            host->clock_ns() - now > (c->spin_yield ? TCP_SPIN_YIELD_NS : TCP_SPIN_PREEMPT_NS)) {
             preempted = 1;
             spin_until = 0; /* sleep from now on */
         }

@@ -43,6 +43,9 @@
 /* busy_poll_us=auto: a look (ppoll without timeout) that took this long
  * means this thread lost its core meanwhile: something else wanted it. */
 #define TCP_SPIN_PREEMPT_NS 50000u
+/* ... and, when the look yielded the core, this long: the peer rank that
+ * ran meanwhile may have worked a while; other work keeps it for a slice. */
+#define TCP_SPIN_YIELD_NS 200000u
 #define TCP_SPIN_MIN_NS 16000u /* a smaller budget is no spin at all */
 #define TCP_SPIN_REGROW 8
 
