@@ -1,18 +1,29 @@
 #!/usr/bin/python3
-"""torch_plexus_allreduce.py [--np 2] [--min 8] [--max 64M] [--reps 3] [--plexus-bench PATH]
+"""torch_plexus_allreduce.py [--np 2] [--min 8] [--max 64M | --sizes 8,64K,1M] [--reps 5]
+                           [--plexus-bench PATH] [--overhead-iters 2000] [--overhead-warmup 50] [--no-sizes]
 
 torch.distributed all_reduce (float32 SUM, blocking) on backend "plexus"
 against backend "gloo", in the same processes and interleaved: for every
-size from --min to --max (x4 steps, and --max itself), each repetition times gloo then plexus
-(warm-up, barrier, N back-to-back calls, the slowest rank's mean), and the
-row reports the median of the repetitions and plexus's speed-up over gloo.
+size from --min to --max (x4 steps, and --max itself) or of --sizes, each repetition times
+gloo then plexus (warm-up, barrier, N back-to-back calls, the slowest rank's
+mean). A row gives both medians and the per-repetition speed-up gloo/plexus
+as median [min-max]: the ratio is taken inside one repetition, where both
+saw the same machine load, so a loaded moment does not skew it.
 The default group is gloo; the plexus group is dist.new_group(backend=
 "plexus"), so both see the same ranks, tensors and machine load.
 
-With --plexus-bench, plexus-bench runs the same loop on the same transport
-(PLEXUS_BACKEND, tcp by default) for 8 B, giving the binding's own overhead
-(torch on plexus / plexus-bench). Needs PYTHONPATH to reach plexus.torch
-(meson devenv -C build does it). GLOO_SOCKET_IFNAME=lo is set for loopback.
+With --plexus-bench, the binding's own overhead at 8 B: in each repetition
+plexus-bench (under plexus-run, --np ranks, in-place, PLEXUS_BACKEND as set,
+tcp by default) and the torch processes run the same loop, one after the
+other while the other side waits idle (order alternating), with the same
+iteration and warm-up counts; the ratio torch-on-plexus / plexus-bench is
+per repetition, reported as median [min-max]. It also reports the floor
+under every torch backend: a 1-rank group of each backend (no traffic) timed
+through dist.all_reduce and through the ProcessGroup's own allreduce().wait()
+(no torch.distributed Python), against plexus-bench with 1 rank.
+
+Needs PYTHONPATH to reach plexus.torch (meson devenv -C build does it).
+GLOO_SOCKET_IFNAME=lo is set for loopback.
 """
 import argparse
 import os
@@ -27,63 +38,135 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
+# The parent and the ranks meet at barriers and a queue; a rank that died
+# must not leave the other side waiting for ever.
+WAIT_S = 900
+
+
 def iters_for(nbytes):
     """About 0.2 GB moved per timing, 5 to 500 calls."""
     return max(5, min(500, int(2e8 // max(nbytes, 1))))
 
 
-def timed(t, group, n):
-    for _ in range(3):
-        dist.all_reduce(t, group=group)
+def timed(t, group, n, warmup=3, call=None):
+    """Warm-up, barrier, n calls; the slowest rank's mean in us (over group)."""
+    call = call or (lambda: dist.all_reduce(t, group=group))
+    for _ in range(warmup):
+        call()
     dist.barrier(group=group)
     t0 = time.perf_counter()
     for _ in range(n):
-        dist.all_reduce(t, group=group)
+        call()
     us = torch.tensor([(time.perf_counter() - t0) / n * 1e6], dtype=torch.float64)
     dist.all_reduce(us, op=dist.ReduceOp.MAX, group=group)
     return us.item()
 
 
-def run(rank, args, port, out):
-    import plexus.torch  # noqa: F401
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.np)
-    px = dist.new_group(backend="plexus")
+def local_us(call, n, warmup):
+    for _ in range(warmup):
+        call()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        call()
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def spread(v):
+    return "%.2f [%.2f-%.2f]" % (statistics.median(v), min(v), max(v))
+
+
+def sizes_of(args):
+    if args.sizes:
+        return args.sizes
     sizes, size = [], args.min
     while size < args.max:
         sizes.append(size)
         size *= 4
     sizes.append(args.max)
+    return sizes
+
+
+def run(rank, args, port, out, sync, results):
+    import plexus.torch  # noqa: F401
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.np)
+    px = dist.new_group(backend="plexus")
     rows = []
-    for size in sizes:
+    for size in [] if args.no_sizes else sizes_of(args):
         t = torch.ones(size // 4, dtype=torch.float32)
         n = iters_for(size)
         g, p = [], []
         for _ in range(args.reps):
             g.append(timed(t, None, n))
             p.append(timed(t, px, n))
-        rows.append((size, n, statistics.median(g), statistics.median(p)))
+        ratios = [a / b for a, b in zip(g, p)]
+        rows.append((size, n, statistics.median(g), statistics.median(p), statistics.median(ratios),
+                     min(ratios), max(ratios)))
         if rank == 0:
-            s, n, gm, pm = rows[-1]
-            print("%10d %6d %12.2f %12.2f %8.2fx" % (s, n, gm, pm, gm / pm), flush=True)
+            print("%10d %6d %12.2f %12.2f %8.2fx [%.2f-%.2f]" % rows[-1], flush=True)
     if rank == 0:
         with open(out, "w") as f:
             for r in rows:
-                f.write("%d %d %f %f\n" % r)
+                f.write("%d %d %f %f %f %f %f\n" % r)
+    if args.plexus_bench:
+        overhead(rank, args, px, sync, results)
     dist.destroy_process_group()
 
 
-def bench_8b(path, np_):
-    """plexus-bench's 8 B allreduce on the same transport, median of 3 runs."""
+def overhead(rank, args, px, sync, results):
+    """The torch side of the 8 B overhead runs (see bench_8b) and the floor."""
+    t = torch.ones(2, dtype=torch.float32)
+    n, w = args.overhead_iters, args.overhead_warmup
+    for _ in range(args.reps):
+        sync.wait(WAIT_S)  # the parent may run plexus-bench now (if it goes first)
+        sync.wait(WAIT_S)
+        us = timed(t, px, n, w)
+        if rank == 0:
+            results.put(us)
+        sync.wait(WAIT_S)  # plexus-bench may run now (if it goes second)
+    # Floor: 1-rank groups (every rank must create every group in torch 1.13).
+    own = {}
+    for backend in ("plexus", "gloo"):
+        for r in range(args.np):
+            g = dist.new_group(ranks=[r], backend=backend)
+            if r == rank:
+                own[backend] = g
+    opts = dist.AllreduceOptions()
+    floor = {}
+    for backend, g in own.items():
+        floor[backend + " dist.all_reduce"] = [local_us(lambda: dist.all_reduce(t, group=g), n, w)
+                                               for _ in range(args.reps)]
+        floor[backend + " pg.allreduce().wait()"] = [local_us(lambda: g.allreduce([t], opts).wait(), n, w)
+                                                     for _ in range(args.reps)]
+    if rank == 0:
+        results.put(floor)
+
+
+def bench_once(path, np_, n, w):
     runner = os.path.join(os.path.dirname(path), "plexus-run")
-    vals = []
-    for _ in range(3):
-        o = subprocess.run([runner, "-n", str(np_), path, "-b", "8", "-e", "8", "-n", "2000", "-w", "50",
-                            "--inplace"], stdout=subprocess.PIPE, text=True, check=True).stdout
-        lines = [re.sub(r"^\[rank \d+\]", "", line) for line in o.splitlines()]
-        row = [line for line in lines if re.match(r"\s+8\s", line)][0].split()
-        vals.append(float(row[5]))
-    return statistics.median(vals)
+    o = subprocess.run([runner, "-n", str(np_), path, "-b", "8", "-e", "8", "-n", str(n), "-w", str(w),
+                        "--inplace"], stdout=subprocess.PIPE, text=True, check=True).stdout
+    lines = [re.sub(r"^\[rank \d+\]", "", line) for line in o.splitlines()]
+    row = [line for line in lines if re.match(r"\s+8\s", line)][0].split()
+    return float(row[5])
+
+
+def bench_8b(args, sync, results):
+    """Per repetition: plexus-bench and the torch loop at 8 B, same counts,
+    one after the other (order alternating); returns the per-rep pairs."""
+    pairs = []
+    for rep in range(args.reps):
+        bench_first = rep % 2 == 0
+        sync.wait(WAIT_S)
+        if bench_first:
+            b = bench_once(args.plexus_bench, args.np, args.overhead_iters, args.overhead_warmup)
+        sync.wait(WAIT_S)
+        tu = results.get(timeout=WAIT_S)
+        sync.wait(WAIT_S)
+        if not bench_first:
+            b = bench_once(args.plexus_bench, args.np, args.overhead_iters, args.overhead_warmup)
+        pairs.append((tu, b))
+    return pairs
 
 
 def main():
@@ -91,35 +174,55 @@ def main():
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--min", default="8")
     ap.add_argument("--max", default="64M")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--plexus-bench", default="")
+    ap.add_argument("--overhead-iters", type=int, default=2000)
+    ap.add_argument("--overhead-warmup", type=int, default=50)
+    ap.add_argument("--sizes", default="", help="comma list of sizes (e.g. 8,64K,1M,16M,64M) instead of --min/--max")
+    ap.add_argument("--no-sizes", action="store_true", help="only the 8 B overhead and floor (with --plexus-bench)")
     args = ap.parse_args()
+
     def size(v):
         v = v.upper()
         return int(float(v.rstrip("KMG")) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(v[-1], 1))
     args.min, args.max = size(args.min), size(args.max)
+    args.sizes = [size(v) for v in args.sizes.split(",")] if args.sizes else []
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     out = "/tmp/torch_plexus_allreduce.%d" % os.getpid()
-    print("# torch %s, %d processes, float32 SUM all_reduce, median of %d interleaved reps; load average %s"
+    print("# torch %s, %d processes, float32 SUM all_reduce, %d interleaved reps; load average %s"
           % (torch.__version__, args.np, args.reps, os.getloadavg()))
     print("# plexus transport: %s, PLEXUS_TCP_BUSY_POLL_US=%s" % (os.environ.get("PLEXUS_BACKEND", "configured"),
                                                                  os.environ.get("PLEXUS_TCP_BUSY_POLL_US", "unset")))
-    print("# %8s %6s %12s %12s %9s" % ("bytes", "iters", "gloo (us)", "plexus (us)", "speed-up"))
-    mp.spawn(run, args=(args, port, out), nprocs=args.np, join=True)
+    if not args.no_sizes:
+        print("# %8s %6s %12s %12s %9s %s" % ("bytes", "iters", "gloo (us)", "plexus (us)", "speed-up",
+                                             "[min-max per rep]"))
+    ctx = mp.get_context("spawn")
+    sync, results = ctx.Barrier(args.np + 1), ctx.Queue()
+    procs = mp.spawn(run, args=(args, port, out, sync, results), nprocs=args.np, join=False)
     if args.plexus_bench:
-        with open(out) as f:
-            first = f.readline().split()
-        torch_us, bench_us = float(first[3]), bench_8b(args.plexus_bench, args.np)
-        if int(first[0]) != 8:
-            torch_us = float("nan")  # the rows did not start at 8 B
-        print("# 8 B: torch on plexus %.2f us, plexus-bench %.2f us (same transport): binding overhead %.2fx"
-              % (torch_us, bench_us, torch_us / bench_us))
+        pairs = bench_8b(args, sync, results)
+        floor = results.get(timeout=WAIT_S)
+    while not procs.join():
+        pass
+    if args.plexus_bench:
+        tu, bu = [p[0] for p in pairs], [p[1] for p in pairs]
+        ratios = [a / b for a, b in pairs]
+        print("# 8 B, %d iterations + %d warm-up each, %d reps: torch on plexus %s us, plexus-bench %s us "
+              "(same transport)" % (args.overhead_iters, args.overhead_warmup, args.reps, spread(tu), spread(bu)))
+        print("# 8 B binding overhead torch/plexus-bench per rep: %s   (%s)"
+              % (spread(ratios), " ".join("%.2f" % r for r in ratios)))
+        bench1 = [bench_once(args.plexus_bench, 1, args.overhead_iters, args.overhead_warmup)
+                  for _ in range(args.reps)]
+        print("# floor, 1-rank groups (no traffic), rank 0, us per call: plexus-bench %s" % spread(bench1))
+        for k, v in floor.items():
+            print("#   torch %-28s %s" % (k, spread(v)))
     print("# load average after: %s" % (os.getloadavg(),))
-    os.unlink(out)
+    if os.path.exists(out):
+        os.unlink(out)
 
 
 if __name__ == "__main__":

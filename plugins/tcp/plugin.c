@@ -106,15 +106,22 @@ static int comm_create(const struct plx_comm_args *a, void **out)
      * a plain spin would steal the peers' time, so the spin yields the core
      * between looks: the peer that shares it runs at once instead of after
      * a sleep and a wake-up (4 ranks on 2 cores, 8 B allreduce, 4000-op
-     * runs: 61-72 us without spinning, 47-55 us with it). */
+     * runs: 61-72 us without spinning, 47-55 us with it). The cores are
+     * those this process may run on (sched_getaffinity: taskset, cgroups'
+     * cpusets), not the machine's. On a machine busy with other work a
+     * fixed spin holds a core the peer needs for a whole time slice (2
+     * ranks, 2 cores, load 5: 350-650 us per 8 B allreduce with a 1000 us
+     * spin, 20 us without), so auto adapts the budget (spin_adapt). */
     c->config = a->config;
     int64_t bp = plx_plugin_config_int(host, c->config, "busy_poll_us", -1); /* ns; -1: auto */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t aff;
+    if (sched_getaffinity(0, sizeof aff, &aff) == 0 && CPU_COUNT(&aff) > 0)
+        cores = CPU_COUNT(&aff);
     c->spin_yield = a->local_size > 0 && cores > 0 && cores < a->local_size;
-    if (bp >= 0)
-        c->busy_poll_us = (int)(bp / 1000);
-    else
-        c->busy_poll_us = c->spin_yield ? 2000 : a->local_size > 0 ? 1000 : 0;
+    c->busy_poll_us = bp >= 0 ? (int)(bp / 1000) : -1;
+    c->spin_max_ns = bp >= 0 ? (uint64_t)bp : c->spin_yield ? 2000000u : a->local_size > 0 ? 1000000u : 0;
+    c->spin_ns = c->spin_max_ns;
     int64_t max_early = plx_plugin_config_int(host, c->config, "max_early_bytes", (int64_t)256 << 20);
     c->max_early_bytes = max_early > 0 ? (size_t)max_early : (size_t)256 << 20;
     pthread_mutex_init(&c->mu, NULL);
@@ -267,6 +274,30 @@ static int test(void *comm, void *req, int *done)
     return *done ? finish(r) : 0;
 }
 
+/* busy_poll_us=auto: adapt the spin budget after a wait that completed
+ * (with c->mu held). A spin that lost its core (preempted: other work
+ * wants the cores) halves the budget, down to none, and so does a wait that
+ * slept for longer than twice the budget (a doubled spin would not have
+ * caught it either: the peer was not running, or is busy elsewhere); a wait
+ * that slept but ended within twice the budget counts towards doubling it
+ * again (up to the configured spin), so an idle machine keeps the full
+ * spin and a loaded one sleeps. */
+static void spin_adapt(struct tcp_comm *c, int slept, int preempted, uint64_t waited_ns)
+{
+    uint64_t reach = 2 * (c->spin_ns > TCP_SPIN_MIN_NS ? c->spin_ns : TCP_SPIN_MIN_NS);
+    if (preempted || (slept && waited_ns >= reach)) {
+        c->spin_ns /= 2;
+        if (c->spin_ns < TCP_SPIN_MIN_NS)
+            c->spin_ns = 0;
+        c->spin_regrow = 0;
+    } else if (slept && c->spin_ns < c->spin_max_ns && ++c->spin_regrow >= TCP_SPIN_REGROW) {
+        c->spin_ns = c->spin_ns ? c->spin_ns * 2 : TCP_SPIN_MIN_NS;
+        if (c->spin_ns > c->spin_max_ns)
+            c->spin_ns = c->spin_max_ns;
+        c->spin_regrow = 0;
+    }
+}
+
 /* Lead: read every connection from this thread until r is done or
  * deadline_ns passes (see tcp_comm.leader). Called with c->mu held and no
  * leader; returns with c->mu held. */
@@ -281,7 +312,8 @@ static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
         }
     }
     tcp__flush_all(c);
-    uint64_t spin_until = host->clock_ns() + (uint64_t)(c->busy_poll_us > 0 ? c->busy_poll_us : 0) * 1000u;
+    uint64_t t0 = host->clock_ns(), spin_until = t0 + c->spin_ns;
+    int slept = 0, preempted = 0;
     while (!atomic_load_explicit(&r->done, memory_order_acquire) && !c->broken) {
         uint64_t now = host->clock_ns();
         if (now >= deadline_ns)
@@ -299,10 +331,21 @@ static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
             left = 0;
         struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
         c->leader_sleeping = left > 0;
+        slept |= left > 0;
         pthread_mutex_unlock(&c->mu);
         if (left == 0 && c->spin_yield)
             sched_yield();
         int k = ppoll(c->pfds, (nfds_t)n, &ts, NULL);
+        /* A look that took long: this thread lost its core while spinning.
+         * Yielding counts too: a peer rank given the core hands it back
+         * within microseconds; other work keeps it for a time slice (4
+         * ranks on 2 cores busy building: 2.4-4.1 ms per 8 B allreduce
+         * when yields went unchecked, 0.1-0.25 ms checked). */
+        if (left == 0 && c->busy_poll_us < 0 &&
+            host->clock_ns() - now > (c->spin_yield ? TCP_SPIN_YIELD_NS : TCP_SPIN_PREEMPT_NS)) {
+            preempted = 1;
+            spin_until = 0; /* sleep from now on */
+        }
         pthread_mutex_lock(&c->mu);
         c->leader_sleeping = 0;
         if (k <= 0)
@@ -319,6 +362,8 @@ static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
     }
     c->leader = 0;
     c->last_lead_ns = host->clock_ns();
+    if (c->busy_poll_us < 0 && atomic_load_explicit(&r->done, memory_order_acquire))
+        spin_adapt(c, slept, preempted, c->last_lead_ns - t0);
     pthread_cond_broadcast(&c->cv); /* a thread waiting meanwhile may lead now */
 }
 
@@ -385,7 +430,9 @@ static const struct plx_key keys[] = {
      "most bytes of eager messages kept per peer for receives not yet posted; more drops that peer"},
     {"busy_poll_us", PLX_KEY_DURATION, "auto", "auto",
      "spin this long (bare numbers: us) in wait() before sleeping, yielding the core between looks when local "
-     "ranks outnumber cores; auto: 1000 when every local rank has a core, 2000 when they outnumber the cores"},
+     "ranks outnumber the cores this process may use; auto: up to 1000 when every local rank has a core, 2000 "
+     "when they outnumber the cores, halved whenever a spin loses its core (the machine is busy) or a wait "
+     "outlasts twice the spin, doubled again after 8 waits that a doubled spin would have caught"},
     {"auth", PLX_KEY_ENUM, "auto", "auto|on|off",
      "authenticate peers with the job secret PLEXUS_JOB_SECRET: auto when it is set, on requires it, off speaks "
      "the plain Gloo pair protocol"},

@@ -40,6 +40,14 @@
 #define TCP_RX_BULK_STAGE 4096u
 #define TCP_SLOT_BUCKETS 64
 #define TCP_LEAD_IDLE_NS 1000000u /* hand input back to the I/O thread after 1 ms without a leader */
+/* busy_poll_us=auto: a look (ppoll without timeout) that took this long
+ * means this thread lost its core meanwhile: something else wanted it. */
+#define TCP_SPIN_PREEMPT_NS 50000u
+/* ... and, when the look yielded the core, this long: the peer rank that
+ * ran meanwhile may have worked a while; other work keeps it for a slice. */
+#define TCP_SPIN_YIELD_NS 200000u
+#define TCP_SPIN_MIN_NS 16000u /* a smaller budget is no spin at all */
+#define TCP_SPIN_REGROW 8
 
 enum { OP_SEND_BUFFER = 0, OP_SEND_UNBOUND = 1, OP_NOTIFY_SEND_READY = 2, OP_NOTIFY_RECV_READY = 3 };
 /* Extension between plexus peers only: "my connection to rank <slot> was
@@ -128,8 +136,14 @@ struct tcp_comm {
     const struct plx_config *config; /* the communicator's configuration (core-owned) */
     int rank, size;
     int64_t timeout_ms;
-    int busy_poll_us;
+    int busy_poll_us;    /* [tcp] busy_poll_us as set; -1: auto */
     int spin_yield;      /* local ranks outnumber cores: sched_yield() while spinning */
+    /* busy_poll_us=auto adapts the spin (plugin.c, spin_adapt): spin_ns is
+     * the budget now, up to spin_max_ns; halved whenever a spin lost its
+     * core or a wait outlasted twice the budget, doubled again after
+     * TCP_SPIN_REGROW waits that a doubled spin would have caught. */
+    uint64_t spin_ns, spin_max_ns;
+    int spin_regrow;
     size_t max_early_bytes; /* [tcp] max_early_bytes: per peer */
     pthread_mutex_t mu;
     pthread_cond_t cv;

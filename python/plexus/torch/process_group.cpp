@@ -232,6 +232,39 @@ static void same_layout(const std::vector<at::Tensor> &v, const at::Tensor &like
 
 struct Comm;
 
+// A small collective's arguments, kept until it starts (Comm::pending).
+// Plain values rather than closures: this is the path every small
+// all_reduce takes, and a std::function per call is a heap allocation.
+struct Lazy {
+    enum Kind { NONE, ALLREDUCE, BROADCAST, REDUCE, BARRIER } kind = NONE;
+    void *p = nullptr;
+    size_t n = 0;
+    int dt = 0, op = 0, root = 0;
+
+    int start(plx_comm *c, plx_work **o) const
+    {
+        switch (kind) {
+        case ALLREDUCE: return plx_iallreduce(c, p, p, n, dt, op, nullptr, o);
+        case BROADCAST: return plx_ibroadcast(c, p, n, dt, root, nullptr, o);
+        case REDUCE: return plx_ireduce(c, p, p, n, dt, op, root, nullptr, o);
+        case BARRIER: return plx_ibarrier(c, nullptr, o);
+        case NONE: break;
+        }
+        return PLX_ERR_INTERNAL;
+    }
+    int run(plx_comm *c) const
+    {
+        switch (kind) {
+        case ALLREDUCE: return plx_allreduce(c, p, p, n, dt, op);
+        case BROADCAST: return plx_broadcast(c, p, n, dt, root);
+        case REDUCE: return plx_reduce(c, p, p, n, dt, op, root);
+        case BARRIER: return plx_barrier(c);
+        case NONE: break;
+        }
+        return PLX_ERR_INTERNAL;
+    }
+};
+
 // One torch operation: one or more plexus works waited for in order (a
 // send is a header and the data; a receive from any source first learns
 // the sender), then `finish` (unpacking into the caller's tensors).
@@ -244,10 +277,9 @@ class WorkPlexus : public c10d::Work {
     ~WorkPlexus() override;
 
     std::vector<plx_work *> works;           // waited for in order
-    // A small collective starts lazily (Comm::pending): nb starts it
-    // nonblocking, blk runs it blocking in the waiting thread.
-    std::function<int(plx_work **)> nb;
-    std::function<int()> blk;
+    // A small collective starts lazily (Comm::pending): start_now starts
+    // it nonblocking, run_inline runs it blocking in the waiting thread.
+    Lazy lazy;
     const char *what = "";
     void start_now();
     void run_inline();
@@ -369,9 +401,8 @@ bool Comm::run_if_pending(WorkPlexus *w)
 void WorkPlexus::start_now()
 {
     plx_work *pw = nullptr;
-    int rc = nb(&pw);
-    nb = nullptr;
-    blk = nullptr;
+    int rc = lazy.start(comm_->comm, &pw);
+    lazy.kind = Lazy::NONE;
     if (rc != 0)
         complete(rc, std::string(what) + ": " + plx_last_error());
     else
@@ -384,9 +415,8 @@ void WorkPlexus::run_inline()
         std::lock_guard<std::mutex> lk(mutex_);
         claimed_ = true;
     }
-    int rc = blk();
-    nb = nullptr;
-    blk = nullptr;
+    int rc = lazy.run(comm_->comm);
+    lazy.kind = Lazy::NONE;
     complete(rc, rc ? std::string(what) + ": " + plx_last_error() : std::string());
 }
 
@@ -495,7 +525,13 @@ int WorkPlexus::sourceRank() const
 
 bool WorkPlexus::wait(milliseconds timeout)
 {
-    comm_->run_if_pending(this);
+    if (comm_->run_if_pending(this)) {
+        // Ran and completed in this thread just now: no other thread
+        // writes error_ once done_ is set.
+        if (error_)
+            std::rethrow_exception(error_);
+        return true;
+    }
     int64_t ms = timeout.count() <= 0 ? PLX_TIMEOUT_DEFAULT : int64_t(timeout.count()); // 0: kNoTimeout
     std::unique_lock<std::mutex> lk(mutex_);
     if (!done_ && !claimed_) {
@@ -592,15 +628,16 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors, const c10d::BroadcastOptions &opts) override
     {
         const at::Tensor &t = one(tensors, "broadcast");
-        auto w = make(c10d::OpType::BROADCAST, tensors);
+        auto w = make_lazy(c10d::OpType::BROADCAST, tensors);
         at::Tensor buf = dense(t);
-        plx_comm *cm = c();
-        void *p = buf.data_ptr();
-        size_t n = buf.numel();
-        int dt = dtype_of(t), root = int(opts.rootRank);
-        launch(w, "broadcast", buf.nbytes(), [=](plx_work **o) { return plx_ibroadcast(cm, p, n, dt, root, nullptr, o); },
-               [=] { return plx_broadcast(cm, p, n, dt, root); });
+        Lazy l;
+        l.kind = Lazy::BROADCAST;
+        l.p = buf.data_ptr();
+        l.n = buf.numel();
+        l.dt = dtype_of(t);
+        l.root = int(opts.rootRank);
         copy_back(w, t, buf);
+        launch(w, "broadcast", buf.nbytes(), l);
         return w;
     }
 
@@ -608,15 +645,16 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     {
         const at::Tensor &t = one(tensors, "allreduce");
         int op = redop_of(opts.reduceOp, t);
-        auto w = make(c10d::OpType::ALLREDUCE, tensors);
+        auto w = make_lazy(c10d::OpType::ALLREDUCE, tensors);
         at::Tensor buf = dense(t);
-        plx_comm *cm = c();
-        void *p = buf.data_ptr();
-        size_t n = buf.numel();
-        int dt = dtype_of(t);
-        launch(w, "allreduce", buf.nbytes(), [=](plx_work **o) { return plx_iallreduce(cm, p, p, n, dt, op, nullptr, o); },
-               [=] { return plx_allreduce(cm, p, p, n, dt, op); });
+        Lazy l;
+        l.kind = Lazy::ALLREDUCE;
+        l.p = buf.data_ptr();
+        l.n = buf.numel();
+        l.dt = dtype_of(t);
+        l.op = op;
         copy_back(w, t, buf);
+        launch(w, "allreduce", buf.nbytes(), l);
         return w;
     }
 
@@ -624,15 +662,17 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     {
         const at::Tensor &t = one(tensors, "reduce");
         int op = redop_of(opts.reduceOp, t);
-        auto w = make(c10d::OpType::REDUCE, tensors);
+        auto w = make_lazy(c10d::OpType::REDUCE, tensors);
         at::Tensor buf = dense(t);
-        plx_comm *cm = c();
-        void *p = buf.data_ptr();
-        size_t n = buf.numel();
-        int dt = dtype_of(t), root = int(opts.rootRank);
-        launch(w, "reduce", buf.nbytes(), [=](plx_work **o) { return plx_ireduce(cm, p, p, n, dt, op, root, nullptr, o); },
-               [=] { return plx_reduce(cm, p, p, n, dt, op, root); });
+        Lazy l;
+        l.kind = Lazy::REDUCE;
+        l.p = buf.data_ptr();
+        l.n = buf.numel();
+        l.dt = dtype_of(t);
+        l.op = op;
+        l.root = int(opts.rootRank);
         copy_back(w, t, buf);
+        launch(w, "reduce", buf.nbytes(), l);
         return w;
     }
 
@@ -808,10 +848,10 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
 
     intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override
     {
-        auto w = make(c10d::OpType::BARRIER, {});
-        plx_comm *cm = c();
-        launch(w, "barrier", 0, [=](plx_work **o) { return plx_ibarrier(cm, nullptr, o); },
-               [=] { return plx_barrier(cm); });
+        auto w = make_lazy(c10d::OpType::BARRIER, {});
+        Lazy l;
+        l.kind = Lazy::BARRIER;
+        launch(w, "barrier", 0, l);
         return w;
     }
 
@@ -851,22 +891,27 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
         return c10::make_intrusive<WorkPlexus>(comm_, type, std::move(outputs));
     }
 
+    // An operation that goes through launch: launch starts what is
+    // pending first, under the one lock it takes anyway.
+    intrusive_ptr<WorkPlexus> make_lazy(c10d::OpType type, std::vector<at::Tensor> outputs)
+    {
+        return c10::make_intrusive<WorkPlexus>(comm_, type, std::move(outputs));
+    }
+
     // Up to this size a collective starts lazily (see Comm::pending).
     static constexpr size_t kLazyBytes = 64 << 10;
 
-    void launch(const intrusive_ptr<WorkPlexus> &w, const char *what, size_t bytes,
-                std::function<int(plx_work **)> nb, std::function<int()> blk)
+    void launch(const intrusive_ptr<WorkPlexus> &w, const char *what, size_t bytes, const Lazy &l)
     {
         std::lock_guard<std::mutex> lk(comm_->submit_mu);
         comm_->flush_locked();
         if (bytes <= kLazyBytes) {
             w->what = what;
-            w->nb = std::move(nb);
-            w->blk = std::move(blk);
+            w->lazy = l;
             comm_->pending = w;
             return;
         }
-        start(w, what, nb(slot(w)));
+        start(w, what, l.start(c(), slot(w)));
     }
 
     static plx_work **slot(const intrusive_ptr<WorkPlexus> &w)
@@ -883,10 +928,12 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
         }
     }
 
+    // buf is t itself (already held by the work's outputs) or a contiguous
+    // copy, held until completion and copied back into t after it.
     static void copy_back(const intrusive_ptr<WorkPlexus> &w, const at::Tensor &t, const at::Tensor &buf)
     {
-        w->keep.push_back(buf);
         if (!buf.is_same(t)) {
+            w->keep.push_back(buf);
             at::Tensor dst = t, src = buf;
             w->finish = [dst, src]() mutable { dst.copy_(src); };
         }
