@@ -26,7 +26,7 @@ static int fold(struct algo_ctx *x, const char *from, char *buf, char *tmp, int 
     *vr = r - rem;
     if (r >= 2 * rem) {
         if (from != buf)
-            memcpy(buf, from, bytes);
+            plx__copy(buf, from, bytes);
         return 0;
     }
     if (r % 2 == 0) {
@@ -229,7 +229,7 @@ int plx__allreduce(struct algo_ctx *x)
         return 0;
     if (x->size == 1) {
         if (a->recv != a->send)
-            memmove(a->recv, a->send, bytes);
+            plx__copy(a->recv, a->send, bytes);
         return 0;
     }
     int algo = x->t->allreduce_algo;

@@ -140,7 +140,7 @@ int plx__reduce_scatter(struct algo_ctx *x)
         return 0;
     if (x->size == 1) {
         if (a->recv != a->send)
-            memmove(a->recv, a->send, a->count * x->esize);
+            plx__copy(a->recv, a->send, a->count * x->esize);
         return 0;
     }
     struct layout l = {a->count, 1};
@@ -155,7 +155,7 @@ int plx__allgather(struct algo_ctx *x)
     if (bytes == 0)
         return 0;
     if ((const char *)a->send != mine)
-        memmove(mine, a->send, bytes);
+        plx__copy(mine, a->send, bytes);
     struct layout l = {a->count, 1};
     return plx__ring_allgather(x, a->recv, l, 0);
 }

@@ -100,7 +100,7 @@ int plx__tree_reduce(struct algo_ctx *x, const char *send, char *recv, char *acc
         }
     }
     if (acc != recv) /* root without children (P == 1) */
-        memmove(recv, acc, bytes);
+        plx__copy(recv, acc, bytes);
     return 0;
 }
 

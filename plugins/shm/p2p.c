@@ -395,7 +395,7 @@ static void post_recv(struct shm_comm *c, struct req *r)
         rndv_read(c, u->src, r, u->seq, u->addr, (size_t)u->total);
     } else {
         if (u->got)
-            memcpy(r->buf, u->data, (size_t)u->got);
+            plx_plugin_copy(r->buf, u->data, (size_t)u->got);
         if (partial) {
             in->req = r;
             r->q = Q_ACTIVE;

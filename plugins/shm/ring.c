@@ -102,7 +102,7 @@ static void put_frame(struct shm_comm *c, int d, char *at, struct frame *f, cons
     struct shm_p2p *p = c->p2p;
     size_t len = (size_t)f->len;
     if (len)
-        memcpy(at + FRAME, payload, len);
+        plx_plugin_copy(at + FRAME, payload, len);
     if ((f->type == FR_DATA && f->off == 0) || f->type == FR_RTS) {
         p->msgs++;
         if (c->cfg.p2p_corrupt_rank == c->rank && p->msgs == c->cfg.p2p_corrupt_at) {
@@ -229,9 +229,9 @@ static int on_frame(struct shm_comm *c, int s, const struct frame *f, const char
         }
         size_t len = (size_t)f->len;
         if (len && in->req)
-            memcpy(in->req->buf + f->off, at + FRAME, len);
+            plx_plugin_copy(in->req->buf + f->off, at + FRAME, len);
         else if (len && in->ux)
-            memcpy(in->ux->data + f->off, at + FRAME, len);
+            plx_plugin_copy(in->ux->data + f->off, at + FRAME, len);
         in->got += len;
         if (in->ux)
             in->ux->got = in->got;

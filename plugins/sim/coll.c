@@ -31,7 +31,12 @@ static size_t piece(size_t count, size_t per, size_t k)
 
 static void copy(void *dst, const void *src, size_t n)
 {
-    if (n && dst != src)
+    const char *d = dst, *s = src;
+    if (!n || d == s)
+        return;
+    if (d + n <= s || s + n <= d)
+        plx_plugin_copy(dst, src, n);
+    else
         memmove(dst, src, n);
 }
 

@@ -20,7 +20,7 @@ static void deliver(struct world *w, struct sim_req *send, struct sim_req *recv)
     if (send->bytes > recv->bytes)
         st = PLX_ERR_INVALID_ARG;
     else if (send->bytes)
-        memcpy(recv->buf, send->buf, send->bytes);
+        plx_plugin_copy(recv->buf, send->buf, send->bytes);
     pthread_mutex_lock(&w->mu);
     if (st) {
         snprintf(send->err, sizeof send->err, "sim: rank %d sent %zu bytes to rank %d, which posted %zu (tag %llu)",

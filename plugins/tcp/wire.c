@@ -266,7 +266,7 @@ static int bind_recv(struct tcp_comm *c, struct tcp_peer *p, struct tcp_req *r, 
             complete(c, r, PLX_ERR_INVALID_ARG, msg);
         } else {
             if (e->len)
-                memcpy(r->buf, e->data, e->len);
+                plx_plugin_copy(r->buf, e->data, e->len);
             complete(c, r, 0, NULL);
         }
         tcp__early_put(p, e);
@@ -332,7 +332,7 @@ static void payload_done(struct tcp_comm *c, struct tcp_peer *p)
                 complete(c, r, PLX_ERR_INVALID_ARG, msg);
             } else {
                 if (e->len && !r->freed)
-                    memcpy(r->buf, e->data, e->len);
+                    plx_plugin_copy(r->buf, e->data, e->len);
                 complete(c, r, 0, NULL);
             }
             unlink_req(r);
@@ -596,7 +596,7 @@ static void do_read(struct tcp_comm *c, struct tcp_peer *p)
                 size_t n = p->pay_len - p->pay_got;
                 n = n < avail ? n : avail;
                 if (p->dst && n)
-                    memcpy(p->dst + p->pay_got, p->rxbuf + p->rx_pos, n);
+                    plx_plugin_copy(p->dst + p->pay_got, p->rxbuf + p->rx_pos, n);
                 p->pay_got += n;
                 p->rx_pos += n;
                 if (p->pay_got == p->pay_len)

@@ -1,0 +1,41 @@
+/* test_plugin_copy.c - plx_plugin_copy (plexus/plugin.h) copies exactly n
+ * bytes for every relative alignment of source and destination, both
+ * through one memcpy (64-byte multiples apart) and in pieces (otherwise),
+ * across piece boundaries, and touches nothing around the destination. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "plexus/plugin.h"
+
+static int failures;
+#include "check.h"
+
+int main(void)
+{
+    enum { GUARD = 64, MAX = 3 * PLX_PLUGIN_COPY_PIECE + 100 };
+    unsigned char *src = aligned_alloc(4096, MAX + 4096), *dst = aligned_alloc(4096, MAX + 4096 + 2 * GUARD);
+    if (!src || !dst)
+        return 1;
+    for (size_t i = 0; i < MAX + 4096; i++)
+        src[i] = (unsigned char)(i * 131 + 7);
+    const size_t lens[] = {0, 1, 63, 64, PLX_PLUGIN_COPY_PIECE - 1, PLX_PLUGIN_COPY_PIECE, PLX_PLUGIN_COPY_PIECE + 1,
+                           2 * PLX_PLUGIN_COPY_PIECE + 17, MAX};
+    const size_t src_offs[] = {0, 1, 16, 64, 4080};
+    for (size_t so = 0; so < sizeof src_offs / sizeof *src_offs; so++)
+        for (size_t doff = 0; doff < 130; doff += (doff < 70 ? 1 : 59))
+            for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+                size_t n = lens[l];
+                unsigned char *d = dst + GUARD + doff;
+                const unsigned char *s = src + src_offs[so];
+                memset(dst, 0xA5, MAX + 4096 + 2 * GUARD);
+                plx_plugin_copy(d, s, n);
+                int bad = memcmp(d, s, n) != 0;
+                for (size_t g = 0; g < GUARD && !bad; g++)
+                    bad = d[-1 - (ptrdiff_t)g] != 0xA5 || d[n + g] != 0xA5;
+                CHECKF(!bad, "src+%zu -> dst+%zu, %zu bytes: wrong bytes or a write outside", src_offs[so], doff, n);
+            }
+    free(src);
+    free(dst);
+    printf("plugin_copy: %d failures\n", failures);
+    return failures != 0;
+}
