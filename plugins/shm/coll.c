@@ -23,7 +23,7 @@ static void copy(void *dst, const void *src, size_t n)
         return;
     const char *d = dst, *s = src;
     if (d + n <= s || s + n <= d)
-        memcpy(dst, src, n);
+        plx_plugin_copy(dst, src, n);
     else
         memmove(dst, src, n);
 }
@@ -129,12 +129,45 @@ void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s
     *s1 = min_sz(*s0 + per, len);
 }
 
+/* This rank's slice [s0, s1) of a round at element off: its own input
+ * reduced with every peer's copy of the slice (from the next rank on, as
+ * every slice is), in cache-sized pieces, into its slot, from where the
+ * peers copy it out; a receiving rank copies each piece to its output while
+ * it is still in cache. Its own input is read from the caller's buffer:
+ * only the slices the peers reduce were copied into the slot. */
+static int reduce_own_slice(struct shm_op *o, char *mine, uint32_t half, size_t off, size_t s0, size_t s1, int receives)
+{
+    struct shm_comm *c = o->c;
+    const struct plx_coll_args *a = o->a;
+    size_t es = o->es, piece = PIECE_BYTES / es;
+    for (size_t base = s0; base < s1; base += piece) {
+        size_t k = min_sz(piece, s1 - base);
+        char *d = mine + base * es;
+        copy(d, (const char *)a->send + (off + base) * es, k * es);
+        for (int s = 1; s < c->size; s++) {
+            int q = (c->rank + s) % c->size;
+            int rc = host->reduce(d, shm__slot(c, q, half) + base * es, k, a->dtype, a->op);
+            if (rc)
+                return plx_plugin_error(host, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d", o->what,
+                                        (unsigned long long)a->seq, a->dtype, a->op);
+        }
+        if (a->op == PLX_AVG) {
+            int rc = host->scale_div(d, k, a->dtype, (uint64_t)c->size);
+            if (rc)
+                return rc;
+        }
+        if (receives)
+            copy((char *)a->recv + (off + base) * es, d, k * es);
+    }
+    return 0;
+}
+
 /* allreduce (all = 1) and reduce (all = 0: only the root receives). */
 static int reduction(struct shm_op *o, int all)
 {
     struct shm_comm *c = o->c;
     const struct plx_coll_args *a = o->a;
-    size_t es = o->es, bytes = a->count * es, me = (size_t)c->rank;
+    size_t es = o->es, bytes = a->count * es;
     int rc, receives = all || a->root == c->rank;
     if (bytes <= c->seg->small_bytes && bytes <= c->seg->slot_bytes) {
         uint32_t half = c->round & 1;
@@ -148,17 +181,23 @@ static int reduction(struct shm_op *o, int all)
             return rc;
         return reduce_slots(o, a->recv, half, 0, a->count, 0);
     }
+    /* Rounds of one slot: a reduce-scatter (slice q of the round is reduced
+     * by rank q alone) then an all-gather, both through the slots. */
     size_t per = c->seg->slot_bytes / es;
     for (size_t off = 0; off < a->count; off += per) {
         size_t len = min_sz(per, a->count - off), s0, s1;
         uint32_t half = c->round & 1;
         char *mine = shm__slot(c, c->rank, half);
-        copy(mine, (const char *)a->send + off * es, len * es);
+        for (int q = 0; q < c->size; q++) {
+            shm__slice(o, len, q, &s0, &s1);
+            if (q != c->rank)
+                copy(mine + s0 * es, (const char *)a->send + (off + s0) * es, (s1 - s0) * es);
+        }
         shm__publish(o, off, len);
         if ((rc = shm__barrier(o)) != 0 || (rc = shm__expect_all(o, half)) != 0)
             return rc;
-        shm__slice(o, len, (int)me, &s0, &s1);
-        if ((rc = reduce_slots(o, mine + s0 * es, half, s0 * es, s1 - s0, c->rank)) != 0)
+        shm__slice(o, len, c->rank, &s0, &s1);
+        if ((rc = reduce_own_slice(o, mine, half, off, s0, s1, receives)) != 0)
             return rc;
         if ((rc = shm__barrier(o)) != 0)
             return rc;
@@ -166,7 +205,8 @@ static int reduction(struct shm_op *o, int all)
             continue;
         for (int q = 0; q < c->size; q++) {
             shm__slice(o, len, q, &s0, &s1);
-            copy((char *)a->recv + (off + s0) * es, shm__slot(c, q, half) + s0 * es, (s1 - s0) * es);
+            if (q != c->rank)
+                copy((char *)a->recv + (off + s0) * es, shm__slot(c, q, half) + s0 * es, (s1 - s0) * es);
         }
     }
     return 0;
