@@ -277,13 +277,10 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
             plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", what, (unsigned long long)a->seq, c->name, c->be->name);
             return plx__lowp_avg_end(lowp, rc);
         }
-        struct plx_work *tmp;
-        if ((rc = plx__work_native(c, a, scale_avg, lowp, req, &tmp)) != 0)
-            return rc;
-        if (w) {
-            *w = tmp;
-            return 0;
-        }
+        if (w)
+            return plx__work_native(c, a, scale_avg, lowp, req, w);
+        struct plx_work ws, *tmp = &ws;
+        plx__work_native_init(tmp, c, a, scale_avg, lowp, req);
         /* The backend enforces the op's timeout itself and can say which rank
          * is missing; the core's wait is a backstop a little later. */
         int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
@@ -298,7 +295,7 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
             tmp->done = 1;
             plx__err(rc, "%s", msg);
         }
-        plx_work_free(tmp);
+        plx__work_native_release(tmp);
         return rc;
     }
     if (!w)

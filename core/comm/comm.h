@@ -72,6 +72,12 @@ struct plx_work {
 /* The work owns lowp from here on, also when these fail. */
 int plx__work_native(struct plx_comm *c, const struct plx_coll_args *a, int scale_avg, struct plx__lowp_avg *lowp,
                      void *req, struct plx_work **w);
+/* The same in caller-owned memory (a blocking call's work on its stack, no
+ * allocation per call); plx__work_native_release then does what
+ * plx_work_free does but free. */
+void plx__work_native_init(struct plx_work *w, struct plx_comm *c, const struct plx_coll_args *a, int scale_avg,
+                           struct plx__lowp_avg *lowp, void *req);
+void plx__work_native_release(struct plx_work *w);
 int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct plx__lowp_avg *lowp,
                       const struct plx__fp *fp, struct plx_work **w);
 /* Run a generic collective now in the calling thread if the executor is idle. */

@@ -216,7 +216,7 @@ void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t byt
     struct plx__diag *d = c->diag;
     if (!d)
         return;
-    uint64_t now = plx__clock_ns();
+    uint64_t now = plx__clock_coarse_ns(); /* the ledger says seconds: tick resolution is plenty */
     pthread_mutex_lock(&d->mu);
     d->recent[fp->seq % 16] = *fp;
     if (!d->run_on || fp->seq + 1 > d->run.seq + 1) {
@@ -251,7 +251,7 @@ void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state)
     struct plx__diag *d = c->diag;
     if (!d)
         return;
-    uint64_t now = plx__clock_ns();
+    uint64_t now = plx__clock_coarse_ns();
     int final = state == PLX__OP_DONE || state == PLX__OP_FAILED;
     if (state == PLX__OP_DONE) {
         max_store(&d->done1, seq + 1);

@@ -38,20 +38,31 @@ int plx__breaks_comm(int status)
            status != PLX_ERR_INVALID_USAGE;
 }
 
-int plx__work_native(struct plx_comm *c, const struct plx_coll_args *a, int scale_avg, struct plx__lowp_avg *lowp,
-                     void *req, struct plx_work **out)
+void plx__work_native_init(struct plx_work *w, struct plx_comm *c, const struct plx_coll_args *a, int scale_avg,
+                           struct plx__lowp_avg *lowp, void *req)
 {
-    struct plx_work *w = calloc(1, sizeof *w);
-    if (!w) {
-        c->be->ops.req_free(c->bc, req);
-        return plx__lowp_avg_end(lowp, plx__err(PLX_ERR_NOMEM, "out of memory"));
-    }
+    /* field by field: errmsg (most of the struct) is written only on failure */
+    w->errmsg[0] = '\0';
+    memset(&w->fp, 0, sizeof w->fp);
+    w->next = NULL;
+    w->done = w->status = w->freed_by_user = 0;
     w->lowp = lowp;
     w->comm = c;
     w->kind = WORK_NATIVE;
     w->req = req;
     w->args = *a;
     w->scale_avg = scale_avg;
+}
+
+int plx__work_native(struct plx_comm *c, const struct plx_coll_args *a, int scale_avg, struct plx__lowp_avg *lowp,
+                     void *req, struct plx_work **out)
+{
+    struct plx_work *w = malloc(sizeof *w);
+    if (!w) {
+        c->be->ops.req_free(c->bc, req);
+        return plx__lowp_avg_end(lowp, plx__err(PLX_ERR_NOMEM, "out of memory"));
+    }
+    plx__work_native_init(w, c, a, scale_avg, lowp, req);
     *out = w;
     return 0;
 }
@@ -166,6 +177,22 @@ PLX_API int plx_work_wait(struct plx_work *w, int64_t timeout_ms)
     return finish_native(w, rc);
 }
 
+void plx__work_native_release(struct plx_work *w)
+{
+    struct plx_comm *c = w->comm;
+    if (w->kind == WORK_NATIVE && !w->done) {
+        /* The buffers are borrowed until completion: wait, then cancel. */
+        plx_work_wait(w, PLX_TIMEOUT_DEFAULT);
+        if (!w->done) {
+            plx__log(PLX_LOG_WARN, "core", "%s on '%s': freed while pending; cancelling", plx_coll_name(w->args.coll),
+                     c->name);
+            c->be->ops.req_free(c->bc, w->req);
+        }
+    }
+    plx__lowp_avg_end(w->lowp, PLX_ERR_ABORTED); /* cancelled: nothing to round */
+    plx__vspec_release(&w->args); /* a native v-collective's layout: done with it or cancelled */
+}
+
 PLX_API void plx_work_free(struct plx_work *w)
 {
     if (!w)
@@ -183,16 +210,6 @@ PLX_API void plx_work_free(struct plx_work *w)
         }
         return;
     }
-    if (w->kind == WORK_NATIVE && !w->done) {
-        /* The buffers are borrowed until completion: wait, then cancel. */
-        plx_work_wait(w, PLX_TIMEOUT_DEFAULT);
-        if (!w->done) {
-            plx__log(PLX_LOG_WARN, "core", "%s on '%s': freed while pending; cancelling", plx_coll_name(w->args.coll),
-                     c->name);
-            c->be->ops.req_free(c->bc, w->req);
-        }
-    }
-    plx__lowp_avg_end(w->lowp, PLX_ERR_ABORTED); /* cancelled: nothing to round */
-    plx__vspec_release(&w->args); /* a native v-collective's layout: done with it or cancelled */
+    plx__work_native_release(w);
     free(w);
 }
