@@ -140,8 +140,8 @@ struct tcp_comm {
     int spin_yield;      /* local ranks outnumber cores: sched_yield() while spinning */
     /* busy_poll_us=auto adapts the spin (plugin.c, spin_adapt): spin_ns is
      * the budget now, up to spin_max_ns; halved whenever a spin lost its
-     * core or a wait outlasted twice the budget, doubled again after
-     * TCP_SPIN_REGROW waits that a doubled spin would have caught. */
+     * core or a wait outlasted twice the full spin, doubled again after
+     * TCP_SPIN_REGROW waits that slept but the full spin would have caught. */
     uint64_t spin_ns, spin_max_ns;
     int spin_regrow;
     size_t max_early_bytes; /* [tcp] max_early_bytes: per peer */
