@@ -21,18 +21,8 @@ int plx__scale_div(void *buf, size_t count, int dtype, uint64_t divisor);
 int plx__widen_div(float *dst, const void *src, size_t count, int dtype, uint64_t divisor);
 /* dst[i] = src[i] rounded to nearest-even f16 or bf16. */
 int plx__narrow(void *dst, const float *src, size_t count, int dtype);
-/* memmove for bulk data: regions that overlap move with memmove, the others
- * go through plx_plugin_copy (plexus/plugin.h says why). */
-static inline void plx__copy(void *dst, const void *src, size_t n)
-{
-    const char *d = (const char *)dst, *s = (const char *)src;
-    if (!n || d == s)
-        return;
-    if (d + n <= s || s + n <= d)
-        plx_plugin_copy(dst, src, n);
-    else
-        memmove(dst, src, n);
-}
+/* memmove for bulk data (plexus/plugin.h says why it is not memmove). */
+#define plx__copy plx_plugin_move
 /* Conversions used by kernels, tests and the bench. */
 float plx__f16_to_f32(uint16_t h);
 uint16_t plx__f32_to_f16(float f);

@@ -17,17 +17,6 @@
 #define host shm__host
 #define PIECE_BYTES (32u << 10) /* a reduction's partial result stays in cache */
 
-static void copy(void *dst, const void *src, size_t n)
-{
-    if (!n || dst == src)
-        return;
-    const char *d = dst, *s = src;
-    if (d + n <= s || s + n <= d)
-        plx_plugin_copy(dst, src, n);
-    else
-        memmove(dst, src, n);
-}
-
 static size_t min_sz(size_t a, size_t b)
 {
     return a < b ? a : b;
@@ -104,7 +93,7 @@ static int reduce_slots(struct shm_op *o, char *out, uint32_t half, size_t boff,
     for (size_t base = 0; base < n; base += piece) {
         size_t k = min_sz(piece, n - base);
         char *d = out + base * es;
-        copy(d, shm__slot(c, first, half) + boff + base * es, k * es);
+        plx_plugin_move(d, shm__slot(c, first, half) + boff + base * es, k * es);
         for (int s = 1; s < c->size; s++) {
             int q = (first + s) % c->size;
             int rc = host->reduce(d, shm__slot(c, q, half) + boff + base * es, k, a->dtype, a->op);
@@ -143,7 +132,7 @@ static int reduce_own_slice(struct shm_op *o, char *mine, uint32_t half, size_t 
     for (size_t base = s0; base < s1; base += piece) {
         size_t k = min_sz(piece, s1 - base);
         char *d = mine + base * es;
-        copy(d, (const char *)a->send + (off + base) * es, k * es);
+        plx_plugin_move(d, (const char *)a->send + (off + base) * es, k * es);
         for (int s = 1; s < c->size; s++) {
             int q = (c->rank + s) % c->size;
             int rc = host->reduce(d, shm__slot(c, q, half) + base * es, k, a->dtype, a->op);
@@ -157,7 +146,7 @@ static int reduce_own_slice(struct shm_op *o, char *mine, uint32_t half, size_t 
                 return rc;
         }
         if (receives)
-            copy((char *)a->recv + (off + base) * es, d, k * es);
+            plx_plugin_move((char *)a->recv + (off + base) * es, d, k * es);
     }
     return 0;
 }
@@ -171,7 +160,7 @@ static int reduction(struct shm_op *o, int all)
     int rc, receives = all || a->root == c->rank;
     if (bytes <= c->seg->small_bytes && bytes <= c->seg->slot_bytes) {
         uint32_t half = c->round & 1;
-        copy(shm__slot(c, c->rank, half), a->send, bytes);
+        plx_plugin_move(shm__slot(c, c->rank, half), a->send, bytes);
         shm__publish(o, 0, a->count);
         if ((rc = shm__barrier(o)) != 0)
             return rc;
@@ -191,7 +180,7 @@ static int reduction(struct shm_op *o, int all)
         for (int q = 0; q < c->size; q++) {
             shm__slice(o, len, q, &s0, &s1);
             if (q != c->rank)
-                copy(mine + s0 * es, (const char *)a->send + (off + s0) * es, (s1 - s0) * es);
+                plx_plugin_move(mine + s0 * es, (const char *)a->send + (off + s0) * es, (s1 - s0) * es);
         }
         shm__publish(o, off, len);
         if ((rc = shm__barrier(o)) != 0 || (rc = shm__expect_all(o, half)) != 0)
@@ -206,7 +195,7 @@ static int reduction(struct shm_op *o, int all)
         for (int q = 0; q < c->size; q++) {
             shm__slice(o, len, q, &s0, &s1);
             if (q != c->rank)
-                copy((char *)a->recv + (off + s0) * es, shm__slot(c, q, half) + s0 * es, (s1 - s0) * es);
+                plx_plugin_move((char *)a->recv + (off + s0) * es, shm__slot(c, q, half) + s0 * es, (s1 - s0) * es);
         }
     }
     return 0;
@@ -222,7 +211,7 @@ static int gathering(struct shm_op *o, int all)
     for (size_t off = 0; off < n; off += per) {
         size_t len = min_sz(per, n - off);
         uint32_t half = c->round & 1;
-        copy(shm__slot(c, c->rank, half), (const char *)a->send + off * es, len * es);
+        plx_plugin_move(shm__slot(c, c->rank, half), (const char *)a->send + off * es, len * es);
         shm__publish(o, off, len);
         if ((rc = shm__barrier(o)) != 0)
             return rc;
@@ -231,7 +220,7 @@ static int gathering(struct shm_op *o, int all)
         if ((rc = shm__expect_all(o, half)) != 0)
             return rc;
         for (int q = 0; q < c->size; q++)
-            copy((char *)a->recv + ((size_t)q * n + off) * es, shm__slot(c, q, half), len * es);
+            plx_plugin_move((char *)a->recv + ((size_t)q * n + off) * es, shm__slot(c, q, half), len * es);
     }
     return 0;
 }
@@ -252,7 +241,7 @@ static int blocks(struct shm_op *o)
         char *mine = shm__slot(c, c->rank, half);
         if (sends)
             for (size_t q = 0; q < P; q++)
-                copy(mine + q * len * es, (const char *)a->send + (q * n + off) * es, len * es);
+                plx_plugin_move(mine + q * len * es, (const char *)a->send + (q * n + off) * es, len * es);
         shm__publish(o, off, len);
         if ((rc = shm__barrier(o)) != 0)
             return rc;
@@ -266,12 +255,12 @@ static int blocks(struct shm_op *o)
             if ((rc = shm__expect_all(o, half)) != 0)
                 return rc;
             for (size_t q = 0; q < P; q++)
-                copy((char *)a->recv + (q * n + off) * es, shm__slot(c, (int)q, half) + me * len * es, len * es);
+                plx_plugin_move((char *)a->recv + (q * n + off) * es, shm__slot(c, (int)q, half) + me * len * es, len * es);
             break;
         default: /* scatter */
             if (a->root != c->rank && (rc = expect(o, a->root, half)) != 0)
                 return rc;
-            copy(out, shm__slot(c, a->root, half) + me * len * es, len * es);
+            plx_plugin_move(out, shm__slot(c, a->root, half) + me * len * es, len * es);
             break;
         }
     }
@@ -288,14 +277,14 @@ static int broadcast(struct shm_op *o)
         size_t len = min_sz(per, a->count - off);
         uint32_t half = c->round & 1;
         if (c->rank == root)
-            copy(shm__slot(c, root, half), (const char *)a->recv + off * es, len * es);
+            plx_plugin_move(shm__slot(c, root, half), (const char *)a->recv + off * es, len * es);
         shm__publish(o, off, len);
         if ((rc = shm__barrier(o)) != 0)
             return rc;
         if (c->rank != root) {
             if ((rc = expect(o, root, half)) != 0)
                 return rc;
-            copy((char *)a->recv + off * es, shm__slot(c, root, half), len * es);
+            plx_plugin_move((char *)a->recv + off * es, shm__slot(c, root, half), len * es);
         }
     }
     return 0;

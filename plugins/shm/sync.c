@@ -61,30 +61,6 @@ void shm__wake_all(struct shm_comm *c)
         futex_wake(&shm__ctl(c, r)->epoch);
 }
 
-/* 1 if rank r's process is gone (exited, killed, a zombie). */
-static int dead(struct shm_comm *c, int r)
-{
-    if (c->pidfd && c->pidfd[r] >= 0) {
-        struct pollfd p = {.fd = c->pidfd[r], .events = POLLIN};
-        return poll(&p, 1, 0) > 0;
-    }
-    int32_t pid = __atomic_load_n(&shm__ctl(c, r)->pid, __ATOMIC_ACQUIRE);
-    if (pid <= 0)
-        return 0; /* not attached yet: the deadline covers it */
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return 1;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *e = strrchr(buf, ')');
-    return e && e[1] == ' ' && (e[2] == 'Z' || e[2] == 'X');
-}
-
 void shm__fail(struct shm_comm *c, int status, int lost_rank)
 {
     c->failed = 1;
@@ -117,7 +93,7 @@ static int check(struct shm_op *o, uint32_t target)
         struct shm_ctl *q = shm__ctl(c, r);
         if (r == c->rank || (int32_t)(__atomic_load_n(&q->epoch, __ATOMIC_ACQUIRE) - target) >= 0)
             continue;
-        if (dead(c, r))
+        if (shm__peer_dead(c, r))
             return lost(o, r, target);
         uint32_t st = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
         if (st == SHM_STATE_LEFT) {

@@ -29,17 +29,6 @@ static size_t piece(size_t count, size_t per, size_t k)
     return count - k * per < per ? count - k * per : per;
 }
 
-static void copy(void *dst, const void *src, size_t n)
-{
-    const char *d = dst, *s = src;
-    if (!n || d == s)
-        return;
-    if (d + n <= s || s + n <= d)
-        plx_plugin_copy(dst, src, n);
-    else
-        memmove(dst, src, n);
-}
-
 /* out = slot[first].src op slot[others].src over elements [off, off+len),
  * starting with `first` so an in-place output aliases its own input only.
  * Worked in cache-sized chunks: the partial result stays in cache while
@@ -53,7 +42,7 @@ static int reduce_into(struct impl *c, char *out, int first, size_t byte_off, si
     for (size_t base = 0; base < len; base += chunk) {
         size_t n = len - base < chunk ? len - base : chunk, boff = byte_off + base * es;
         char *o = out + base * es;
-        copy(o, (const char *)w->slot[first]->send + boff, n * es);
+        plx_plugin_move(o, (const char *)w->slot[first]->send + boff, n * es);
         for (int s = 1; s < c->size; s++) {
             int u = (first + s) % c->size;
             int rc = h->reduce(o, (const char *)w->slot[u]->send + boff, n, a->dtype, a->op);
@@ -118,7 +107,7 @@ static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline,
                 return rc;
             if ((rc = BARRIER()) != 0)
                 return rc;
-            copy(a->recv, c->small, bytes);
+            plx_plugin_move(a->recv, c->small, bytes);
             return 0;
         }
         /* Chunk k is reduced once, into the receive buffer of rank k % P,
@@ -132,7 +121,7 @@ static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline,
         for (size_t i; (i = claim(w)) < nch * (size_t)(P - 1);) {
             size_t k = i / (size_t)(P - 1);
             int o = (int)(k % P), d = (o + 1 + (int)(i % (size_t)(P - 1))) % P;
-            copy((char *)w->slot[d]->recv + k * per * es, (const char *)w->slot[o]->recv + k * per * es,
+            plx_plugin_move((char *)w->slot[d]->recv + k * per * es, (const char *)w->slot[o]->recv + k * per * es,
                  piece(a->count, per, k) * es);
         }
         break;
@@ -156,28 +145,28 @@ static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline,
     case PLX_COLL_BROADCAST: /* item (d, k) */
         for (size_t i; (i = claim(w)) < nch * (size_t)P;) {
             size_t d = i / nch, k = i % nch;
-            copy((char *)w->slot[d]->recv + k * per * es, (const char *)w->slot[a->root]->recv + k * per * es,
+            plx_plugin_move((char *)w->slot[d]->recv + k * per * es, (const char *)w->slot[a->root]->recv + k * per * es,
                  piece(a->count, per, k) * es);
         }
         break;
     case PLX_COLL_ALLGATHER: /* item (d, s, k): chunk k of block s of rank d */
         for (size_t i; (i = claim(w)) < nch * (size_t)P * (size_t)P;) {
             size_t d = i / (nch * (size_t)P), s = i / nch % (size_t)P, k = i % nch;
-            copy((char *)w->slot[d]->recv + s * bytes + k * per * es, (const char *)w->slot[s]->send + k * per * es,
+            plx_plugin_move((char *)w->slot[d]->recv + s * bytes + k * per * es, (const char *)w->slot[s]->send + k * per * es,
                  piece(a->count, per, k) * es);
         }
         break;
     case PLX_COLL_GATHER: /* item (s, k) */
         for (size_t i; (i = claim(w)) < nch * (size_t)P;) {
             size_t s = i / nch, k = i % nch;
-            copy((char *)w->slot[a->root]->recv + s * bytes + k * per * es,
+            plx_plugin_move((char *)w->slot[a->root]->recv + s * bytes + k * per * es,
                  (const char *)w->slot[s]->send + k * per * es, piece(a->count, per, k) * es);
         }
         break;
     case PLX_COLL_SCATTER: /* item (d, k) */
         for (size_t i; (i = claim(w)) < nch * (size_t)P;) {
             size_t d = i / nch, k = i % nch;
-            copy((char *)w->slot[d]->recv + k * per * es,
+            plx_plugin_move((char *)w->slot[d]->recv + k * per * es,
                  (const char *)w->slot[a->root]->send + d * bytes + k * per * es, piece(a->count, per, k) * es);
         }
         break;
@@ -188,7 +177,7 @@ static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline,
         if (!inplace) { /* item (d, s, k): chunk k of block s of rank d, from block d of rank s */
             for (size_t i; (i = claim(w)) < nch * (size_t)P * (size_t)P;) {
                 size_t d = i / (nch * (size_t)P), s = i / nch % (size_t)P, k = i % nch;
-                copy((char *)w->slot[d]->recv + s * bytes + k * per * es,
+                plx_plugin_move((char *)w->slot[d]->recv + s * bytes + k * per * es,
                      (const char *)w->slot[s]->send + d * bytes + k * per * es, piece(a->count, per, k) * es);
             }
             break;
@@ -197,10 +186,10 @@ static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline,
         if (!tmp && bytes)
             return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
         for (int s = 0; s < P; s++)
-            copy(tmp + (size_t)s * bytes, (const char *)w->slot[s]->send + (size_t)t * bytes, bytes);
+            plx_plugin_move(tmp + (size_t)s * bytes, (const char *)w->slot[s]->send + (size_t)t * bytes, bytes);
         if ((rc = BARRIER()) != 0)
             return rc;
-        copy(a->recv, tmp, bytes * (size_t)P);
+        plx_plugin_move(a->recv, tmp, bytes * (size_t)P);
         break;
     }
     default:

@@ -96,6 +96,19 @@ static inline void plx_plugin_copy(void *dst, const void *src, size_t n)
     }
 }
 
+/* memmove for bulk data: overlapping regions move with memmove, the others
+ * go through plx_plugin_copy. */
+static inline void plx_plugin_move(void *dst, const void *src, size_t n)
+{
+    const char *d = (const char *)dst, *s = (const char *)src;
+    if (!n || d == s)
+        return;
+    if (d + n <= s || s + n <= d)
+        plx_plugin_copy(dst, src, n);
+    else
+        memmove(dst, src, n);
+}
+
 /* Typed configuration (ABI 1.3): key of the plugin's section through cfg
  * (the view comm_create got, or NULL for the process layers), already
  * validated by the core against the plugin's keys; def when unset and

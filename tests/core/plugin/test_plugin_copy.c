@@ -1,7 +1,8 @@
 /* test_plugin_copy.c - plx_plugin_copy (plexus/plugin.h) copies exactly n
  * bytes for every relative alignment of source and destination, both
  * through one memcpy (64-byte multiples apart) and in pieces (otherwise),
- * across piece boundaries, and touches nothing around the destination. */
+ * across piece boundaries, and touches nothing around the destination;
+ * plx_plugin_move does the same for regions that overlap either way. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -34,6 +35,22 @@ int main(void)
                     bad = d[-1 - (ptrdiff_t)g] != 0xA5 || d[n + g] != 0xA5;
                 CHECKF(!bad, "src+%zu -> dst+%zu, %zu bytes: wrong bytes or a write outside", src_offs[so], doff, n);
             }
+    /* plx_plugin_move: overlapping forward and backward, against memmove */
+    unsigned char *buf = malloc(MAX + 512), *ref = malloc(MAX + 512);
+    if (!buf || !ref)
+        return 1;
+    const long shifts[] = {-300, -16, -1, 1, 16, 300};
+    for (size_t k = 0; k < sizeof shifts / sizeof *shifts; k++)
+        for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+            size_t n = lens[l];
+            for (size_t i = 0; i < MAX + 512; i++)
+                buf[i] = ref[i] = (unsigned char)(i * 7 + 3);
+            plx_plugin_move(buf + 300 + shifts[k], buf + 300, n > MAX - 300 ? MAX - 300 : n);
+            memmove(ref + 300 + shifts[k], ref + 300, n > MAX - 300 ? MAX - 300 : n);
+            CHECKF(!memcmp(buf, ref, MAX + 512), "move by %ld, %zu bytes: differs from memmove", shifts[k], n);
+        }
+    free(buf);
+    free(ref);
     free(src);
     free(dst);
     printf("plugin_copy: %d failures\n", failures);
