@@ -5,14 +5,14 @@
  * counts 0, 1, P-1 and a non-multiple of P, 16 MiB for a subset; native
  * split; tagged and any-source p2p; a wait past its timeout; abort without
  * ending the job; plx_finalize ending MPI. Every element is compared with a
- * serial reference (check_values.h: exact small-integer inputs).
+ * serial reference (tests/common/matrix.c).
  * usage: test_mpi BACKEND   (mpi-openmpi | mpi-mpich | mpi, the alias) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "check_values.h"
+#include "matrix.h"
 static const char *rank_prefix(void);
 #define CHECK_WHO() rank_prefix()
 #include "check.h"
@@ -26,114 +26,8 @@ static const char *rank_prefix(void)
     return buf;
 }
 
-static int is_reduction(int coll)
-{
-    return coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER;
-}
-
-/* Elements in the send (s) and receive (r) buffers of coll for count n. */
-static void sizes(int coll, size_t n, size_t *s, size_t *r)
-{
-    *s = *r = n;
-    if (coll == PLX_COLL_ALLGATHER || coll == PLX_COLL_GATHER || coll == PLX_COLL_ALLTOALL)
-        *r = n * (size_t)P;
-    if (coll == PLX_COLL_REDUCE_SCATTER || coll == PLX_COLL_SCATTER || coll == PLX_COLL_ALLTOALL)
-        *s = n * (size_t)P;
-}
-
-static int run(struct plx_comm *c, int nb, int coll, const void *s, void *r, size_t n, int dt, int op, int root)
-{
-    if (!nb) {
-        switch (coll) {
-        case PLX_COLL_ALLREDUCE: return plx_allreduce(c, s, r, n, dt, op);
-        case PLX_COLL_BROADCAST: return plx_broadcast(c, r, n, dt, root);
-        case PLX_COLL_REDUCE: return plx_reduce(c, s, r, n, dt, op, root);
-        case PLX_COLL_ALLGATHER: return plx_allgather(c, s, r, n, dt);
-        case PLX_COLL_REDUCE_SCATTER: return plx_reduce_scatter(c, s, r, n, dt, op);
-        case PLX_COLL_GATHER: return plx_gather(c, s, r, n, dt, root);
-        case PLX_COLL_SCATTER: return plx_scatter(c, s, r, n, dt, root);
-        case PLX_COLL_ALLTOALL: return plx_alltoall(c, s, r, n, dt);
-        default: return plx_barrier(c);
-        }
-    }
-    struct plx_work *w = NULL;
-    int rc;
-    switch (coll) {
-    case PLX_COLL_ALLREDUCE: rc = plx_iallreduce(c, s, r, n, dt, op, NULL, &w); break;
-    case PLX_COLL_BROADCAST: rc = plx_ibroadcast(c, r, n, dt, root, NULL, &w); break;
-    case PLX_COLL_REDUCE: rc = plx_ireduce(c, s, r, n, dt, op, root, NULL, &w); break;
-    case PLX_COLL_ALLGATHER: rc = plx_iallgather(c, s, r, n, dt, NULL, &w); break;
-    case PLX_COLL_REDUCE_SCATTER: rc = plx_ireduce_scatter(c, s, r, n, dt, op, NULL, &w); break;
-    case PLX_COLL_GATHER: rc = plx_igather(c, s, r, n, dt, root, NULL, &w); break;
-    case PLX_COLL_SCATTER: rc = plx_iscatter(c, s, r, n, dt, root, NULL, &w); break;
-    case PLX_COLL_ALLTOALL: rc = plx_ialltoall(c, s, r, n, dt, NULL, &w); break;
-    default: rc = plx_ibarrier(c, NULL, &w); break;
-    }
-    if (rc)
-        return rc;
-    rc = plx_work_wait(w, PLX_TIMEOUT_DEFAULT);
-    plx_work_free(w);
-    return rc;
-}
-
-/* One case on this rank; returns the number of wrong elements (or -1). */
-static long one_case(struct plx_comm *c, int nb, int coll, int dt, int op, size_t n, int inplace, char *sb, char *rb)
-{
-    int root = P - 1;
-    size_t es = plx_dtype_size(dt), ns, nr;
-    sizes(coll, n, &ns, &nr);
-    const void *s = sb;
-    void *r = rb;
-    if (inplace) {
-        if (coll == PLX_COLL_ALLGATHER || coll == PLX_COLL_GATHER)
-            s = rb + (size_t)me * n * es;
-        else if (coll == PLX_COLL_REDUCE_SCATTER || coll == PLX_COLL_SCATTER)
-            r = sb + (size_t)me * n * es;
-        else
-            s = r = rb;
-    }
-    memset(rb, 0xa5, nr * es + 8);
-    for (size_t i = 0; i < ns; i++)
-        put((void *)s, i, dt, val(me, i, op, P));
-    if (coll == PLX_COLL_BROADCAST)
-        for (size_t i = 0; i < n; i++)
-            put(r, i, dt, me == root ? val(root, i, op, P) : 0);
-    int rc = run(c, nb, coll, s, r, n, dt, op, root);
-    if (rc) {
-        fprintf(stderr, "rank %d: %s %s %s n=%zu inplace=%d nonblocking=%d: %s: %s\n", me, plx_coll_name(coll),
-                plx_dtype_name(dt), plx_redop_name(op), n, inplace, nb, plx_err_name(rc), plx_last_error());
-        return -1;
-    }
-    long wrong = 0;
-    size_t out = coll == PLX_COLL_REDUCE ? (me == root ? n : 0)
-                 : coll == PLX_COLL_GATHER ? (me == root ? nr : 0)
-                 : coll == PLX_COLL_BARRIER ? 0 : (coll == PLX_COLL_REDUCE_SCATTER || coll == PLX_COLL_SCATTER) ? n : nr;
-    for (size_t i = 0; i < out; i++) {
-        double want;
-        switch (coll) {
-        case PLX_COLL_ALLREDUCE: case PLX_COLL_REDUCE: want = reduce_ref(i, op, dt, P); break;
-        case PLX_COLL_BROADCAST: want = val(root, i, op, P); break;
-        case PLX_COLL_ALLGATHER: case PLX_COLL_GATHER: want = val((int)(i / n), i % n, op, P); break;
-        case PLX_COLL_REDUCE_SCATTER: want = reduce_ref((size_t)me * n + i, op, dt, P); break;
-        case PLX_COLL_SCATTER: want = val(root, (size_t)me * n + i, op, P); break;
-        default: want = val((int)(i / n), (size_t)me * n + i % n, op, P); break;
-        }
-        double got = get(r, i, dt);
-        if (got != want && wrong++ < 3)
-            fprintf(stderr, "rank %d: %s %s %s n=%zu inplace=%d nonblocking=%d: element %zu is %g, want %g\n", me,
-                    plx_coll_name(coll), plx_dtype_name(dt), plx_redop_name(op), n, inplace, nb, i, got, want);
-    }
-    /* A rooted collective must not write a non-root's receive buffer. */
-    if ((coll == PLX_COLL_REDUCE || coll == PLX_COLL_GATHER) && me != root && !inplace)
-        for (size_t i = 0; i < nr * es; i++)
-            if ((unsigned char)rb[i] != 0xa5) {
-                fprintf(stderr, "rank %d: %s wrote the receive buffer of a non-root\n", me, plx_coll_name(coll));
-                wrong++;
-                break;
-            }
-    return wrong;
-}
-
+/* The matrix at counts 0, 1, P-1 and 7P+3, blocking then nonblocking, each
+ * followed by its 16 MiB cases. */
 static void matrix(struct plx_comm *c)
 {
     size_t counts[] = {0, 1, (size_t)P - 1, 7 * (size_t)P + 3};
@@ -142,39 +36,35 @@ static void matrix(struct plx_comm *c)
     char *sb = malloc(cap), *rb = malloc(cap);
     int cases = 0;
     long bad = 0;
-    for (int nb = 0; nb < 2; nb++)
+    for (int nb = 0; nb < 2; nb++) {
+        long w = matrix_run(c, nb, counts, sizeof counts / sizeof counts[0], NULL, NULL, &cases);
+        if (w < 0) {
+            failures++;
+            goto out;
+        }
+        bad += w;
+        /* 16 MiB buffers: f32 and bf16 (a user-defined MPI op) sums, f64 max, every collective */
         for (int coll = 0; coll < PLX_COLL_SEND; coll++)
             for (int dt = 0; dt < PLX_DTYPE_COUNT; dt++)
-                for (int op = 0; op < (is_reduction(coll) ? PLX_REDOP_COUNT : 1); op++) {
-                    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
-                        if (coll == PLX_COLL_BARRIER && (k || dt))
-                            continue;
-                        for (int ip = 0; ip < 2; ip++) {
-                            long w = one_case(c, nb, coll, dt, op, counts[k], ip, sb, rb);
-                            cases++;
-                            if (w < 0) {
-                                failures++;
-                                goto out;
-                            }
-                            bad += w;
-                        }
-                    }
-                    /* 16 MiB buffers: f32 and bf16 (a user-defined MPI op) sums, f64 max, every collective */
+                for (int op = 0; op < (matrix_is_reduction(coll) ? PLX_REDOP_COUNT : 1); op++) {
                     int big = (dt == PLX_F32 && op == PLX_SUM) || (dt == PLX_BF16 && op == PLX_SUM) ||
                               (dt == PLX_F64 && op == PLX_MAX);
-                    if (big && coll != PLX_COLL_BARRIER) {
-                        size_t n = big_bytes / plx_dtype_size(dt), ns, nr;
-                        sizes(coll, 1, &ns, &nr);
-                        n /= ns > nr ? ns : nr; /* the larger buffer is 16 MiB */
-                        long w = one_case(c, nb, coll, dt, op, n, nb, sb, rb);
-                        cases++;
-                        if (w < 0) {
-                            failures++;
-                            goto out;
-                        }
-                        bad += w;
+                    if (!big || coll == PLX_COLL_BARRIER)
+                        continue;
+                    size_t ns, nr;
+                    matrix_sizes(coll, 1, P, &ns, &nr);
+                    /* the larger buffer is 16 MiB */
+                    size_t n = big_bytes / plx_dtype_size(dt) / (ns > nr ? ns : nr);
+                    struct matrix_case k = {coll, dt, op, n, nb, nb}; /* in place when nonblocking */
+                    w = matrix_case(c, &k, sb, rb);
+                    cases++;
+                    if (w < 0) {
+                        failures++;
+                        goto out;
                     }
+                    bad += w;
                 }
+    }
 out:
     if (me == 0)
         printf("matrix: %d cases per rank, %ld wrong elements on rank 0\n", cases, bad);
