@@ -30,13 +30,14 @@ static int driver(void)
 {
     if (__atomic_load_n(&cu.ready, __ATOMIC_ACQUIRE))
         return 1;
-    /* every host collective asks: not due yet costs one coarse clock read */
+    /* Every host collective asks: a look not due yet costs one coarse clock
+     * read. next_look_ns moves only after a look found nothing, so a thread
+     * that comes while another looks waits for its answer on the lock. */
     uint64_t now = plx__clock_coarse_ns();
-    if (now < __atomic_load_n(&cu.next_look_ns, __ATOMIC_RELAXED))
+    if (now < __atomic_load_n(&cu.next_look_ns, __ATOMIC_ACQUIRE))
         return 0;
     pthread_mutex_lock(&cu_mu);
     if (!cu.ready && now >= cu.next_look_ns) {
-        __atomic_store_n(&cu.next_look_ns, now + 1000000000u, __ATOMIC_RELAXED);
         void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
         if (h) {
             *(void **)&cu.pointer_attr = dlsym(h, "cuPointerGetAttribute");
@@ -47,6 +48,8 @@ static int driver(void)
                 __atomic_store_n(&cu.ready, 1, __ATOMIC_RELEASE);
             /* the handle stays: libcuda is never unloaded under a process's feet */
         }
+        if (!cu.ready)
+            __atomic_store_n(&cu.next_look_ns, now + 1000000000u, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&cu_mu);
     return __atomic_load_n(&cu.ready, __ATOMIC_ACQUIRE);
