@@ -37,9 +37,10 @@ static double gbps(void (*f)(void *, const void *, size_t), char *d, const char 
 int main(int argc, char **argv)
 {
     size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : (size_t)256 << 10;
-    char *s = aligned_alloc(4096, n + 4096), *d = aligned_alloc(4096, n + 4096);
-    if (!s || !d)
+    void *sp = NULL, *dp = NULL;
+    if (posix_memalign(&sp, 4096, n + 4096) || posix_memalign(&dp, 4096, n + 4096))
         return 1;
+    char *s = sp, *d = dp;
     memset(s, 1, n + 4096);
     memset(d, 2, n + 4096);
     printf("# %zu bytes, source page-aligned; GB/s\n# dst offset   memcpy   plx_plugin_copy\n", n);

@@ -14,9 +14,11 @@ static int failures;
 int main(void)
 {
     enum { GUARD = 64, MAX = 3 * PLX_PLUGIN_COPY_PIECE + 100 };
-    unsigned char *src = aligned_alloc(4096, MAX + 4096), *dst = aligned_alloc(4096, MAX + 4096 + 2 * GUARD);
-    if (!src || !dst)
+    /* page-aligned, so the offsets below are offsets within a page */
+    void *sp = NULL, *dp = NULL;
+    if (posix_memalign(&sp, 4096, MAX + 4096) || posix_memalign(&dp, 4096, MAX + 4096 + 2 * GUARD))
         return 1;
+    unsigned char *src = sp, *dst = dp;
     for (size_t i = 0; i < MAX + 4096; i++)
         src[i] = (unsigned char)(i * 131 + 7);
     const size_t lens[] = {0, 1, 63, 64, PLX_PLUGIN_COPY_PIECE - 1, PLX_PLUGIN_COPY_PIECE, PLX_PLUGIN_COPY_PIECE + 1,
