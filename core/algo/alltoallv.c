@@ -107,7 +107,8 @@ static int exchange(struct algo_ctx *x, const struct vx *v)
         char *h = heads + ((size_t)P + (size_t)to) * HEAD;
         struct vx_hdr hd = {.count = v->sn[to], .magic = VX_MAGIC, .from = r};
         memcpy(h, &hd, sizeof hd);
-        memcpy(h + sizeof hd, v->sp[to], head_part(bytes));
+        if (bytes) /* an empty block may have no buffer at all */
+            memcpy(h + sizeof hd, v->sp[to], head_part(bytes));
         memset(h + sizeof hd + head_part(bytes), 0, INLINE - head_part(bytes));
         if ((rc = p->isend(p->ctx, to, h, HEAD, htag, &req[n])) == 0)
             kind[n++] = 0;
@@ -141,7 +142,7 @@ static int exchange(struct algo_ctx *x, const struct vx *v)
             bad[i] = 1;
             if (v->rn[i] * es <= INLINE) /* no receive posted for the rest: take it off the wire */
                 disagree(x, i, heads + (size_t)i * HEAD, v->rn[i] * es, NULL, dtag);
-        } else {
+        } else if (v->rn[i]) {
             memcpy(v->rp[i], heads + (size_t)i * HEAD + sizeof hd, head_part(v->rn[i] * es));
         }
     }

@@ -139,7 +139,8 @@ void shm__ring_write_out(struct shm_comm *c, int d)
         struct frame f = {.type = o->ctl[i].type, .status = o->ctl[i].status, .seq = o->ctl[i].seq};
         put_frame(c, d, at, &f, NULL);
     }
-    memmove(o->ctl, o->ctl + i, (o->nctl - i) * sizeof *o->ctl);
+    if (i && i < o->nctl) /* o->ctl is NULL until the first control frame queues */
+        memmove(o->ctl, o->ctl + i, (o->nctl - i) * sizeof *o->ctl);
     o->nctl -= i;
     struct req *r;
     size_t max_frag = c->seg->ring_bytes / 4;
