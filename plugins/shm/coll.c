@@ -83,27 +83,36 @@ int shm__expect_all(struct shm_op *o, uint32_t half)
     return 0;
 }
 
+/* d[0, k) = first_in op slot[first+1] op ... op slot[first+P-1], the slots
+ * read at byte offset boff; AVG divided here. first_in is rank first's
+ * input (its slot, or its own buffer) and may be d itself. */
+static int reduce_piece(struct shm_op *o, char *d, const char *first_in, int first, uint32_t half, size_t boff,
+                        size_t k)
+{
+    struct shm_comm *c = o->c;
+    const struct plx_coll_args *a = o->a;
+    plx_plugin_move(d, first_in, k * o->es);
+    for (int s = 1; s < c->size; s++) {
+        int q = (first + s) % c->size;
+        int rc = host->reduce(d, shm__slot(c, q, half) + boff, k, a->dtype, a->op);
+        if (rc)
+            return plx_plugin_error(host, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d", o->what,
+                                    (unsigned long long)a->seq, a->dtype, a->op);
+    }
+    return a->op == PLX_AVG ? host->scale_div(d, k, a->dtype, (uint64_t)c->size) : 0;
+}
+
 /* out[0, n) = in_first op in_(first+1) op ... over every rank's slot at
  * byte offset boff, in cache-sized pieces; out may be in_first itself. */
 static int reduce_slots(struct shm_op *o, char *out, uint32_t half, size_t boff, size_t n, int first)
 {
-    struct shm_comm *c = o->c;
-    const struct plx_coll_args *a = o->a;
     size_t es = o->es, piece = PIECE_BYTES / es;
     for (size_t base = 0; base < n; base += piece) {
-        size_t k = min_sz(piece, n - base);
-        char *d = out + base * es;
-        plx_plugin_move(d, shm__slot(c, first, half) + boff + base * es, k * es);
-        for (int s = 1; s < c->size; s++) {
-            int q = (first + s) % c->size;
-            int rc = host->reduce(d, shm__slot(c, q, half) + boff + base * es, k, a->dtype, a->op);
-            if (rc)
-                return plx_plugin_error(host, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d", o->what,
-                                        (unsigned long long)a->seq, a->dtype, a->op);
-        }
+        size_t k = min_sz(piece, n - base), at = boff + base * es;
+        int rc = reduce_piece(o, out + base * es, shm__slot(o->c, first, half) + at, first, half, at, k);
+        if (rc)
+            return rc;
     }
-    if (a->op == PLX_AVG && n)
-        return host->scale_div(out, n, a->dtype, (uint64_t)c->size);
     return 0;
 }
 
@@ -126,25 +135,14 @@ void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s
  * only the slices the peers reduce were copied into the slot. */
 static int reduce_own_slice(struct shm_op *o, char *mine, uint32_t half, size_t off, size_t s0, size_t s1, int receives)
 {
-    struct shm_comm *c = o->c;
     const struct plx_coll_args *a = o->a;
     size_t es = o->es, piece = PIECE_BYTES / es;
     for (size_t base = s0; base < s1; base += piece) {
         size_t k = min_sz(piece, s1 - base);
         char *d = mine + base * es;
-        plx_plugin_move(d, (const char *)a->send + (off + base) * es, k * es);
-        for (int s = 1; s < c->size; s++) {
-            int q = (c->rank + s) % c->size;
-            int rc = host->reduce(d, shm__slot(c, q, half) + base * es, k, a->dtype, a->op);
-            if (rc)
-                return plx_plugin_error(host, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d", o->what,
-                                        (unsigned long long)a->seq, a->dtype, a->op);
-        }
-        if (a->op == PLX_AVG) {
-            int rc = host->scale_div(d, k, a->dtype, (uint64_t)c->size);
-            if (rc)
-                return rc;
-        }
+        int rc = reduce_piece(o, d, (const char *)a->send + (off + base) * es, o->c->rank, half, base * es, k);
+        if (rc)
+            return rc;
         if (receives)
             plx_plugin_move((char *)a->recv + (off + base) * es, d, k * es);
     }

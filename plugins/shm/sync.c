@@ -14,16 +14,13 @@
  * the CPU.
  *
  * Between slices (and after every wake-up) it checks, for each rank it
- * still waits for: is the process alive (pidfd, else kill(pid, 0) and its
+ * still waits for: is the process alive (shm__peer_dead: pidfd, else kill(pid, 0) and its
  * /proc state), has it marked itself failed or gone, has this communicator
  * been aborted, has the deadline passed. A rank that died is named in
  * PLX_ERR_PEER_LOST on every rank that waits for it. */
-#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <poll.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
