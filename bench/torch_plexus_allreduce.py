@@ -20,7 +20,14 @@ iteration and warm-up counts; the ratio torch-on-plexus / plexus-bench is
 per repetition, reported as median [min-max]. It also reports the floor
 under every torch backend: a 1-rank group of each backend (no traffic) timed
 through dist.all_reduce and through the ProcessGroup's own allreduce().wait()
-(no torch.distributed Python), against plexus-bench with 1 rank.
+(no torch.distributed Python), against plexus-bench with 1 rank. That floor is
+measured warm; inside the 2-rank loop torch's code runs after the kernel's
+TCP path has had the caches, so each repetition also times the loop with one
+more dist.all_reduce on the rank's own 1-rank plexus group per iteration: the
+difference is what one call through torch costs there (torch's Python and
+dispatcher, the binding, a 1-rank plexus call that moves nothing), and
+plexus-bench plus that cost is the least any binding reaching plexus through
+torch.distributed could take.
 
 Needs PYTHONPATH to reach plexus.torch (meson devenv -C build does it).
 GLOO_SOCKET_IFNAME=lo is set for loopback.
@@ -115,22 +122,32 @@ def run(rank, args, port, out, sync, results):
 
 def overhead(rank, args, px, sync, results):
     """The torch side of the 8 B overhead runs (see bench_8b) and the floor."""
-    t = torch.ones(2, dtype=torch.float32)
+    t, u = torch.ones(2, dtype=torch.float32), torch.ones(2, dtype=torch.float32)
     n, w = args.overhead_iters, args.overhead_warmup
-    for _ in range(args.reps):
-        sync.wait(WAIT_S)  # the parent may run plexus-bench now (if it goes first)
-        sync.wait(WAIT_S)
-        us = timed(t, px, n, w)
-        if rank == 0:
-            results.put(us)
-        sync.wait(WAIT_S)  # plexus-bench may run now (if it goes second)
-    # Floor: 1-rank groups (every rank must create every group in torch 1.13).
+    # 1-rank groups (every rank must create every group in torch 1.13).
     own = {}
     for backend in ("plexus", "gloo"):
         for r in range(args.np):
             g = dist.new_group(ranks=[r], backend=backend)
             if r == rank:
                 own[backend] = g
+    one = own["plexus"]
+
+    def with_one():
+        dist.all_reduce(t, group=px)
+        dist.all_reduce(u, group=one)
+    for rep in range(args.reps):
+        sync.wait(WAIT_S)  # the parent may run plexus-bench now (if it goes first)
+        sync.wait(WAIT_S)
+        if rep % 2 == 0:
+            us = timed(t, px, n, w)
+            us_one = timed(t, px, n, w, call=with_one)
+        else:
+            us_one = timed(t, px, n, w, call=with_one)
+            us = timed(t, px, n, w)
+        if rank == 0:
+            results.put((us, us_one - us))
+        sync.wait(WAIT_S)  # plexus-bench may run now (if it goes second)
     opts = dist.AllreduceOptions()
     floor = {}
     for backend, g in own.items():
@@ -161,11 +178,11 @@ def bench_8b(args, sync, results):
         if bench_first:
             b = bench_once(args.plexus_bench, args.np, args.overhead_iters, args.overhead_warmup)
         sync.wait(WAIT_S)
-        tu = results.get(timeout=WAIT_S)
+        tu, call = results.get(timeout=WAIT_S)
         sync.wait(WAIT_S)
         if not bench_first:
             b = bench_once(args.plexus_bench, args.np, args.overhead_iters, args.overhead_warmup)
-        pairs.append((tu, b))
+        pairs.append((tu, b, call))
     return pairs
 
 
@@ -209,12 +226,15 @@ def main():
     while not procs.join():
         pass
     if args.plexus_bench:
-        tu, bu = [p[0] for p in pairs], [p[1] for p in pairs]
-        ratios = [a / b for a, b in pairs]
+        tu, bu, calls = [p[0] for p in pairs], [p[1] for p in pairs], [p[2] for p in pairs]
+        ratios = [a / b for a, b, _ in pairs]
+        least = [(b + c) / b for _, b, c in pairs]
         print("# 8 B, %d iterations + %d warm-up each, %d reps: torch on plexus %s us, plexus-bench %s us "
               "(same transport)" % (args.overhead_iters, args.overhead_warmup, args.reps, spread(tu), spread(bu)))
         print("# 8 B binding overhead torch/plexus-bench per rep: %s   (%s)"
               % (spread(ratios), " ".join("%.2f" % r for r in ratios)))
+        print("# one more call through torch inside that loop (1-rank plexus group): %s us; so the least a binding "
+              "could reach, (plexus-bench + that) / plexus-bench, per rep: %s" % (spread(calls), spread(least)))
         bench1 = [bench_once(args.plexus_bench, 1, args.overhead_iters, args.overhead_warmup)
                   for _ in range(args.reps)]
         print("# floor, 1-rank groups (no traffic), rank 0, us per call: plexus-bench %s" % spread(bench1))
