@@ -81,6 +81,7 @@ static void comm_free(struct plx_comm *c)
     plx__store_release(c->base_store);
     plx__scratch_free(&c->scratch);
     plx__scratch_free(&c->stage);
+    plx__lowp_avg_drop(c);
     plx__preq_pool_free(c);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);

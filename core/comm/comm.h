@@ -46,6 +46,10 @@ struct plx_comm {
     struct plx__preq *preq_pool; /* the p2p adapter's records, for reuse (p2p.c) */
     struct plx__hier *hier;   /* intra + cross children (hier.c), or NULL: flat */
     struct plx__diag *diag;   /* fingerprints, ledger (diag.h); NULL: none */
+    /* avg_lowp.c: the last f32 copy, kept for the next f16/bf16 AVG
+     * (fresh pages cost more than the conversions); swapped atomically,
+     * since works end on any thread. */
+    struct plx__lowp_avg *lowp_spare;
 };
 
 struct plx__lowp_avg;
@@ -149,10 +153,13 @@ struct plx__lowp_avg;
 int plx__lowp_avg_needed(const struct plx_coll_args *a);
 /* Rewrites a to an F32 SUM over scratch copies (send converted now); *out
  * finishes it. */
-int plx__lowp_avg_begin(const struct plx_comm *c, struct plx_coll_args *a, struct plx__lowp_avg **out);
-/* status 0: rounds the result into the caller's buffer. Always frees x
- * (NULL is a no-op). Returns status, or the conversion's error. */
+int plx__lowp_avg_begin(struct plx_comm *c, struct plx_coll_args *a, struct plx__lowp_avg **out);
+/* status 0: rounds the result into the caller's buffer. Always lets go of
+ * x (NULL is a no-op): c keeps it for its next call. Returns status, or the
+ * conversion's error. */
 int plx__lowp_avg_end(struct plx__lowp_avg *x, int status);
+/* Frees the copy c keeps (comm teardown, once no work can end any more). */
+void plx__lowp_avg_drop(struct plx_comm *c);
 
 /* Core-internal bit of plx_coll_args.flags, never seen by a backend: the
  * buffers are CUDA memory and the op runs on host copies (stage.c). */

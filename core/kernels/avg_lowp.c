@@ -19,9 +19,11 @@
 #include "reduce.h"
 
 struct plx__lowp_avg {
+    struct plx_comm *comm; /* takes the copy back when the work ends */
     void *recv;   /* the caller's buffer */
     size_t sn;    /* elements this rank sends */
     size_t rn;    /* elements this rank receives */
+    size_t cap;   /* elements buf holds */
     int dtype;
     float buf[];  /* send copy, then receive copy */
 };
@@ -32,7 +34,20 @@ int plx__lowp_avg_needed(const struct plx_coll_args *a)
            (a->coll == PLX_COLL_ALLREDUCE || a->coll == PLX_COLL_REDUCE || a->coll == PLX_COLL_REDUCE_SCATTER);
 }
 
-int plx__lowp_avg_begin(const struct plx_comm *c, struct plx_coll_args *a, struct plx__lowp_avg **out)
+/* The copy c kept from its last call if it is big enough (two calls in
+ * flight at once: the second allocates its own), else a new one. */
+static struct plx__lowp_avg *take(struct plx_comm *c, size_t n)
+{
+    struct plx__lowp_avg *x = __atomic_exchange_n(&c->lowp_spare, NULL, __ATOMIC_ACQ_REL);
+    if (x && x->cap >= n)
+        return x;
+    free(x);
+    if ((x = malloc(sizeof *x + n * sizeof(float))) != NULL)
+        x->cap = n;
+    return x;
+}
+
+int plx__lowp_avg_begin(struct plx_comm *c, struct plx_coll_args *a, struct plx__lowp_avg **out)
 {
     size_t sn, rn;
     int use_send, use_recv;
@@ -42,17 +57,18 @@ int plx__lowp_avg_begin(const struct plx_comm *c, struct plx_coll_args *a, struc
     if (sn + rn > (SIZE_MAX - sizeof(struct plx__lowp_avg)) / sizeof(float))
         return plx__err(PLX_ERR_INVALID_ARG, "%s: count %zu overflows the address space", plx_coll_name(a->coll),
                         a->count);
-    struct plx__lowp_avg *x = malloc(sizeof *x + (sn + rn) * sizeof(float));
+    struct plx__lowp_avg *x = take(c, sn + rn);
     if (!x)
         return plx__err(PLX_ERR_NOMEM, "%s(%s, avg): no memory for the %zu-element f32 copy", plx_coll_name(a->coll),
                         plx_dtype_name(a->dtype), sn + rn);
+    x->comm = c;
     x->recv = a->recv;
     x->sn = sn;
     x->rn = rn;
     x->dtype = a->dtype;
     int rc = plx__widen_div(x->buf, a->send, sn, a->dtype, (uint64_t)c->size);
     if (rc) {
-        free(x);
+        plx__lowp_avg_end(x, rc);
         return rc;
     }
     a->send = x->buf;
@@ -69,6 +85,15 @@ int plx__lowp_avg_end(struct plx__lowp_avg *x, int status)
         return status;
     if (status == 0 && x->rn)
         status = plx__narrow(x->recv, x->buf + x->sn, x->rn, x->dtype);
-    free(x);
+    /* Keep the bigger of this copy and the one kept now. */
+    struct plx__lowp_avg *old = __atomic_exchange_n(&x->comm->lowp_spare, x, __ATOMIC_ACQ_REL);
+    if (old && old->cap > x->cap)
+        old = __atomic_exchange_n(&x->comm->lowp_spare, old, __ATOMIC_ACQ_REL);
+    free(old);
     return status;
+}
+
+void plx__lowp_avg_drop(struct plx_comm *c)
+{
+    free(__atomic_exchange_n(&c->lowp_spare, NULL, __ATOMIC_ACQ_REL));
 }

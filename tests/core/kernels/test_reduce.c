@@ -191,6 +191,53 @@ static void test_conversions(void)
     CHECKF(isnan(plx__f16_to_f32(0x7e00)) && isnan(plx__bf16_to_f32(0x7fc0)), "half NaN widens to NaN");
 }
 
+/* The whole-buffer conversions (AVG's f32 copies, FSDP's mixed precision)
+ * take the conversion instructions where the CPU has them, 8 at a time, and
+ * the scalar code for the tail: every element of both must match the
+ * reference, at every offset of the 8-wide blocks. */
+static void test_buffer_conversions(void)
+{
+    enum { N = 0x10000 + 7 };
+    uint16_t *h = malloc(N * sizeof *h), *back = malloc(N * sizeof *back);
+    float *f = malloc(N * sizeof *f), *v = malloc(N * sizeof *v);
+    for (size_t i = 0; i < N; i++)
+        h[i] = (uint16_t)i;
+    for (int fmt = 0; fmt < 2; fmt++) {
+        int dt = fmt ? PLX_BF16 : PLX_F16, mb = fmt ? 7 : 10;
+        for (uint64_t d = 1; d <= 3; d++) {
+            CHECK(plx__widen_div(f, h + 1, N - 1, dt, d) == 0);
+            long bad = 0;
+            for (size_t i = 0; i < N - 1; i++) {
+                float want = (fmt ? bf16w(h[i + 1]) : f16w(h[i + 1])) / (float)d;
+                if (!same_f32(f[i], want) && bad++ < 5)
+                    CHECKF(0, "widen_div(%s, /%d)[%zu] of 0x%04x = %a, want %a", fmt ? "bf16" : "f16", (int)d, i,
+                           h[i + 1], (double)f[i], (double)want);
+            }
+            CHECKF(bad == 0, "widen_div(%s, /%d): %ld wrong", fmt ? "bf16" : "f16", (int)d, bad);
+        }
+        /* narrowing: random f32 patterns (NaNs, subnormals, ties are rare:
+         * test_conversions covers those through the same scalar code) and
+         * every half value widened and narrowed back */
+        for (size_t i = 0; i < N; i++)
+            v[i] = i & 1 ? bits_f32((uint32_t)next_u64()) : (fmt ? bf16w((uint16_t)(i * 977)) : f16w((uint16_t)(i * 977)));
+        CHECK(plx__narrow(back, v + 3, N - 3, dt) == 0);
+        long bad = 0;
+        for (size_t i = 0; i < N - 3; i++) {
+            uint16_t want = fmt ? bf16n(v[i + 3]) : f16n(v[i + 3]);
+            if (!same_half(back[i], want, mb) && bad++ < 5)
+                CHECKF(0, "narrow(%s)[%zu] of %a = 0x%04x, want 0x%04x", fmt ? "bf16" : "f16", i, (double)v[i + 3],
+                       back[i], want);
+        }
+        CHECKF(bad == 0, "narrow(%s): %ld wrong", fmt ? "bf16" : "f16", bad);
+    }
+    CHECK(plx__widen_div(f, h, 1, PLX_F32, 1) == PLX_ERR_INVALID_ARG);
+    CHECK(plx__narrow(back, f, 1, PLX_I8) == PLX_ERR_INVALID_ARG);
+    free(h);
+    free(back);
+    free(f);
+    free(v);
+}
+
 /* ---- kernels --------------------------------------------------------------- */
 
 /* Reference result of one element, by dtype. Integer sum/prod wrap (done in
@@ -452,6 +499,7 @@ int main(void)
         return 1;
     }
     test_conversions();
+    test_buffer_conversions();
     test_kernels();
     test_half_kernels_exhaustive();
     test_nan_rules();
