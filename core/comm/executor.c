@@ -89,10 +89,8 @@ int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a,
         pthread_mutex_lock(&c->mu);
         c->busy = 0;
         /* Only the executor waits for busy to clear, and only with work
-         * queued: waking it after every inline call cost each of them a
-         * futex wake and a context switch on the other core (2-core host,
-         * tcp, 8 B: 10-15 -> 21-29 us per allreduce once a nonblocking
-         * collective had started the thread). */
+         * queued: waking it after every inline call costs each call a futex
+         * wake and a context switch, which on a small host preempts a rank. */
         if (c->head)
             pthread_cond_broadcast(&c->cv);
         pthread_mutex_unlock(&c->mu);

@@ -85,11 +85,9 @@ int plx__lowp_avg_end(struct plx__lowp_avg *x, int status)
         return status;
     if (status == 0 && x->rn)
         status = plx__narrow(x->recv, x->buf + x->sn, x->rn, x->dtype);
-    /* Keep the bigger of this copy and the one kept now. */
-    struct plx__lowp_avg *old = __atomic_exchange_n(&x->comm->lowp_spare, x, __ATOMIC_ACQ_REL);
-    if (old && old->cap > x->cap)
-        old = __atomic_exchange_n(&x->comm->lowp_spare, old, __ATOMIC_ACQ_REL);
-    free(old);
+    /* Calls one after another hand the same copy on, so it is the largest
+     * yet; of two in flight, the one that ends last stays. */
+    free(__atomic_exchange_n(&x->comm->lowp_spare, x, __ATOMIC_ACQ_REL));
     return status;
 }
 

@@ -300,10 +300,16 @@ static int has_f16c(void)
     return k == 2;
 }
 
-static void f16_kernel(int op, void *out, const void *a, const void *b, size_t n)
+/* AVX2 and F16C: the f16 kernel's and the whole-buffer conversions' case. */
+static int avx2_f16c(void)
 {
     __builtin_cpu_init(); /* idempotent; the checks read one global */
-    if (__builtin_cpu_supports("avx2") && has_f16c())
+    return __builtin_cpu_supports("avx2") && has_f16c();
+}
+
+static void f16_kernel(int op, void *out, const void *a, const void *b, size_t n)
+{
+    if (avx2_f16c())
         f16_kernel_f16c(op, out, a, b, n);
     else
         f16_kernel_generic(op, out, a, b, n);
@@ -417,14 +423,8 @@ __attribute__((target("avx2,f16c"))) static void narrow_x86(uint16_t *o, const f
     }
     narrow_generic(o + i, src + i, count - i, dtype);
 }
-
-static int convert_x86(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && has_f16c();
-}
 #else
-#define convert_x86() 0
+#define avx2_f16c() 0
 #define widen_div_x86 widen_div_generic
 #define narrow_x86 narrow_generic
 #endif
@@ -433,7 +433,7 @@ int plx__widen_div(float *dst, const void *src, size_t count, int dtype, uint64_
 {
     if (dtype != PLX_F16 && dtype != PLX_BF16)
         return plx__err(PLX_ERR_INVALID_ARG, "widen: dtype %d is not f16 or bf16", dtype);
-    if (convert_x86())
+    if (avx2_f16c())
         widen_div_x86(dst, src, count, dtype, (float)divisor);
     else
         widen_div_generic(dst, src, count, dtype, (float)divisor);
@@ -444,7 +444,7 @@ int plx__narrow(void *dst, const float *src, size_t count, int dtype)
 {
     if (dtype != PLX_F16 && dtype != PLX_BF16)
         return plx__err(PLX_ERR_INVALID_ARG, "narrow: dtype %d is not f16 or bf16", dtype);
-    if (convert_x86())
+    if (avx2_f16c())
         narrow_x86(dst, src, count, dtype);
     else
         narrow_generic(dst, src, count, dtype);
