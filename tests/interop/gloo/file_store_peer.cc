@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -193,13 +194,12 @@ static int gloo_job_rank(const std::string &dir, int rank)
         auto dev = gloo::transport::tcp::CreateDevice(attr);
         auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, 2);
         ctx->setTimeout(std::chrono::seconds(30));
-        if (rank == 0) {
-            gloo::rendezvous::FileStore store(dir);
-            ctx->connectFullMesh(store, dev);
-        } else {
-            PlexusStore store(dir);
-            ctx->connectFullMesh(store, dev);
-        }
+        std::unique_ptr<gloo::rendezvous::Store> store;
+        if (rank == 0)
+            store.reset(new gloo::rendezvous::FileStore(dir));
+        else
+            store.reset(new PlexusStore(dir));
+        ctx->connectFullMesh(*store, dev);
         std::vector<float> x(1000);
         for (size_t i = 0; i < x.size(); i++)
             x[i] = (float)(rank + 1) * (float)i;
@@ -209,6 +209,12 @@ static int gloo_job_rank(const std::string &dir, int rank)
                 fprintf(stderr, "gloo job rank %d: element %zu is %g\n", rank, i, x[i]);
                 return 1;
             }
+        // Neither rank closes its connection while the other may still read
+        // from it (a rank that finished first and exited left the other with
+        // "Connection closed by peer" once in a CI run): each says it is done
+        // through its own store and waits for the other's word.
+        store->set("done/" + std::to_string(rank), std::vector<char>{'1'});
+        store->wait({"done/" + std::to_string(1 - rank)}, std::chrono::seconds(30));
     } catch (const std::exception &e) {
         fprintf(stderr, "gloo job rank %d (%s store): %s\n", rank, rank ? "our" : "gloo's", e.what());
         return 1;
