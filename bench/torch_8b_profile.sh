@@ -11,6 +11,8 @@
 #   plexus (libplexus, the plugin, plexus-bench, the vdso clock its waits
 #   read), libc/libstdc++, kernel (system calls, the loopback TCP path, and
 #   the polls of a wait).
+# Environment: SECONDS_SAMPLED (3), FREQ (2000 samples/s per core), KEEP=1
+# keeps the perf data (printed path) for perf report.
 set -u
 build=${1:-build}
 [ -d "$build" ] || { echo "no build directory '$build'"; exit 2; }
