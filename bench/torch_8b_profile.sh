@@ -46,7 +46,8 @@ env PYTHONUNBUFFERED=1 meson devenv -C "$build" /usr/bin/python3 "$src/bench/tor
     --iters 500000 --ready-file "$out/ready" >"$out/torch.txt" 2>&1 &
 pid=$!
 i=0
-while [ ! -e "$out/ready" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+while [ ! -e "$out/ready" ] && [ $i -lt 600 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+[ -e "$out/ready" ] || { wait $pid; echo "the torch loop did not start its timed part:"; cat "$out/torch.txt"; exit 1; }
 sleep 0.5
 perf record -q -a -e cpu-clock -F "$freq" -o "$out/torch.data" -- sleep "$secs" >/dev/null 2>&1
 wait $pid
@@ -61,6 +62,10 @@ perf record -q -a -e cpu-clock -F "$freq" -o "$out/bench.data" -- sleep "$secs" 
 wait $pid
 t_bench=$(awk '$1 == "[rank" && $2 == "0]" && $3 == "8" { print $8 }' "$out/bench.txt")
 [ -n "$t_torch" ] && [ -n "$t_bench" ] || { cat "$out/torch.txt" "$out/bench.txt"; exit 1; }
+# A loop that ended inside its sampling window leaves its teardown in the shares.
+awk -v a="$t_torch" -v b="$t_bench" -v s="$secs" 'BEGIN {
+    if (500000 * a / 1e6 < s + 0.5) print "# warning: the torch loop ended before its sampling did"
+    if (800000 * b / 1e6 < s + 1) print "# warning: the plexus-bench loop ended before its sampling did" }'
 
 groups python3 "$out/torch.data" >"$out/torch.g"
 groups plexus-bench "$out/bench.data" >"$out/bench.g"
