@@ -172,7 +172,7 @@ static void load_one(struct plx__backend *b)
     if (rc != 0)
         set_state(b, PLX_STATE_BROKEN, "probe failed: %s%s%s", plx_err_name(rc), pr.reason[0] ? ": " : "", pr.reason);
     else if (pr.state == PLX_PROBE_USABLE)
-        set_state(b, PLX_STATE_USABLE, "%s", "");
+        set_state(b, PLX_STATE_USABLE, "%s", pr.reason); /* what it will use, for plexus-info */
     else if (pr.state == PLX_PROBE_UNAVAILABLE)
         set_state(b, PLX_STATE_UNAVAILABLE, "%s", pr.reason);
     else
@@ -224,7 +224,7 @@ static void resolve_alias(struct plx__backend *b)
             set_state(b, PLX_STATE_BROKEN, "%s", plx_last_error());
             return;
         }
-        set_state(b, PLX_STATE_USABLE, "%s", "");
+        set_state(b, PLX_STATE_USABLE, "%s", to->reason);
         return;
     }
     const char *said = plx__config_get_in(NULL, b->name, "alias_reason", NULL);

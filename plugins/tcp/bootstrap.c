@@ -5,9 +5,9 @@
  *
  * Address blob (gloo transport/tcp/address.h, struct {sockaddr_storage;
  * ssize_t seq;}): bytes 0..127 the sockaddr, 128..135 seq = -1. libgloo
- * leaves bytes 16..127 of an IPv4 address uninitialised and never reads them;
- * plexus writes a marker at 16..31 so two plexus ranks can agree on eager
- * small sends (see tcp.h).
+ * leaves the bytes past the sockaddr uninitialised and never reads them;
+ * plexus writes a marker there (16..31 after an IPv4 address, 32..47 after
+ * an IPv6 one) so two plexus ranks can agree on eager small sends (tcp.h).
  *
  * With a job secret (PLEXUS_JOB_SECRET, unless [tcp] auth = off) every pair
  * connection passes the mutual handshake of core/auth.h before it carries a
@@ -37,6 +37,12 @@
 
 static const char marker[16] = "plexus-tcp/1\0\0\0";
 
+/* Where the marker sits: just past the sockaddr, 16-byte aligned. */
+static size_t marker_at(int family)
+{
+    return family == AF_INET6 ? 32 : 16;
+}
+
 static int err(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int err(int status, const char *fmt, ...)
 {
@@ -53,50 +59,6 @@ static int64_t config_int(const struct tcp_comm *c, const char *key, int64_t def
     return plx_plugin_config_int(tcp__host, c->config, key, def);
 }
 
-/* [tcp] address, else the first interface of [tcp] ifname (comma list) that
- * has an IPv4 address, else 127.0.0.1. */
-static int choose_address(const struct tcp_comm *c, struct in_addr *out)
-{
-    const char *addr = plx_plugin_config_str(tcp__host, c->config, "address");
-    const char *ifn = plx_plugin_config_str(tcp__host, c->config, "ifname");
-    if (addr && *addr) {
-        if (inet_pton(AF_INET, addr, out) != 1)
-            return err(PLX_ERR_CONFIG, "tcp: [tcp] address '%s' is not an IPv4 address", addr);
-        return 0;
-    }
-    if (!ifn || !*ifn) {
-        out->s_addr = htonl(INADDR_LOOPBACK);
-        return 0;
-    }
-    struct ifaddrs *all = NULL;
-    if (getifaddrs(&all))
-        return err(PLX_ERR_SYSTEM, "tcp: cannot list network interfaces: %s", strerror(errno));
-    char names[256];
-    snprintf(names, sizeof names, "%s", ifn);
-    int found = 0;
-    for (char *save = NULL, *n = strtok_r(names, ",", &save); n && !found; n = strtok_r(NULL, ",", &save))
-        for (struct ifaddrs *i = all; i && !found; i = i->ifa_next)
-            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && !strcmp(i->ifa_name, n)) {
-                *out = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-                found = 1;
-            }
-    if (found) {
-        freeifaddrs(all);
-        return 0;
-    }
-    char have[256] = "";
-    for (struct ifaddrs *i = all; i; i = i->ifa_next)
-        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
-            char ip[INET_ADDRSTRLEN];
-            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, ip, sizeof ip);
-            size_t l = strlen(have);
-            snprintf(have + l, sizeof have - l, "%s%s (%s)", l ? ", " : "", i->ifa_name, ip);
-        }
-    freeifaddrs(all);
-    return err(PLX_ERR_CONFIG, "tcp: [tcp] ifname '%s': no such interface has an IPv4 address (interfaces with one: %s)",
-               ifn, *have ? have : "none");
-}
-
 static void set_bufs(const struct tcp_comm *c, int fd)
 {
     int snd = (int)config_int(c, "sndbuf", 4 << 20), rcv = (int)config_int(c, "rcvbuf", 4 << 20);
@@ -106,11 +68,9 @@ static void set_bufs(const struct tcp_comm *c, int fd)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
 }
 
-static void fmt_addr(char *out, size_t n, const struct sockaddr_in *sa)
+static void fmt_addr(char *out, size_t n, const struct sockaddr_storage *sa)
 {
-    char ip[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof ip);
-    snprintf(out, n, "%s:%d", ip, ntohs(sa->sin_port));
+    tcp__fmt_sockaddr(out, n, (const struct sockaddr *)sa);
 }
 
 static int64_t left_ms(uint64_t deadline)
@@ -121,15 +81,15 @@ static int64_t left_ms(uint64_t deadline)
 
 /* Non-blocking connect with retries until the deadline (the listener exists
  * once the address is published, but SYNs can be lost or refused briefly). */
-static int dial(const struct tcp_comm *c, const struct sockaddr_in *to, uint64_t deadline, int *out)
+static int dial(const struct tcp_comm *c, const struct sockaddr_storage *to, uint64_t deadline, int *out)
 {
     int last = ETIMEDOUT;
     for (;;) {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int fd = socket(to->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
             return errno;
         set_bufs(c, fd);
-        int rc = connect(fd, (const struct sockaddr *)to, sizeof *to);
+        int rc = connect(fd, (const struct sockaddr *)to, tcp__sockaddr_len((const struct sockaddr *)to));
         if (rc && errno == EINPROGRESS) {
             struct pollfd pf = {fd, POLLOUT, 0};
             int64_t ms = left_ms(deadline);
@@ -296,7 +256,7 @@ static int accept_on(struct mesh *m, int peer)
                            m->c->rank, pending_on(m, peer), peer);
             return 0;
         }
-        struct sockaddr_in sa;
+        struct sockaddr_storage sa;
         socklen_t sl = sizeof sa;
         int fd = accept4(m->lfd[peer], (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
@@ -491,13 +451,44 @@ static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
     return rc;
 }
 
+/* A peer that published a loopback address cannot be reached from another
+ * host: say so at once, naming what to set, instead of failing the connect
+ * (or waiting the whole timeout on the other side). */
+static int check_reachable(const struct tcp_comm *c, const struct plx_comm_args *a, int peer,
+                           const struct tcp_addr *me, const struct sockaddr_storage *addr, const char *shown)
+{
+    if (!tcp__is_loopback((const struct sockaddr *)addr) || tcp__is_loopback((const struct sockaddr *)&me->ss))
+        return 0;
+    char key[32], mine[256] = "localhost";
+    gethostname(mine, sizeof mine - 1);
+    snprintf(key, sizeof key, "rank_%d", peer);
+    void *val = NULL;
+    size_t len = 0;
+    if (tcp__host->store_get(a->store, key, &val, &len, a->timeout_ms) != 0)
+        return 0; /* the connect attempt then says what happened */
+    int same = len == strlen(mine) && !memcmp(val, mine, len);
+    char theirs[256];
+    snprintf(theirs, sizeof theirs, "%.*s", (int)(len < 255 ? len : 255), (const char *)val);
+    tcp__host->free(val);
+    if (same)
+        return 0;
+    return err(PLX_ERR_CONFIG,
+               "tcp: rank %d on host '%s' published the loopback address %s, which rank %d on host '%s' cannot reach: "
+               "set [tcp] ifname (PLEXUS_TCP_IFNAME, e.g. eth0) or [tcp] address on rank %d's host, or give every rank "
+               "a routable MASTER_ADDR",
+               peer, theirs, shown, c->rank, mine, peer);
+}
+
 int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
 {
     int P = c->size, r = c->rank, rc = 0;
-    struct in_addr ip;
+    struct tcp_addr me;
     struct mesh m = {.c = c, .args = a, .blame = -1};
-    if ((rc = choose_address(c, &ip)) != 0 || (rc = job_secret(c, &m.secret)) != 0)
+    if ((rc = tcp__choose_address(c->config, &me)) != 0 || (rc = job_secret(c, &m.secret)) != 0)
         return rc;
+    char shown[80];
+    fmt_addr(shown, sizeof shown, &me.ss);
+    tcp__host->log(tcp__host->ctx, PLX_LOG_DEBUG, "rank %d publishes %s: %s", r, shown, me.why);
     /* Durations come in nanoseconds. */
     int64_t conn_ms = config_int(c, "connect_timeout_ms", a->timeout_ms * 1000000) / 1000000;
     m.auth_ms = config_int(c, "auth_timeout_ms", (int64_t)10000 * 1000000) / 1000000;
@@ -506,7 +497,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
         m.max_shakes = 1;
     m.lfd = malloc(sizeof(int) * (size_t)P);
     m.accepting = calloc((size_t)P, sizeof(int));
-    struct sockaddr_in *mine = calloc((size_t)P, sizeof *mine);
+    struct sockaddr_storage *mine = calloc((size_t)P, sizeof *mine);
     unsigned char *blob = calloc((size_t)(P > 1 ? P - 1 : 1), TCP_ADDR_BYTES);
     if (!m.lfd || !m.accepting || !mine || !blob) {
         free(m.lfd);
@@ -519,19 +510,19 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
         m.lfd[i] = -1;
     /* One listener per pair (gloo gen-1), on the chosen address only. The
      * backlog leaves room for strangers ahead of the peer. */
+    int fam = me.ss.ss_family;
+    socklen_t alen = tcp__sockaddr_len((struct sockaddr *)&me.ss);
     for (int i = 0, k = 0; i < P && rc == 0; i++) {
         if (i == r)
             continue;
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = ip};
+        struct sockaddr_storage sa = me.ss;
         socklen_t sl = sizeof sa;
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd >= 0)
             set_bufs(c, fd); /* accepted sockets inherit them */
-        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, m.secret ? 16 : 1) ||
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, alen) || listen(fd, m.secret ? 16 : 1) ||
             getsockname(fd, (struct sockaddr *)&sa, &sl)) {
-            char ipt[INET_ADDRSTRLEN];
-            inet_ntop(AF_INET, &ip, ipt, sizeof ipt);
-            rc = err(PLX_ERR_SYSTEM, "tcp: rank %d cannot listen on %s: %s", r, ipt, strerror(errno));
+            rc = err(PLX_ERR_SYSTEM, "tcp: rank %d cannot listen on %s (%s): %s", r, shown, me.why, strerror(errno));
             if (fd >= 0)
                 close(fd);
             break;
@@ -539,8 +530,8 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
         m.lfd[i] = fd;
         mine[i] = sa;
         unsigned char *slice = blob + (size_t)k++ * TCP_ADDR_BYTES;
-        memcpy(slice, &sa, sizeof sa);
-        memcpy(slice + 16, marker, sizeof marker);
+        memcpy(slice, &sa, alen);
+        memcpy(slice + marker_at(fam), marker, sizeof marker);
         memset(slice + 128, 0xff, 8); /* seq = -1 */
     }
     char key[32], hostname[256] = "localhost";
@@ -581,22 +572,38 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
             break;
         }
         const unsigned char *slice = (const unsigned char *)val + (size_t)(r > i ? r - 1 : r) * TCP_ADDR_BYTES;
-        struct sockaddr_in peer;
+        struct sockaddr_storage peer;
         memcpy(&peer, slice, sizeof peer);
         struct tcp_peer *p = &c->peers[i];
-        p->eager = !memcmp(slice + 16, marker, sizeof marker);
+        p->eager = !memcmp(slice + marker_at(peer.ss_family), marker, sizeof marker);
         tcp__host->free(val);
-        if (peer.sin_family != AF_INET) {
-            rc = err(PLX_ERR_UNSUPPORTED, "tcp: rank %d published an address of family %d; only IPv4 is supported", i,
-                     peer.sin_family);
+        if (peer.ss_family != fam) {
+            rc = err(PLX_ERR_UNSUPPORTED,
+                     "tcp: rank %d published an address of family %s, this rank one of %s (set [tcp] address or "
+                     "ifname so that every rank uses the same IP version)",
+                     i, peer.ss_family == AF_INET6 ? "IPv6" : peer.ss_family == AF_INET ? "IPv4" : "unknown",
+                     fam == AF_INET6 ? "IPv6" : "IPv4");
             break;
         }
         fmt_addr(p->addr, sizeof p->addr, &peer);
+        if ((rc = check_reachable(c, a, i, &me, &peer, p->addr)) != 0)
+            break;
         /* gloo Pair::connect: compare addresses, then the raw (network
          * order) port values; the larger side connects. */
-        int cmp = memcmp(&mine[i].sin_addr, &peer.sin_addr, sizeof peer.sin_addr);
+        int cmp, mport, pport;
+        if (fam == AF_INET) {
+            cmp = memcmp(&((struct sockaddr_in *)&mine[i])->sin_addr, &((struct sockaddr_in *)&peer)->sin_addr,
+                          sizeof(struct in_addr));
+            mport = ((struct sockaddr_in *)&mine[i])->sin_port;
+            pport = ((struct sockaddr_in *)&peer)->sin_port;
+        } else {
+            cmp = memcmp(&((struct sockaddr_in6 *)&mine[i])->sin6_addr, &((struct sockaddr_in6 *)&peer)->sin6_addr,
+                          sizeof(struct in6_addr));
+            mport = ((struct sockaddr_in6 *)&mine[i])->sin6_port;
+            pport = ((struct sockaddr_in6 *)&peer)->sin6_port;
+        }
         if (cmp == 0)
-            cmp = (int)mine[i].sin_port - (int)peer.sin_port;
+            cmp = mport - pport;
         if (cmp == 0) {
             rc = err(PLX_ERR_PROTOCOL, "tcp: rank %d published this rank's own address %s", i, p->addr);
             break;
@@ -608,7 +615,11 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
             if (e) {
                 m.blame = i;
                 rc = err(e == ETIMEDOUT ? PLX_ERR_TIMEOUT : PLX_ERR_PEER_LOST,
-                         "tcp: rank %d cannot connect to rank %d at %s: %s", r, i, p->addr, strerror(e));
+                         "tcp: rank %d cannot connect to rank %d at %s: %s%s", r, i, p->addr, strerror(e),
+                         tcp__is_loopback((struct sockaddr *)&peer) && !tcp__is_loopback((struct sockaddr *)&me.ss)
+                             ? " (a loopback address: if that rank runs on another host, set [tcp] ifname or "
+                               "address there, e.g. PLEXUS_TCP_IFNAME=eth0)"
+                             : "");
                 break;
             }
             if (!m.secret) {

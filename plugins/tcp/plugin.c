@@ -24,8 +24,21 @@ const struct plx_host *tcp__host;
 
 static int probe(struct plx_probe_result *out)
 {
+    /* The address a communicator would publish, so plexus-info shows it and
+     * why (the choice only reads interfaces and routes: no socket is bound). */
+    struct tcp_addr a;
+    char shown[80];
     out->state = PLX_PROBE_USABLE;
-    snprintf(out->reason, sizeof out->reason, "TCP sockets (Gloo gen-1 pair protocol)");
+    if (tcp__choose_address(NULL, &a) != 0) {
+        /* A setting that names nothing here: every rank fails at once. */
+        out->state = PLX_PROBE_BROKEN;
+        snprintf(out->reason, sizeof out->reason, "no address to publish: %s", a.why);
+        return 0;
+    }
+    tcp__fmt_sockaddr(shown, sizeof shown, (const struct sockaddr *)&a.ss);
+    shown[strcspn(shown, "]") < strlen(shown) ? strcspn(shown, "]") + 1 : strcspn(shown, ":")] = '\0';
+    snprintf(out->reason, sizeof out->reason, "TCP sockets (Gloo gen-1 pair protocol); publishes %s: %s", shown,
+             a.why);
     return 0;
 }
 
@@ -424,9 +437,11 @@ static void req_free(void *comm, void *req)
 
 /* Every key tcp reads, typed: the core checks values where they are set. */
 static const struct plx_key keys[] = {
-    {"address", PLX_KEY_STRING, NULL, NULL, "IPv4 address to listen on and publish (overrides ifname)"},
+    {"address", PLX_KEY_STRING, NULL, NULL, "IPv4 or IPv6 address to listen on and publish (overrides ifname)"},
     {"ifname", PLX_KEY_LIST, NULL, NULL,
-     "network interface(s) to use, comma list: the first with an IPv4 address (default 127.0.0.1)"},
+     "interfaces to use, NCCL_SOCKET_IFNAME's rules: name prefixes (eth,ib), =exact names, ^ to exclude; the first "
+     "match that is up, IPv4 before IPv6. Unset: listen on every address and publish the one that routes to the "
+     "rendezvous host (MASTER_ADDR), else the first non-loopback interface"},
     {"sndbuf", PLX_KEY_SIZE, "4M", NULL, "SO_SNDBUF in bytes (0: kernel autotuning)"},
     {"rcvbuf", PLX_KEY_SIZE, "4M", NULL, "SO_RCVBUF in bytes (0: kernel autotuning)"},
     {"connect_timeout_ms", PLX_KEY_DURATION, NULL, NULL,

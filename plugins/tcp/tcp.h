@@ -8,8 +8,8 @@
  * RECV_READY, a send always sends SEND_READY and its payload once the peer's
  * RECV_READY for that slot is banked. Plexus tag == Gloo slot.
  *
- * Extension between two plexus peers only (detected by a marker in bytes
- * 16..31 of the 136-byte address, which libgloo leaves uninitialised and
+ * Extension between two plexus peers only (detected by a marker past the
+ * sockaddr in the 136-byte address (bootstrap.c), which libgloo leaves uninitialised and
  * ignores): small sends go out at once ("eager") and the receiver keeps them
  * until their receive is posted; the RECV_READY that receive still sends is
  * then absorbed by the sender's `owed` count. Ordering per (peer, slot) holds
@@ -17,6 +17,7 @@
 #ifndef PLEXUS_TCP_H
 #define PLEXUS_TCP_H
 
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -175,6 +176,19 @@ struct tcp_comm {
 
 /* bootstrap.c */
 int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a);
+
+/* address.c: the address a rank listens on and publishes, and why. */
+struct tcp_addr {
+    struct sockaddr_storage ss; /* port 0 */
+    char ifname[IF_NAMESIZE];
+    char why[200];
+};
+int tcp__choose_address(const struct plx_config *cfg, struct tcp_addr *out);
+int tcp__ifname_match(const char *spec, const char *name);
+int tcp__is_loopback(const struct sockaddr *sa);
+socklen_t tcp__sockaddr_len(const struct sockaddr *sa);
+void tcp__fmt_sockaddr(char *out, size_t n, const struct sockaddr *sa);
+const char *tcp__rendezvous_host(char *buf, size_t n, const char **from);
 
 /* wire.c (all under c->mu unless noted) */
 void *tcp__io_main(void *arg); /* the I/O thread; takes c->mu itself */

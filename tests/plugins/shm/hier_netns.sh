@@ -3,7 +3,8 @@
 # by a veth pair), two ranks in each: different network namespaces give
 # different host identities (core/common/hostid.h hashes the netns inode),
 # so `auto` finds shm unusable for the whole job and composes shm inside
-# each namespace with tcp across (hier.c). Runs the collective matrix
+# each namespace with tcp across (hier.c), with nothing configured but
+# MASTER_ADDR (tcp publishes the address that routes to it). Runs the matrix
 # (blocking and nonblocking) that way and checks the log says so, then
 # compares allreduce 16 MiB busbw: hierarchical against flat tcp on the same
 # four ranks, interleaved (REPS, default 2; printed, not judged).
@@ -42,8 +43,8 @@ run() {
     shift 2
     port=$((port + 1))
     for r in 0 1 2 3; do
-        if [ $r -lt 2 ]; then ns=$a dev=ha$id; else ns=$b dev=hb$id; fi
-        (MASTER_PORT=$port RANK=$r LOCAL_RANK=$((r % 2)) PLEXUS_TCP_IFNAME=$dev PLEXUS_BACKEND=$backend \
+        if [ $r -lt 2 ]; then ns=$a; else ns=$b; fi
+        (MASTER_PORT=$port RANK=$r LOCAL_RANK=$((r % 2)) PLEXUS_BACKEND=$backend \
          PLEXUS_CORE_LOG_LEVEL=info timeout -s KILL 150 ip netns exec $ns "$@" >"$tmp/$label.$r" 2>&1
          echo $? >"$tmp/$label.$r.rc") &
     done

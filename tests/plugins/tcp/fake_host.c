@@ -212,6 +212,9 @@ void fake_store_free(struct plx_store *s)
 
 const struct plx_backend *fake_load(const char *path)
 {
+    /* The fake store lives in this process: the rendezvous host is this
+     * one, so tcp publishes loopback, as the raw-wire peers here expect. */
+    setenv("MASTER_ADDR", "127.0.0.1", 0);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     plx_backend_entry_v1_fn entry = h ? (plx_backend_entry_v1_fn)dlsym(h, PLX_BACKEND_ENTRY_V1_NAME) : NULL;
     const struct plx_backend *b = NULL;
