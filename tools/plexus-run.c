@@ -4,7 +4,14 @@
  * and exit with the first failure's status. Every job gets a secret
  * (PLEXUS_JOB_SECRET, 32 random bytes in hex, unless one is set already)
  * so its store and transport connections are authenticated; --no-auth
- * starts the ranks without one (torch-compatible). */
+ * starts the ranks without one (torch-compatible).
+ *
+ * The ranks never outlive it: they run in one process group of their own,
+ * which every exit path kills, and each asks the kernel for SIGKILL when
+ * plexus-run dies (PR_SET_PDEATHSIG), so a SIGKILL of the launcher takes
+ * them too. SIGINT, SIGTERM and SIGHUP are passed to the ranks once, then
+ * the group is killed after the grace period (a second one kills at once);
+ * a closed output (| head) ends the job as SIGPIPE would. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -13,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -62,6 +70,16 @@ static int make_secret(char out[65])
     return 0;
 }
 
+/* Set from the signal handlers, read by the main loop. */
+static volatile sig_atomic_t got_signal, signal_count;
+static int output_closed; /* stdout went away: stop the job */
+
+static void on_signal(int sig)
+{
+    got_signal = sig;
+    signal_count++;
+}
+
 static void flush_line(int r, struct rank *k, int final)
 {
     char *start = k->line, *nl;
@@ -79,7 +97,8 @@ static void flush_line(int r, struct rank *k, int final)
     }
     memmove(k->line, start, rest);
     k->n = rest;
-    fflush(stdout);
+    if (fflush(stdout) == EOF || ferror(stdout))
+        output_closed = 1;
 }
 
 static void describe(int status, char *buf, size_t len)
@@ -94,55 +113,71 @@ static void describe(int status, char *buf, size_t len)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: plexus-run -n N [--backend NAME] [--timeout SECONDS] [--port PORT] [--no-auth]\n"
-               "                  [--] PROGRAM [ARGS...]\n"
+    fprintf(f, "usage: plexus-run -n N [--backend NAME] [--timeout SECONDS] [--grace SECONDS] [--port PORT]\n"
+               "                  [--no-auth] [--] PROGRAM [ARGS...]\n"
                "Starts N ranks of PROGRAM on this machine with RANK, WORLD_SIZE, LOCAL_RANK,\n"
                "LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT (what torchrun sets;\n"
                "--port picks it), and PLEXUS_BACKEND=NAME with --backend. Each job gets a random\n"
                "PLEXUS_JOB_SECRET (unless one is set) so its store and tcp connections authenticate;\n"
                "--no-auth starts the ranks without one (unauthenticated, torch-compatible).\n"
                "Output lines get a [rank i] prefix. When a rank fails the others are stopped\n"
-               "(SIGTERM, then SIGKILL after 5 s); the exit status is the first failing rank's\n"
-               "(128+signal if it was killed), or 124 on --timeout.\n");
+               "(SIGTERM, then SIGKILL after the grace period, default 5 s); the exit status is the\n"
+               "first failing rank's (128+signal if it was killed), or 124 on --timeout.\n"
+               "SIGINT, SIGTERM and SIGHUP go to every rank once; the ranks are killed after the\n"
+               "grace period or at a second signal, and plexus-run exits with 128+signal. If\n"
+               "plexus-run itself dies, the kernel kills its ranks; if its output closes, the job\n"
+               "stops with status 141 (SIGPIPE).\n");
 }
 
-int main(int argc, char **argv)
+struct job {
+    int n, timeout_s, grace_s, port, no_auth;
+    const char *backend;
+    char **argv; /* the program and its arguments */
+    pid_t pgid;  /* the ranks' process group: the first rank's pid */
+    struct rank ranks[MAX_RANKS];
+};
+
+static int parse_args(int argc, char **argv, struct job *j)
 {
-    int n = 0, i = 1, timeout_s = 0, port = 0, no_auth = 0;
-    const char *backend = NULL;
+    int i = 1;
+    j->grace_s = 5;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc)
-            n = atoi(argv[++i]);
+            j->n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
-            backend = argv[++i];
+            j->backend = argv[++i];
         else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
-            timeout_s = atoi(argv[++i]);
+            j->timeout_s = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--grace") && i + 1 < argc)
+            j->grace_s = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--port") && i + 1 < argc)
-            port = atoi(argv[++i]);
+            j->port = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-auth"))
-            no_auth = 1;
+            j->no_auth = 1;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
-            return 0;
+            return 1;
         } else if (!strcmp(argv[i], "--")) {
             i++;
             break;
         } else
             break;
     }
-    if (n < 1 || n > MAX_RANKS || i >= argc) {
+    if (j->n < 1 || j->n > MAX_RANKS || i >= argc || j->grace_s < 0) {
         usage(stderr);
         return 2;
     }
-    if (port <= 0 && (port = free_port()) < 0) {
-        perror("plexus-run: cannot find a free port");
-        return 2;
-    }
-    /* The secret goes to the ranks through their environment, which only
-     * the same user (and root) can read. */
+    j->argv = argv + i;
+    return 0;
+}
+
+/* The secret goes to the ranks through their environment, which only the
+ * same user (and root) can read. */
+static int setup_secret(const struct job *j)
+{
     const char *have = getenv("PLEXUS_JOB_SECRET");
     char secret[65];
-    if (no_auth) {
+    if (j->no_auth) {
         unsetenv("PLEXUS_JOB_SECRET");
     } else if (!have || !*have) {
         if (make_secret(secret)) {
@@ -152,9 +187,54 @@ int main(int argc, char **argv)
         setenv("PLEXUS_JOB_SECRET", secret, 1);
         memset(secret, 0, sizeof secret);
     }
-    static struct rank ranks[MAX_RANKS];
+    return 0;
+}
+
+/* In the child: join the job's group, die with the launcher, get the
+ * torchrun variables, and become the program. */
+static void exec_rank(const struct job *j, int r, int out, pid_t launcher)
+{
     char v[32];
-    for (int r = 0; r < n; r++) {
+    setpgid(0, j->pgid ? j->pgid : 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) /* it died before the line above */
+        _exit(137);
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    dup2(out, 1);
+    dup2(out, 2);
+    close(out);
+    snprintf(v, sizeof v, "%d", r);
+    setenv("RANK", v, 1);
+    setenv("LOCAL_RANK", v, 1);
+    snprintf(v, sizeof v, "%d", j->n);
+    setenv("WORLD_SIZE", v, 1);
+    setenv("LOCAL_WORLD_SIZE", v, 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    snprintf(v, sizeof v, "%d", j->port);
+    setenv("MASTER_PORT", v, 1);
+    if (j->backend)
+        setenv("PLEXUS_BACKEND", j->backend, 1);
+    execvp(j->argv[0], j->argv);
+    fprintf(stderr, "plexus-run: cannot start %s: %s\n", j->argv[0], strerror(errno));
+    _exit(127);
+}
+
+static void kill_job(const struct job *j, int sig)
+{
+    if (j->pgid > 0)
+        kill(-j->pgid, sig);
+    for (int o = 0; o < j->n; o++) /* a rank not yet in the group */
+        if (j->ranks[o].pid > 0 && !j->ranks[o].done)
+            kill(j->ranks[o].pid, sig);
+}
+
+static int start_ranks(struct job *j)
+{
+    pid_t me = getpid();
+    for (int r = 0; r < j->n; r++) {
         int fds[2];
         if (pipe(fds)) {
             perror("plexus-run: pipe");
@@ -162,93 +242,140 @@ int main(int argc, char **argv)
         }
         pid_t pid = fork();
         if (pid == 0) {
-            dup2(fds[1], 1);
-            dup2(fds[1], 2);
             close(fds[0]);
-            close(fds[1]);
-            snprintf(v, sizeof v, "%d", r);
-            setenv("RANK", v, 1);
-            setenv("LOCAL_RANK", v, 1);
-            snprintf(v, sizeof v, "%d", n);
-            setenv("WORLD_SIZE", v, 1);
-            setenv("LOCAL_WORLD_SIZE", v, 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
-            snprintf(v, sizeof v, "%d", port);
-            setenv("MASTER_PORT", v, 1);
-            if (backend)
-                setenv("PLEXUS_BACKEND", backend, 1);
-            execvp(argv[i], argv + i);
-            fprintf(stderr, "plexus-run: cannot start %s: %s\n", argv[i], strerror(errno));
-            _exit(127);
+            exec_rank(j, r, fds[1], me);
         }
         close(fds[1]);
         if (pid < 0) {
             perror("plexus-run: fork");
+            close(fds[0]);
             return 2;
         }
-        ranks[r].pid = pid;
-        ranks[r].out = fds[0];
+        if (!j->pgid)
+            j->pgid = pid;
+        setpgid(pid, j->pgid); /* both sides set it, so neither order races */
+        j->ranks[r].pid = pid;
+        j->ranks[r].out = fds[0];
     }
-    int first_fail = -1, result = 0, left = n;
-    time_t start = time(NULL), term_at = 0;
-    struct pollfd pf[MAX_RANKS];
-    while (left > 0) {
-        for (int r = 0; r < n; r++)
-            pf[r] = (struct pollfd){ranks[r].out, POLLIN, 0};
-        poll(pf, (nfds_t)n, 100);
-        for (int r = 0; r < n; r++) {
-            if (ranks[r].out < 0 || !(pf[r].revents & (POLLIN | POLLHUP)))
+    return 0;
+}
+
+static void pump_output(struct job *j)
+{
+    struct pollfd pf[MAX_RANKS + 1];
+    for (int r = 0; r < j->n; r++)
+        pf[r] = (struct pollfd){j->ranks[r].out, POLLIN, 0};
+    /* A pipe's write end reports POLLERR once its reader has gone: the job
+     * stops then, even while the ranks print nothing. */
+    pf[j->n] = (struct pollfd){1, 0, 0};
+    if (poll(pf, (nfds_t)j->n + 1, 100) <= 0)
+        return;
+    if (pf[j->n].revents & POLLERR)
+        output_closed = 1;
+    for (int r = 0; r < j->n; r++) {
+        struct rank *k = &j->ranks[r];
+        if (k->out < 0 || !(pf[r].revents & (POLLIN | POLLHUP)))
+            continue;
+        ssize_t got = read(k->out, k->line + k->n, sizeof k->line - k->n);
+        if (got > 0) {
+            k->n += (size_t)got;
+            flush_line(r, k, 0);
+        } else {
+            flush_line(r, k, 1);
+            close(k->out);
+            k->out = -1;
+        }
+    }
+}
+
+/* Reap exited ranks; the first failure stops the others. */
+static void reap(struct job *j, int *left, int *result, time_t *term_at)
+{
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+        for (int r = 0; r < j->n; r++) {
+            if (j->ranks[r].pid != pid || j->ranks[r].done)
                 continue;
-            ssize_t k = read(ranks[r].out, ranks[r].line + ranks[r].n, sizeof ranks[r].line - ranks[r].n);
-            if (k > 0) {
-                ranks[r].n += (size_t)k;
-                flush_line(r, &ranks[r], 0);
-            } else {
-                flush_line(r, &ranks[r], 1);
-                close(ranks[r].out);
-                ranks[r].out = -1;
+            j->ranks[r].done = 1;
+            j->ranks[r].status = st;
+            (*left)--;
+            if ((!WIFEXITED(st) || WEXITSTATUS(st)) && !*term_at) {
+                char why[128];
+                describe(st, why, sizeof why);
+                fprintf(stderr, "plexus-run: rank %d %s; stopping the other ranks\n", r, why);
+                *result = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                *term_at = time(NULL);
+                kill_job(j, SIGTERM);
             }
         }
-        int st;
-        pid_t pid;
-        while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-            for (int r = 0; r < n; r++)
-                if (ranks[r].pid == pid && !ranks[r].done) {
-                    ranks[r].done = 1;
-                    ranks[r].status = st;
-                    left--;
-                    if ((!WIFEXITED(st) || WEXITSTATUS(st)) && first_fail < 0 && !term_at) {
-                        char why[128];
-                        describe(st, why, sizeof why);
-                        fprintf(stderr, "plexus-run: rank %d %s; stopping the other ranks\n", r, why);
-                        first_fail = r;
-                        result = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-                        term_at = time(NULL);
-                        for (int o = 0; o < n; o++)
-                            if (!ranks[o].done)
-                                kill(ranks[o].pid, SIGTERM);
-                    }
-                }
-        }
-        if (timeout_s && !term_at && time(NULL) - start > timeout_s) {
-            fprintf(stderr, "plexus-run: the job ran past --timeout %d s; stopping it\n", timeout_s);
-            result = 124;
-            term_at = time(NULL);
-            for (int o = 0; o < n; o++)
-                if (!ranks[o].done)
-                    kill(ranks[o].pid, SIGTERM);
-        }
-        if (term_at && time(NULL) - term_at >= 5)
-            for (int o = 0; o < n; o++)
-                if (!ranks[o].done)
-                    kill(ranks[o].pid, SIGKILL);
+}
+
+/* Why the job must stop now, if it must: a signal to plexus-run, a closed
+ * output, or the timeout. Sends the first signal to the ranks. */
+static void check_stop(struct job *j, time_t start, int *result, time_t *term_at)
+{
+    if (got_signal && !*term_at) {
+        int sig = got_signal;
+        fprintf(stderr, "plexus-run: got %s; passing it to the ranks (killed in %d s)\n", strsignal(sig),
+                j->grace_s);
+        *result = 128 + sig;
+        *term_at = time(NULL);
+        kill_job(j, sig);
+    } else if (signal_count > 1) {
+        kill_job(j, SIGKILL);
     }
-    for (int r = 0; r < n; r++)
-        if (ranks[r].out >= 0) {
+    if (output_closed && !*term_at) {
+        *result = 128 + SIGPIPE;
+        *term_at = time(NULL);
+        kill_job(j, SIGTERM);
+    }
+    if (j->timeout_s && !*term_at && time(NULL) - start > j->timeout_s) {
+        fprintf(stderr, "plexus-run: the job ran past --timeout %d s; stopping it\n", j->timeout_s);
+        *result = 124;
+        *term_at = time(NULL);
+        kill_job(j, SIGTERM);
+    }
+    if (*term_at && time(NULL) - *term_at >= j->grace_s)
+        kill_job(j, SIGKILL);
+}
+
+int main(int argc, char **argv)
+{
+    static struct job j;
+    int rc = parse_args(argc, argv, &j);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    if (j.port <= 0 && (j.port = free_port()) < 0) {
+        perror("plexus-run: cannot find a free port");
+        return 2;
+    }
+    if ((rc = setup_secret(&j)) != 0)
+        return rc;
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a closed output shows as a write error */
+    if ((rc = start_ranks(&j)) != 0) {
+        kill_job(&j, SIGKILL);
+        return rc;
+    }
+    int result = 0, left = j.n;
+    time_t start = time(NULL), term_at = 0;
+    while (left > 0) {
+        pump_output(&j);
+        reap(&j, &left, &result, &term_at);
+        check_stop(&j, start, &result, &term_at);
+    }
+    for (int r = 0; r < j.n && !output_closed; r++)
+        if (j.ranks[r].out >= 0) {
             char buf[4096];
             ssize_t k;
-            while ((k = read(ranks[r].out, buf, sizeof buf)) > 0)
+            while ((k = read(j.ranks[r].out, buf, sizeof buf)) > 0)
                 fwrite(buf, 1, (size_t)k, stdout);
         }
+    kill_job(&j, SIGKILL); /* whatever the ranks started in their group */
     return result;
 }

@@ -1,0 +1,77 @@
+#!/bin/sh
+# run_owns_ranks.sh PLEXUS_RUN PLEXUS_BENCH - plexus-run's ranks never
+# outlive it. For each way it can end (SIGTERM, SIGKILL, SIGINT, its output
+# pipe closed) and each thing the ranks may be doing (spinning in
+# collectives, sleeping), start a 2-rank job, end plexus-run that way, and
+# require that no rank process is left 2 s later.
+set -u
+run=$1
+bench=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# ranks_of PID: the pids of plexus-run PID's children.
+ranks_of() { cat /proc/"$1"/task/*/children 2>/dev/null; }
+
+alive() {
+    n=0
+    for p in $1; do
+        [ -d /proc/"$p" ] && [ "$(awk '{print $3}' /proc/"$p"/stat 2>/dev/null)" != Z ] && n=$((n + 1))
+    done
+    echo $n
+}
+
+# check HOW WHAT: start, wait until both ranks run, end it HOW, judge.
+check() {
+    how=$1 what=$2
+    case $what in
+        spin) printf '#!/bin/sh\necho started\nexec %s --backend tcp -b 8 -e 8 -n 100000000 -w 0\n' "$bench" ;;
+        sleep) printf '#!/bin/sh\necho started\nexec sleep 1000\n' ;;
+    esac >"$tmp/rank.sh"
+    chmod +x "$tmp/rank.sh"
+    if [ "$how" = pipe ]; then
+        # The ranks print a line first; head reads it a second later (once
+        # they are counted here) and closes the pipe.
+        sh -c "echo \$\$ >$tmp/pid; exec $run -n 2 $tmp/rank.sh" | { sleep 1; head -n 1 >/dev/null; } &
+    else
+        sh -c "echo \$\$ >$tmp/pid; exec $run -n 2 $tmp/rank.sh" >"$tmp/out" 2>&1 &
+    fi
+    waiter=$!
+    i=0
+    while [ $i -lt 100 ]; do
+        pid=$(cat "$tmp/pid" 2>/dev/null)
+        [ -n "$pid" ] && [ "$(echo $(ranks_of "$pid") | wc -w)" -ge 2 ] && break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    kids=$(ranks_of "$pid")
+    [ "$(echo $kids | wc -w)" -ge 2 ] || { echo "FAILED $how/$what: the ranks did not start"; cat "$tmp/out"; fail=1; return; }
+    sleep 0.5
+    case $how in
+        term) kill -TERM "$pid" ;;
+        kill) kill -KILL "$pid" ;;
+        int) kill -INT "$pid" ;;
+        pipe) ;; # head closes it
+    esac
+    sleep 2
+    left=$(alive "$kids")
+    if [ "$left" != 0 ]; then
+        echo "FAILED $how/$what: $left rank process(es) still alive 2 s after plexus-run ended:"
+        for p in $kids; do [ -d /proc/"$p" ] && tr '\0' ' ' </proc/"$p"/cmdline && echo; done
+        fail=1
+    else
+        echo "ok $how/$what"
+    fi
+    for p in $kids; do kill -KILL "$p" 2>/dev/null; done
+    kill -KILL "$pid" 2>/dev/null
+    wait $waiter 2>/dev/null
+    rm -f "$tmp/pid"
+}
+
+for how in term kill int pipe; do
+    for what in spin sleep; do
+        check $how $what
+    done
+done
+exit $fail
