@@ -75,6 +75,11 @@ const struct plx__key plx__keys[] = {
      "[mpi] alias = mpi-openmpi, mpi-mpich picks the MPI that launched the job)."},
     {"*", "alias_reason", PLX_KEY_STRING, NULL, NULL,
      "Backend sections with alias: why the alias is unavailable when no backend of its list is usable here."},
+    {"*", "requires_env", PLX_KEY_LIST, NULL, NULL,
+     "Backend sections: the library is loaded (and probed) only when one of these variables is set, e.g. the MPI "
+     "launcher's; otherwise the backend is unavailable and nothing of it enters the process."},
+    {"*", "requires_reason", PLX_KEY_STRING, NULL, NULL,
+     "Backend sections with requires_env: the reason shown when none of its variables is set."},
 };
 
 const size_t plx__nkeys = sizeof plx__keys / sizeof plx__keys[0];

@@ -81,9 +81,35 @@ static int declare_keys(struct plx__backend *b)
     return 0;
 }
 
+/* A drop-in's requires_env: 1 when one of its variables is set (or it has
+ * none). A probe must not have side effects, and loading a transport library
+ * has them (MPICH brings UCX, whose signal handlers then catch the user's
+ * own crashes): a backend that can only run under its launcher is not even
+ * loaded without it. */
+static int required_env_set(struct plx__backend *b)
+{
+    const char *list = plx__config_get_in(NULL, b->name, "requires_env", NULL);
+    if (!list || !*list)
+        return 1;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    char *save = NULL;
+    for (char *v = strtok_r(buf, ", \t", &save); v; v = strtok_r(NULL, ", \t", &save))
+        if (getenv(v))
+            return 1;
+    const char *why = plx__config_get_in(NULL, b->name, "requires_reason", NULL);
+    if (why && *why)
+        set_state(b, PLX_STATE_UNAVAILABLE, "%s (not loaded)", why);
+    else
+        set_state(b, PLX_STATE_UNAVAILABLE, "none of %s is set (not loaded)", list);
+    return 0;
+}
+
 /* Load, negotiate, validate and probe one backend; the outcome is its state. */
 static void load_one(struct plx__backend *b)
 {
+    if (!required_env_set(b))
+        return;
     struct stat st;
     if (stat(b->library, &st) != 0) {
         set_state(b, PLX_STATE_BROKEN, "library %s not found (from %s)", b->library, b->dropin);

@@ -29,7 +29,7 @@ struct plx_backend_info {
     uint32_t struct_size;
     const char *name;        /* the drop-in section, e.g. "tcp" */
     int32_t state;           /* enum plx_backend_state */
-    const char *reason;      /* why (never NULL; "" when usable) */
+    const char *reason;      /* why (never NULL; for a usable one, what it will use, or "") */
     const char *library;     /* resolved path of the .so */
     const char *dropin;      /* the INI file that declared it */
     int32_t priority;        /* higher wins for backend = auto */

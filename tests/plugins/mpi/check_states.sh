@@ -2,7 +2,8 @@
 # check_states.sh PLEXUS_INFO PLEXUS_BENCH IMPL...: the documented states of
 # the MPI plugins that were built (IMPL: openmpi, mpich) and of the `mpi`
 # alias: without a launcher, and under the other implementation's launcher
-# (where the plugin's MPI would otherwise silently run as size 1).
+# (where the plugin's MPI would otherwise silently run as size 1; its drop-in's
+# requires_env keeps it from being loaded at all).
 info=$1 bench=$2
 shift 2
 fail=0
@@ -23,14 +24,14 @@ for impl in "$@"; do
     command -v $other >/dev/null || { echo "note: $other not installed, wrong-launcher case of mpi-$impl not run"; continue; }
     if [ $impl = openmpi ]; then
         out=$(timeout 60 mpirun.mpich -np 1 "$info" --backend mpi-openmpi) && { echo "FAIL: openmpi plugin usable under MPICH"; fail=1; }
-        expect wrong-launcher-openmpi "started by MPICH's launcher (PMI_SIZE is set); this plugin is for Open MPI" "$out"
+        expect wrong-launcher-openmpi "not started by mpirun.openmpi (no OMPI_COMM_WORLD_SIZE in the environment) (not loaded)" "$out"
         out=$(timeout 60 mpirun.mpich -np 2 "$bench" --backend mpi-openmpi -b 8 -e 8 2>&1) && { echo "FAIL: init under the wrong launcher"; fail=1; }
-        expect wrong-launcher-init-openmpi "started by MPICH's launcher" "$out"
+        expect wrong-launcher-init-openmpi "not started by mpirun.openmpi" "$out"
     else
         out=$(ompirun -np 1 "$info" --backend mpi-mpich) && { echo "FAIL: mpich plugin usable under Open MPI"; fail=1; }
-        expect wrong-launcher-mpich "started by Open MPI's launcher (OMPI_COMM_WORLD_SIZE is set); this plugin is for MPICH" "$out"
+        expect wrong-launcher-mpich "not started by mpirun.mpich (no PMI_SIZE in the environment) (not loaded)" "$out"
         out=$(ompirun -np 2 "$bench" --backend mpi-mpich -b 8 -e 8 2>&1) && { echo "FAIL: init under the wrong launcher"; fail=1; }
-        expect wrong-launcher-init-mpich "started by Open MPI's launcher" "$out"
+        expect wrong-launcher-init-mpich "not started by mpirun.mpich" "$out"
     fi
     # the alias follows the launcher
     if command -v $launcher >/dev/null; then
