@@ -235,7 +235,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     c->size = rv.size;
     c->local_rank = rv.local_rank;
     c->local_size = rv.local_size;
-    c->timeout_ms = opt.timeout_ms >= 0 ? opt.timeout_ms : config_int("timeout_ms", 300000);
+    c->timeout_ms = opt.timeout_ms >= 0 ? opt.timeout_ms : config_int("timeout_ms", 300000000000) / 1000000; /* a duration: ns */
 
     if ((rc = plx__rendezvous_store_open(&opt, &rv, c->rank, c->size, c->timeout_ms, &c->base_store)) != 0)
         goto fail;

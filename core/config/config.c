@@ -137,6 +137,10 @@ int plx__edit_distance(const char *a, const char *b)
             int c = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
             int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
             d[i][j] = c < del ? (c < ins ? c : ins) : (del < ins ? del : ins);
+            /* Two letters swapped are one typo ("tpc" is "tcp", not "mpi"). */
+            if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 2]) &&
+                tolower((unsigned char)a[i - 2]) == tolower((unsigned char)b[j - 1]) && d[i - 2][j - 2] + 1 < d[i][j])
+                d[i][j] = d[i - 2][j - 2] + 1;
         }
     return d[la][lb];
 }
@@ -461,6 +465,80 @@ static int parse_path_or_dir(const char *p, struct plx_config *into)
 
 /* ---- environment -------------------------------------------------------- */
 
+/* PLEXUS_* variables that are not PLEXUS_<SECTION>_<KEY> settings. */
+static const char *const other_variables[] = {
+    "PLEXUS_BACKEND", "PLEXUS_INIT", "PLEXUS_CONFIG", "PLEXUS_CONFIG_PATH", "PLEXUS_DEBUG",
+    "PLEXUS_JOB_SECRET", "PLEXUS_STORE_HOSTED", "PLEXUS_LIBRARY", "PLEXUS_INFO",
+    /* the build tree's own, for its tests and scripts */
+    "PLEXUS_SOURCE_ROOT", "PLEXUS_BUILD_ROOT", "PLEXUS_MESON_ARGS",
+};
+
+/* A misspelt variable would otherwise be ignored without a word: warn, with
+ * the closest name (a misspelt section keeps the rest of the name). */
+static void unknown_variable(const char *name, const char **sections, size_t ns)
+{
+    for (size_t i = 0; i < sizeof other_variables / sizeof *other_variables; i++)
+        if (!strcmp(name, other_variables[i]))
+            return;
+    char best[256] = "";
+    int bd = 99;
+    for (size_t i = 0; i < sizeof other_variables / sizeof *other_variables; i++) {
+        int d = plx__edit_distance(name, other_variables[i]);
+        if (d < bd) {
+            bd = d;
+            snprintf(best, sizeof best, "%s", other_variables[i]);
+        }
+    }
+    const char *rest = strchr(name + 7, '_'); /* PLEXUS_<section>_<rest> */
+    if (rest) {
+        char guess[64];
+        snprintf(guess, sizeof guess, "%.*s", (int)(rest - (name + 7)), name + 7);
+        for (size_t j = 0; j < ns; j++) {
+            int d = plx__edit_distance(guess, sections[j]);
+            if (d < bd) {
+                bd = d;
+                snprintf(best, sizeof best, "PLEXUS_%s%s", sections[j], rest);
+                for (char *c = best; *c; c++)
+                    *c = *c == '-' ? '_' : (char)toupper((unsigned char)*c);
+            }
+        }
+    }
+    /* Only a near miss is a typo: other programs' PLEXUS_* names pass quietly. */
+    if (bd <= 2)
+        plx__log(PLX_LOG_WARN, "config", "environment %s is not a plexus setting and is ignored (did you mean %s?)",
+                 name, best);
+}
+
+/* A section that is not [core], no drop-in's backend and no alias would be
+ * ignored without a word: warn, with the closest known section. */
+static void warn_unknown_sections(void)
+{
+    for (size_t i = 0; i < n_entries; i++) {
+        const char *sec = entries[i].section;
+        int known = !strcasecmp(sec, "core"), seen = 0;
+        for (size_t j = 0; !known && j < n_dropins; j++)
+            known = !strcasecmp(sec, dropins[j].section);
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = !strcasecmp(sec, entries[j].section);
+        if (known || seen)
+            continue;
+        const char *best = "core";
+        int bd = plx__edit_distance(sec, "core");
+        for (size_t j = 0; j < n_dropins; j++) {
+            int d = plx__edit_distance(sec, dropins[j].section);
+            if (d < bd) {
+                bd = d;
+                best = dropins[j].section;
+            }
+        }
+        char hint[96] = "";
+        if (bd <= 2)
+            snprintf(hint, sizeof hint, "; did you mean [%s]?", best);
+        plx__log(PLX_LOG_WARN, "config", "%s: unknown section [%s]: no backend of that name is installed, its keys "
+                 "are ignored%s", entries[i].origin, sec, hint);
+    }
+}
+
 /* PLEXUS_<SECTION>_<KEY>: sections known from the table and the files;
  * '-' in a section name is '_' in the variable. The longest section wins. */
 static int apply_env(void)
@@ -509,8 +587,10 @@ static int apply_env(void)
                 }
             }
         }
-        if (!sect)
+        if (!sect) {
+            unknown_variable(name, sections, ns);
             continue;
+        }
         char lkey[128];
         snprintf(lkey, sizeof lkey, "%s", key);
         for (char *c = lkey; *c; c++)
@@ -610,6 +690,7 @@ static int load_locked(void)
     if (rc)
         return rc;
     loaded = 1;
+    warn_unknown_sections();
     /* Drop-in flags come from the process layers (drop-ins are process-wide). */
     for (size_t i = 0; i < n_dropins; i++) {
         struct entry *e;

@@ -14,8 +14,8 @@ const struct plx__key plx__keys[] = {
      "Backend to use: auto (the highest-priority usable one), a name, an ordered list such as nccl,tcp, "
      "or ^name to exclude one; INTRA+INTER (shm+tcp) composes a one-host backend with one across hosts, as "
      "auto does when a one-host backend refuses a job that spans hosts. PLEXUS_BACKEND overrides it."},
-    {"core", "timeout_ms", PLX_KEY_UINT, "300000", NULL,
-     "Default timeout in milliseconds of every blocking step: rendezvous, waits, collectives."},
+    {"core", "timeout_ms", PLX_KEY_DURATION, "300000", NULL,
+     "Default timeout of every blocking step: rendezvous, waits, collectives (bare numbers: ms; or 30s, 5m)."},
     {"core", "log_level", PLX_KEY_ENUM, "warn", "error|warn|info|debug|trace",
      "Messages at this level and above go to stderr. PLEXUS_DEBUG=loader,store,tcp adds debug categories."},
     {"core", "allreduce_algo", PLX_KEY_ENUM, "auto", "auto|ring|recdbl|tree|rabenseifner",

@@ -62,7 +62,7 @@ static void test_ini_errors(void)
     write_file("bad1/plexus.ini", "[core]\ntimeout_ms = abc\n");
     fresh(dir);
     CHECK(plx__config_load() == PLX_ERR_CONFIG);
-    snprintf(want, sizeof want, "%s/plexus.ini:2: core.timeout_ms = 'abc' is not a non-negative integer", dir);
+    snprintf(want, sizeof want, "%s/plexus.ini:2: core.timeout_ms = 'abc' is not a duration (a number with ns, us, ms, s, m or h)", dir);
     CHECK_STR(plx_last_error(), want);
 
     write_file("bad1/plexus.ini", "[core]\nallreduce_algo = fast\n");
