@@ -237,6 +237,21 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     c->local_size = rv.local_size;
     c->timeout_ms = opt.timeout_ms >= 0 ? opt.timeout_ms : config_int("timeout_ms", 300000000000) / 1000000; /* a duration: ns */
 
+    /* A backend whose ranks are threads of one process (sim) cannot serve
+     * ranks that are processes: auto and lists move on, a name fails here
+     * instead of inside the plugin. */
+    while (c->size > 1 && (c->be->caps.flags & PLX_CAP_IN_PROCESS) && strncmp(rv.url, "mem://", 6)) {
+        plx__err(PLX_ERR_UNAVAILABLE, "backend %s runs every rank as a thread of one process (init mem://NAME), "
+                 "but this job's ranks are processes (rank and size from %s)", c->be->name, rv.source);
+        struct plx__backend *refused = c->be, *had = intra;
+        if (!next_backend(&opt, c, &intra)) {
+            rc = PLX_ERR_UNAVAILABLE;
+            goto fail;
+        }
+        if (intra == refused) /* not a one-host backend to compose with: it serves no process at all */
+            intra = had;
+        be = c->be;
+    }
     if ((rc = plx__rendezvous_store_open(&opt, &rv, c->rank, c->size, c->timeout_ms, &c->base_store)) != 0)
         goto fail;
     if (c->base_store && (rc = plx__store_prefixed(c->base_store, c->name, &c->store)) != 0)
