@@ -20,10 +20,10 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 for mpi in none pmi2 pmix; do
     for n in 2 4; do
-        out=$(timeout 120 srun -n "$n" -O --mpi="$mpi" "$bench" $args 2>&1)
+        out=$(timeout 45 srun -n "$n" -O --mpi="$mpi" "$bench" $args 2>&1)
         rc=$?
-        [ $rc = 0 ] || { echo "$out"; fail "srun -n $n --mpi=$mpi plexus-bench --check: exit $rc"; }
-        echo "ok: srun -n $n --mpi=$mpi plexus-bench --check"
+        if [ $rc = 0 ]; then echo "ok: srun -n $n --mpi=$mpi plexus-bench --check"
+        else echo "$out"; fail "srun -n $n --mpi=$mpi plexus-bench --check: exit $rc"; fi
     done
 done
 
@@ -46,10 +46,10 @@ done
 exec "$bench" $args -n 5
 EOF
 chmod +x "$dir/two_steps.sh"
-out=$(timeout 180 salloc -n 4 -O sh -c "srun -n 2 -O --exact '$dir/two_steps.sh' & a=\$!; srun -n 2 -O --exact '$dir/two_steps.sh' & b=\$!; wait \$a; ra=\$?; wait \$b; rb=\$?; echo steps \$ra \$rb" 2>&1)
-echo "$out" | grep -q '^steps 0 0$' || { echo "$out"; fail "two steps of one job at once"; }
-[ "$(ls "$dir" | grep -c '^up\.')" = 4 ] || fail "the two steps did not both run"
-echo "ok: two steps of one job at the same time"
+out=$(timeout 90 salloc -n 4 -O sh -c "srun -n 2 -O --exact '$dir/two_steps.sh' & a=\$!; srun -n 2 -O --exact '$dir/two_steps.sh' & b=\$!; wait \$a; ra=\$?; wait \$b; rb=\$?; echo steps \$ra \$rb" 2>&1)
+if echo "$out" | grep -q '^steps 0 0$' && [ "$(ls "$dir" | grep -c '^up\.')" = 4 ]; then
+    echo "ok: two steps of one job at the same time"
+else echo "$out"; fail "two steps of one job at once"; fi
 
 # sbatch of a script that runs one 4-task step.
 cat >"$dir/batch.sh" <<EOF
@@ -58,11 +58,10 @@ unset MASTER_ADDR MASTER_PORT PLEXUS_INIT
 srun -n 4 -O "$bench" $args
 echo "step exit \$?"
 EOF
-timeout 180 sbatch --wait -n 4 -O -o "$dir/batch.out" "$dir/batch.sh" >/dev/null 2>&1
+timeout 90 sbatch --wait -n 4 -O -o "$dir/batch.out" "$dir/batch.sh" >/dev/null 2>&1
 rc=$?
-grep -q '^step exit 0$' "$dir/batch.out" 2>/dev/null && [ $rc = 0 ] ||
-    { cat "$dir/batch.out" 2>/dev/null; fail "sbatch of a 4-task step: exit $rc"; }
-echo "ok: sbatch of a 4-task step"
+if grep -q '^step exit 0$' "$dir/batch.out" 2>/dev/null && [ $rc = 0 ]; then echo "ok: sbatch of a 4-task step"
+else cat "$dir/batch.out" 2>/dev/null; fail "sbatch of a 4-task step: exit $rc"; fi
 
 # Rank 1 dies in the middle of the run: the step ends (no hang) and the
 # survivors' error names rank 1.
@@ -77,12 +76,12 @@ fi
 exec "$bench" -b 1M -e 1M -n 100000 -w 1
 EOF
 chmod +x "$dir/dies.sh"
-out=$(timeout 150 srun -n 2 -O "$dir/dies.sh" 2>&1)
+out=$(timeout 90 srun -n 2 -O "$dir/dies.sh" 2>&1)
 rc=$?
 echo "$out" | tail -n 6
-[ $rc != 0 ] && [ $rc != 124 ] || fail "a step with a dead task: exit $rc (124: it hung)"
-echo "$out" | grep -q 'rank 1' || fail "the survivors' error does not name rank 1"
-echo "ok: a dying task ends the step with its rank named"
+if [ $rc != 0 ] && [ $rc != 124 ] && echo "$out" | grep -q 'PLX_ERR_PEER_LOST.*connection to rank 1'; then
+    echo "ok: a dying task ends the step with its rank named"
+else fail "a step with a dead task: exit $rc (124: it hung), or the survivors' error does not name rank 1"; fi
 
 [ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all Slurm bootstrap checks passed"
