@@ -6,7 +6,9 @@
 # Prints microseconds per op (rep1 / rep2 / ...) and plexus's ratio to each
 # peer: the median over the reps of plexus's time / the peer's (< 1 means
 # plexus is faster). Sizes: 8 B, 64 KiB, 1 MiB, 16 MiB, 64 MiB; ranks: 2 and
-# 4 (NP="2 4" and SIZES="..." override).
+# 4 (NP="2 4" and SIZES="..." override). RESULTS=DIR also writes one
+# plexus-bench CSV per peer and rank count there (the median time of the
+# reps), for tools/plexus-plot.py.
 # Note: Open MPI's 64 MiB figure pays for fresh mmap memory per call on this
 # kind of VM (see perf-baseline.md); plexus and gloo reuse their buffers.
 set -u
@@ -93,3 +95,28 @@ for np in $nps; do
             "$(cell gloo "$np" "$s")" "$(cell ompi "$np" "$s")" "$(ratio ompi "$np" "$s")" "$(ratio gloo "$np" "$s")"
     done
 done
+
+# The same figures as plexus-bench --output csv files, one per peer and np.
+if [ -n "${RESULTS:-}" ]; then
+    mkdir -p "$RESULTS" || exit 1
+    host=$(hostname -s)
+    cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo | tr -d '"')
+    for peer in plexus gloo ompi; do
+        case $peer in plexus) tool=plexus-bench be=tcp ;; gloo) tool=torch be=gloo ;; ompi) tool=openmpi be=ob1-tcp ;; esac
+        for np in $nps; do
+            f="$RESULTS/$peer-np$np.csv"
+            echo "tool,backend,ranks,hosts,host,cpu,dtype,op,iterations,warmup,coll,redop,root,place,size_bytes,count,time_us,algbw_gbs,busbw_gbs,wrong,memcpy_gbs" >"$f"
+            for s in $sizes; do
+                t=$(r=1; while [ $r -le "$reps" ]; do cat "$out/$peer.$np.$s.$r" 2>/dev/null; r=$((r + 1)); done |
+                    awk 'NF == 1 && $1 > 0' | sort -g | awk '{ v[n++] = $1 } END { if (n) print n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }')
+                [ -n "$t" ] || continue
+                awk -v tool="$tool" -v be="$be" -v np="$np" -v host="$host" -v cpu="$cpu" -v s="$s" -v t="$t" \
+                    -v it="$(iters_for "$s")" 'BEGIN { alg = s / t / 1e3
+                    printf "%s,\"%s\",%d,1,\"%s\",\"%s\",f32,sum,%d,5,allreduce,sum,-1,in,%d,%d,%.4f,%.6f,%.6f,,\n",
+                        tool, be, np, host, cpu, it, s, s / 4, t, alg, alg * 2 * (np - 1) / np }' >>"$f"
+            done
+            [ "$(wc -l <"$f")" -gt 1 ] || rm -f "$f"
+        done
+    done
+    echo "# result files: $(ls "$RESULTS" | tr '\n' ' ')"
+fi

@@ -19,6 +19,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     openmpi-bin libopenmpi-dev mpich libmpich-dev \
     libgloo-dev \
     iproute2 procps \
+    slurmctld slurmd slurm-client munge libpmix-dev libpmix2 \
+    python3-matplotlib \
     dpkg-dev debhelper dh-python lintian fakeroot \
     >/dev/null
 if [ "${1:-}" = --test-peers ]; then

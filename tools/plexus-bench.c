@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "plexus/plexus.h"
+#include "bench_output.h"
 
 struct opts {
     size_t minb, maxb;
@@ -304,6 +305,38 @@ static int measure(struct plx_comm *c, int coll, int inplace, struct bufs *b, si
     return rc;
 }
 
+/* The hosts of the job (ranks' host names, gathered) and the run's context
+ * for the result file; rank 0 opens it. Collective: every rank calls it. */
+static int output_begin(struct plx_comm *c, int P, int me)
+{
+    char name[64] = {0};
+    char *all = calloc((size_t)P, sizeof name);
+    if (!all)
+        return 1;
+    gethostname(name, sizeof name - 1);
+    int rc = plx_allgather(c, name, all, sizeof name, PLX_U8);
+    if (rc) {
+        fprintf(stderr, "plexus-bench: rank %d: gathering host names failed: %s\n", me, plx_last_error());
+        free(all);
+        return 1;
+    }
+    int hosts = 0;
+    for (int i = 0; i < P; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = !strncmp(all + (size_t)i * sizeof name, all + (size_t)j * sizeof name, sizeof name);
+        hosts += !seen;
+    }
+    free(all);
+    if (me == 0) {
+        struct bench_context ctx = {.backend = plx_comm_backend(c), .dtype = plx_dtype_name(O.dtype),
+                                    .op = plx_redop_name(O.op), .ranks = P, .hosts = hosts, .iters = O.iters,
+                                    .warmup = O.warmup, .checked = O.check};
+        bench_output_begin(&ctx);
+    }
+    return 0;
+}
+
 static int bench(struct plx_comm *c)
 {
     int P = plx_comm_size(c), me = plx_comm_rank(c), failed = 0;
@@ -318,6 +351,11 @@ static int bench(struct plx_comm *c)
     }
     memset(b.send, 1, b.bytes);
     memset(b.recv, 1, b.bytes);
+    if (bench_output_enabled() && output_begin(c, P, me) != 0) {
+        free(b.send);
+        free(b.recv);
+        return 1;
+    }
     if (me == 0) {
         printf("# plexus-bench: backend %s, %d ranks, dtype %s, op %s, %d iterations (+%d warm-up)%s\n",
                plx_comm_backend(c), P, plx_dtype_name(O.dtype), plx_redop_name(O.op), O.iters, O.warmup,
@@ -373,10 +411,23 @@ static int bench(struct plx_comm *c)
                     else
                         printf(" %7s", "N/A");
                 }
+                double mc = O.memcpy_col ? memcpy_gbs(row_bytes) : -1;
                 if (O.memcpy_col)
-                    printf(" %8.2f", memcpy_gbs(row_bytes));
+                    printf(" %8.2f", mc);
                 printf("\n");
                 fflush(stdout);
+                for (int ip = O.inplace_only; ip < 2; ip++) {
+                    double algbw = t[ip] > 0 ? (double)row_bytes / t[ip] / 1e3 : 0;
+                    struct bench_record r = {
+                        .coll = plx_coll_name(coll),
+                        .redop = (coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE ||
+                                  coll == PLX_COLL_REDUCE_SCATTER) ? plx_redop_name(O.op) : "none",
+                        .root = (coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE || coll == PLX_COLL_GATHER ||
+                                 coll == PLX_COLL_SCATTER) ? O.root : -1,
+                        .inplace = ip, .bytes = row_bytes, .count = n, .time_us = t[ip], .algbw_gbs = algbw,
+                        .busbw_gbs = algbw * f, .memcpy_gbs = mc, .wrong = O.check ? w[ip] : -1};
+                    bench_output_record(&r);
+                }
             }
             if (coll == PLX_COLL_BARRIER)
                 break;
@@ -385,6 +436,8 @@ static int bench(struct plx_comm *c)
     if (me == 0 && O.check)
         printf("# total wrong elements: %ld\n", total_wrong);
     failed = total_wrong != 0;
+    if (me == 0 && bench_output_close() != 0)
+        failed = 1;
     free(b.send);
     free(b.recv);
     free(V.cnt); /* this thread's v-collective layout */
@@ -438,6 +491,8 @@ static void usage(FILE *f)
             "      --backend NAME    backend (default: the configured one; sim with --ranks)\n"
             "      --ranks N         run N ranks as threads of this process (mem:// store)\n"
             "      --memcpy          add a column with single-thread memcpy GB/s for the size\n"
+            "      --output csv|json FILE  also write every row (with backend, ranks, hosts, host name, CPU)\n"
+            "                        to FILE, one record per collective, size and in/out of place\n"
             "  -h, --help\n"
             "Without --ranks, each process is one rank of a job started by plexus-run, torchrun or mpirun.\n");
 }
@@ -448,7 +503,8 @@ int main(int argc, char **argv)
         {"minbytes", 1, 0, 'b'}, {"maxbytes", 1, 0, 'e'}, {"stepfactor", 1, 0, 'f'}, {"iters", 1, 0, 'n'},
         {"warmup", 1, 0, 'w'},   {"datatype", 1, 0, 'd'}, {"op", 1, 0, 'o'},         {"root", 1, 0, 'r'},
         {"check", 2, 0, 'c'},    {"coll", 1, 0, 'C'},     {"inplace", 0, 0, 'I'},    {"backend", 1, 0, 'B'},
-        {"ranks", 1, 0, 'R'},    {"memcpy", 0, 0, 'M'},   {"help", 0, 0, 'h'},       {0, 0, 0, 0},
+        {"ranks", 1, 0, 'R'},    {"memcpy", 0, 0, 'M'},   {"help", 0, 0, 'h'},       {"output", 1, 0, 'U'},
+        {0, 0, 0, 0},
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "b:e:f:n:w:d:o:r:c::h", longs, NULL)) != -1) {
@@ -498,6 +554,14 @@ int main(int argc, char **argv)
         case 'B': O.backend = optarg; break;
         case 'R': O.ranks = atoi(optarg); break;
         case 'M': O.memcpy_col = 1; break;
+        case 'U':
+            if (optind >= argc) {
+                fprintf(stderr, "plexus-bench: --output %s needs a file name after it\n", optarg);
+                return 2;
+            }
+            if (bench_output_open(optarg, argv[optind++]) != 0)
+                return 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

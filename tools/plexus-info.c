@@ -329,7 +329,11 @@ int main(int argc, char **argv)
         printf("], \"auth\": {\"store\": %s, \"tcp\": %s, \"reason\": ", store ? "true" : "false",
                tcp ? "true" : "false");
         json_str(store && tcp ? "PLEXUS_JOB_SECRET (HMAC-SHA256 challenge-response, both ways)" : why);
-        printf("}}\n");
+        char boot[1024];
+        plx_bootstrap_describe(NULL, boot, sizeof boot);
+        printf("}, \"bootstrap\": ");
+        json_str(boot);
+        printf("}\n");
     }
     if (!only && !json) {
         int sel = plx_backend_select(NULL);
@@ -339,6 +343,9 @@ int main(int argc, char **argv)
         else
             printf("\nselected by the configuration: none (%s)\n", plx_last_error());
         show_auth_text();
+        char boot[1024];
+        plx_bootstrap_describe(NULL, boot, sizeof boot);
+        printf("bootstrap: %s\n", boot);
     }
     return only ? !usable : 0;
 }

@@ -126,8 +126,18 @@ struct plx__rendezvous {
     const char *source; /* "options", "torchrun", "Open MPI", "MPICH", "Slurm", "default" */
     int client_only;     /* a launcher hosts the store at url (torchrun's agent) */
     char key_prefix[96]; /* "" or what every key goes under ("/worker/attempt_0") */
+    const char *bootstrap; /* how url was found: "PLEXUS_INIT", "MASTER_ADDR", "Slurm", ... */
+    char why[320];         /* that choice, and the ones passed over, in words */
 };
 int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rendezvous *out);
+/* launcher_slurm.c: the first host of a Slurm host list ("n[07-09],m" ->
+ * "n07"); 0, or -1 for a list it cannot read or a host longer than n. */
+int plx__slurm_first_host(const char *list, char *out, size_t n);
+/* The store port of step `step` of Slurm job `job`. */
+int plx__slurm_port(unsigned long job, unsigned long step);
+/* If r's rank and size are this Slurm step's task: the store url from
+ * Slurm's variables into url, 1. Else 0. why says which, in words. */
+int plx__rendezvous_slurm(const struct plx__rendezvous *r, char *url, size_t n, char *why, size_t wn);
 /* rendezvous_store.c: open the job's store: the caller's callbacks
  * (opt->store), else rv->url (as a client only if rv->client_only), under
  * rv->key_prefix. *out NULL when there is no store. */

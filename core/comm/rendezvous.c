@@ -94,19 +94,31 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
         if (opt->init)
             return plx__err(PLX_ERR_INVALID_ARG, "options give both a store and init '%s': pass one", opt->init);
         snprintf(r->url, sizeof r->url, "external://");
+        r->bootstrap = "caller's store";
+        snprintf(r->why, sizeof r->why, "the options carry the caller's store callbacks");
         return 0;
     }
     const char *init = opt->init ? opt->init : getenv("PLEXUS_INIT");
+    const char *init_from = opt->init ? "options' init" : "PLEXUS_INIT";
     int agent = plx__rendezvous_torchelastic(init, r);
-    if (agent != 0)
+    if (agent != 0) {
+        r->bootstrap = "torchrun's agent store";
+        snprintf(r->why, sizeof r->why, "TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent hosts the store");
         return agent < 0 ? agent : 0;
+    }
     const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
     if (init && !strcmp(init, "none")) {
         r->url[0] = '\0';
+        r->bootstrap = "none";
+        snprintf(r->why, sizeof r->why, "%s is 'none': the backend bootstraps itself", init_from);
     } else if (init && strcmp(init, "env://")) {
         snprintf(r->url, sizeof r->url, "%s", init);
+        r->bootstrap = init_from;
+        snprintf(r->why, sizeof r->why, "%s names the store", init_from);
     } else if (addr && port) {
         snprintf(r->url, sizeof r->url, "tcp://%s:%s", addr, port);
+        r->bootstrap = "MASTER_ADDR";
+        snprintf(r->why, sizeof r->why, "MASTER_ADDR and MASTER_PORT are set");
     } else if (init) {
         return plx__err(PLX_ERR_INVALID_ARG, "init 'env://' needs MASTER_ADDR and MASTER_PORT in the environment");
     } else if (r->size == 1) {
@@ -114,8 +126,17 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
         static unsigned long solo_count;
         snprintf(r->url, sizeof r->url, "mem://solo-%d-%lu", (int)getpid(),
                  __atomic_add_fetch(&solo_count, 1, __ATOMIC_RELAXED));
+        r->bootstrap = "in-process";
+        snprintf(r->why, sizeof r->why, "a job of one rank needs no rendezvous");
+    } else if (plx__rendezvous_slurm(r, r->url, sizeof r->url, r->why, sizeof r->why)) {
+        r->bootstrap = "Slurm";
     } else {
+        char passed[sizeof r->why];
+        snprintf(passed, sizeof passed, "%s", r->why);
         r->url[0] = '\0'; /* the backend must bootstrap itself (e.g. MPI) */
+        r->bootstrap = "none";
+        snprintf(r->why, sizeof r->why, "no PLEXUS_INIT, no MASTER_ADDR/MASTER_PORT, and %.180s: the backend must "
+                 "bootstrap itself (mpi does; tcp and shm need a store)", passed);
     }
     return 0;
 }

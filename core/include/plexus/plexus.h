@@ -221,6 +221,12 @@ PLX_API void plx_comm_options_init(struct plx_comm_options *opt);
  * PLX_ERR_TIMEOUT (a rank never arrived), PLX_ERR_INVALID_ARG. */
 PLX_API int plx_comm_init(const struct plx_comm_options *opt, struct plx_comm **out);
 
+/* How plx_comm_init(opt) would find its rank, size and rendezvous here, in
+ * words (which launcher's variables, which bootstrap, and why that one),
+ * written into buf (NUL-terminated, cut at len). opt may be NULL. Returns
+ * PLX_OK, or the error plx_comm_init would meet in the environment. */
+PLX_API int plx_bootstrap_describe(const struct plx_comm_options *opt, char *buf, size_t len);
+
 /* Free a communicator. Pending work is aborted. destroy(NULL) is a no-op. */
 PLX_API int plx_comm_destroy(struct plx_comm *comm);
 
