@@ -238,9 +238,11 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     c->timeout_ms = opt.timeout_ms >= 0 ? opt.timeout_ms : config_int("timeout_ms", 300000000000) / 1000000; /* a duration: ns */
 
     /* A backend whose ranks are threads of one process (sim) cannot serve
-     * ranks that are processes: auto and lists move on, a name fails here
-     * instead of inside the plugin. */
-    while (c->size > 1 && (c->be->caps.flags & PLX_CAP_IN_PROCESS) && strncmp(rv.url, "mem://", 6)) {
+     * ranks that a launcher started as processes (rank and size from its
+     * environment): auto and lists move on, a name fails here instead of
+     * inside the plugin. Ranks the caller numbered may be its threads. */
+    while (c->size > 1 && (c->be->caps.flags & PLX_CAP_IN_PROCESS) && strcmp(rv.source, "options") &&
+           strncmp(rv.url, "mem://", 6)) {
         plx__err(PLX_ERR_UNAVAILABLE, "backend %s runs every rank as a thread of one process (init mem://NAME), "
                  "but this job's ranks are processes (rank and size from %s)", c->be->name, rv.source);
         struct plx__backend *refused = c->be, *had = intra;
