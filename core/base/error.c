@@ -51,3 +51,22 @@ PLX_API const char *plx_last_error(void)
 {
     return last_msg;
 }
+
+PLX_API int plx_set_error(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    plx__verr(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+PLX_API void plx_error_prefix(const char *fmt, ...)
+{
+    char prefix[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    plx__err_prefix("%s", prefix);
+}
