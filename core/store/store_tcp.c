@@ -23,9 +23,9 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "clock.h"
 #include "config.h"
 #include "error.h"
-#include "host.h"
 #include "log.h"
 #include "store.h"
 #include "store_tcp.h"
