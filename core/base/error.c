@@ -1,6 +1,7 @@
 /* error.c - the calling thread's detailed error message.
  * Thread-local, never shared: a message written by one thread can't be
- * overwritten by another (CONVENTIONS: no global mutable last error). */
+ * overwritten by another, so a failure's detail reaches the thread that
+ * failed even while other threads fail too. */
 #include "error.h"
 
 #include <stdio.h>

@@ -171,7 +171,7 @@ struct plx_comm_options {
     const char *config_file;      /* an extra INI file, applied last; NULL: none */
     const char *const *overrides; /* NULL-terminated "section.key=value" list,
                                      applied after everything else; NULL: none */
-    /* Since 0.1 (issue 20). */
+    /* Appended in 0.1 (read only when struct_size holds it). */
     const struct plx_store_callbacks *store; /* the caller's own store, used in
                                      place of init (which must then be NULL).
                                      Borrowed: valid until every communicator
