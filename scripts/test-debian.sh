@@ -34,6 +34,10 @@ fi
 root="$work/root"
 mkdir "$root"
 for p in libplexus0 plexus-tools; do dpkg -x ${p}_*.deb "$root"; done
+# The collectives library stands without jansson; the strategies' package holds it.
+readelf -d "$root"/usr/lib/*/libplexus.so.0 | grep -q 'NEEDED.*libjansson' && { echo "FAIL: libplexus0 needs libjansson"; fail=1; }
+dpkg -c libplexus-strategy0_*.deb | grep -q 'libplexus-strategy\.so\.0' || { echo "FAIL: libplexus-strategy0 lacks its library"; fail=1; }
+dpkg -c libplexus-strategy-dev_*.deb | grep -q 'plexus-strategy\.pc' || { echo "FAIL: libplexus-strategy-dev lacks plexus-strategy.pc"; fail=1; }
 info() {
     LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu" PLEXUS_CONFIG_PATH="$root/etc/plexus" "$root/usr/bin/plexus-info" "$@"
 }

@@ -31,4 +31,10 @@ export PLEXUS_CONFIG_PATH="$prefix/etc/plexus"
 "$prefix/bin/plexus-bench" --backend mailbox --ranks 3 --check --coll all -b 0 -e 256K -f 9 -n 2 -w 1 >"$work/bench" 2>&1 ||
     { cat "$work/bench"; fail "plexus-bench --check through the out-of-tree backend"; }
 tail -1 "$work/bench"
+step "a DDP program against plexus-strategy.pc only: $(pkg-config --cflags --libs plexus-strategy)"
+printf '#include <plexus/strategy.h>\nint main(void) { struct plx_ddp_options o; plx_ddp_options_init(&o); return 0; }\n' \
+    >"$work/ddp.c"
+cc -o "$work/ddp" "$work/ddp.c" $(pkg-config --cflags --libs plexus-strategy) >>"$log" 2>&1 ||
+    fail "build against plexus-strategy.pc"
+"$work/ddp" || fail "a program linked with libplexus-strategy did not run"
 echo "out-of-tree backend: built against the installed prefix only, every collective checked"

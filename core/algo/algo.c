@@ -10,7 +10,8 @@ void *plx__scratch_get(struct plx__scratch *s, size_t bytes)
 {
     if (bytes <= s->bytes)
         return s->buf;
-    /* Grow by doubling and keep it: fresh pages cost ~10 us each here. */
+    /* Grow by doubling and keep it: a fresh buffer faults its pages in on
+     * first touch, a kept one does not, on every later call. */
     size_t n = s->bytes ? s->bytes : 4096;
     while (n < bytes)
         n *= 2;

@@ -1,6 +1,7 @@
 /* error.c - the calling thread's detailed error message.
  * Thread-local, never shared: a message written by one thread can't be
- * overwritten by another (CONVENTIONS: no global mutable last error). */
+ * overwritten by another, so a failure's detail reaches the thread that
+ * failed even while other threads fail too. */
 #include "error.h"
 
 #include <stdio.h>
@@ -50,4 +51,23 @@ void plx__err_clear(void)
 PLX_API const char *plx_last_error(void)
 {
     return last_msg;
+}
+
+PLX_API int plx_set_error(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    plx__verr(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+PLX_API void plx_error_prefix(const char *fmt, ...)
+{
+    char prefix[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    plx__err_prefix("%s", prefix);
 }

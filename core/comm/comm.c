@@ -10,7 +10,6 @@
 #include "hier.h"
 #include "log.h"
 #include "store.h"
-#include "store_tcp.h"
 
 PLX_API void plx_comm_options_init(struct plx_comm_options *opt)
 {

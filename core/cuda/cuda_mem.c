@@ -6,9 +6,9 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "cuda_mem.h"
 #include "error.h"
-#include "host.h"
 #include "plexus/plexus.h"
 
 typedef unsigned long long cu_ptr;

@@ -35,8 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
-#include "host.h"
 #include "store.h"
 
 /* ---- libstdc++'s std::hash<std::string> -------------------------------- */

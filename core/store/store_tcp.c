@@ -23,9 +23,9 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "clock.h"
 #include "config.h"
 #include "error.h"
-#include "host.h"
 #include "log.h"
 #include "store.h"
 #include "store_tcp.h"
@@ -170,19 +170,24 @@ static uint64_t deadline_of(int64_t timeout_ms)
     return timeout_ms == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
 }
 
-/* Request builder: one buffer, one write. */
+/* A request being built: one buffer, one write. The first failed append records its status in err
+ * and the later ones do nothing, so a request is built in straight lines and
+ * checked once: its status is a PLX_ERR_*, never a truth value. */
 struct msg {
     char *p;
     size_t n, cap;
+    int err;
 };
 
 static int put(struct msg *m, const void *d, size_t n)
 {
+    if (m->err)
+        return m->err;
     if (m->n + n > m->cap) {
         size_t cap = (m->cap ? m->cap * 2 : 256) + n;
         char *p = realloc(m->p, cap);
         if (!p)
-            return plx__err(PLX_ERR_NOMEM, "store: out of memory");
+            return m->err = plx__err(PLX_ERR_NOMEM, "store: out of memory for a %zu-byte request", cap);
         m->p = p;
         m->cap = cap;
     }
@@ -194,7 +199,8 @@ static int put(struct msg *m, const void *d, size_t n)
 static int put_bytes(struct msg *m, const void *d, size_t n)
 {
     uint64_t len = n; /* little-endian hosts only (x86_64, aarch64) */
-    return put(m, &len, 8) || put(m, d, n);
+    put(m, &len, 8);
+    return put(m, d, n);
 }
 
 static int connected(struct client *c, uint64_t deadline);
@@ -279,7 +285,9 @@ static int c_set(struct plx_store *s, const char *key, const void *val, size_t l
         return bad;
     struct msg m = {0};
     uint8_t q = PLX__Q_SET;
-    int rc = put(&m, &q, 1) || put_bytes(&m, key, strlen(key)) || put_bytes(&m, val, len);
+    put(&m, &q, 1);
+    put_bytes(&m, key, strlen(key));
+    int rc = put_bytes(&m, val, len);
     pthread_mutex_lock(&c->mu);
     rc = rc ? rc : send_msg(c, &m, deadline_of(s->timeout_ms));
     pthread_mutex_unlock(&c->mu);
@@ -292,7 +300,8 @@ static int wait_locked(struct client *c, const char *const *keys, size_t n, int6
     struct msg m = {0};
     uint8_t q = PLX__Q_WAIT;
     uint64_t cnt = n;
-    int rc = put(&m, &q, 1) || put(&m, &cnt, 8);
+    put(&m, &q, 1);
+    int rc = put(&m, &cnt, 8);
     for (size_t i = 0; !rc && i < n; i++)
         if ((rc = too_large(c, keys[i], 0)) == 0)
             rc = put_bytes(&m, keys[i], strlen(keys[i]));
@@ -335,8 +344,10 @@ static int c_get(struct plx_store *s, const char *key, void **val, size_t *len, 
     int rc = wait_locked(c, &key, 1, timeout_ms); /* as torch does: WAIT, then GET */
     struct msg m = {0};
     uint8_t q = PLX__Q_GET;
-    if (!rc)
-        rc = put(&m, &q, 1) || put_bytes(&m, key, strlen(key));
+    if (!rc) {
+        put(&m, &q, 1);
+        rc = put_bytes(&m, key, strlen(key));
+    }
     uint64_t deadline = deadline_of(s->timeout_ms);
     if (!rc)
         rc = send_msg(c, &m, deadline);
@@ -352,7 +363,9 @@ static int c_add(struct plx_store *s, const char *key, int64_t delta, int64_t *r
     struct client *c = (struct client *)s;
     struct msg m = {0};
     uint8_t q = PLX__Q_ADD;
-    int rc = put(&m, &q, 1) || put_bytes(&m, key, strlen(key)) || put(&m, &delta, 8);
+    put(&m, &q, 1);
+    put_bytes(&m, key, strlen(key));
+    int rc = put(&m, &delta, 8);
     int64_t v = 0;
     uint64_t deadline = deadline_of(s->timeout_ms);
     pthread_mutex_lock(&c->mu);
@@ -373,7 +386,9 @@ static int c_check(struct plx_store *s, const char *key)
     struct msg m = {0};
     uint8_t q = PLX__Q_CHECK, reply = 1;
     uint64_t one = 1;
-    int rc = put(&m, &q, 1) || put(&m, &one, 8) || put_bytes(&m, key, strlen(key));
+    put(&m, &q, 1);
+    put(&m, &one, 8);
+    int rc = put_bytes(&m, key, strlen(key));
     uint64_t deadline = deadline_of(s->timeout_ms);
     pthread_mutex_lock(&c->mu);
     if (!rc)
@@ -391,7 +406,8 @@ static int c_del(struct plx_store *s, const char *key)
     struct msg m = {0};
     uint8_t q = PLX__Q_DELETE_KEY;
     int64_t n = 0;
-    int rc = put(&m, &q, 1) || put_bytes(&m, key, strlen(key));
+    put(&m, &q, 1);
+    int rc = put_bytes(&m, key, strlen(key));
     uint64_t deadline = deadline_of(s->timeout_ms);
     pthread_mutex_lock(&c->mu);
     if (!rc)

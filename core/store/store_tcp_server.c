@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "clock.h"
 #include "error.h"
-#include "host.h"
 #include "log.h"
 #include "store_tcp.h"
 

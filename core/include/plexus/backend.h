@@ -52,9 +52,7 @@ extern "C" {
 
 #define PLX_BACKEND_EXPORT __attribute__((visibility("default")))
 
-/* True if the struct pointed to by p (with its struct_size) holds field f. */
-#define PLX_HAS_FIELD(p, type, f) \
-    ((p)->struct_size >= offsetof(type, f) + sizeof(((type *)0)->f))
+/* PLX_HAS_FIELD (plexus.h) says whether a struct_size-versioned struct holds a field. */
 
 /* Tags: user point-to-point tags are below 2^31. Tags with bit 63 set belong
  * to the core (generic collectives); plugins may use bit 62 internally. */

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#if defined(PLEXUS_BUILDING_CORE)
+#if defined(PLEXUS_BUILDING_CORE) || defined(PLEXUS_BUILDING_STRATEGY)
 #define PLX_API __attribute__((visibility("default")))
 #else
 #define PLX_API
@@ -171,13 +171,18 @@ struct plx_comm_options {
     const char *config_file;      /* an extra INI file, applied last; NULL: none */
     const char *const *overrides; /* NULL-terminated "section.key=value" list,
                                      applied after everything else; NULL: none */
-    /* Since 0.1 (issue 20). */
+    /* Appended in 0.1 (read only when struct_size holds it). */
     const struct plx_store_callbacks *store; /* the caller's own store, used in
                                      place of init (which must then be NULL).
                                      Borrowed: valid until every communicator
                                      made from it (splits too) is destroyed.
                                      Keys are namespaced by name as usual. */
 };
+
+/* True if the struct pointed to by p (with its struct_size) holds field f:
+ * how a reader of a versioned struct tells an older caller's struct apart. */
+#define PLX_HAS_FIELD(p, type, f) \
+    ((p)->struct_size >= offsetof(type, f) + sizeof(((type *)0)->f))
 
 /* Per-operation options for the nonblocking forms. NULL means defaults. */
 struct plx_op_options {
@@ -201,6 +206,12 @@ PLX_API const char *plx_strerror(int status);
 /* The detailed message of the calling thread's last failure, or "" if none.
  * Valid until the thread's next plexus call. */
 PLX_API const char *plx_last_error(void);
+/* For libraries layered on plexus (libplexus-strategy): record the calling
+ * thread's detailed message, as plexus does for its own failures, and return
+ * status, so a caller writes `return plx_set_error(PLX_ERR_..., "...", ...)`. */
+PLX_API int plx_set_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prepend context to the calling thread's message: "load 'w': <old>". */
+PLX_API void plx_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 PLX_API size_t plx_dtype_size(int dtype);
 PLX_API const char *plx_dtype_name(int dtype);
 PLX_API const char *plx_redop_name(int op);
@@ -208,6 +219,12 @@ PLX_API const char *plx_coll_name(int coll);
 /* Parse "f32", "float", "int32", ... / "sum", ... ; returns -1 if unknown. */
 PLX_API int plx_dtype_from_name(const char *name);
 PLX_API int plx_redop_from_name(const char *name);
+/* Convert count elements between the float types PLX_F32, PLX_F64, PLX_F16
+ * and PLX_BF16 (16-bit results round to nearest-even, through f32 as the
+ * reduction kernels do; equal types copy). dst and src may be the same
+ * buffer only if the types have the same size. PLX_ERR_INVALID_ARG for
+ * other types. */
+PLX_API int plx_dtype_convert(void *dst, int dst_dtype, const void *src, int src_dtype, size_t count);
 
 /* ---- communicators ---------------------------------------------------- */
 

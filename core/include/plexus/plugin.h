@@ -77,7 +77,8 @@ static inline size_t plx_plugin_dtype_size(int dtype)
  * multiple of 32 bytes, as between a page-aligned shared-memory slot and a
  * malloc'd buffer (page + 16). Such copies go in 2 KiB calls, under glibc's
  * rep-movsb threshold, where it uses vector moves instead; the others go in
- * one call (bench/copy_alias shows both on the machine at hand). */
+ * one call. Other cores run both alike, so the pieces cost little where they
+ * do not help; bench/copy_alias shows which kind a machine is. */
 #define PLX_PLUGIN_COPY_PIECE 2048u
 static inline void plx_plugin_copy(void *dst, const void *src, size_t n)
 {
