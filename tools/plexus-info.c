@@ -10,6 +10,7 @@
 
 #include "plexus/backend.h"
 #include "plexus/info.h"
+#include "plexus/plugin.h"
 
 static void json_str(const char *s)
 {
@@ -339,6 +340,9 @@ int main(int argc, char **argv)
         else
             printf("\nselected by the configuration: none (%s)\n", plx_last_error());
         show_auth_text();
+        char why[200];
+        plx_plugin_copy_measure(why, sizeof why);
+        printf("bulk copies between misaligned buffers (plugins, measured per process): %s\n", why);
     }
     return only ? !usable : 0;
 }
