@@ -111,7 +111,7 @@ busbw() { # peer load np size
     done | awk -v b="$4" -v p="$3" '$1 > 0 { print 2 * (p - 1) / p * b / ($1 * 1e3) }' | sort -g |
         awk '{ v[n++] = $1 } END { if (!n) { print "-"; exit }
              m = n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2
-             printf "%.2f [%.2f-%.2f]", m, v[0], v[n - 1] }'
+             printf "%.3f [%.3f-%.3f]", m, v[0], v[n - 1] }'
 }
 med() { echo "$1" | awk '{ print ($1 == "-" ? "" : $1) }'; }
 
