@@ -10,6 +10,7 @@
 
 #include "plexus/backend.h"
 #include "plexus/info.h"
+#include "plexus/plugin.h"
 
 static void json_str(const char *s)
 {
@@ -346,6 +347,9 @@ int main(int argc, char **argv)
         char boot[1024];
         plx_bootstrap_describe(NULL, boot, sizeof boot);
         printf("bootstrap: %s\n", boot);
+        char why[200];
+        plx_plugin_copy_measure(why, sizeof why);
+        printf("bulk copies between misaligned buffers (plugins, measured per process): %s\n", why);
     }
     return only ? !usable : 0;
 }

@@ -100,6 +100,7 @@ static int a_irecv(void *ctx, int peer, void *buf, size_t bytes, uint64_t tag, v
  * PLX__STILL_PENDING when the deadline passed first (distinct from a
  * request that itself ended in PLX_ERR_TIMEOUT). */
 #define SLICE_NS (100 * UINT64_C(1000000))
+#define YIELD_LOST_NS 200000u /* well above a peer rank's hand-back, well below a time slice */
 int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
 {
     const struct plx__diag *d = c->diag;
@@ -163,10 +164,16 @@ int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
             int rc = c->be->ops.test(c->bc, req, &done);
             if (done)
                 return rc;
-            /* Back off: spin briefly for latency, then yield, then sleep. */
+            /* Back off: spin briefly for latency, then yield, then sleep.
+             * A yield that lost the core for longer than a peer rank's
+             * hand-back went to foreign work that keeps it for a time
+             * slice: sleep from then on, as shm's pace.c does. */
             if (++spins > 64) {
                 if (spins < 256) {
+                    uint64_t before = plx__clock_ns();
                     sched_yield();
+                    if (plx__clock_ns() - before > YIELD_LOST_NS)
+                        spins = 256;
                 } else {
                     struct timespec ts = {0, spins < 2048 ? 20000 : 200000};
                     nanosleep(&ts, NULL);

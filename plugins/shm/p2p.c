@@ -452,8 +452,8 @@ int shm__p2p_wait_until(struct shm_comm *c, void *req, uint64_t deadline_ns)
     struct shm_p2p *p = c->p2p;
     struct req *r = req;
     uint32_t *bell = &shm__p2p_ctl(c, c->rank)->bell;
-    uint64_t spin_until = 0, yield_until = 0;
-    for (unsigned k = 0;; k++) {
+    struct shm_pace_wait w = {0};
+    for (;;) {
         uint32_t seen = __atomic_load_n(bell, __ATOMIC_ACQUIRE);
         pthread_mutex_lock(&p->mu);
         uint64_t now = host->clock_ns();
@@ -469,24 +469,10 @@ int shm__p2p_wait_until(struct shm_comm *c, void *req, uint64_t deadline_ns)
             return report(r);
         if (now >= deadline_ns)
             return PLX_ERR_TIMEOUT; /* still pending: the core decides */
-        /* As sync.c: look, spin spin_ns, yield yield_ns (ranks may outnumber
-         * cores), then sleep on the bell in slices (liveness, deadlines). */
-        if (k < 64) {
-            shm__cpu_relax();
-            continue;
-        }
-        if (!spin_until) {
-            spin_until = now + c->cfg.spin_ns;
-            yield_until = spin_until + c->cfg.yield_ns;
-        }
-        if (now < spin_until) {
-            for (int i = 0; i < 32; i++)
-                shm__cpu_relax();
-        } else if (now < yield_until) {
-            sched_yield();
-        } else {
+        /* As sync.c: pace.c decides between looking again and sleeping on
+         * the bell in slices (liveness, deadlines). */
+        if (shm__pace(c, &w) == SHM_PACE_SLEEP)
             shm__bell_sleep(c, seen, deadline_ns, SLICE_MS);
-        }
     }
 }
 

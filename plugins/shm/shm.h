@@ -122,6 +122,21 @@ struct shm_cfg {
     uint64_t p2p_corrupt_at;  /* ... in its message number p2p_corrupt_at (1-based) */
 };
 
+/* pace.c: how waits go, learned over this communicator's waits. */
+struct shm_pace {
+    uint32_t skip;     /* waits left that sleep instead of yielding */
+    uint32_t backoff;  /* what skip is set to when a yield loses the core */
+    uint64_t lost;     /* yields that lost the core (foreign work on it) */
+    uint64_t sleeps;   /* futex sleeps */
+};
+
+/* One wait's progress through look, spin, yield, sleep: starts zeroed. */
+struct shm_pace_wait {
+    unsigned looks;
+    int started;
+    uint64_t spin_until, yield_until;
+};
+
 struct shm_comm {
     int rank, size;
     int64_t timeout_ms;
@@ -145,6 +160,7 @@ struct shm_comm {
     struct shm_p2p *p2p;    /* p2p.c's state, its own lock */
     int p2p_cma;            /* point-to-point single copy agreed by every rank */
     char p2p_cma_why[160];
+    struct shm_pace pace;   /* the waits of this rank's ops (the collective or the p2p lock holder) */
 };
 
 /* The op being run: what each phase checks and reports. */
@@ -238,6 +254,11 @@ void shm__bell_sleep(struct shm_comm *c, uint32_t seen, uint64_t deadline_ns, in
 /* 1 if rank r's process is gone (exited, killed, a zombie). */
 int shm__peer_dead(struct shm_comm *c, int r);
 void shm__cpu_relax(void);
+
+/* pace.c: one step of a wait. SHM_PACE_AGAIN: look again; SHM_PACE_SLEEP:
+ * sleep on the futex (a slice), then look again. */
+enum { SHM_PACE_AGAIN, SHM_PACE_SLEEP };
+int shm__pace(struct shm_comm *c, struct shm_pace_wait *w);
 
 /* sync.c: names for messages */
 const char *shm__coll_name(int coll);

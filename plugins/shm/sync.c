@@ -1,17 +1,11 @@
 /* sync.c - the barrier every phase ends with, and how a rank waits.
  *
  * A rank arrives by storing its new epoch (a futex word in its control
- * block) and waking sleepers, if any are registered. A waiter looks 64
- * times with a pause between, spins for spin_ns (default 0), then looks
- * between sched_yield()s for yield_ns (1 ms), then sleeps on the futex of
- * the rank it waits for, in slices of at most SLICE_MS. Yielding is what
- * lets ranks outnumber cores: a waiting rank hands its core to the one it
- * waits for at once, and when nobody else wants the core the yield returns
- * at once, so it costs little when every rank has a core. Measured on the
- * loaded 2-core VM, 8 B allreduce: 4 ranks 35-51 us yielding at once
- * against 158-207 us after a 20 us spin; 2 ranks 0.3-10 us against 16-27.
- * The futex sleep keeps long waits (a slow peer, a rank computing) off
- * the CPU.
+ * block) and waking sleepers, if any are registered. A waiter looks,
+ * spins, yields, then sleeps on the futex of the rank it waits for, in
+ * slices of at most SLICE_MS, as pace.c decides (it stops yielding while
+ * foreign work takes the core for whole time slices). The futex sleep
+ * keeps long waits (a slow peer, a rank computing) off the CPU.
  *
  * Between slices (and after every wake-up) it checks, for each rank it
  * still waits for: is the process alive (shm__peer_dead: pidfd, else kill(pid, 0) and its
@@ -20,7 +14,6 @@
  * PLX_ERR_PEER_LOST on every rank that waits for it. */
 #include <limits.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -41,15 +34,6 @@ static void futex_wait(uint32_t *addr, uint32_t val, int ms)
 static void futex_wake(uint32_t *addr)
 {
     syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
 }
 
 void shm__wake_all(struct shm_comm *c)
@@ -136,38 +120,23 @@ int shm__barrier(struct shm_op *o)
     if (__atomic_load_n(&me->sleepers, __ATOMIC_SEQ_CST))
         futex_wake(&me->epoch);
 
-    uint64_t spin_until = 0, yield_until = 0;
+    struct shm_pace_wait w = {0};
     for (int r = 0; r < c->size; r++) {
         if (r == c->rank)
             continue;
         struct shm_ctl *q = shm__ctl(c, r);
+        w.looks = 0;
         for (unsigned k = 0;; k++) {
             uint32_t e = __atomic_load_n(&q->epoch, __ATOMIC_ACQUIRE);
             if ((int32_t)(e - target) >= 0)
                 break;
-            if (k < 64) {
-                cpu_relax();
-                continue;
-            }
-            uint64_t now = host->clock_ns();
-            if (!spin_until) {
-                spin_until = now + c->cfg.spin_ns;
-                yield_until = spin_until + c->cfg.yield_ns;
-            }
-            if (k % 256 == 0 && __atomic_load_n(&c->aborted, __ATOMIC_RELAXED)) {
+            if (k >= 64 && k % 256 == 0 && __atomic_load_n(&c->aborted, __ATOMIC_RELAXED)) {
                 int rc = check(o, target);
                 if (rc)
                     return rc;
             }
-            if (now < spin_until) {
-                for (int i = 0; i < 32; i++)
-                    cpu_relax();
+            if (shm__pace(c, &w) == SHM_PACE_AGAIN)
                 continue;
-            }
-            if (now < yield_until) {
-                sched_yield();
-                continue;
-            }
             int rc = check(o, target);
             if (rc)
                 return rc;

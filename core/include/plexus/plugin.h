@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -75,26 +76,86 @@ static inline size_t plx_plugin_dtype_size(int dtype)
  * `rep movsb`, which some x86 cores (AMD Zen 3 among them) run an order of
  * magnitude slower when the destination's offset from the source is not a
  * multiple of 32 bytes, as between a page-aligned shared-memory slot and a
- * malloc'd buffer (page + 16). Such copies go in 2 KiB calls, under glibc's
- * rep-movsb threshold, where it uses vector moves instead; the others go in
- * one call. Other cores run both alike, so the pieces cost little where they
- * do not help; bench/copy_alias shows which kind a machine is. */
+ * malloc'd buffer (page + 16); others run it at full speed, and there
+ * splitting the copy costs half of it. So which copy such offsets get is
+ * measured once per process (per module including this header): 64 KiB at
+ * page + 16, one call against 2 KiB calls (under glibc's rep-movsb
+ * threshold, where it uses vector moves), best of 3 each, well under a
+ * millisecond; the faster wins. Offsets that are multiples of 32 always go
+ * in one call (bench/copy_alias shows both on the machine at hand). */
 #define PLX_PLUGIN_COPY_PIECE 2048u
-static inline void plx_plugin_copy(void *dst, const void *src, size_t n)
+enum { PLX_COPY_UNKNOWN, PLX_COPY_WHOLE, PLX_COPY_CHUNKED };
+
+static inline void plx_plugin_copy_chunked(void *dst, const void *src, size_t n)
 {
     /* Through a pointer the compiler cannot see into: a memcpy of a size it
      * knows to be small is otherwise inlined as `rep movs` itself. */
     static void *(*volatile const libc_memcpy)(void *, const void *, size_t) = memcpy;
     char *d = (char *)dst;
     const char *s = (const char *)src;
-    if (((uintptr_t)d - (uintptr_t)s) % 32 == 0 || n <= PLX_PLUGIN_COPY_PIECE) {
-        memcpy(d, s, n);
-        return;
-    }
     for (size_t k; n; d += k, s += k, n -= k) {
         k = n < PLX_PLUGIN_COPY_PIECE ? n : PLX_PLUGIN_COPY_PIECE;
         libc_memcpy(d, s, k);
     }
+}
+
+/* Measure which copy mutually misaligned buffers should get: PLX_COPY_WHOLE
+ * or PLX_COPY_CHUNKED, with the figures in why (when not NULL). */
+static inline int plx_plugin_copy_measure(char *why, size_t len)
+{
+    enum { N = 64 << 10 };
+    static void *(*volatile const libc_memcpy)(void *, const void *, size_t) = memcpy;
+    char *buf = (char *)malloc(2 * N + 8192);
+    if (!buf) {
+        if (why)
+            snprintf(why, len, "whole (no memory to measure)");
+        return PLX_COPY_WHOLE;
+    }
+    char *s = (char *)(((uintptr_t)buf + 4095) & ~(uintptr_t)4095), *d = s + N + 4096 + 16;
+    memset(s, 1, N);
+    memset(d, 0, N);
+    uint64_t best[2] = {UINT64_MAX, UINT64_MAX};
+    for (int round = 0; round < 4; round++)
+        for (int way = 0; way < 2; way++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            if (way)
+                plx_plugin_copy_chunked(d, s, N);
+            else
+                libc_memcpy(d, s, N);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            uint64_t ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
+            if (round && ns < best[way]) /* round 0 warms the caches */
+                best[way] = ns;
+        }
+    free(buf);
+    /* Chunked only when clearly faster: the two are alike where memcpy has no slow case. */
+    int pick = best[1] * 5 < best[0] * 4 ? PLX_COPY_CHUNKED : PLX_COPY_WHOLE;
+    if (why)
+        snprintf(why, len, "%s (64 KiB at dst-src = 16 mod 32: memcpy %.1f GB/s, 2 KiB pieces %.1f GB/s)",
+                 pick == PLX_COPY_CHUNKED ? "2 KiB pieces" : "memcpy", best[0] ? (double)N / (double)best[0] : 0.0,
+                 best[1] ? (double)N / (double)best[1] : 0.0);
+    return pick;
+}
+
+static inline void plx_plugin_copy(void *dst, const void *src, size_t n)
+{
+    static int way; /* measured on first use, then read only (a race measures twice, alike) */
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    if (((uintptr_t)d - (uintptr_t)s) % 32 == 0 || n <= PLX_PLUGIN_COPY_PIECE) {
+        memcpy(d, s, n);
+        return;
+    }
+    int w = __atomic_load_n(&way, __ATOMIC_RELAXED);
+    if (w == PLX_COPY_UNKNOWN) {
+        w = plx_plugin_copy_measure(NULL, 0);
+        __atomic_store_n(&way, w, __ATOMIC_RELAXED);
+    }
+    if (w == PLX_COPY_CHUNKED)
+        plx_plugin_copy_chunked(d, s, n);
+    else
+        memcpy(d, s, n);
 }
 
 /* memmove for bulk data: overlapping regions move with memmove, the others

@@ -1,7 +1,8 @@
 /* test_plugin_copy.c - plx_plugin_copy (plexus/plugin.h) copies exactly n
- * bytes for every relative alignment of source and destination, both
- * through one memcpy (64-byte multiples apart) and in pieces (otherwise),
- * across piece boundaries, and touches nothing around the destination;
+ * bytes for every relative alignment of source and destination, through
+ * whichever copy this process measured, and so does the chunked copy it
+ * may pick (every alignment, across piece boundaries), touching nothing
+ * around the destination; the measurement names a choice and its figures;
  * plx_plugin_move does the same for regions that overlap either way. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,6 +25,9 @@ int main(void)
     const size_t lens[] = {0, 1, 63, 64, PLX_PLUGIN_COPY_PIECE - 1, PLX_PLUGIN_COPY_PIECE, PLX_PLUGIN_COPY_PIECE + 1,
                            2 * PLX_PLUGIN_COPY_PIECE + 17, MAX};
     const size_t src_offs[] = {0, 1, 16, 64, 4080};
+    void (*const ways[])(void *, const void *, size_t) = {plx_plugin_copy, plx_plugin_copy_chunked};
+    const char *const way_names[] = {"plx_plugin_copy", "plx_plugin_copy_chunked"};
+    for (size_t w = 0; w < 2; w++)
     for (size_t so = 0; so < sizeof src_offs / sizeof *src_offs; so++)
         for (size_t doff = 0; doff < 130; doff += (doff < 70 ? 1 : 59))
             for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
@@ -31,12 +35,18 @@ int main(void)
                 unsigned char *d = dst + GUARD + doff;
                 const unsigned char *s = src + src_offs[so];
                 memset(dst, 0xA5, MAX + 4096 + 2 * GUARD);
-                plx_plugin_copy(d, s, n);
+                ways[w](d, s, n);
                 int bad = memcmp(d, s, n) != 0;
                 for (size_t g = 0; g < GUARD && !bad; g++)
                     bad = d[-1 - (ptrdiff_t)g] != 0xA5 || d[n + g] != 0xA5;
-                CHECKF(!bad, "src+%zu -> dst+%zu, %zu bytes: wrong bytes or a write outside", src_offs[so], doff, n);
+                CHECKF(!bad, "%s: src+%zu -> dst+%zu, %zu bytes: wrong bytes or a write outside", way_names[w],
+                       src_offs[so], doff, n);
             }
+    char why[200] = "";
+    int pick = plx_plugin_copy_measure(why, sizeof why);
+    CHECKF(pick == PLX_COPY_WHOLE || pick == PLX_COPY_CHUNKED, "measure returned %d", pick);
+    CHECKF(strstr(why, "GB/s") != NULL, "measure's reason has no figures: '%s'", why);
+    printf("plugin_copy: misaligned bulk copies: %s\n", why);
     /* plx_plugin_move: overlapping forward and backward, against memmove */
     unsigned char *buf = malloc(MAX + 512), *ref = malloc(MAX + 512);
     if (!buf || !ref)

@@ -1,0 +1,82 @@
+/* pace.c - how a waiting rank spends the time until what it waits for
+ * arrives: look, spin, yield, sleep, adapted at run time to who else wants
+ * the core.
+ *
+ * A rank first looks 64 times with a pause between, then spins for
+ * spin_ns, then looks between sched_yield()s for yield_ns, then sleeps on
+ * a futex (the caller's). Yielding is what lets ranks outnumber cores: the
+ * core goes to a peer rank, which gives it back as soon as it waits in
+ * turn, and when nobody else wants the core the yield returns at once.
+ *
+ * Yielding goes wrong when the other runnable task is foreign work (a
+ * compute process, a training job's intra-op threads): it keeps the core
+ * for its whole time slice, milliseconds, on every wait of every phase,
+ * while a futex sleeper is woken (and preempts it) as soon as its peer
+ * arrives. So each yield is timed: one that lost the core for longer than
+ * SHM_PACE_LOST_NS (well below any scheduler's time slice, well above a
+ * peer rank's hand-back) turns yielding off for this wait and for the next
+ * `backoff` waits, which go from the spin straight to the futex. The
+ * backoff doubles while yields keep losing the core (up to
+ * SHM_PACE_BACKOFF_MAX) and starts again from SHM_PACE_BACKOFF_MIN after a
+ * yield that came back in time, so a rank tries yielding again now and
+ * then and returns to it once the foreign work is gone. */
+#include <sched.h>
+
+#include "shm.h"
+
+#define host shm__host
+#define SHM_PACE_LOST_NS 200000u
+#define SHM_PACE_BACKOFF_MIN 16u
+#define SHM_PACE_BACKOFF_MAX 1024u
+
+/* The fields of struct shm_pace are hints shared by the threads that wait
+ * on one communicator (a collective, point-to-point): relaxed atomics, a
+ * lost update only shifts when yielding is tried again. */
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
+int shm__pace(struct shm_comm *c, struct shm_pace_wait *w)
+{
+    struct shm_pace *p = &c->pace;
+    if (w->looks < 64) {
+        w->looks++;
+        shm__cpu_relax();
+        return SHM_PACE_AGAIN;
+    }
+    uint64_t now = host->clock_ns();
+    if (!w->started) {
+        w->started = 1;
+        w->spin_until = now + c->cfg.spin_ns;
+        uint64_t yield_ns = c->cfg.yield_ns;
+        uint32_t skip = LOAD(p->skip);
+        if (skip) { /* recent yields lost the core: sleep instead */
+            STORE(p->skip, skip - 1);
+            yield_ns = 0;
+        }
+        w->yield_until = w->spin_until + yield_ns;
+    }
+    if (now < w->spin_until) {
+        for (int i = 0; i < 32; i++)
+            shm__cpu_relax();
+        return SHM_PACE_AGAIN;
+    }
+    if (now < w->yield_until) {
+        sched_yield();
+        uint64_t back = host->clock_ns();
+        if (back - now > SHM_PACE_LOST_NS) {
+            uint32_t backoff = LOAD(p->backoff);
+            backoff = backoff ? backoff * 2 : SHM_PACE_BACKOFF_MIN;
+            if (backoff > SHM_PACE_BACKOFF_MAX)
+                backoff = SHM_PACE_BACKOFF_MAX;
+            STORE(p->backoff, backoff);
+            STORE(p->skip, backoff);
+            __atomic_add_fetch(&p->lost, 1, __ATOMIC_RELAXED);
+            w->yield_until = 0;
+        } else if (LOAD(p->backoff)) {
+            STORE(p->backoff, 0u);
+        }
+        return SHM_PACE_AGAIN;
+    }
+    __atomic_add_fetch(&p->sleeps, 1, __ATOMIC_RELAXED);
+    return SHM_PACE_SLEEP;
+}
