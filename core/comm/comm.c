@@ -84,6 +84,7 @@ static void comm_free(struct plx_comm *c)
     plx__preq_pool_free(c);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
+    free(c->key_root);
     free(c->name);
     free(c);
 }
@@ -100,6 +101,32 @@ static int comm_finish_setup(struct plx_comm *c)
     plx__p2p_init(c);
     load_tuning(c);
     return 0;
+}
+
+/* The keys of this communicator in the job's store. A program that
+ * destroys a communicator and creates the next one of the same name on the
+ * same store (a restart loop, torch's destroy_process_group and
+ * init_process_group) must not read the keys of the one before, which a
+ * rank still leaving it may even be writing. Each rank counts its own joins
+ * of the name in the store: the n-th communicator of a name is generation
+ * n-1 on every rank, whatever order the ranks leave and join in, and also
+ * for a rank whose process started anew. Generation 0 keeps the bare name. */
+static int open_generation(struct plx_comm *c)
+{
+    char key[600];
+    int64_t joins = 0;
+    snprintf(key, sizeof key, "plexus-generation/%s/%d", c->name, c->rank);
+    int rc = plx__store_add(c->base_store, key, 1, &joins);
+    if (rc != 0)
+        return plx__err(rc, "comm '%s': counting its generation in the store: %s", c->name, plx_last_error());
+    size_t n = strlen(c->name) + 32;
+    if (!(c->key_root = malloc(n)))
+        return plx__err(PLX_ERR_NOMEM, "plx_comm_init: out of memory");
+    if (joins <= 1)
+        snprintf(c->key_root, n, "%s", c->name);
+    else
+        snprintf(c->key_root, n, "%s@%lld", c->name, (long long)(joins - 1));
+    return plx__store_prefixed(c->base_store, c->key_root, &c->store);
 }
 
 /* Create the backend's communicator for c (rank/size/name/stores set). */
@@ -255,7 +282,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     }
     if ((rc = plx__rendezvous_store_open(&opt, &rv, c->rank, c->size, c->timeout_ms, &c->base_store)) != 0)
         goto fail;
-    if (c->base_store && (rc = plx__store_prefixed(c->base_store, c->name, &c->store)) != 0)
+    if (c->base_store && (rc = open_generation(c)) != 0)
         goto fail;
     plx__log(PLX_LOG_INFO, "core", "comm '%s': rank %d of %d (from %s) on backend %s, store %s", c->name, c->rank,
              c->size, rv.source, be->name, rv.url[0] ? rv.url : "none");
@@ -399,7 +426,15 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
     if (c->base_store) {
         plx__store_retain(c->base_store);
         child->base_store = c->base_store;
-        if ((rc = plx__store_prefixed(c->base_store, name, &child->store)) != 0)
+        /* Under the parent's keys: a split of the next generation never
+         * meets this one's. */
+        size_t n = strlen(c->key_root) + strlen(name) - strlen(c->name) + 1;
+        if (!(child->key_root = malloc(n))) {
+            rc = plx__err(PLX_ERR_NOMEM, "plx_comm_split: out of memory");
+            goto fail;
+        }
+        snprintf(child->key_root, n, "%s%s", c->key_root, name + strlen(c->name));
+        if ((rc = plx__store_prefixed(c->base_store, child->key_root, &child->store)) != 0)
             goto fail;
     }
     /* The child inherits the parent's options: the backend reads them now. */

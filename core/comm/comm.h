@@ -20,7 +20,8 @@ struct plx_comm {
     void *bc;                 /* the backend's communicator */
     struct plx_caps caps;     /* this communicator's capabilities */
     struct plx_store *base_store; /* the job's store (NULL if the backend bootstraps itself) */
-    struct plx_store *store;      /* view prefixed by name */
+    struct plx_store *store;      /* view prefixed by key_root */
+    char *key_root;               /* its keys' prefix in base_store: name, and generation after the first */
     uint64_t coll_seq;        /* next collective sequence number (issue order) */
     uint64_t split_seq;
     int cuda_staging;

@@ -39,7 +39,6 @@ struct client {
     char host[256], port[16];
     char where[320];                  /* "store tcp://HOST:PORT", and who hosts it when known */
     struct plx__store_server *server; /* hosted here (rank 0), or NULL */
-    int gave_up;                      /* the last WAIT timed out: a rendezvous failed */
     char lost[320];                   /* why the connection broke, or "" */
     struct plx__store_limits lim;
     char *secret;                     /* copy of lim.secret, or NULL */
@@ -312,7 +311,6 @@ static int wait_locked(struct client *c, const char *const *keys, size_t n, int6
     uint8_t reply = 0xff;
     if (!rc)
         rc = xfer(c, 0, &reply, 1, deadline);
-    c->gave_up = rc == PLX_ERR_TIMEOUT;
     if (rc == PLX_ERR_TIMEOUT) {
         disconnect(c);
         char list[256] = "";
@@ -419,55 +417,12 @@ static int c_del(struct plx_store *s, const char *key)
     return rc;
 }
 
-struct lingering {
-    struct plx__store_server *server;
-    int64_t ms;
-};
-
-static void *linger_main(void *arg)
-{
-    struct lingering *l = arg;
-    struct timespec ts = {(time_t)(l->ms / 1000), (long)(l->ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-    plx__store_server_stop(l->server);
-    free(l);
-    return NULL;
-}
-
-/* This rank hosts the store and gave up waiting for a key; the others began
- * waiting a little later and would lose the store, and report that, instead
- * of the rank they all wait for. Keep serving a while (half the timeout, at
- * most 2 s) from a thread of its own, so this rank's error is not delayed.
- * Returns 0 if that thread took the server. */
-static int linger(struct plx__store_server *server, int64_t timeout_ms)
-{
-    struct lingering *l = malloc(sizeof *l);
-    pthread_t t;
-    pthread_attr_t at;
-    if (!l)
-        return -1;
-    l->server = server;
-    l->ms = timeout_ms / 2 < 2000 ? timeout_ms / 2 : 2000;
-    int rc = pthread_attr_init(&at);
-    if (rc == 0) {
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        rc = pthread_create(&t, &at, linger_main, l);
-        pthread_attr_destroy(&at);
-    }
-    if (rc)
-        free(l);
-    return rc ? -1 : 0;
-}
-
 static void c_destroy(struct plx_store *s)
 {
     struct client *c = (struct client *)s;
     if (c->fd >= 0)
         close(c->fd);
-    if (c->server && c->gave_up && s->timeout_ms > 0 && linger(c->server, s->timeout_ms) == 0)
-        c->server = NULL;
-    plx__store_server_stop(c->server);
+    plx__store_hosted_release(c->server);
     pthread_mutex_destroy(&c->mu);
     if (c->secret) {
         explicit_bzero(c->secret, strlen(c->secret));
@@ -530,7 +485,7 @@ int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms
     if (!by_rank0)
         snprintf(c->where, sizeof c->where, "store tcp://%s", rest);
     if (rank == 0 && by_rank0)
-        rc = plx__store_server_start_with(c->host, atoi(c->port), &c->lim, &c->server, NULL);
+        rc = plx__store_hosted_acquire(c->host, atoi(c->port), &c->lim, &c->server);
     uint64_t deadline = deadline_of(timeout_ms);
     if (!rc)
         rc = connect_until(c, deadline, &c->fd);
@@ -539,7 +494,7 @@ int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms
     if (rc) {
         if (c->fd >= 0)
             close(c->fd);
-        plx__store_server_stop(c->server);
+        plx__store_hosted_release(c->server);
         pthread_mutex_destroy(&c->mu);
         free(c->secret);
         free(c);

@@ -65,5 +65,11 @@ int plx__store_server_start(const char *host, int port, struct plx__store_server
 int plx__store_server_start_with(const char *host, int port, const struct plx__store_limits *lim,
                                  struct plx__store_server **out, int *bound_port);
 void plx__store_server_stop(struct plx__store_server *s);
+/* A server this process hosts on host:port for a communicator: the one it
+ * already serves there, else a new one. Released, it keeps serving until
+ * the process ends (store_tcp_hosted.c). */
+int plx__store_hosted_acquire(const char *host, int port, const struct plx__store_limits *lim,
+                              struct plx__store_server **out);
+void plx__store_hosted_release(struct plx__store_server *s);
 
 #endif
