@@ -640,6 +640,11 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     }
 
     const std::string getBackendName() const override { return "plexus"; }
+
+    // torch's sequence numbers (it asks a group it takes for gloo): the
+    // collectives issued on this group, from 0 on every rank (a new group).
+    void setSequenceNumberForGroup() override { seq_ = 0; }
+    uint64_t getSequenceNumberForGroup() override { return seq_; }
     std::string transport() const { return plx_comm_backend(comm_->comm); }
 
     intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors, const c10d::BroadcastOptions &opts) override
@@ -1014,6 +1019,8 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     // start goes first (program order on every rank).
     intrusive_ptr<WorkPlexus> make(c10d::OpType type, std::vector<at::Tensor> outputs)
     {
+        if (type != c10d::OpType::SEND && type != c10d::OpType::RECV)
+            seq_++;
         comm_->flush();
         return c10::make_intrusive<WorkPlexus>(comm_, type, std::move(outputs));
     }
@@ -1022,6 +1029,7 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     // pending first, under the one lock it takes anyway.
     intrusive_ptr<WorkPlexus> make_lazy(c10d::OpType type, std::vector<at::Tensor> outputs)
     {
+        seq_++;
         return c10::make_intrusive<WorkPlexus>(comm_, type, std::move(outputs));
     }
 
@@ -1155,6 +1163,7 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     }
 
     intrusive_ptr<Comm> comm_;
+    std::atomic<uint64_t> seq_{0};
 };
 
 } // namespace plexus_torch
