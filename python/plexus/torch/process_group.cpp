@@ -27,6 +27,7 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/sparse_coo_tensor.h>
 #include <pybind11/chrono.h>
 
 #include <atomic>
@@ -48,9 +49,22 @@ using std::chrono::milliseconds;
 
 // ---- errors -----------------------------------------------------------------
 
+// The words torch's own backends use for these failures, ahead of plexus's
+// detail: torch's tests and users' scripts match " (Timed out|closed|timeout) ".
+static std::string headline(int rc)
+{
+    switch (rc) {
+    case PLX_ERR_TIMEOUT: return "Timed out (" + std::string(plx_err_name(rc)) + ")";
+    case PLX_ERR_PEER_LOST: return "Connection closed (" + std::string(plx_err_name(rc)) + ")";
+    case PLX_ERR_REMOTE: return "Connection closed by a failed rank (" + std::string(plx_err_name(rc)) + ")";
+    case PLX_ERR_ABORTED: return "Aborted (" + std::string(plx_err_name(rc)) + ")";
+    default: return plx_err_name(rc);
+    }
+}
+
 [[noreturn]] static void fail(int rc, const std::string &what)
 {
-    throw std::runtime_error("plexus: " + what + ": " + plx_err_name(rc) + ": " + plx_last_error());
+    throw std::runtime_error("plexus: " + what + ": " + headline(rc) + ": " + plx_last_error());
 }
 
 [[noreturn]] static void refuse(const std::string &why)
@@ -231,6 +245,7 @@ static void same_layout(const std::vector<at::Tensor> &v, const at::Tensor &like
 // ---- work -------------------------------------------------------------------
 
 struct Comm;
+class ProcessGroupPlexus;
 
 // A small collective's arguments, kept until it starts (Comm::pending).
 // Plain values rather than closures: this is the path every small
@@ -302,6 +317,7 @@ class WorkPlexus : public c10d::Work {
 
   private:
     friend struct Comm;
+    friend class ProcessGroupPlexus;
     void complete(int rc, const std::string &msg);
 
     intrusive_ptr<Comm> comm_;
@@ -463,7 +479,7 @@ void WorkPlexus::complete(int rc, const std::string &msg)
 {
     std::exception_ptr err;
     if (rc != 0) {
-        err = std::make_exception_ptr(std::runtime_error(std::string("plexus: ") + plx_err_name(rc) + ": " + msg));
+        err = std::make_exception_ptr(std::runtime_error("plexus: " + headline(rc) + ": " + msg));
     } else if (finish) {
         try {
             finish();
@@ -542,14 +558,15 @@ bool WorkPlexus::wait(milliseconds timeout)
         if (!finished) {
             claimed_ = false;
             cv_.notify_all();
-            refuse("work not finished after " + std::to_string(ms) + " ms (still pending; wait again or abort)");
+            refuse("Timed out: work not finished after " + std::to_string(ms) +
+                   " ms (still pending; wait again or abort)");
         }
     } else if (!done_) {
         auto pred = [&] { return done_; };
         if (ms < 0)
             cv_.wait(lk, pred);
         else if (!cv_.wait_for(lk, milliseconds(ms), pred))
-            refuse("work not finished after " + std::to_string(ms) + " ms (still pending)");
+            refuse("Timed out: work not finished after " + std::to_string(ms) + " ms (still pending)");
     }
     if (error_)
         std::rethrow_exception(error_);
@@ -611,7 +628,7 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
         }
         if (rc != 0)
             throw std::runtime_error(std::string("plexus: init_process_group(rank ") + std::to_string(rank) +
-                                     " of " + std::to_string(size) + "): " + plx_err_name(rc) + ": " +
+                                     " of " + std::to_string(size) + "): " + headline(rc) + ": " +
                                      plx_last_error() +
                                      (store_error.empty() ? "" : " (the store said: " + store_error + ")"));
     }
@@ -623,6 +640,11 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     }
 
     const std::string getBackendName() const override { return "plexus"; }
+
+    // torch's sequence numbers (it asks a group it takes for gloo): the
+    // collectives issued on this group, from 0 on every rank (a new group).
+    void setSequenceNumberForGroup() override { seq_ = 0; }
+    uint64_t getSequenceNumberForGroup() override { return seq_; }
     std::string transport() const { return plx_comm_backend(comm_->comm); }
 
     intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors, const c10d::BroadcastOptions &opts) override
@@ -643,6 +665,8 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
 
     intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors, const c10d::AllreduceOptions &opts) override
     {
+        if (tensors.size() == 1 && tensors[0].is_sparse())
+            return sparse_allreduce(tensors[0], opts);
         const at::Tensor &t = one(tensors, "allreduce");
         int op = redop_of(opts.reduceOp, t);
         auto w = make_lazy(c10d::OpType::ALLREDUCE, tensors);
@@ -655,6 +679,57 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
         l.op = op;
         copy_back(w, t, buf);
         launch(w, "allreduce", buf.nbytes(), l);
+        return w;
+    }
+
+    // Several tensors of one dtype reduced by one collective over their
+    // concatenation.
+    intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor> &tensors,
+                                                  const c10d::AllreduceCoalescedOptions &opts) override
+    {
+        if (tensors.empty())
+            refuse("allreduce_coalesced needs at least one tensor");
+        same_dtype(tensors, "allreduce_coalesced");
+        int op = redop_of(opts.reduceOp, tensors[0]);
+        at::Tensor flat = pack(tensors, tensors[0]);
+        auto w = make(c10d::OpType::ALLREDUCE_COALESCED, tensors);
+        start(w, "allreduce_coalesced", plx_iallreduce(c(), flat.data_ptr(), flat.data_ptr(), flat.numel(),
+                                                       dtype_of(tensors[0]), op, nullptr, slot(w)));
+        unpack(w, flat, tensors);
+        w->keep = {flat};
+        return w;
+    }
+
+    // Every rank's list of tensors (one dtype, any shapes, the same on every
+    // rank) by one allgather of their concatenation.
+    intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputs,
+                                                  std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &) override
+    {
+        int P = getSize();
+        if (inputs.empty())
+            refuse("allgather_coalesced needs at least one input tensor");
+        same_dtype(inputs, "allgather_coalesced");
+        if (int(outputs.size()) != P)
+            refuse("allgather_coalesced needs world_size output lists (got " + std::to_string(outputs.size()) + ")");
+        std::vector<at::Tensor> all;
+        for (const auto &list : outputs) {
+            if (list.size() != inputs.size())
+                refuse("allgather_coalesced: every output list must have as many tensors as the input list");
+            for (size_t j = 0; j < list.size(); j++) {
+                check_tensor(list[j]);
+                if (list[j].scalar_type() != inputs[j].scalar_type() || list[j].numel() != inputs[j].numel())
+                    refuse("allgather_coalesced: output tensor " + std::to_string(j) +
+                           " must have the dtype and size of input tensor " + std::to_string(j));
+                all.push_back(list[j]);
+            }
+        }
+        at::Tensor src = pack(inputs, inputs[0]);
+        at::Tensor flat = at::empty({src.numel() * P}, src.options());
+        auto w = make(c10d::OpType::ALLGATHER_COALESCED, all);
+        start(w, "allgather_coalesced", plx_iallgather(c(), src.data_ptr(), flat.data_ptr(), src.numel(),
+                                                       dtype_of(inputs[0]), nullptr, slot(w)));
+        unpack(w, flat, all);
+        w->keep = {src, flat};
         return w;
     }
 
@@ -883,10 +958,69 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
   private:
     plx_comm *c() const { return comm_->comm; }
 
+    static void same_dtype(const std::vector<at::Tensor> &v, const char *what)
+    {
+        for (const auto &t : v) {
+            check_tensor(t);
+            if (t.scalar_type() != v[0].scalar_type())
+                refuse(std::string(what) + ": every tensor must have one dtype (got " +
+                       c10::toString(v[0].scalar_type()) + " and " + c10::toString(t.scalar_type()) + ")");
+        }
+    }
+
+    // A sparse COO tensor summed over the ranks as gloo does it: every rank
+    // gathers every rank's indices and values (plexus allgather of the
+    // counts, then allgatherv), the duplicates are summed by coalescing,
+    // and the same tensor results on every rank. Runs to completion here.
+    intrusive_ptr<c10d::Work> sparse_allreduce(at::Tensor &t, const c10d::AllreduceOptions &opts)
+    {
+        if (!t.device().is_cpu())
+            refuse("sparse allreduce: only CPU tensors are supported by this build (got " + t.device().str() + ")");
+        if (static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp) != c10d::ReduceOp::SUM)
+            refuse("sparse allreduce supports only SUM (as gloo)");
+        std::vector<at::Tensor> outs{t};
+        auto w = make(c10d::OpType::ALLREDUCE, outs);
+        int P = getSize();
+        int64_t sd = t.sparse_dim();
+        // Indices as [nnz, sparse_dim] rows and values as [nnz, ...] rows, so
+        // that the ranks' blocks concatenate along the first dimension.
+        at::Tensor idx = t._indices().t().contiguous(), val = t._values().contiguous();
+        int vdt = dtype_of(val);
+        int64_t nnz = idx.size(0), row = 1;
+        for (int64_t d = 1; d < val.dim(); d++)
+            row *= val.size(d);
+        at::Tensor mine = at::full({1}, nnz, at::kLong), counts = at::empty({P}, at::kLong);
+        int rc = plx_allgather(c(), mine.data_ptr(), counts.data_ptr(), 1, PLX_I64);
+        if (rc != 0)
+            fail(rc, "sparse allreduce (counts)");
+        std::vector<size_t> ic(P), vc(P);
+        int64_t total = 0;
+        for (int j = 0; j < P; j++) {
+            int64_t n = counts.data_ptr<int64_t>()[j];
+            ic[j] = size_t(n * sd);
+            vc[j] = size_t(n * row);
+            total += n;
+        }
+        std::vector<int64_t> vshape = val.sizes().vec();
+        vshape[0] = total;
+        at::Tensor all_idx = at::empty({total, sd}, at::kLong), all_val = at::empty(vshape, val.options());
+        rc = plx_allgatherv(c(), idx.data_ptr(), ic[getRank()], all_idx.data_ptr(), ic.data(), nullptr, PLX_I64);
+        if (rc == 0)
+            rc = plx_allgatherv(c(), val.data_ptr(), vc[getRank()], all_val.data_ptr(), vc.data(), nullptr, vdt);
+        if (rc != 0)
+            fail(rc, "sparse allreduce (indices and values)");
+        at::Tensor sum = at::sparse_coo_tensor(all_idx.t(), all_val, t.sizes(), t.options()).coalesce();
+        t.copy_(sum);
+        w->complete(0, "");
+        return w;
+    }
+
     // Every operation starts here: a small collective still waiting to
     // start goes first (program order on every rank).
     intrusive_ptr<WorkPlexus> make(c10d::OpType type, std::vector<at::Tensor> outputs)
     {
+        if (type != c10d::OpType::SEND && type != c10d::OpType::RECV)
+            seq_++;
         comm_->flush();
         return c10::make_intrusive<WorkPlexus>(comm_, type, std::move(outputs));
     }
@@ -895,6 +1029,7 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     // pending first, under the one lock it takes anyway.
     intrusive_ptr<WorkPlexus> make_lazy(c10d::OpType type, std::vector<at::Tensor> outputs)
     {
+        seq_++;
         return c10::make_intrusive<WorkPlexus>(comm_, type, std::move(outputs));
     }
 
@@ -1028,6 +1163,7 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     }
 
     intrusive_ptr<Comm> comm_;
+    std::atomic<uint64_t> seq_{0};
 };
 
 } // namespace plexus_torch

@@ -1,0 +1,95 @@
+"""One run of PyTorch's own distributed suite (DistributedTest._DistTestBase)
+on one backend, as upstream test/distributed/test_distributed_spawn.py runs
+it; driven by torch_dist_suite.py, which reads the outcomes it writes.
+
+    PLEXUS_SUITE_MODE=gloo        torch's gloo (BACKEND=gloo)
+    PLEXUS_SUITE_MODE=plugin      "plexus" as a plugin backend (BACKEND=plexus;
+                                  plexus added to backend_feature plugin, ddp, subgroup)
+    PLEXUS_SUITE_MODE=gloo-place  BACKEND=gloo, every group asking for gloo made on plexus
+
+argv: OUT.json [TEST_NAME ...] (none: the whole class). Spawned ranks
+re-import this module, so the setup below runs at import in each of them.
+"""
+import json
+import os
+import sys
+import unittest
+
+try:
+    import expecttest  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "stub"))
+
+import torch.distributed as dist  # noqa: E402
+from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
+
+MODE = os.environ["PLEXUS_SUITE_MODE"]
+if MODE != "gloo":
+    import plexus.torch  # noqa: E402
+if MODE == "plugin":
+    for feature in ("plugin", "ddp", "subgroup"):
+        DistTestCases.backend_feature[feature].add("plexus")
+elif MODE == "gloo-place":
+    import torch.distributed.distributed_c10d as c10d
+
+    class _GlooOnPlexus:
+        """What distributed_c10d constructs for a "gloo" group: a plexus one."""
+
+        def __new__(cls, store, rank, size, timeout):
+            return plexus.torch.ProcessGroupPlexus(store, rank, size, timeout)
+
+    c10d.ProcessGroupGloo = _GlooOnPlexus
+
+from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
+    DistributedTest,
+    TestDistBackend,
+)
+
+
+class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
+    def setUp(self):
+        super().setUp()
+        self._spawn_processes()
+
+
+class _Record(unittest.TextTestResult):
+    outcomes = {}
+
+    def _put(self, test, what):
+        self.outcomes[test.id().rsplit(".", 1)[-1]] = what
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._put(test, "pass")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._put(test, "FAIL")
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._put(test, "ERROR")
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._put(test, "skip")
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self._put(test, "xfail")
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._put(test, "FAIL")
+
+
+if __name__ == "__main__":
+    out, names = sys.argv[1], sys.argv[2:]
+    loader = unittest.TestLoader()
+    if names:
+        suite = unittest.TestSuite(TestDistBackendWithSpawn(n) for n in names)
+    else:
+        suite = loader.loadTestsFromTestCase(TestDistBackendWithSpawn)
+    unittest.TextTestRunner(resultclass=_Record, verbosity=2, stream=sys.stderr).run(suite)
+    with open(out, "w") as f:
+        json.dump(_Record.outcomes, f)
