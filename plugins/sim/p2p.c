@@ -22,6 +22,9 @@ static void deliver(struct world *w, struct sim_req *send, struct sim_req *recv)
     else if (send->bytes)
         plx_plugin_copy(recv->buf, send->buf, send->bytes);
     pthread_mutex_lock(&w->mu);
+    struct impl *sender = w->members[send->owner];
+    if (sender && sender->cfg.model.on)
+        sim_model_deliver(sender, send, recv);
     if (st) {
         snprintf(send->err, sizeof send->err, "sim: rank %d sent %zu bytes to rank %d, which posted %zu (tag %llu)",
                  send->owner, send->bytes, recv->owner, recv->bytes, (unsigned long long)send->tag);
@@ -55,6 +58,11 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
         sim_req_release_locked(c, r);
         pthread_mutex_unlock(&w->mu);
         return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
+    }
+    if (is_send && c->cfg.model.on && sim_model_send(c, r)) {
+        sim_req_release_locked(c, r);
+        pthread_mutex_unlock(&w->mu);
+        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
     }
     struct sim_req **list = is_send ? &w->recvs : &w->sends;
     for (struct sim_req **p = list; *p; p = &(*p)->next)

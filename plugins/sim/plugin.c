@@ -26,6 +26,18 @@ static const struct plx_key keys[] = {
     {"delay_rank", PLX_KEY_INT, "-1", NULL, "Delay this rank before each operation (-1: none)"},
     {"delay_ms", PLX_KEY_DURATION, "0", NULL, "The delay (bare numbers: milliseconds)"},
     {"absent_rank", PLX_KEY_INT, "-1", NULL, "This rank never joins (its comm_create fails), so the others time out"},
+    {"model", PLX_KEY_BOOL, "false", NULL,
+     "Network model: messages take virtual time (alpha + beta * bytes per link), never slept; the core's "
+     "generic algorithms run (native collectives off)"},
+    {"model_ranks_per_host", PLX_KEY_UINT, "0", NULL, "Model: consecutive ranks per host (0: one host)"},
+    {"model_intra_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency within a host (alpha)"},
+    {"model_intra_bandwidth", PLX_KEY_SIZE, "0", NULL,
+     "Model: bytes per second of a link within a host (1/beta; 0: infinite)"},
+    {"model_inter_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency across hosts (alpha)"},
+    {"model_inter_bandwidth", PLX_KEY_SIZE, "0", NULL,
+     "Model: bytes per second of a host's NIC, shared by its ranks (0: infinite)"},
+    {"model_injection_bandwidth", PLX_KEY_SIZE, "0", NULL,
+     "Model: bytes per second one rank injects, shared by its concurrent messages (0: no limit)"},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -181,6 +193,8 @@ static int test(void *comm, void *req, int *done)
     struct sim_req *r = req;
     pthread_mutex_lock(&c->w->mu);
     *done = r->done;
+    if (r->done)
+        sim_model_complete(c, r);
     int st = r->status;
     if (r->done && st)
         sim_error(st, "%s", r->err);

@@ -25,8 +25,18 @@ struct sim_req {
     int status;
     int freed;            /* the core released it; the worker frees it when done */
     char err[256];
+    double t_depart, t_done;  /* model: virtual ns the message left, the request completes */
     struct plx_coll_args args; /* collective */
     struct sim_req *next;      /* p2p lists / worker queue */
+};
+
+/* The network model (model.c), [sim] model_* keys. Times in ns. */
+struct sim_model {
+    int on;
+    int ranks_per_host;   /* 0: every rank on one host */
+    double intra_alpha_ns, intra_beta_ns; /* within a host: latency, ns per byte */
+    double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */
+    double inject_beta_ns; /* per rank, shared by its messages (0: no limit) */
 };
 
 /* Fault injection and behaviour, read from [sim] at comm_create. */
@@ -38,6 +48,7 @@ struct sim_config {
     int delay_rank;       /* -1: none */
     int delay_ms;
     int absent_rank;      /* -1: none */
+    struct sim_model model;
 };
 
 struct world;
@@ -50,6 +61,7 @@ struct impl {
     int op_count;         /* ops seen, for fail_after */
     unsigned ncoll;       /* native collectives run (match.c's parity) */
     int aborted;
+    double clock_ns;      /* model: this rank's virtual time (w->mu) */
     /* The worker that runs this rank's native collectives in order. A
      * blocking collective with nothing queued runs in the caller's thread
      * instead (busy keeps the two from overlapping). */
@@ -92,6 +104,8 @@ struct world {
     int lingering;                  /* a failed rank waits for the others to arrive: wake it */
     int broken;                     /* a rank left a collective midway: status */
     char broken_msg[200];
+    /* model: virtual ns each queue is busy until, by rank and by host */
+    double *egress_free, *ingress_free, *nic_out_free, *nic_in_free;
     struct world *next;
 };
 
@@ -130,6 +144,13 @@ void sim_fault_delay(struct impl *c);
  * through host->error and in sim_last_error for the worker to keep. */
 int sim_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *sim_last_error(void);
+
+/* model.c: read the model; price a send at post and a message at its
+ * match; move the owner's clock when a request completes (all w->mu held). */
+void sim_model_read(const struct plx_config *config, struct sim_model *m);
+int sim_model_send(struct impl *c, struct sim_req *r);
+void sim_model_deliver(struct impl *sender, struct sim_req *send, struct sim_req *recv);
+void sim_model_complete(struct impl *c, const struct sim_req *r);
 
 size_t sim_dtype_size(int dtype);
 const char *sim_coll_name(int coll);

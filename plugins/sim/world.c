@@ -173,6 +173,7 @@ void sim_world_leave(struct impl *c)
         free(w->members);
         free(w->arrive_gen);
         free(w->ever_joined);
+        free(w->egress_free);
         free(w);
     }
     c->w = NULL;
@@ -310,6 +311,7 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
                              (unsigned long long)r->tag);
         }
     }
+    sim_model_complete(c, r);
     int st = r->status;
     if (st)
         sim_error(st, "%s", r->err);

@@ -1,0 +1,157 @@
+/* The sim network model against closed-form alpha-beta costs of the core's
+ * generic algorithms, derived from their schedules in core/algo, with one
+ * host and no injection limit (no contention): each step's messages cost
+ * alpha + beta * bytes, a ring step of the reduce-scatter sends its block in
+ * segments and posts segment k + 1 only after receiving segment k, so it
+ * costs nseg * alpha + block * beta. The data is real: every element is
+ * checked as well. */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ranks.h"
+
+static int failures;
+static double (*model_clock)(void);
+
+#define ALPHA_NS 2000.0
+static double beta_ns; /* 1G per second, as the key reads it: 2^30 bytes */
+
+struct job {
+    int coll;          /* PLX_COLL_ALLREDUCE, _ALLGATHER, _REDUCE_SCATTER */
+    size_t count;      /* elements of i32 (per rank for allgather, reduce-scatter) */
+    double *end_ns;    /* per rank: the modelled clock after the op */
+    int bad;           /* ranks with a wrong element */
+};
+
+static int32_t val(int rank, size_t i)
+{
+    return (int32_t)(i % 97) + 5 * rank + 1;
+}
+
+static int run(struct rank_ctx *ctx, int init_status)
+{
+    struct job *j = ctx->arg;
+    if (init_status)
+        return 1;
+    int me = ctx->rank, P = ctx->size;
+    size_t in_n = j->coll == PLX_COLL_REDUCE_SCATTER ? j->count * (size_t)P : j->count;
+    size_t out_n = j->coll == PLX_COLL_ALLGATHER ? j->count * (size_t)P : j->count;
+    int32_t *in = malloc(in_n * 4), *out = malloc(out_n * 4);
+    if (!in || !out)
+        return 1;
+    for (size_t i = 0; i < in_n; i++)
+        in[i] = val(me, i);
+    int rc = j->coll == PLX_COLL_ALLREDUCE    ? plx_allreduce(ctx->comm, in, out, j->count, PLX_I32, PLX_SUM)
+             : j->coll == PLX_COLL_ALLGATHER ? plx_allgather(ctx->comm, in, out, j->count, PLX_I32)
+                                             : plx_reduce_scatter(ctx->comm, in, out, j->count, PLX_I32, PLX_SUM);
+    j->end_ns[me] = model_clock();
+    int wrong = rc != 0;
+    for (size_t i = 0; i < out_n && !wrong; i++) {
+        int64_t want = 0;
+        if (j->coll == PLX_COLL_ALLGATHER) {
+            want = val((int)(i / j->count), i % j->count);
+        } else {
+            size_t at = j->coll == PLX_COLL_REDUCE_SCATTER ? (size_t)me * j->count + i : i;
+            for (int r = 0; r < P; r++)
+                want += val(r, at);
+        }
+        wrong = out[i] != (int32_t)want;
+    }
+    if (wrong)
+        __atomic_add_fetch(&j->bad, 1, __ATOMIC_RELAXED);
+    free(in);
+    free(out);
+    return 0;
+}
+
+static int log2i(int p)
+{
+    int l = 0;
+    while ((1 << (l + 1)) <= p)
+        l++;
+    return l;
+}
+
+/* The segment of a ring step (plx__seg_elems): 128 KiB at 2 ranks, else 1 MiB. */
+static double nseg(int P, double block_bytes)
+{
+    double seg = P == 2 ? 128 << 10 : 1 << 20;
+    return block_bytes <= 0 ? 1 : ceil(block_bytes / seg);
+}
+
+static void check(const char *algo, int coll, int P, size_t count)
+{
+    double n = (double)count * 4, want;
+    const char *name;
+    if (coll == PLX_COLL_ALLGATHER) {
+        /* (P-1) sendrecv steps of one block each. */
+        name = "allgather ring";
+        want = (P - 1) * (ALPHA_NS + n * beta_ns);
+    } else if (coll == PLX_COLL_REDUCE_SCATTER) {
+        /* (P-1) ring steps of one block, segmented. */
+        name = "reduce_scatter ring";
+        want = (P - 1) * (nseg(P, n) * ALPHA_NS + n * beta_ns);
+    } else if (!strcmp(algo, "ring")) {
+        /* Reduce-scatter then allgather of blocks n/P: 2(P-1) alpha + 2(P-1)/P n beta
+         * when a block is one segment. */
+        name = "allreduce ring";
+        double m = n / P;
+        want = (P - 1) * (nseg(P, m) * ALPHA_NS + m * beta_ns) + (P - 1) * (ALPHA_NS + m * beta_ns);
+    } else {
+        /* Recursive doubling at a power of two: log2 P exchanges of the
+         * whole buffer. (Elsewhere the fold makes ranks that sent at time 0
+         * queue at a folded rank's link: contention, not checked here.) */
+        name = "allreduce recdbl";
+        want = log2i(P) * (ALPHA_NS + n * beta_ns);
+    }
+    char algo_kv[64];
+    snprintf(algo_kv, sizeof algo_kv, "core.allreduce_algo=%s", algo);
+    const char *ov[] = {"sim.model=true", "sim.model_intra_latency=2us", "sim.model_intra_bandwidth=1G",
+                        algo_kv, NULL};
+    struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
+    int rc = run_ranks(P, "sim", ov, 60000, run, &j);
+    double got = 0;
+    for (int r = 0; r < P; r++)
+        got = j.end_ns[r] > got ? j.end_ns[r] : got;
+    double err = fabs(got - want) / want;
+    int ok = rc == 0 && j.bad == 0 && err <= 0.02;
+    printf("%s %-20s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
+           name, P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+    if (!ok)
+        failures++;
+    free(j.end_ns);
+}
+
+int main(void)
+{
+    beta_ns = 1e9 / (double)(1 << 30);
+    const char *root = getenv("PLEXUS_BUILD_ROOT");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/plugins/sim/plexus-sim.so", root ? root : ".");
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h || !(model_clock = (double (*)(void))dlsym(h, "plexus_sim_model_clock_ns"))) {
+        fprintf(stderr, "no sim plugin with a model at %s: %s\n", path, dlerror());
+        return 1;
+    }
+    static const int ps[] = {3, 5, 8, 64};
+    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) {
+        int P = ps[i];
+        check("ring", PLX_COLL_ALLREDUCE, P, (size_t)P * 1024);
+        if ((P & (P - 1)) == 0)
+            check("recdbl", PLX_COLL_ALLREDUCE, P, 1024);
+        check("ring", PLX_COLL_ALLGATHER, P, 1024);
+        check("ring", PLX_COLL_REDUCE_SCATTER, P, 1024);
+    }
+    check("recdbl", PLX_COLL_ALLREDUCE, 2, 1024);
+    check("ring", PLX_COLL_ALLGATHER, 2, 1024);
+    check("ring", PLX_COLL_REDUCE_SCATTER, 2, 1024);
+    /* Several segments per ring step. */
+    check("ring", PLX_COLL_REDUCE_SCATTER, 2, 128 << 10);
+    check("ring", PLX_COLL_ALLREDUCE, 3, (size_t)3 << 20);
+    dlclose(h);
+    return failures ? 1 : 0;
+}
