@@ -6,7 +6,8 @@ set -u
 run=$1
 prog=$2
 "$run" -n 2 --backend tcp "$prog" || { echo "FAILED: a foreign library was mapped (above)"; exit 1; }
-"$run" -n 1 --backend tcp "$prog" segv >/tmp/plx-segv.$$ 2>&1
+# A sanitizer build must leave SIGSEGV to the kernel, as a plain program does.
+ASAN_OPTIONS="${ASAN_OPTIONS:-}:handle_segv=0" TSAN_OPTIONS="${TSAN_OPTIONS:-}:handle_segv=0" "$run" -n 1 --backend tcp "$prog" segv >/tmp/plx-segv.$$ 2>&1
 st=$?
 cat /tmp/plx-segv.$$
 rm -f /tmp/plx-segv.$$
