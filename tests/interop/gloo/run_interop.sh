@@ -6,6 +6,10 @@
 set -u
 peer=$1
 plugin=$2
+# The gloo rank listens on 127.0.0.1; the job is on this host, so the plexus
+# rank publishes loopback too (its rendezvous host), and which side connects
+# then depends on the ports, as the test needs.
+export MASTER_ADDR=127.0.0.1
 connects=0
 accepts=0
 tries=0
