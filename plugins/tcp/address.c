@@ -40,7 +40,7 @@ void tcp__fmt_sockaddr(char *out, size_t n, const struct sockaddr *sa)
     }
 }
 
-static void fmt_ip(char *out, size_t n, const struct sockaddr *sa)
+void tcp__fmt_ip(char *out, size_t n, const struct sockaddr *sa)
 {
     char ip[INET6_ADDRSTRLEN] = "?";
     if (sa->sa_family == AF_INET6)
@@ -117,7 +117,7 @@ static int pick_iface(const struct ifaddrs *all, const char *spec, struct tcp_ad
                 continue;
             if (spec ? !tcp__ifname_match(spec, i->ifa_name)
                      : (tcp__is_loopback(i->ifa_addr) || (i->ifa_flags & IFF_LOOPBACK) ||
-                        tcp__ifname_match("docker,virbr,veth-docker", i->ifa_name)))
+                        tcp__ifname_match("docker,virbr", i->ifa_name)))
                 continue;
             memcpy(&out->ss, i->ifa_addr, tcp__sockaddr_len(i->ifa_addr));
             snprintf(out->ifname, sizeof out->ifname, "%s", i->ifa_name);
@@ -189,7 +189,7 @@ static int route_to(const char *hostname, struct tcp_addr *out, char *peer_ip, s
             continue;
         socklen_t sl = sizeof out->ss;
         if (!connect(fd, a->ai_addr, a->ai_addrlen) && !getsockname(fd, (struct sockaddr *)&out->ss, &sl)) {
-            fmt_ip(peer_ip, n, a->ai_addr);
+            tcp__fmt_ip(peer_ip, n, a->ai_addr);
             rc = 0;
         }
         close(fd);
@@ -231,7 +231,7 @@ int tcp__choose_address(const struct plx_config *cfg, struct tcp_addr *out)
         char have[256] = "";
         for (struct ifaddrs *i = all; i; i = i->ifa_next)
             if (usable_iface(i)) {
-                fmt_ip(ip, sizeof ip, i->ifa_addr);
+                tcp__fmt_ip(ip, sizeof ip, i->ifa_addr);
                 size_t l = strlen(have);
                 snprintf(have + l, sizeof have - l, "%s%s (%s)", l ? ", " : "", i->ifa_name, ip);
             }
@@ -245,9 +245,7 @@ int tcp__choose_address(const struct plx_config *cfg, struct tcp_addr *out)
     if (rdv && route_to(rdv, out, peer, sizeof peer) == 0) {
         name_iface(all, out);
         freeifaddrs(all);
-        ((struct sockaddr_in *)&out->ss)->sin_port = 0;
-        if (out->ss.ss_family == AF_INET6)
-            ((struct sockaddr_in6 *)&out->ss)->sin6_port = 0;
+        ((struct sockaddr_in *)&out->ss)->sin_port = 0; /* sin6_port lies at the same offset */
         snprintf(out->why, sizeof out->why, "the route to the rendezvous host %s (%s = %s) leaves through %s", peer,
                  from, rdv, *out->ifname ? out->ifname : "?");
         return 0;

@@ -35,10 +35,9 @@ static int probe(struct plx_probe_result *out)
         snprintf(out->reason, sizeof out->reason, "no address to publish: %s", a.why);
         return 0;
     }
-    tcp__fmt_sockaddr(shown, sizeof shown, (const struct sockaddr *)&a.ss);
-    shown[strcspn(shown, "]") < strlen(shown) ? strcspn(shown, "]") + 1 : strcspn(shown, ":")] = '\0';
-    snprintf(out->reason, sizeof out->reason, "TCP sockets (Gloo gen-1 pair protocol); publishes %s: %s", shown,
-             a.why);
+    tcp__fmt_ip(shown, sizeof shown, (const struct sockaddr *)&a.ss);
+    snprintf(out->reason, sizeof out->reason, "TCP sockets (Gloo gen-1 pair protocol); publishes %.46s: %.150s",
+             shown, a.why);
     return 0;
 }
 

@@ -188,6 +188,7 @@ int tcp__ifname_match(const char *spec, const char *name);
 int tcp__is_loopback(const struct sockaddr *sa);
 socklen_t tcp__sockaddr_len(const struct sockaddr *sa);
 void tcp__fmt_sockaddr(char *out, size_t n, const struct sockaddr *sa);
+void tcp__fmt_ip(char *out, size_t n, const struct sockaddr *sa); /* no port */
 const char *tcp__rendezvous_host(char *buf, size_t n, const char **from);
 
 /* wire.c (all under c->mu unless noted) */
