@@ -3,7 +3,8 @@
 # launcher, same flags, out-of-place f32 sum, runs interleaved; each row is
 # the median of REPS runs (the single runs follow in brackets).
 # Run from the source root: sh bench/mpi_overhead.sh [build]
-# Environment: IMPLS="openmpi mpich", NPS="2 4", REPS=5.
+# Environment: IMPLS="openmpi mpich", NP="2 4" (or NPS), REPS=5,
+# SIZES="8 65536 1048576 16777216".
 b=${1:-build}
 export PLEXUS_CONFIG_PATH=$PWD/$b/devconfig
 reps=${REPS:-5}
@@ -11,8 +12,8 @@ med() { echo "$@" | tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {prin
 for impl in ${IMPLS:-openmpi mpich}; do
     if [ $impl = openmpi ]; then run="mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -x PLEXUS_CONFIG_PATH"; else run="mpirun.mpich"; fi
     command -v ${run%% *} >/dev/null || { echo "# $impl: launcher not installed, skipped"; continue; }
-    for np in ${NPS:-2 4}; do
-        for size in 8 65536 1048576 16777216; do
+    for np in ${NPS:-${NP:-2 4}}; do
+        for size in ${SIZES:-8 65536 1048576 16777216}; do
             case $size in 8) iters=20000 ;; 65536) iters=2000 ;; 1048576) iters=200 ;; *) iters=20 ;; esac
             [ $np -gt 2 ] && iters=$((iters / 4))
             ms="" ps=""

@@ -276,8 +276,10 @@ int main(int argc, char **argv)
     }
     make_data();
     if (nranks > 0) {
-        if (nranks > MAXW + 1)
+        if (nranks < 2 || nranks > MAXW + 1) {
+            fprintf(stderr, "param_server: --ranks takes 2 to %d\n", MAXW + 1);
             return 2;
+        }
         snprintf(world, sizeof world, "mem://ps-%d", (int)getpid());
         pthread_t th[MAXW + 1];
         struct targ a[MAXW + 1];

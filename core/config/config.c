@@ -10,6 +10,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <ini.h>
 #include <limits.h>
@@ -648,6 +649,24 @@ static int apply_options(const struct plx_comm_options *opt, struct plx_config *
 
 /* ---- loading -------------------------------------------------------------- */
 
+/* True for the libplexus in its own build folder (a program of the build tree
+ * linked by rpath, not installed): it reads the build tree's drop-ins, as
+ * `meson devenv` would, so `build/tools/plexus-info` and the examples find the
+ * uninstalled plugins. An installed copy never lives in the build folder. */
+static int running_from_build_tree(void)
+{
+    Dl_info info;
+    char lib[PATH_MAX], dir[PATH_MAX];
+    if (!dladdr((void *)running_from_build_tree, &info) || !info.dli_fname ||
+        !realpath(info.dli_fname, lib) || !realpath(PLEXUS_BUILD_LIBDIR, dir))
+        return 0;
+    char *slash = strrchr(lib, '/');
+    if (!slash)
+        return 0;
+    *slash = '\0';
+    return strcmp(lib, dir) == 0;
+}
+
 static int load_files_and_env(void)
 {
     for (size_t i = 0; i < plx__nkeys; i++)
@@ -660,6 +679,8 @@ static int load_files_and_env(void)
         for (char *d = strtok_r(copy, ":", &save); d && rc == 0; d = strtok_r(NULL, ":", &save))
             rc = parse_dir(d, NULL);
         free(copy);
+    } else if (running_from_build_tree()) {
+        rc = parse_dir(PLEXUS_BUILD_CONFIG, NULL);
     } else {
         char user[PATH_MAX];
         const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Run every command of the README's ```sh blocks, as written, from the source root.
+
+usage: readme_commands.py SOURCE_ROOT BUILD_DIR [--list]
+
+The README's commands name ./build, so this runs only when BUILD_DIR is
+SOURCE_ROOT/build (anything else skips with exit 77). Each command runs with
+`sh -c` in the source root after the setup command, in the order written, with
+the benchmark scripts' own size knobs turned down (REPS=1, SIZES=8, NP=2,
+SOAK_SECONDS=5: the variables the scripts document), and must exit 0 unless
+EXPECT below says otherwise. A command that is a CI stage itself (the test
+command, the sanitizer and fuzz runs, the peers' install) is not run here but
+must still be in .ci/run; `meson test -C build --suite X` must name a suite
+that exists. A command that needs something absent here (torch, perf) is
+skipped with the reason. Prose that spells a command outside a block fails:
+a command is written where this test runs it, so none can drift.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+QUICK_ENV = {"REPS": "1", "SIZES": "8", "NP": "2", "SOAK_SECONDS": "5"}
+PER_COMMAND_TIMEOUT_S = 600
+
+# Words a README command uses as a placeholder for something of the reader's.
+PLACEHOLDERS = {"OLD/build": "build"}
+
+# Commands whose output must say something: (status predicate, pattern).
+EXPECT = {
+    # the injected failure reaches every rank, which then stops cleanly
+    "--fail-at 1:2": (lambda rc: rc == 0, r"(?s)(pipeline stage 1 failed.*){8}"),
+}
+
+# Prose code spans that start like this and contain a space are commands.
+COMMAND_START = re.compile(r"^(sh |build/|meson (devenv|test) |cd |python3 |/usr/bin/python3 |PLEXUS_\w+=\S* )")
+
+
+def strip_comment(line):
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
+def readme_blocks(text):
+    """Yield (line number, command) for every command of every ```sh block."""
+    lines = text.split("\n")
+    in_block = False
+    pending, start = "", 0
+    for n, line in enumerate(lines, 1):
+        if line.startswith("```"):
+            in_block = line.strip() == "```sh" if not in_block else False
+            continue
+        if not in_block:
+            continue
+        body = strip_comment(line) if not pending else line.rstrip()
+        if not body.strip():
+            continue
+        if not pending:
+            start = n
+        if body.endswith("\\"):
+            pending += body[:-1].strip() + " "
+            continue
+        yield start, (pending + strip_comment(body).strip()).strip()
+        pending = ""
+
+
+def prose_commands(text):
+    """Code spans outside blocks that spell a command."""
+    out = []
+    in_block = False
+    for n, line in enumerate(text.split("\n"), 1):
+        if line.startswith("```"):
+            in_block = not in_block
+            continue
+        if in_block:
+            continue
+        for span in re.findall(r"`([^`]+)`", line):
+            if re.fullmatch(r"\w+=(\"[^\"]*\"|'[^']*')", span):
+                continue  # a variable's value, not a command
+            if " " in span and COMMAND_START.match(span):
+                out.append((n, span))
+    return out
+
+
+def missing_part(cmd, build):
+    """Why this command cannot run here, or None."""
+    if "torch" in cmd:
+        r = subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True)
+        if r.returncode != 0:
+            return "torch is not installed (python3-torch)"
+        if not any(f.startswith("_C") or f.endswith(".so")
+                   for _, _, fs in os.walk(os.path.join(build, "python")) for f in fs):
+            return "plexus.torch is not built in this tree (-Dtorch)"
+    if "profile" in cmd and not shutil.which("perf"):
+        return "perf is not installed (linux-perf)"
+    return None
+
+
+def suites(build):
+    r = subprocess.run(["meson", "test", "-C", build, "--list"], capture_output=True, text=True)
+    found = set()
+    for line in r.stdout.splitlines():
+        m = re.match(r"^[^:]+:(\S+) / ", line)
+        if m:
+            found.update(m.group(1).split("+"))
+    return found
+
+
+def main():
+    src, build = os.path.realpath(sys.argv[1]), os.path.realpath(sys.argv[2])
+    if build != os.path.join(src, "build"):
+        print(f"SKIP: the README's commands name ./build; this build is {build}")
+        return 77
+    text = open(os.path.join(src, "README.md")).read()
+    ci = open(os.path.join(src, ".ci", "run")).read()
+    commands = list(readme_blocks(text))
+    if "--list" in sys.argv:
+        for n, c in commands:
+            print(f"README.md:{n}: {c}")
+        return 0
+
+    failures = []
+    block_text = "\n".join(c for _, c in commands)
+    for n, span in prose_commands(text):
+        if span not in block_text:
+            failures.append(f"README.md:{n}: `{span}` is a command outside a ```sh block (nothing runs it)")
+
+    env = dict(os.environ)
+    env.pop("PLEXUS_CONFIG_PATH", None)  # a reader's shell has none: the commands must find plugins themselves
+    env.update(QUICK_ENV)
+    known_suites = None
+    ran = skipped = 0
+    for n, cmd in commands:
+        where = f"README.md:{n}"
+        if cmd.startswith("meson test -C build"):
+            m = re.search(r"--suite (\S+)", cmd)
+            if m:
+                known_suites = known_suites if known_suites is not None else suites(build)
+                if m.group(1) not in known_suites:
+                    failures.append(f"{where}: `{cmd}`: no suite '{m.group(1)}' in this build")
+                else:
+                    print(f"{where}: suite '{m.group(1)}' exists (the test command runs it): {cmd}")
+                continue
+            if cmd in ci:
+                print(f"{where}: .ci/run runs it: {cmd}")
+            else:
+                failures.append(f"{where}: `{cmd}` is not in .ci/run")
+            continue
+        if cmd.startswith(("sh scripts/tsan.sh", "sh scripts/fuzz-ci.sh", "sh scripts/deps.sh --test-peers")):
+            if cmd in ci:
+                print(f"{where}: a CI stage, .ci/run runs it: {cmd}")
+            else:
+                failures.append(f"{where}: `{cmd}` is not in .ci/run")
+            continue
+        why = missing_part(cmd, build)
+        if why:
+            print(f"{where}: SKIP ({why}): {cmd}")
+            skipped += 1
+            continue
+        run = cmd
+        for word, real in PLACEHOLDERS.items():
+            run = run.replace(word, real)
+        t0 = time.monotonic()
+        try:
+            r = subprocess.run(["sh", "-c", run], cwd=src, env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=PER_COMMAND_TIMEOUT_S)
+            rc, out = r.returncode, r.stdout
+        except subprocess.TimeoutExpired as e:
+            rc, out = None, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        took = time.monotonic() - t0
+        ran += 1
+        expect = next((v for k, v in EXPECT.items() if k in cmd), None)
+        ok_status = (lambda c: c == 0) if expect is None else expect[0]
+        ok = rc is not None and ok_status(rc) and (expect is None or re.search(expect[1], out))
+        status = "timed out" if rc is None else f"exit {rc}"
+        print(f"{where}: {'ok' if ok else 'FAILED'} ({status}, {took:.1f} s): {cmd}")
+        if not ok:
+            tail = "\n".join(out.splitlines()[-25:])
+            failures.append(f"{where}: `{cmd}`: {status}" +
+                            (f", output lacks /{expect[1]}/" if expect and rc is not None else "") +
+                            f"\n{tail}")
+    print(f"{ran} README commands ran, {skipped} skipped, {len(failures)} failed")
+    for f in failures:
+        print("FAIL", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
