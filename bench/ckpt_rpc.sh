@@ -1,14 +1,14 @@
 #!/bin/sh
 # Checkpoint throughput against dd, and RPC latency, on tcp processes.
 #   bench/ckpt_rpc.sh BUILD_DIR [RANKS] [MIB] [DIR]
-# Saves MIB MiB (default 256) split over RANKS processes (default 2) into
+# Saves MIB MiB (default $CKPT_MIB or 256) split over RANKS processes (default 2) into
 # DIR (default BUILD_DIR/bench-ckpt, i.e. the build's disk), loads it back,
 # and writes/reads the same bytes per rank with dd (conv=fsync, as the save
 # fsyncs) to the same disk in the same run. The load and dd's read are
 # served from the page cache (caches are not dropped on a shared machine).
 # Then rpc_sync round trips of 8 B and 1 MiB between 2 processes.
 set -eu
-build=$(cd "$1" && pwd) ranks=${2:-2} mib=${3:-256} dir=${4:-$build/bench-ckpt}
+build=$(cd "$1" && pwd) ranks=${2:-2} mib=${3:-${CKPT_MIB:-256}} dir=${4:-$build/bench-ckpt}
 export PLEXUS_CONFIG_PATH=$build/devconfig
 export LD_LIBRARY_PATH=$build/core${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 run="$build/tools/plexus-run" prog="$build/bench/ckpt_rpc_bench"

@@ -191,11 +191,12 @@ def main():
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--min", default="8")
     ap.add_argument("--max", default="64M")
-    ap.add_argument("--reps", type=int, default=5)
+    # REPS and SIZES (bytes, space- or comma-separated) set the defaults, as in bench/*.sh
+    ap.add_argument("--reps", type=int, default=int(os.environ.get("REPS", "5")))
     ap.add_argument("--plexus-bench", default="")
     ap.add_argument("--overhead-iters", type=int, default=2000)
     ap.add_argument("--overhead-warmup", type=int, default=50)
-    ap.add_argument("--sizes", default="", help="comma list of sizes (e.g. 8,64K,1M,16M,64M) instead of --min/--max")
+    ap.add_argument("--sizes", default=",".join(os.environ.get("SIZES", "").split()), help="comma list of sizes (e.g. 8,64K,1M,16M,64M) instead of --min/--max")
     ap.add_argument("--no-sizes", action="store_true", help="only the 8 B overhead and floor (with --plexus-bench)")
     args = ap.parse_args()
 

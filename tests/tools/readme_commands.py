@@ -7,7 +7,8 @@ The README's commands name ./build, so this runs only when BUILD_DIR is
 SOURCE_ROOT/build (anything else skips with exit 77). Each command runs with
 `sh -c` in the source root after the setup command, in the order written, with
 the benchmark scripts' own size knobs turned down (REPS=1, SIZES=8, NP=2,
-SOAK_SECONDS=5: the variables the scripts document), and must exit 0 unless
+SOAK_SECONDS=5, SECONDS_SAMPLED=1, FREQ=500, CKPT_MIB=8, one torch suite test: the knobs the
+scripts document), and must exit 0 unless
 EXPECT below says otherwise. A command that is a CI stage itself (the test
 command, the sanitizer and fuzz runs, the peers' install) is not run here but
 must still be in .ci/run; `meson test -C build --suite X` must name a suite
@@ -22,7 +23,8 @@ import subprocess
 import sys
 import time
 
-QUICK_ENV = {"REPS": "1", "SIZES": "8", "NP": "2", "SOAK_SECONDS": "5"}
+QUICK_ENV = {"REPS": "1", "SIZES": "8", "NP": "2", "SOAK_SECONDS": "5", "SECONDS_SAMPLED": "1", "FREQ": "500",
+             "PLEXUS_TORCH_TESTS": "test_all_reduce_sum", "CKPT_MIB": "8"}
 PER_COMMAND_TIMEOUT_S = 600
 
 # Words a README command uses as a placeholder for something of the reader's.
