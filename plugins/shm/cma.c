@@ -3,10 +3,10 @@
  * instead of meeting them in the segment, so each byte crosses memory once
  * instead of twice.
  *
- * Off by default ([shm] cma = true turns it on): on the 2-core VM it was
- * measured on, process_vm_readv (pinning the peer's pages per call) made
- * allreduce slower than two memcpys through the segment (2 ranks, 16 MiB:
- * 14.6-50.7 ms against 12.0-16.3 ms; 1 MiB: 538-583 us against 310-328 us).
+ * Off by default ([shm] cma = true turns it on): process_vm_readv pins the
+ * peer's pages on every call, which can cost more than the second copy it
+ * saves; `sh bench/compare_shm.sh` with PLEXUS_SHM_CMA=true against the
+ * default shows which wins on a given host.
  *
  * The kernel allows it between processes of one uid when the ptrace policy
  * does (Yama ptrace_scope 0 or no Yama; with scope 1 only an ancestor may
