@@ -5,7 +5,7 @@
 # ch4:ucx shared memory), interleaved per size, the whole sweep REPS times
 # (default 3). plexus shm runs twice: on ordinary buffers and on registered
 # ones (plexus-bench --registered: plx_mem_alloc, one pass). Prints
-# microseconds per op (rep1 / rep2 / ...), the floor (bench/floor: threads
+# microseconds per op (rep1 / rep2 / ...), the floor (bench/floor in place: threads
 # summing straight into every output, the least traffic an allreduce can
 # do) and a single-thread memcpy of the same size (plexus-bench --memcpy,
 # measured in the shm run) as the physical references, and the median over
@@ -43,7 +43,7 @@ run_ompi() {
         -np "$1" "$build/bench/mpi_allreduce_loop_openmpi" "$2" "$3" 2>/dev/null | awk 'NF == 2 { print $2 }' | tail -1
 }
 run_floor() { # np bytes iters -> us
-    "$build/bench/floor" "$1" "$2" "$3" 2>/dev/null | awk 'NF == 3 { print $3 }' | tail -1
+    "$build/bench/floor" "$1" "$2" "$3" inplace 2>/dev/null | awk 'NF == 3 { print $3 }' | tail -1
 }
 run_mpich() { # MPICH/UCX busy-polls: oversubscribed it falls to time slices, so fewer iterations
     it=$3

@@ -5,12 +5,14 @@
  * every input byte read once, every output byte written once, nothing
  * staged. The figure every comparison prints beside the peers
  * (bench/busy_table.sh, bench/compare_shm.sh).
- * usage: floor NP BYTES [ITERS]
+ * usage: floor NP BYTES [ITERS] [inplace]
+ * inplace: each rank's output is its input (as plexus-bench --inplace).
  * prints "NP BYTES US": the median over ITERS ops (after 3 warm-up ops) of
  * an op's time, from the barrier that starts it to the slowest thread's
- * end, and on stderr the spread. Every element of every output is then
- * checked against a serial sum of inputs that differ by rank and element
- * (exit 1 on a wrong one), so a slice left out or summed twice shows. */
+ * end, and on stderr the spread. Then one more op on fresh inputs that
+ * differ by rank and element, and every element of every output checked
+ * against a serial sum (exit 1 on a wrong one), so a slice left out or
+ * summed twice shows. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +21,7 @@
 
 enum { WARMUP = 3, BLOCK = 2048 /* floats summed in a thread's stack (8 KiB, stays in L1) before the stores */ };
 
-static int np, iters;
+static int np, iters, ops, timed; /* ops this run, of which the last `timed` are recorded */
 static size_t n; /* floats per buffer */
 static float **in, **out;
 static pthread_barrier_t bar;
@@ -57,13 +59,13 @@ static void *rank_main(void *arg)
 {
     int me = (int)(long)arg;
     size_t lo = n * (size_t)me / (size_t)np, hi = n * (size_t)(me + 1) / (size_t)np;
-    for (int it = 0; it < WARMUP + iters; it++) {
+    for (int it = 0; it < ops; it++) {
         pthread_barrier_wait(&bar);
         double t0 = now_us();
         reduce_slice(lo, hi);
         pthread_barrier_wait(&bar); /* an op ends when the slowest thread ends */
-        if (me == 0 && it >= WARMUP)
-            op_us[it - WARMUP] = now_us() - t0;
+        if (me == 0 && it >= ops - timed)
+            op_us[it - (ops - timed)] = now_us() - t0;
     }
     return NULL;
 }
@@ -83,12 +85,13 @@ static float input_value(int r, size_t i)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: floor NP BYTES [ITERS]\n");
+        fprintf(stderr, "usage: floor NP BYTES [ITERS] [inplace]\n");
         return 2;
     }
     np = atoi(argv[1]);
     size_t bytes = (size_t)strtoull(argv[2], NULL, 0);
     iters = argc > 3 ? atoi(argv[3]) : 20;
+    int inplace = argc > 4 && !strcmp(argv[4], "inplace");
     if (np < 1 || np > 256 || iters < 1 || bytes < 4) {
         fprintf(stderr, "floor: NP must be 1-256, BYTES >= 4, ITERS >= 1\n");
         return 2;
@@ -102,25 +105,35 @@ int main(int argc, char **argv)
         return 1;
     for (int r = 0; r < np; r++) {
         in[r] = malloc(n * sizeof(float));
-        out[r] = malloc(n * sizeof(float));
+        out[r] = inplace ? in[r] : malloc(n * sizeof(float));
         if (!in[r] || !out[r]) {
             fprintf(stderr, "floor: out of memory for %d x 2 x %zu bytes\n", np, bytes);
             return 1;
         }
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n; i++)
             in[r][i] = input_value(r, i);
-            out[r][i] = -1e30f;
-        }
     }
     if (pthread_barrier_init(&bar, NULL, (unsigned)np))
         return 1;
-    for (int r = 0; r < np; r++)
-        if (pthread_create(&t[r], NULL, rank_main, (void *)(long)r)) {
-            fprintf(stderr, "floor: cannot start thread %d\n", r);
-            return 1;
-        }
-    for (int r = 0; r < np; r++)
-        pthread_join(t[r], NULL);
+    /* the timed ops, then one on fresh inputs that is checked */
+    for (int phase = 0; phase < 2; phase++) {
+        ops = phase ? 1 : WARMUP + iters;
+        timed = phase ? 0 : iters;
+        if (phase)
+            for (int r = 0; r < np; r++)
+                for (size_t i = 0; i < n; i++) {
+                    in[r][i] = input_value(r, i);
+                    if (!inplace)
+                        out[r][i] = -1e30f;
+                }
+        for (int r = 0; r < np; r++)
+            if (pthread_create(&t[r], NULL, rank_main, (void *)(long)r)) {
+                fprintf(stderr, "floor: cannot start thread %d\n", r);
+                return 1;
+            }
+        for (int r = 0; r < np; r++)
+            pthread_join(t[r], NULL);
+    }
     for (size_t i = 0; i < n; i++) {
         float want = 0;
         for (int r = 0; r < np; r++)
@@ -134,11 +147,12 @@ int main(int argc, char **argv)
     }
     qsort(op_us, (size_t)iters, sizeof *op_us, cmp);
     printf("%d %zu %.2f\n", np, bytes, op_us[iters / 2]);
-    fprintf(stderr, "floor: %d threads, %zu bytes, %d ops: median %.2f us [min %.2f, max %.2f], all outputs right\n",
-            np, bytes, iters, op_us[iters / 2], op_us[0], op_us[iters - 1]);
+    fprintf(stderr, "floor: %d threads, %zu bytes%s, %d ops: median %.2f us [min %.2f, max %.2f], all outputs right\n",
+            np, bytes, inplace ? " in place" : "", iters, op_us[iters / 2], op_us[0], op_us[iters - 1]);
     for (int r = 0; r < np; r++) {
         free(in[r]);
-        free(out[r]);
+        if (!inplace)
+            free(out[r]);
     }
     free(in);
     free(out);
