@@ -16,7 +16,10 @@
  * (every output is written, no input is read any more) ends it. Every input
  * byte is read once and every output byte written once: no staging copy.
  * Slices and the order of each element's reduction are those of coll.c's
- * allreduce on ordinary buffers, so both give the same bits. In place works:
+ * allreduce on ordinary buffers (rounds of a slot, slice q of a round
+ * reduced from rank q on), so both give the same bits. Allreduces up to
+ * small_bytes stay on coll.c's one phase: one copy and one barrier cost
+ * less than a second barrier. In place works:
  * a piece is read whole before any output of it is written, and only its
  * rank touches it.
  *
@@ -299,9 +302,11 @@ int shm__sym_wants(const struct shm_op *o)
 {
     const struct plx_coll_args *a = o->a;
     struct shm_comm *c = o->c;
-    if (!c->sym || a->coll != PLX_COLL_ALLREDUCE || a->mem_kind != PLX_MEM_HOST || !a->count)
-        return 0;
     size_t bytes = a->count * o->es;
+    /* up to small_bytes coll.c's one phase (one copy in, one barrier) is
+     * already the cheaper one: two barriers cost more than the copy */
+    if (!c->sym || a->coll != PLX_COLL_ALLREDUCE || a->mem_kind != PLX_MEM_HOST || bytes <= c->seg->small_bytes)
+        return 0;
     uint64_t t;
     pthread_mutex_lock(&c->sym->mu);
     int yes = bytes / o->es == a->count && find(c, a->send, bytes, &t) && find(c, a->recv, bytes, &t);
@@ -369,17 +374,11 @@ int shm__sym_run(struct shm_op *o)
     uint32_t half = shm__publish(o, tok_send, tok_recv);
     if ((rc = shm__barrier(o)) != 0 || (rc = shm__expect_all(o, half)) != 0)
         goto out;
-    if (n * es <= c->seg->small_bytes && n * es <= c->seg->slot_bytes) {
-        size_t s0, s1;
-        shm__slice(o, n, c->rank, &s0, &s1);
-        rc = reduce_range(o, in, out, s0, s1, 0);
-    } else {
-        size_t per = c->seg->slot_bytes / es;
-        for (size_t off = 0; off < n && !rc; off += per) {
-            size_t len = min_sz(per, n - off), s0, s1;
-            shm__slice(o, len, c->rank, &s0, &s1);
-            rc = reduce_range(o, in, out, off + s0, off + s1, c->rank);
-        }
+    size_t per = c->seg->slot_bytes / es;
+    for (size_t off = 0; off < n && !rc; off += per) {
+        size_t len = min_sz(per, n - off), s0, s1;
+        shm__slice(o, len, c->rank, &s0, &s1);
+        rc = reduce_range(o, in, out, off + s0, off + s1, c->rank);
     }
     if (rc) {
         shm__fail(c, rc, -1);

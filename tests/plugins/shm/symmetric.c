@@ -67,8 +67,9 @@ int main(int argc, char **argv)
         return 1;
     }
     int me = plx_comm_rank(c), P = plx_comm_size(c), bad = 0;
-    /* 1 (one phase), 4099 (past one phase), 200003 (f64: several 256 KiB slot rounds) */
-    const size_t counts[] = {1, 4099, 200003};
+    /* 1 (one phase: ordinary path), 4099 (one phase for 1- and 2-byte types), 20011 (one slot round but
+     * beyond one phase), 200003 (several 256 KiB slot rounds for 2 bytes and more) */
+    const size_t counts[] = {1, 4099, 20011, 200003};
     enum { MAXC = 200003 };
     size_t cap = MAXC * 8 + 64;
     char *reg_send = NULL, *reg_recv = NULL;
@@ -123,7 +124,7 @@ int main(int argc, char **argv)
                     }
                 }
         }
-    if (checked < (shm ? 40 : 1)) {
+    if (checked < (shm ? 400 : 1)) {
         printf("rank %d: only %d cases ran%s\n", me, checked, shm ? " natively on shm" : "");
         bad = 1;
     }
@@ -136,7 +137,7 @@ int main(int argc, char **argv)
     /* Disagreeing offsets: rank 0 passes its buffers 64 bytes further in.
      * On shm the communicator is broken afterwards: last. */
     size_t off = me == 0 ? 64 : 0;
-    rc = plx_allreduce(c, reg_send + off, reg_recv + off, 1000, PLX_F32, PLX_SUM);
+    rc = plx_allreduce(c, reg_send + off, reg_recv + off, 100000, PLX_F32, PLX_SUM);
     if (rc != (shm ? PLX_ERR_PROTOCOL : 0)) {
         printf("rank %d: allreduce on registered buffers at offsets that differ by rank returned %s, want %s\n", me,
                plx_err_name(rc), shm ? "PLX_ERR_PROTOCOL" : "success (ordinary memory)");
