@@ -30,6 +30,11 @@ PLX_API int plx_mem_alloc(struct plx_comm *c, size_t bytes, void **ptr)
     *ptr = NULL;
     if (!bytes)
         return plx__err(PLX_ERR_INVALID_ARG, "plx_mem_alloc: bytes is 0");
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return plx__err(PLX_ERR_ABORTED, "plx_mem_alloc on '%s': the communicator was aborted", c->name);
+    if (__atomic_load_n(&c->failed, __ATOMIC_ACQUIRE))
+        return plx__err(PLX_ERR_INVALID_USAGE, "plx_mem_alloc on '%s': the communicator is unusable after an earlier "
+                        "error; destroy it and create a new one", c->name);
     struct plx__mem *m = calloc(1, sizeof *m);
     if (!m)
         return plx__err(PLX_ERR_NOMEM, "plx_mem_alloc: out of memory");

@@ -277,7 +277,8 @@ PLX_API int plx_comm_native(const struct plx_comm *comm, int coll, int dtype, in
  * such memory hand out ordinary memory, so the calls work everywhere.
  * Every rank calls it with the same bytes (> 0), in the same order as its
  * other collectives on comm. Errors: PLX_ERR_INVALID_ARG, PLX_ERR_NOMEM,
- * PLX_ERR_TIMEOUT (a rank did not take part), PLX_ERR_SYSTEM. */
+ * PLX_ERR_TIMEOUT (a rank did not take part), PLX_ERR_SYSTEM, and
+ * PLX_ERR_ABORTED / PLX_ERR_INVALID_USAGE on an aborted or failed comm. */
 PLX_API int plx_mem_alloc(struct plx_comm *comm, size_t bytes, void **ptr);
 /* Release memory from plx_mem_alloc on comm. Local, not collective: the
  * peers' mappings stay valid until each of them frees its own. Free it
