@@ -8,7 +8,7 @@
 # Prints busbw in GB/s (2 (P-1)/P bytes / time) as the median [min-max] over
 # the reps, each column's busy/quiet fraction, the load average when each
 # half began, and the floor (bench/floor: threads in one address space,
-# one pass) beside them. NP="2 4", SIZES="1048576 16777216" and
+# one pass, in place like the rest) beside them. NP="2 4", SIZES="1048576 16777216" and
 # PEERS="shm tcp vader ompitcp gloo" override; an absent peer is skipped.
 set -u
 build=${1:-build}
@@ -70,7 +70,7 @@ run() { # peer np bytes iters -> us per op (the slowest rank's mean)
     esac
 }
 floor() { # np bytes iters -> us per op
-    "$build/bench/floor" "$1" "$2" "$3" 2>/dev/null | awk 'NF == 3 { print $3 }' | tail -1
+    "$build/bench/floor" "$1" "$2" "$3" inplace 2>/dev/null | awk 'NF == 3 { print $3 }' | tail -1
 }
 
 rep=1

@@ -3,10 +3,13 @@
 # plexus shm and plexus tcp (plexus-bench under plexus-run, in place) against
 # Open MPI over shared memory (ob1 + vader,self) and MPICH (its default:
 # ch4:ucx shared memory), interleaved per size, the whole sweep REPS times
-# (default 3). Prints microseconds per op (rep1 / rep2 / ...), a
-# single-thread memcpy of the same size (plexus-bench --memcpy, measured in
-# the shm run) as the physical reference, and the median over reps of the
-# per-rep ratios plexus shm / peer (< 1: plexus faster). NP="2 4" and
+# (default 3). plexus shm runs twice: on ordinary buffers and on registered
+# ones (plexus-bench --registered: plx_mem_alloc, one pass). Prints
+# microseconds per op (rep1 / rep2 / ...), the floor (bench/floor in place: threads
+# summing straight into every output, the least traffic an allreduce can
+# do) and a single-thread memcpy of the same size (plexus-bench --memcpy,
+# measured in the shm run) as the physical references, and the median over
+# reps of the per-rep ratios (< 1: the first faster). NP="2 4" and
 # SIZES="..." override; an absent peer is skipped.
 set -u
 build=${1:-build}
@@ -30,14 +33,17 @@ command -v mpirun.mpich >/dev/null 2>&1 && [ -x "$build/bench/mpi_allreduce_loop
 [ $have_ompi = 1 ] || echo "# skipping Open MPI: no mpirun.openmpi or $build/bench/mpi_allreduce_loop_openmpi"
 [ $have_mpich = 1 ] || echo "# skipping MPICH: no mpirun.mpich or $build/bench/mpi_allreduce_loop_mpich"
 
-run_plexus() { # backend np bytes iters [memcpy-file] -> us
-    "$build/tools/plexus-run" -n "$2" --timeout 300 "$build/tools/plexus-bench" --backend "$1" --inplace --memcpy \
+run_plexus() { # backend np bytes iters [memcpy-file] -> us ($REG: extra plexus-bench option)
+    "$build/tools/plexus-run" -n "$2" --timeout 300 "$build/tools/plexus-bench" --backend "$1" --inplace --memcpy ${REG:-} \
         -b "$3" -e "$3" -n "$4" -w 5 2>/dev/null |
         awk -v m="${5:-/dev/null}" '$1 == "[rank" && $2 == "0]" && $3 ~ /^[0-9]+$/ { print $8; print $12 > m; exit }'
 }
 run_ompi() {
     timeout 300 mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca btl vader,self \
         -np "$1" "$build/bench/mpi_allreduce_loop_openmpi" "$2" "$3" 2>/dev/null | awk 'NF == 2 { print $2 }' | tail -1
+}
+run_floor() { # np bytes iters -> us
+    "$build/bench/floor" "$1" "$2" "$3" inplace 2>/dev/null | awk 'NF == 3 { print $3 }' | tail -1
 }
 run_mpich() { # MPICH/UCX busy-polls: oversubscribed it falls to time slices, so fewer iterations
     it=$3
@@ -52,7 +58,9 @@ while [ $rep -le "$reps" ]; do
         for s in $sizes; do
             it=$(iters_for "$s")
             echo "$(run_plexus shm "$np" "$s" "$it" "$out/memcpy.$np.$s.$rep")" >"$out/shm.$np.$s.$rep"
+            echo "$(REG=--registered run_plexus shm "$np" "$s" "$it")" >"$out/reg.$np.$s.$rep"
             echo "$(run_plexus tcp "$np" "$s" "$it")" >"$out/tcp.$np.$s.$rep"
+            echo "$(run_floor "$np" "$s" "$it")" >"$out/floor.$np.$s.$rep"
             [ $have_ompi = 1 ] && echo "$(run_ompi "$np" "$s" "$it")" >"$out/ompi.$np.$s.$rep"
             [ $have_mpich = 1 ] && echo "$(run_mpich "$np" "$s" "$it")" >"$out/mpich.$np.$s.$rep"
             printf '.' >&2
@@ -91,12 +99,15 @@ ratio() { # a b np size
 }
 
 echo "# load average before the table: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
-printf '%-3s %9s  %-24s %-24s %-24s %-24s %9s %9s %9s %9s\n' np bytes "plexus-shm us" "plexus-tcp us" "ompi-shm us" \
-    "mpich us" "memcpy us" "shm/ompi" "shm/mpich" "tcp/ompi"
+printf '%-3s %9s  %-24s %-24s %-24s %-24s %-24s %-24s %9s %9s %9s %9s %9s %9s\n' np bytes "plexus-shm us" \
+    "shm-registered us" "plexus-tcp us" "ompi-shm us" "mpich us" "floor us" "memcpy us" "shm/ompi" "reg/ompi" \
+    "reg/floor" "shm/mpich" "tcp/ompi"
 for np in $nps; do
     for s in $sizes; do
-        printf '%-3s %9s  %-24s %-24s %-24s %-24s %9s %9s %9s %9s\n' "$np" "$s" "$(cell shm "$np" "$s")" \
-            "$(cell tcp "$np" "$s")" "$(cell ompi "$np" "$s")" "$(cell mpich "$np" "$s")" "$(memcpy_us "$np" "$s")" \
-            "$(ratio shm ompi "$np" "$s")" "$(ratio shm mpich "$np" "$s")" "$(ratio tcp ompi "$np" "$s")"
+        printf '%-3s %9s  %-24s %-24s %-24s %-24s %-24s %-24s %9s %9s %9s %9s %9s %9s\n' "$np" "$s" \
+            "$(cell shm "$np" "$s")" "$(cell reg "$np" "$s")" "$(cell tcp "$np" "$s")" "$(cell ompi "$np" "$s")" \
+            "$(cell mpich "$np" "$s")" "$(cell floor "$np" "$s")" "$(memcpy_us "$np" "$s")" \
+            "$(ratio shm ompi "$np" "$s")" "$(ratio reg ompi "$np" "$s")" "$(ratio reg floor "$np" "$s")" \
+            "$(ratio shm mpich "$np" "$s")" "$(ratio tcp ompi "$np" "$s")"
     done
 done

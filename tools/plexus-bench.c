@@ -29,12 +29,12 @@
 struct opts {
     size_t minb, maxb;
     double factor;
-    int iters, warmup, dtype, op, check, root, ranks, inplace_only, memcpy_col;
+    int iters, warmup, dtype, op, check, root, ranks, inplace_only, memcpy_col, registered;
     int colls[PLX_COLL_COUNT], ncolls;
     const char *backend;
 };
 
-static struct opts O = {8, 64u << 20, 2.0, 20, 5, PLX_F32, PLX_SUM, 0, 0, 0, 0, 0, {PLX_COLL_ALLREDUCE}, 1, NULL};
+static struct opts O = {8, 64u << 20, 2.0, 20, 5, PLX_F32, PLX_SUM, 0, 0, 0, 0, 0, 0, {PLX_COLL_ALLREDUCE}, 1, NULL};
 static char world_name[64];
 
 static double now_us(void)
@@ -337,14 +337,33 @@ static int output_begin(struct plx_comm *c, int P, int me)
     return 0;
 }
 
+static void free_buf(struct plx_comm *c, void *p)
+{
+    if (O.registered)
+        plx_mem_free(c, p);
+    else
+        free(p);
+}
+
 static int bench(struct plx_comm *c)
 {
     int P = plx_comm_size(c), me = plx_comm_rank(c), failed = 0;
     size_t es = plx_dtype_size(O.dtype);
     struct bufs b;
     b.bytes = O.maxb + (size_t)P * es; /* room for rounding up to whole elements per rank */
-    b.send = malloc(b.bytes);
-    b.recv = malloc(b.bytes);
+    if (O.registered) { /* memory every rank of the host maps */
+        void *sp = NULL, *rp = NULL;
+        int rc = plx_mem_alloc(c, b.bytes, &sp);
+        if (rc || (rc = plx_mem_alloc(c, b.bytes, &rp)) != 0) {
+            fprintf(stderr, "plexus-bench: plx_mem_alloc: %s: %s\n", plx_err_name(rc), plx_last_error());
+            return 1;
+        }
+        b.send = sp;
+        b.recv = rp;
+    } else {
+        b.send = malloc(b.bytes);
+        b.recv = malloc(b.bytes);
+    }
     if (!b.send || !b.recv) {
         fprintf(stderr, "plexus-bench: out of memory\n");
         return 1;
@@ -352,8 +371,8 @@ static int bench(struct plx_comm *c)
     memset(b.send, 1, b.bytes);
     memset(b.recv, 1, b.bytes);
     if (bench_output_enabled() && output_begin(c, P, me) != 0) {
-        free(b.send);
-        free(b.recv);
+        free_buf(c, b.send);
+        free_buf(c, b.recv);
         return 1;
     }
     if (me == 0) {
@@ -390,8 +409,8 @@ static int bench(struct plx_comm *c)
                 if (rc) {
                     fprintf(stderr, "plexus-bench: rank %d: %s of %zu bytes failed: %s: %s\n", me,
                             plx_coll_name(coll), row_bytes, plx_err_name(rc), plx_last_error());
-                    free(b.send);
-                    free(b.recv);
+                    free_buf(c, b.send);
+                    free_buf(c, b.recv);
                     return 1;
                 }
                 total_wrong += w[ip];
@@ -438,8 +457,8 @@ static int bench(struct plx_comm *c)
     failed = total_wrong != 0;
     if (me == 0 && bench_output_close() != 0)
         failed = 1;
-    free(b.send);
-    free(b.recv);
+    free_buf(c, b.send);
+    free_buf(c, b.recv);
     free(V.cnt); /* this thread's v-collective layout */
     V = (struct vlayout){.coll = -1};
     return failed;
@@ -491,6 +510,7 @@ static void usage(FILE *f)
             "      --backend NAME    backend (default: the configured one; sim with --ranks)\n"
             "      --ranks N         run N ranks as threads of this process (mem:// store)\n"
             "      --memcpy          add a column with single-thread memcpy GB/s for the size\n"
+            "      --registered      buffers from plx_mem_alloc (memory the host's ranks share)\n"
             "      --output csv|json FILE  also write every row (with backend, ranks, hosts, host name, CPU)\n"
             "                        to FILE, one record per collective, size and in/out of place\n"
             "  -h, --help\n"
@@ -504,7 +524,7 @@ int main(int argc, char **argv)
         {"warmup", 1, 0, 'w'},   {"datatype", 1, 0, 'd'}, {"op", 1, 0, 'o'},         {"root", 1, 0, 'r'},
         {"check", 2, 0, 'c'},    {"coll", 1, 0, 'C'},     {"inplace", 0, 0, 'I'},    {"backend", 1, 0, 'B'},
         {"ranks", 1, 0, 'R'},    {"memcpy", 0, 0, 'M'},   {"help", 0, 0, 'h'},       {"output", 1, 0, 'U'},
-        {0, 0, 0, 0},
+        {"registered", 0, 0, 'G'}, {0, 0, 0, 0},
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "b:e:f:n:w:d:o:r:c::h", longs, NULL)) != -1) {
@@ -554,6 +574,7 @@ int main(int argc, char **argv)
         case 'B': O.backend = optarg; break;
         case 'R': O.ranks = atoi(optarg); break;
         case 'M': O.memcpy_col = 1; break;
+        case 'G': O.registered = 1; break;
         case 'U':
             if (optind >= argc) {
                 fprintf(stderr, "plexus-bench: --output %s needs a file name after it\n", optarg);

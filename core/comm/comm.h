@@ -51,6 +51,7 @@ struct plx_comm {
      * (fresh pages cost more than the conversions); swapped atomically,
      * since works end on any thread. */
     struct plx__lowp_avg *lowp_spare;
+    struct plx__mem *mem;     /* mem.c: what plx_mem_alloc handed out */
 };
 
 struct plx__lowp_avg;
@@ -111,6 +112,9 @@ void plx__preq_pool_free(struct plx_comm *c);
  * ended in a timeout). */
 #define PLX__STILL_PENDING 1
 int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer);
+
+/* mem.c: free what plx_mem_alloc handed out and the caller did not free. */
+void plx__mem_release_all(struct plx_comm *c);
 
 /* family.c: communicators related by split. join with parent NULL starts a
  * family; leave before the backend's communicator is destroyed. */

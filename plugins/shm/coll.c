@@ -302,6 +302,8 @@ int shm__collective(struct shm_comm *c, const struct plx_coll_args *a)
         return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "shm: %s: invalid dtype %d", o.what, a->dtype);
     if (a->coll != PLX_COLL_BARRIER && a->count == 0)
         return 0;
+    if (shm__sym_wants(&o))
+        return shm__sym_run(&o);
     if (shm__cma_wants(&o))
         return shm__cma_run(&o);
     switch (a->coll) {

@@ -104,6 +104,7 @@ static void comm_free(struct shm_comm *c)
                 close(c->pidfd[r]);
     free(c->pidfd);
     free(c->piece);
+    shm__sym_destroy(c);
     shm__p2p_destroy(c);
     shm__segment_leave(c);
     free(c);
@@ -141,6 +142,7 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     c->rank = args->rank;
     c->size = args->size;
     c->timeout_ms = args->timeout_ms;
+    c->store = args->store;
     c->lost_rank = -1;
     c->memfd = -1;
     snprintf(c->name, sizeof c->name, "%s", args->name ? args->name : "?");
@@ -255,6 +257,16 @@ static int comm_losses(void *comm, char *msg, size_t len)
     return 1;
 }
 
+static int mem_alloc(void *comm, size_t bytes, void **ptr)
+{
+    return shm__sym_alloc(comm, bytes, ptr);
+}
+
+static int mem_free(void *comm, void *ptr)
+{
+    return shm__sym_free(comm, ptr);
+}
+
 static const struct plx_backend shm_backend = { /* description filled at entry */
     .struct_size = sizeof(struct plx_backend),
     .abi_minor = PLX_ABI_MINOR,
@@ -274,6 +286,8 @@ static const struct plx_backend shm_backend = { /* description filled at entry *
     .req_free = req_free,
     .comm_losses = comm_losses,
     .wait_until = wait_until,
+    .mem_alloc = mem_alloc,
+    .mem_free = mem_free,
 };
 
 /* ABI 1.3 at least: shm reads its keys typed, through the communicator's view. */

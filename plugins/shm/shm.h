@@ -161,6 +161,8 @@ struct shm_comm {
     int p2p_cma;            /* point-to-point single copy agreed by every rank */
     char p2p_cma_why[160];
     struct shm_pace pace;   /* the waits of this rank's ops (the collective or the p2p lock holder) */
+    struct plx_store *store; /* the communicator's, until comm_destroy (symmetric.c's allocations) */
+    struct shm_sym *sym;    /* symmetric.c's registered buffers, or NULL */
 };
 
 /* The op being run: what each phase checks and reports. */
@@ -215,6 +217,14 @@ void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s
 
 /* coll.c */
 int shm__collective(struct shm_comm *c, const struct plx_coll_args *a);
+
+/* symmetric.c: registered buffers every rank maps (plx_mem_alloc). */
+int shm__sym_alloc(struct shm_comm *c, size_t bytes, void **ptr);
+int shm__sym_free(struct shm_comm *c, void *ptr);
+void shm__sym_destroy(struct shm_comm *c);
+/* 1 if o runs on registered buffers; then shm__sym_run does it. */
+int shm__sym_wants(const struct shm_op *o);
+int shm__sym_run(struct shm_op *o);
 
 static inline struct shm_p2p_ctl *shm__p2p_ctl(const struct shm_comm *c, int r)
 {

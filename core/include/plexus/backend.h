@@ -346,6 +346,16 @@ struct plx_backend {
      * the same deadline (the core publishes where its rank is between them),
      * so a PLX_ERR_TIMEOUT before the deadline must leave req intact. */
     int (*wait_until)(void *comm, void *req, uint64_t deadline_ns);
+
+    /* ---- ABI 1.5 ---- */
+    /* Optional, both or neither: memory every rank of comm maps
+     * (plx_mem_alloc). mem_alloc is collective over comm's ranks, same
+     * bytes on each; *ptr is this rank's buffer, 64-byte aligned and
+     * zeroed. mem_free is local and releases this rank's mapping; the
+     * core frees what is left before comm_destroy. NULL: the core hands
+     * out ordinary memory. */
+    int (*mem_alloc)(void *comm, size_t bytes, void **ptr);
+    int (*mem_free)(void *comm, void *ptr);
 };
 
 typedef int (*plx_backend_entry_v1_fn)(const struct plx_host *host, uint32_t *abi_minor_inout,

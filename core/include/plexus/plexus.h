@@ -268,6 +268,25 @@ PLX_API const char *plx_comm_name(const struct plx_comm *comm);
  * generic algorithm serves it, negative if it cannot be done. */
 PLX_API int plx_comm_native(const struct plx_comm *comm, int coll, int dtype, int op);
 
+/* ---- registered (symmetric) memory ------------------------------------ */
+
+/* Collective over comm: *ptr = bytes of memory (64-byte aligned, zeroed)
+ * that every rank of this host can map. Collectives whose buffers lie in
+ * such memory may read the peers' inputs and write their outputs directly,
+ * in one pass, without staging copies (shm: allreduce). Backends without
+ * such memory hand out ordinary memory, so the calls work everywhere.
+ * Every rank calls it with the same bytes (> 0), in the same order as its
+ * other collectives on comm. Errors: PLX_ERR_INVALID_ARG, PLX_ERR_NOMEM,
+ * PLX_ERR_TIMEOUT (a rank did not take part), PLX_ERR_SYSTEM, and
+ * PLX_ERR_ABORTED / PLX_ERR_INVALID_USAGE on an aborted or failed comm. */
+PLX_API int plx_mem_alloc(struct plx_comm *comm, size_t bytes, void **ptr);
+/* Release memory from plx_mem_alloc on comm. Local, not collective: the
+ * peers' mappings stay valid until each of them frees its own. Free it
+ * before plx_comm_destroy; what is left is released by the destroy.
+ * free(NULL) is a no-op; a pointer plx_mem_alloc did not return on comm is
+ * PLX_ERR_INVALID_ARG. */
+PLX_API int plx_mem_free(struct plx_comm *comm, void *ptr);
+
 /* ---- work handles ----------------------------------------------------- */
 
 /* *done = 1 when the work has completed; returns its status then (0 or the

@@ -70,7 +70,7 @@ int main(void)
     PIN(offsetof(struct plx_p2p_args, tag), 24);
     PIN(offsetof(struct plx_p2p_args, timeout_ms), 48);
 
-    PIN(sizeof(struct plx_backend), 176);
+    PIN(sizeof(struct plx_backend), 192);
     PIN(offsetof(struct plx_backend, name), 8);
     PIN(offsetof(struct plx_backend, params), 32);
     PIN(offsetof(struct plx_backend, probe), 40);
@@ -83,6 +83,8 @@ int main(void)
     PIN(offsetof(struct plx_backend, comm_losses), 152); /* ABI 1.2 */
     PIN(offsetof(struct plx_backend, keys), 160);        /* ABI 1.3 */
     PIN(offsetof(struct plx_backend, wait_until), 168);
+    PIN(offsetof(struct plx_backend, mem_alloc), 176);   /* ABI 1.5 */
+    PIN(offsetof(struct plx_backend, mem_free), 184);
 
     PIN(sizeof(struct plx_key), 40);
     PIN(offsetof(struct plx_key, type), 8);
