@@ -227,6 +227,28 @@ static int publish(const char *nspace, char *url, size_t n)
     return 0;
 }
 
+/* PMIx stays initialised until the process ends: an MPI library in this
+ * process (the mpi backend) initialises the same libpmix after us, and
+ * Open MPI's server fails a client that finalised and then initialises
+ * again. With the library's reference count, whoever finalises last ends
+ * the session; a launcher counts a process that exits without it as failed. */
+static pid_t init_pid;
+static int stuck;
+
+static void finalize_now(void)
+{
+    if (getpid() == init_pid && !stuck) /* a forked child's exit is not ours to report */
+        api.finalize(NULL, 0);
+}
+
+static void finalize_at_exit(void)
+{
+    if (init_pid == 0) {
+        init_pid = getpid();
+        atexit(finalize_now);
+    }
+}
+
 static int exchange(const struct plx__rendezvous *rv, int64_t timeout_ms, char *url, size_t n)
 {
     pmix_proc_t me;
@@ -286,12 +308,11 @@ static int exchange(const struct plx__rendezvous *rv, int64_t timeout_ms, char *
         rc = plx__err(PLX_ERR_SYSTEM, "PMIx bootstrap (namespace %s, rank %u): the %s failed: %s", me.nspace,
                       me.rank, step, status_text(st));
 out:
-    /* A launcher counts a process that initialised PMIx and exits without
-     * finalising it as failed. */
-    api.finalize(NULL, 0);
+    finalize_at_exit();
     return rc;
 timed_out:
     /* The pending call still runs: no finalize under it. */
+    stuck = 1;
     return plx__err(PLX_ERR_TIMEOUT, "PMIx bootstrap (namespace %s, rank %u): the %s did not end within %lld ms: "
                     "a rank of the job did not reach plx_comm_init, or the launcher's PMIx server stalled",
                     me.nspace, me.rank, step, (long long)timeout_ms);
