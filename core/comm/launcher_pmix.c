@@ -251,12 +251,19 @@ static void finalize_at_exit(void)
 
 static int exchange(const struct plx__rendezvous *rv, int64_t timeout_ms, char *url, size_t n)
 {
-    pmix_proc_t me;
-    memset(&me, 0, sizeof me);
-    pmix_status_t st = api.init(&me, NULL, 0);
-    if (st != PMIX_SUCCESS)
-        return plx__err(PLX_ERR_SYSTEM, "PMIx bootstrap: PMIx_Init failed (%s): is the launcher's PMIx server "
-                        "still there?", status_text(st));
+    /* Initialised once: a retry after a failed exchange reuses it, so the
+     * one finalize at exit balances it. */
+    static pmix_proc_t me;
+    pmix_status_t st;
+    if (!init_pid) {
+        memset(&me, 0, sizeof me);
+        if ((st = api.init(&me, NULL, 0)) != PMIX_SUCCESS)
+            return plx__err(PLX_ERR_SYSTEM, "PMIx bootstrap: PMIx_Init failed (%s): is the launcher's PMIx server "
+                            "still there?", status_text(st));
+    }
+    if (stuck)
+        return plx__err(PLX_ERR_TIMEOUT, "PMIx bootstrap (namespace %s, rank %u): an earlier exchange timed out "
+                        "and PMIx is still in it", me.nspace, me.rank);
     int rc = 0;
     unsigned size = job_size(&me);
     if (me.rank != (pmix_rank_t)rv->rank || (size && size != (unsigned)rv->size)) {
@@ -312,6 +319,7 @@ out:
     return rc;
 timed_out:
     /* The pending call still runs: no finalize under it. */
+    finalize_at_exit();
     stuck = 1;
     return plx__err(PLX_ERR_TIMEOUT, "PMIx bootstrap (namespace %s, rank %u): the %s did not end within %lld ms: "
                     "a rank of the job did not reach plx_comm_init, or the launcher's PMIx server stalled",
