@@ -99,21 +99,14 @@ done
 # The same figures as plexus-bench --output csv files, one per peer and np.
 if [ -n "${RESULTS:-}" ]; then
     mkdir -p "$RESULTS" || exit 1
-    host=$(hostname -s)
-    cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo | tr -d '"')
+    . "$src/bench/results_csv.sh"
     for peer in plexus gloo ompi; do
         case $peer in plexus) tool=plexus-bench be=tcp ;; gloo) tool=torch be=gloo ;; ompi) tool=openmpi be=ob1-tcp ;; esac
         for np in $nps; do
             f="$RESULTS/$peer-np$np.csv"
-            echo "tool,backend,ranks,hosts,host,cpu,dtype,op,iterations,warmup,coll,redop,root,place,size_bytes,count,time_us,algbw_gbs,busbw_gbs,wrong,memcpy_gbs" >"$f"
+            results_file "$f"
             for s in $sizes; do
-                t=$(r=1; while [ $r -le "$reps" ]; do cat "$out/$peer.$np.$s.$r" 2>/dev/null; r=$((r + 1)); done |
-                    awk 'NF == 1 && $1 > 0' | sort -g | awk '{ v[n++] = $1 } END { if (n) print n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }')
-                [ -n "$t" ] || continue
-                awk -v tool="$tool" -v be="$be" -v np="$np" -v host="$host" -v cpu="$cpu" -v s="$s" -v t="$t" \
-                    -v it="$(iters_for "$s")" 'BEGIN { alg = s / t / 1e3
-                    printf "%s,\"%s\",%d,1,\"%s\",\"%s\",f32,sum,%d,5,allreduce,sum,-1,in,%d,%d,%.4f,%.6f,%.6f,,\n",
-                        tool, be, np, host, cpu, it, s, s / 4, t, alg, alg * 2 * (np - 1) / np }' >>"$f"
+                results_row "$f" "$tool" "$be" "$np" "$s" "$(iters_for "$s")" in "$(results_median "$out/$peer.$np.$s."*)"
             done
             [ "$(wc -l <"$f")" -gt 1 ] || rm -f "$f"
         done

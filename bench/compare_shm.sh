@@ -10,11 +10,14 @@
 # do) and a single-thread memcpy of the same size (plexus-bench --memcpy,
 # measured in the shm run) as the physical references, and the median over
 # reps of the per-rep ratios (< 1: the first faster). NP="2 4" and
-# SIZES="..." override; an absent peer is skipped.
+# SIZES="..." override; an absent peer is skipped. RESULTS=DIR also writes
+# one plexus-bench CSV per peer and rank count there (shm-npN.csv carries
+# the memcpy reference), for tools/plexus-plot.py.
 set -u
 build=${1:-build}
 [ -d "$build" ] || { echo "no build directory '$build'"; exit 2; }
 build=$(cd "$build" && pwd)
+src=$(cd "$(dirname "$0")/.." && pwd)
 export PLEXUS_CONFIG_PATH=${PLEXUS_CONFIG_PATH:-$build/devconfig}
 sizes=${SIZES:-"8 65536 1048576 16777216"}
 nps=${NP:-"2 4"}
@@ -111,3 +114,22 @@ for np in $nps; do
             "$(ratio shm mpich "$np" "$s")" "$(ratio tcp ompi "$np" "$s")"
     done
 done
+
+if [ -n "${RESULTS:-}" ]; then
+    mkdir -p "$RESULTS" || exit 1
+    . "$src/bench/results_csv.sh"
+    for peer in shm reg tcp ompi mpich; do
+        case $peer in shm|tcp) tool=plexus-bench be=$peer ;; reg) tool=plexus-bench be=shm-registered ;; ompi) tool=openmpi be=ob1-vader ;; mpich) tool=mpich be=ch4 ;; esac
+        for np in $nps; do
+            f="$RESULTS/$peer-np$np.csv"
+            results_file "$f"
+            for s in $sizes; do
+                m=""
+                [ $peer = shm ] && m=$(results_median "$out/memcpy.$np.$s."*)
+                results_row "$f" "$tool" "$be" "$np" "$s" "$(iters_for "$s")" in "$(results_median "$out/$peer.$np.$s."*)" "$m"
+            done
+            [ "$(wc -l <"$f")" -gt 1 ] || rm -f "$f"
+        done
+    done
+    echo "# result files: $(ls "$RESULTS" | tr '\n' ' ')"
+fi

@@ -8,10 +8,14 @@
 # reps (min-max), then the medians of the per-rep ratios after/before and
 # after/ompi (< 1: after is faster). REPS (default 7), NP ("2 4") and SIZES
 # ("8 65536") override. Each tree uses its own drop-ins (devconfig/).
+# RESULTS=DIR also writes one plexus-bench CSV per tree (or peer) and rank
+# count there (before-npN.csv, after-npN.csv, ompi-npN.csv), for
+# tools/plexus-plot.py.
 set -u
 [ $# -ge 2 ] || { echo "usage: compare_trees.sh BEFORE_BUILD AFTER_BUILD"; exit 2; }
 before=$(cd "$1" && pwd) || exit 2
 after=$(cd "$2" && pwd) || exit 2
+src=$(cd "$(dirname "$0")/.." && pwd)
 sizes=${SIZES:-"8 65536"}
 nps=${NP:-"2 4"}
 reps=${REPS:-7}
@@ -82,3 +86,20 @@ for np in $nps; do
             "$(ratio after ompi "$np" "$s")"
     done
 done
+
+if [ -n "${RESULTS:-}" ]; then
+    mkdir -p "$RESULTS" || exit 1
+    . "$src/bench/results_csv.sh"
+    for who in before after ompi; do
+        case $who in before|after) tool=plexus-bench be="tcp ($who)" ;; ompi) tool=openmpi be=ob1-tcp ;; esac
+        for np in $nps; do
+            f="$RESULTS/$who-np$np.csv"
+            results_file "$f"
+            for s in $sizes; do
+                results_row "$f" "$tool" "$be" "$np" "$s" "$(iters_for "$s")" in "$(results_median "$out/$who.$np.$s."*)"
+            done
+            [ "$(wc -l <"$f")" -gt 1 ] || rm -f "$f"
+        done
+    done
+    echo "# result files: $(ls "$RESULTS" | tr '\n' ' ')"
+fi

@@ -143,6 +143,13 @@ int plx__slurm_port(unsigned long job, unsigned long step);
 /* If r's rank and size are this Slurm step's task: the store url from
  * Slurm's variables into url, 1. Else 0. why says which, in words. */
 int plx__rendezvous_slurm(const struct plx__rendezvous *r, char *url, size_t n, char *why, size_t wn);
+/* launcher_pmix.c: if a PMIx server started this rank (and plexus can load
+ * libpmix): r->url "pmix://NAMESPACE", 1. Else 0. r->why says which. */
+int plx__rendezvous_pmix(struct plx__rendezvous *r);
+/* The store url rank 0 published through PMIx (rank 0: hosts the store and
+ * publishes it); one fence of the whole job, once per process. Every rank of
+ * the job must call it. */
+int plx__pmix_store_url(const struct plx__rendezvous *rv, int64_t timeout_ms, char *url, size_t n);
 /* rendezvous_store.c: open the job's store: the caller's callbacks
  * (opt->store), else rv->url (as a client only if rv->client_only), under
  * rv->key_prefix. *out NULL when there is no store. */

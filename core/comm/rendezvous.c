@@ -128,15 +128,20 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
                  __atomic_add_fetch(&solo_count, 1, __ATOMIC_RELAXED));
         r->bootstrap = "in-process";
         snprintf(r->why, sizeof r->why, "a job of one rank needs no rendezvous");
-    } else if (plx__rendezvous_slurm(r, r->url, sizeof r->url, r->why, sizeof r->why)) {
-        r->bootstrap = "Slurm";
+    } else if (plx__rendezvous_pmix(r)) {
+        r->bootstrap = "PMIx";
     } else {
-        char passed[sizeof r->why];
+        char no_pmix[sizeof r->why], passed[sizeof r->why];
+        snprintf(no_pmix, sizeof no_pmix, "%s", r->why);
+        if (plx__rendezvous_slurm(r, r->url, sizeof r->url, r->why, sizeof r->why)) {
+            r->bootstrap = "Slurm";
+            return 0;
+        }
         snprintf(passed, sizeof passed, "%s", r->why);
         r->url[0] = '\0'; /* the backend must bootstrap itself (e.g. MPI) */
         r->bootstrap = "none";
-        snprintf(r->why, sizeof r->why, "no PLEXUS_INIT, no MASTER_ADDR/MASTER_PORT, and %.180s: the backend must "
-                 "bootstrap itself (mpi does; tcp and shm need a store)", passed);
+        snprintf(r->why, sizeof r->why, "no PLEXUS_INIT, no MASTER_ADDR/MASTER_PORT, %.90s, and %.90s: the "
+                 "backend must bootstrap itself (mpi does; tcp and shm need a store)", no_pmix, passed);
     }
     return 0;
 }

@@ -45,7 +45,12 @@ int plx__rendezvous_store_open(const struct plx_comm_options *opt, const struct 
     *out = NULL;
     if (opt->store)
         rc = plx__store_external_open(opt->store, timeout_ms, &s);
-    else if (rv->url[0])
+    else if (!strncmp(rv->url, "pmix://", 7)) {
+        char url[sizeof rv->url];
+        rc = plx__pmix_store_url(rv, timeout_ms, url, sizeof url);
+        if (rc == 0)
+            rc = plx__store_open(url, rank, size, timeout_ms, &s);
+    } else if (rv->url[0])
         /* rank -1: join as a client, never host (a launcher does). */
         rc = plx__store_open(rv->url, rv->client_only ? -1 : rank, size, timeout_ms, &s);
     else

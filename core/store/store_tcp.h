@@ -70,6 +70,11 @@ void plx__store_server_stop(struct plx__store_server *s);
  * the process ends (store_tcp_hosted.c). */
 int plx__store_hosted_acquire(const char *host, int port, const struct plx__store_limits *lim,
                               struct plx__store_server **out);
+/* The same on a port the kernel picks (*port gets it), for a launcher that
+ * publishes the address afterwards: plx__store_hosted_acquire(host, *port)
+ * then serves from this server. */
+int plx__store_hosted_acquire_any(const char *host, const struct plx__store_limits *lim,
+                                  struct plx__store_server **out, int *port);
 void plx__store_hosted_release(struct plx__store_server *s);
 
 #endif

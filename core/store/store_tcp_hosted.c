@@ -83,6 +83,34 @@ int plx__store_hosted_acquire(const char *host, int port, const struct plx__stor
     return rc;
 }
 
+int plx__store_hosted_acquire_any(const char *host, const struct plx__store_limits *lim,
+                                  struct plx__store_server **out, int *port)
+{
+    struct hosted *h = calloc(1, sizeof *h);
+    if (!h || !(h->host = strdup(host)) || (lim->secret && !(h->secret = strdup(lim->secret)))) {
+        if (h)
+            free(h->host);
+        free(h);
+        return plx__err(PLX_ERR_NOMEM, "store: out of memory");
+    }
+    int rc = plx__store_server_start_with(host, 0, lim, &h->server, &h->port);
+    if (rc != 0) {
+        drop_secret(h);
+        free(h->host);
+        free(h);
+        return rc;
+    }
+    h->pid = getpid();
+    h->users = 1;
+    pthread_mutex_lock(&mu);
+    h->next = list;
+    list = h;
+    pthread_mutex_unlock(&mu);
+    *out = h->server;
+    *port = h->port;
+    return 0;
+}
+
 void plx__store_hosted_release(struct plx__store_server *s)
 {
     pthread_mutex_lock(&mu);

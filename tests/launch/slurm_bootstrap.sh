@@ -1,7 +1,7 @@
 #!/bin/sh
 # plexus under a real single-node Slurm (slurm_local.sh), with no
 # MASTER_ADDR: srun -n 2 and -n 4 of plexus-bench --check with --mpi=none,
-# pmi2 and pmix; two steps of one job at the same time; sbatch of a 4-task
+# pmi2 and pmix (pmix meets through PMIx's key-value space); two steps of one job at the same time; sbatch of a 4-task
 # step; a task that dies mid-run ends the step with its rank named.
 #   sh slurm_bootstrap.sh BUILD_ROOT SOURCE_ROOT
 set -u
@@ -32,6 +32,12 @@ out=$(timeout 60 srun -n 2 -O "$info" 2>&1 | grep '^bootstrap:')
 echo "$out"
 [ "$(echo "$out" | grep -c 'rendezvous: Slurm at tcp://')" = 2 ] || fail "plexus-info under srun does not name the Slurm bootstrap"
 [ "$(echo "$out" | sed 's/.*\(tcp:[^:]*:[^:]*\):.*/\1/' | sort -u | wc -l)" = 1 ] || fail "tasks of one step derive different urls"
+
+# Under --mpi=pmix the tasks meet through PMIx: rank 0 publishes the store's
+# address in the step's key-value space (no derived port).
+out=$(timeout 60 srun -n 2 -O --mpi=pmix "$info" 2>&1 | grep '^bootstrap:')
+echo "$out"
+[ "$(echo "$out" | grep -c 'rendezvous: PMIx at pmix://')" = 2 ] || fail "plexus-info under srun --mpi=pmix does not name the PMIx bootstrap"
 
 # Two steps of one job at once: each task waits until all four are up
 # before plexus-bench starts, so both stores are open at the same time.

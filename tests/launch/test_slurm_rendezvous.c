@@ -13,7 +13,8 @@ static int failures;
 static void slurm_step(const char *procid, const char *ntasks, const char *job, const char *step, const char *nodes)
 {
     const char *vars[] = {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK",
-                          "PMI_SIZE", "MASTER_ADDR", "MASTER_PORT", "PLEXUS_INIT", "TORCHELASTIC_USE_AGENT_STORE"};
+                          "PMI_SIZE", "MASTER_ADDR", "MASTER_PORT", "PLEXUS_INIT", "TORCHELASTIC_USE_AGENT_STORE",
+                          "PMIX_NAMESPACE", "PMIX_RANK"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         unsetenv(vars[i]);
     setenv("SLURM_PROCID", procid, 1);
