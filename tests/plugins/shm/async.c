@@ -12,7 +12,13 @@
  *   2. Several operations outstanding at once (allreduce of several sizes
  *      and ops, broadcast, allgather, then a blocking allreduce behind
  *      them), rank 1 late again, waited for in reverse order: every result
- *      right. */
+ *      right.
+ *   3. (shm only) A failure inside a queued collective reaches the waiter
+ *      with its message: a second communicator whose rank 1 writes a
+ *      corrupt slot header in collective seq 3 ([shm] corrupt_rank and
+ *      corrupt_at as options); a nonblocking allreduce fails on every rank,
+ *      and the message says what shm saw, not a blank or a generic one. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +61,21 @@ static int await_issued(int step)
     printf("rank %d: step %d: rank 0's nonblocking call did not return within %d s while this rank had not "
            "joined: it ran to completion inside the call\n", me, step, WAIT_S);
     return 1;
+}
+
+static void rm_tree(const char *d)
+{
+    DIR *dd = opendir(d);
+    struct dirent *e;
+    char p[512];
+    while (dd && (e = readdir(dd)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", d, e->d_name);
+            unlink(p);
+        }
+    if (dd)
+        closedir(dd);
+    rmdir(d);
 }
 
 static void sleep_ms(int ms)
@@ -206,6 +227,48 @@ static int outstanding(struct plx_comm *c)
     return bad;
 }
 
+/* Part 3: a fault in a collective the progress thread runs. */
+static int failure_reaches_waiter(const char *url_dir)
+{
+    char url[200];
+    snprintf(url, sizeof url, "file://%s/store", url_dir);
+    static const char *const faulty[] = {"shm.corrupt_rank=1", "shm.corrupt_at=3", NULL};
+    struct plx_comm_options o;
+    plx_comm_options_init(&o);
+    o.backend = "shm";
+    o.init = url;
+    o.name = "async-faulty";
+    o.timeout_ms = 20000;
+    o.overrides = faulty;
+    struct plx_comm *c = NULL;
+    if (plx_comm_init(&o, &c) != 0) {
+        printf("rank %d: faulty communicator: init: %s\n", me, plx_last_error());
+        return 1;
+    }
+    float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8];
+    int rc = 0, i;
+    for (i = 0; i < 10 && !rc; i++) {
+        struct plx_work *w = NULL;
+        if ((rc = plx_iallreduce(c, a, b, 8, PLX_F32, PLX_SUM, NULL, &w)) != 0)
+            break;
+        rc = plx_work_wait(w, PLX_TIMEOUT_DEFAULT);
+        plx_work_free(w);
+    }
+    int bad = 0;
+    const char *msg = plx_last_error();
+    if (!rc) {
+        printf("rank %d: no allreduce failed though rank 1 wrote a corrupt header\n", me);
+        bad = 1;
+    } else if (!msg[0] || strstr(msg, "shm: collective failed") || !strstr(msg, "shm")) {
+        printf("rank %d: allreduce %d failed (%s) without shm's message: '%s'\n", me, i, plx_err_name(rc), msg);
+        bad = 1;
+    } else {
+        printf("rank %d: allreduce %d failed as it should: %s: %.200s\n", me, i, plx_err_name(rc), msg);
+    }
+    plx_comm_destroy(c);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -237,6 +300,8 @@ int main(int argc, char **argv)
     bad |= before_peer(c, 1u << 20, 2);
     for (int round = 0; round < 3; round++)
         bad |= outstanding(c);
+    if (!strcmp(argv[1], "shm"))
+        bad |= failure_reaches_waiter(dir);
     if (plx_barrier(c) != 0) {
         printf("rank %d: final barrier: %s\n", me, plx_last_error());
         bad = 1;
@@ -247,6 +312,9 @@ int main(int argc, char **argv)
             flag_path(p, sizeof p, s);
             unlink(p);
         }
+        char store[200];
+        snprintf(store, sizeof store, "%s/store", dir);
+        rm_tree(store);
         rmdir(dir);
     }
     plx_comm_destroy(c);
