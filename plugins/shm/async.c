@@ -166,12 +166,12 @@ static void *progress_main(void *arg)
     for (;;) {
         while ((!q->head || q->busy) && !q->stopping)
             pthread_cond_wait(&q->cv, &q->mu);
-        if (q->busy) { /* stopping: let the running one finish first */
+        if (!q->head)
+            break; /* stopping and drained */
+        if (q->busy) { /* stopping: the running one first (its end wakes us: the queue is not empty) */
             pthread_cond_wait(&q->cv, &q->mu);
             continue;
         }
-        if (!q->head)
-            break; /* stopping and drained */
         run_head(c, q);
     }
     pthread_mutex_unlock(&q->mu);
