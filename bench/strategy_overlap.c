@@ -18,7 +18,15 @@
  * 1 - exposed(ireduce_grad) / exposed(reduce_grad). DDP buckets launch in
  * bucket order (PyTorch's reducer); the last layer's gradient, ready first,
  * leads the first bucket, and the last bucket's allreduce (the first layers')
- * can never be hidden: with B buckets at most 1 - 1/B is. */
+ * can never be hidden: with B buckets at most 1 - 1/B is.
+ *
+ * `strategy_overlap allreduce [bytes] [ms] [steps]` (defaults 16 MiB, 4,
+ * 15) measures one nonblocking f32 allreduce with `ms` of compute between
+ * issue and wait, interleaved with the blocking allreduce alone and the
+ * compute alone: hidden = 1 - (overlapped - compute) / blocking. A compute
+ * that sleeps stands for a GPU kernel; PLEXUS_OVERLAP_SPIN=1 makes it spin
+ * on the core instead (host compute: the collective must then share the
+ * cores with it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +57,21 @@ static void compute(double ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)((ms - (double)(time_t)(ms / 1000) * 1000) * 1e6)};
     nanosleep(&ts, NULL);
+}
+
+static int spin_compute;
+
+static void compute_for(double ms)
+{
+    if (!spin_compute) {
+        compute(ms);
+        return;
+    }
+    double end = now_ms() + ms;
+    volatile double x = 1;
+    while (now_ms() < end)
+        for (int i = 0; i < 1000; i++)
+            x = x * 1.0000001 + 1e-9;
 }
 
 static int cmp(const void *a, const void *b)
@@ -133,8 +156,66 @@ static double hidden(double exposed, double exposed_blocking)
     return 100.0 * (1 - exposed / (exposed_blocking > 0 ? exposed_blocking : 1));
 }
 
+/* One allreduce: variant 0 blocking, 1 compute alone, 2 nonblocking with
+ * the compute between issue and wait. */
+static float *ar_buf;
+static size_t ar_count;
+static double ar_ms;
+
+static int allreduce_step(struct bench *b, int v)
+{
+    if (v == 1) {
+        compute_for(ar_ms);
+        return 0;
+    }
+    if (v == 0)
+        return plx_allreduce(b->c, ar_buf, ar_buf, ar_count, PLX_F32, PLX_SUM);
+    struct plx_work *w = NULL;
+    int rc = plx_iallreduce(b->c, ar_buf, ar_buf, ar_count, PLX_F32, PLX_SUM, NULL, &w);
+    if (rc)
+        return rc;
+    compute_for(ar_ms);
+    rc = plx_work_wait(w, PLX_TIMEOUT_DEFAULT);
+    plx_work_free(w);
+    return rc;
+}
+
+static int allreduce_overlap(int argc, char **argv)
+{
+    struct bench b = {0};
+    size_t bytes = argc > 2 ? (size_t)atol(argv[2]) : 16u << 20;
+    ar_ms = argc > 3 ? atof(argv[3]) : 4;
+    int steps = argc > 4 ? atoi(argv[4]) : 15;
+    const char *spin = getenv("PLEXUS_OVERLAP_SPIN");
+    spin_compute = spin && *spin == '1';
+    ar_count = bytes / sizeof(float);
+    if (ar_count < 1 || ar_ms < 0 || steps < 1 || steps > MAXSTEPS) {
+        fprintf(stderr, "usage: strategy_overlap allreduce [bytes] [ms] [steps <= %d]\n", MAXSTEPS);
+        return 2;
+    }
+    if (plx_comm_init(NULL, &b.c)) {
+        fprintf(stderr, "strategy_overlap: %s\n", plx_last_error());
+        return 2;
+    }
+    ar_buf = calloc(ar_count, sizeof(float));
+    double t[3];
+    int rc = ar_buf ? measure(&b, 3, steps, allreduce_step, t) : 1;
+    if (!rc && plx_comm_rank(b.c) == 0) {
+        printf("backend %s, %d ranks: allreduce of %zu bytes, %.1f ms of compute (%s) between issue and wait, median "
+               "of %d steps\n", plx_comm_backend(b.c), plx_comm_size(b.c), ar_count * sizeof(float), ar_ms,
+               spin_compute ? "spinning" : "sleeping", steps);
+        printf("  blocking allreduce %.2f ms, compute %.2f ms, nonblocking + compute %.2f ms\n", t[0], t[1], t[2]);
+        printf("  the nonblocking allreduce hides %.0f%% of its time\n", hidden(t[2] - t[1], t[0]));
+    }
+    free(ar_buf);
+    plx_comm_destroy(b.c);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "allreduce"))
+        return allreduce_overlap(argc, argv);
     struct bench b = {0};
     b.L = argc > 1 ? atoi(argv[1]) : 8;
     b.G = argc > 2 ? (size_t)atol(argv[2]) : 1u << 20;

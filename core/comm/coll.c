@@ -170,24 +170,6 @@ static int generic_ok(const struct plx_comm *c, const struct plx_coll_args *a)
     return c->be->ops.isend && c->be->ops.irecv && a->mem_kind == PLX_MEM_HOST;
 }
 
-/* A nonblocking collective the hierarchy ran to completion in the calling
- * thread: a work already done (no backend request), status rc. */
-static int hier_work_done(struct plx_comm *c, const struct plx_coll_args *a, int rc, struct plx_work **out)
-{
-    struct plx_work *w = calloc(1, sizeof *w);
-    if (!w)
-        return plx__err(PLX_ERR_NOMEM, "out of memory");
-    w->comm = c;
-    w->kind = WORK_NATIVE;
-    w->args = *a;
-    w->done = 1;
-    w->status = rc;
-    if (rc)
-        snprintf(w->errmsg, sizeof w->errmsg, "%s", plx_last_error());
-    *out = w;
-    return 0;
-}
-
 /* Validate and run a collective; w NULL means blocking. */
 static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_op_options *o, struct plx_work **w)
 {
@@ -239,14 +221,14 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     if (plx__lowp_avg_needed(a) && (rc = plx__lowp_avg_begin(c, a, &lowp)) != 0)
         return rc;
     if (plx__hier_wants(c, a)) { /* intra-host and inter-host backends composed (hier.c) */
+        /* On the executor like a generic op: nonblocking returns at once,
+         * and every op of c keeps its issue order. */
+        struct plx__fp none = {0};
         a->seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
-        rc = plx__lowp_avg_end(lowp, plx__hier_run(c, a));
-        if (rc) {
-            char msg[sizeof c->failed_msg];
-            snprintf(msg, sizeof msg, "%s", plx_last_error());
-            plx__comm_fail(c, rc, msg, sizeof msg);
-        }
-        return w ? hier_work_done(c, a, rc, w) : rc;
+        a->flags |= PLX__COLL_FLAG_HIER;
+        if (!w)
+            return plx__lowp_avg_end(lowp, plx__run_generic_blocking(c, a, &none));
+        return plx__work_generic(c, a, lowp, &none, w);
     }
     int scale_avg = 0;
     int native = !staged && native_ok(c, a, &scale_avg);

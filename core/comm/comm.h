@@ -186,6 +186,9 @@ void plx__lowp_avg_drop(struct plx_comm *c);
 /* Core-internal bit of plx_coll_args.flags, never seen by a backend: the
  * buffers are CUDA memory and the op runs on host copies (stage.c). */
 #define PLX__COLL_FLAG_STAGED (1u << 31)
+/* Core-internal bit too: the op runs through the hierarchy's children
+ * (hier.c), on the executor in issue order like a generic one. */
+#define PLX__COLL_FLAG_HIER (1u << 30)
 /* Run a staged collective through the generic algorithms. */
 int plx__stage_run(struct plx_comm *c, const struct plx_coll_args *a, uint64_t deadline_ns);
 

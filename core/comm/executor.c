@@ -11,6 +11,7 @@
 #include "collv.h"
 #include "comm.h"
 #include "error.h"
+#include "hier.h"
 #include "host.h"
 #include "log.h"
 
@@ -19,6 +20,8 @@
 static int run_generic(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp, char *errmsg,
                        size_t errlen)
 {
+    if (a->flags & PLX__COLL_FLAG_HIER)
+        return plx__hier_run_failing(c, a, errmsg, errlen);
     int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
     uint64_t deadline = t == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)t * 1000000u;
     plx__ledger_state(c, a->seq, PLX__OP_RUNNING);

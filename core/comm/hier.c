@@ -7,8 +7,10 @@
  * two children by split: `intra` (the ranks of this host, on the intra
  * backend; hosts told apart by core/common/hostid.h, as shm does) and
  * `cross` (one rank per host, those with the same local index, on the
- * inter backend). Blocking and nonblocking calls run the steps in the
- * calling thread (a nonblocking one returns completed work):
+ * inter backend). The core's executor runs the steps in issue order: a
+ * blocking call in the calling thread when nothing is queued, a
+ * nonblocking one on the executor's thread, so it returns once queued
+ * (executor.c):
  *
  *   allreduce       intra reduce_scatter -> cross allreduce of the slice ->
  *                   intra allgather (the count % L tail: intra allreduce,
@@ -229,6 +231,16 @@ int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a)
     }
 fail:
     plx__err_prefix("hierarchical %s on '%s', step %s: ", plx_coll_name(a->coll), c->name, step);
+    return rc;
+}
+
+int plx__hier_run_failing(struct plx_comm *c, const struct plx_coll_args *a, char *errmsg, size_t errlen)
+{
+    int rc = plx__hier_run(c, a);
+    if (rc) {
+        snprintf(errmsg, errlen, "%s", plx_last_error());
+        rc = plx__comm_fail(c, rc, errmsg, errlen);
+    }
     return rc;
 }
 

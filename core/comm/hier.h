@@ -18,6 +18,10 @@ int plx__hier_setup(struct plx_comm *c, struct plx__backend *intra_be);
 int plx__hier_wants(const struct plx_comm *c, const struct plx_coll_args *a);
 /* Run a to completion in the calling thread. */
 int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a);
+/* The same, for the executor (blocking calls run it in the caller's thread,
+ * nonblocking ones in the executor's, in issue order): a failure's message
+ * goes to errmsg and fails c. */
+int plx__hier_run_failing(struct plx_comm *c, const struct plx_coll_args *a, char *errmsg, size_t errlen);
 void plx__hier_abort(struct plx_comm *c);
 void plx__hier_destroy(struct plx_comm *c);
 

@@ -104,6 +104,7 @@ static void comm_free(struct shm_comm *c)
                 close(c->pidfd[r]);
     free(c->pidfd);
     free(c->piece);
+    shm__async_destroy(c);
     shm__sym_destroy(c);
     shm__p2p_destroy(c);
     shm__segment_leave(c);
@@ -126,6 +127,7 @@ static void watch_peers(struct shm_comm *c)
 
 static int comm_create(const struct plx_comm_args *args, void **out)
 {
+    shm__async_wrap_host(); /* before anything reports an error */
     struct shm_comm *c = calloc(1, sizeof *c);
     if (!c)
         return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
@@ -153,7 +155,12 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     }
     for (int r = 0; r < c->size; r++)
         c->pidfd[r] = -1;
-    int rc = shm__segment_join(c, args);
+    int rc = shm__async_create(c);
+    if (rc) {
+        comm_free(c);
+        return rc;
+    }
+    rc = shm__segment_join(c, args);
     if (rc == 0) {
         struct plx_coll_args join = {.struct_size = sizeof join, .coll = PLX_COLL_BARRIER,
                                      .timeout_ms = args->timeout_ms};
@@ -201,17 +208,7 @@ static int comm_abort(void *comm)
 
 static int collective(void *comm, const struct plx_coll_args *a, void **req)
 {
-    struct shm_comm *c = comm;
-    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-        return plx_plugin_error(host, PLX_ERR_ABORTED, "shm: communicator '%s' was aborted", c->name);
-    if (c->failed)
-        return plx_plugin_error(host, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
-                                c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");
-    int rc = shm__collective(c, a);
-    if (rc)
-        return rc;
-    *req = c; /* complete on return: the request is the communicator itself */
-    return 0;
+    return shm__coll_start(comm, a, req);
 }
 
 static int isend(void *comm, const struct plx_p2p_args *a, void **req)
@@ -224,25 +221,34 @@ static int irecv(void *comm, const struct plx_p2p_args *a, void **req)
     return shm__p2p_irecv(comm, a, req);
 }
 
-/* A collective's request is the communicator itself, complete when
- * collective() returns; anything else is a point-to-point request. */
+/* A collective's request is the communicator itself when it completed in
+ * collective(), a queued one (async.c), or a point-to-point request. */
 static int test(void *comm, void *req, int *done)
 {
     if (req == comm) {
         *done = 1;
         return 0;
     }
-    return shm__p2p_test(comm, req, done);
+    struct shm_creq *r = shm__creq_of(req);
+    return r ? shm__creq_test(comm, r, done) : shm__p2p_test(comm, req, done);
 }
 
 static int wait_until(void *comm, void *req, uint64_t deadline_ns)
 {
-    return req == comm ? 0 : shm__p2p_wait_until(comm, req, deadline_ns);
+    if (req == comm)
+        return 0;
+    struct shm_creq *r = shm__creq_of(req);
+    return r ? shm__creq_wait_until(comm, r, deadline_ns) : shm__p2p_wait_until(comm, req, deadline_ns);
 }
 
 static void req_free(void *comm, void *req)
 {
-    if (req != comm)
+    if (req == comm)
+        return;
+    struct shm_creq *r = shm__creq_of(req);
+    if (r)
+        shm__creq_free(comm, r);
+    else
         shm__p2p_req_free(comm, req);
 }
 

@@ -163,6 +163,7 @@ struct shm_comm {
     struct shm_pace pace;   /* the waits of this rank's ops (the collective or the p2p lock holder) */
     struct plx_store *store; /* the communicator's, until comm_destroy (symmetric.c's allocations) */
     struct shm_sym *sym;    /* symmetric.c's registered buffers, or NULL */
+    struct shm_async *async; /* async.c: the queue of collectives and its progress thread */
 };
 
 /* The op being run: what each phase checks and reports. */
@@ -215,7 +216,7 @@ uint32_t shm__publish(struct shm_op *o, size_t off, size_t len);
 int shm__expect_all(struct shm_op *o, uint32_t half);
 void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s1);
 
-/* coll.c */
+/* coll.c: run a collective to completion in the calling thread. */
 int shm__collective(struct shm_comm *c, const struct plx_coll_args *a);
 
 /* symmetric.c: registered buffers every rank maps (plx_mem_alloc). */
@@ -225,6 +226,24 @@ void shm__sym_destroy(struct shm_comm *c);
 /* 1 if o runs on registered buffers; then shm__sym_run does it. */
 int shm__sym_wants(const struct shm_op *o);
 int shm__sym_run(struct shm_op *o);
+/* async.c: collectives in issue order, blocking ones in the caller when
+ * nothing is queued, the others on the communicator's progress thread. */
+struct shm_async;
+struct shm_creq;
+/* Once per process, before the first error: failures in the progress
+ * thread keep their message for the waiter. */
+void shm__async_wrap_host(void);
+int shm__async_create(struct shm_comm *c);
+/* Ends queued and running collectives (aborted), joins the thread. */
+void shm__async_destroy(struct shm_comm *c);
+/* *req is c (completed here) or a queued collective's request. */
+int shm__coll_start(struct shm_comm *c, const struct plx_coll_args *a, void **req);
+/* The queued collective behind a request, or NULL (c, or point-to-point). */
+struct shm_creq *shm__creq_of(void *req);
+int shm__creq_test(struct shm_comm *c, struct shm_creq *r, int *done);
+int shm__creq_wait_until(struct shm_comm *c, struct shm_creq *r, uint64_t deadline_ns);
+/* Cancel a queued one, end and wait for a running one; frees r. */
+void shm__creq_free(struct shm_comm *c, struct shm_creq *r);
 
 static inline struct shm_p2p_ctl *shm__p2p_ctl(const struct shm_comm *c, int r)
 {

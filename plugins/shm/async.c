@@ -1,0 +1,333 @@
+/* async.c - how shm's collectives run: a blocking one in the caller's
+ * thread when nothing is queued before it (no hand-off), every other one
+ * queued, in issue order, to the communicator's progress thread, so a
+ * nonblocking call returns as soon as it is posted and the collective
+ * advances while the caller computes.
+ *
+ * One collective runs at a time (`busy`): the protocol's epochs and slot
+ * halves (sync.c, coll.c) are one sequence per communicator. The progress
+ * thread is started by the first queued collective and sleeps on a
+ * condition variable while the queue is empty; inside a collective it
+ * waits as every shm wait does (pace.c: look, spin, yield, futex). A
+ * waiting caller helps: when the thread has not yet taken the next
+ * collective (it has no core), the caller runs it itself; otherwise the
+ * caller looks a few times, then sleeps on its request's futex, so it does
+ * not take the core from the thread doing its work.
+ *
+ * A collective's request handed to the core is its struct shm_creq with
+ * the low bit set: the plugin tells it apart from a point-to-point request
+ * (p2p.c, malloc'ed, aligned) without reading either.
+ *
+ * A failure inside the progress thread is reported to the waiter with the
+ * same message: the plugin's host (shm__host) is a copy of the core's
+ * whose error function also keeps the calling thread's last message. */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+#define host shm__host
+#define WAIT_SLICE_NS (20 * UINT64_C(1000000)) /* a waiter rechecks at least this often */
+#define WAIT_LOOKS 256
+
+struct shm_creq {
+    struct plx_coll_args a; /* the core's args (its buffers are borrowed until done) */
+    uint32_t done;          /* futex word: 1 once status and err are final */
+    int status;
+    int running;            /* taken from the queue */
+    char err[512];
+    struct shm_creq *next;
+};
+
+struct shm_async {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* work queued, a collective finished, or stopping */
+    struct shm_creq *head, *tail;
+    int busy;               /* a collective runs (in a caller or the thread) */
+    int started, stopping;
+    pthread_t thread;
+};
+
+/* ---- the messages of failures in another thread ----------------------- */
+
+static const struct plx_host *core_host;
+static struct plx_host wrapped_host;
+static pthread_once_t wrap_once = PTHREAD_ONCE_INIT;
+static _Thread_local char last_msg[512];
+
+static int keep_error(void *ctx, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+    va_end(ap);
+    return core_host->error(ctx, status, "%s", last_msg);
+}
+
+static void wrap_host(void)
+{
+    core_host = shm__host;
+    size_t n = core_host->struct_size < sizeof wrapped_host ? core_host->struct_size : sizeof wrapped_host;
+    memcpy(&wrapped_host, core_host, n);
+    wrapped_host.struct_size = (uint32_t)n;
+    wrapped_host.error = keep_error;
+    shm__host = &wrapped_host;
+}
+
+void shm__async_wrap_host(void)
+{
+    pthread_once(&wrap_once, wrap_host);
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+static void *tagged(struct shm_creq *r)
+{
+    return (void *)((uintptr_t)r | 1u);
+}
+
+struct shm_creq *shm__creq_of(void *req)
+{
+    return (uintptr_t)req & 1u ? (struct shm_creq *)((uintptr_t)req & ~(uintptr_t)1u) : NULL;
+}
+
+static void futex_wake_private(uint32_t *w)
+{
+    syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static void futex_wait_private(uint32_t *w, uint32_t val, uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+    syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
+/* What every collective checks before it starts; run with busy held. */
+static int usable(struct shm_comm *c)
+{
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return plx_plugin_error(host, PLX_ERR_ABORTED, "shm: communicator '%s' was aborted", c->name);
+    if (c->failed)
+        return plx_plugin_error(host, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
+                                c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");
+    return 0;
+}
+
+static int run(struct shm_comm *c, const struct plx_coll_args *a)
+{
+    int rc = usable(c);
+    return rc ? rc : shm__collective(c, a);
+}
+
+/* Take the next queued collective and run it in this thread; called and
+ * returns with mu held, busy clear and the queue non-empty on entry. */
+static void run_head(struct shm_comm *c, struct shm_async *q)
+{
+    struct shm_creq *r = q->head;
+    q->head = r->next;
+    if (!q->head)
+        q->tail = NULL;
+    r->running = 1;
+    q->busy = 1;
+    int stopping = q->stopping;
+    pthread_mutex_unlock(&q->mu);
+
+    last_msg[0] = '\0';
+    int rc = stopping ? plx_plugin_error(host, PLX_ERR_ABORTED, "shm: communicator '%s' was destroyed with this %s "
+                                         "pending", c->name, shm__coll_name(r->a.coll))
+                      : run(c, &r->a);
+
+    pthread_mutex_lock(&q->mu);
+    r->status = rc;
+    if (rc)
+        snprintf(r->err, sizeof r->err, "%s", last_msg[0] ? last_msg : "shm: collective failed");
+    q->busy = 0;
+    /* Under mu: the core frees the request (req_free takes mu) only after
+     * this wake. */
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+    futex_wake_private(&r->done);
+    pthread_cond_broadcast(&q->cv);
+}
+
+static void *progress_main(void *arg)
+{
+    struct shm_comm *c = arg;
+    struct shm_async *q = c->async;
+    pthread_setname_np(pthread_self(), "plx-shm-progress");
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while ((!q->head || q->busy) && !q->stopping)
+            pthread_cond_wait(&q->cv, &q->mu);
+        if (!q->head)
+            break; /* stopping and drained */
+        if (q->busy) { /* stopping: the running one first (its end wakes us: the queue is not empty) */
+            pthread_cond_wait(&q->cv, &q->mu);
+            continue;
+        }
+        run_head(c, q);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+int shm__async_create(struct shm_comm *c)
+{
+    struct shm_async *q = calloc(1, sizeof *q);
+    if (!q)
+        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    c->async = q;
+    return 0;
+}
+
+int shm__coll_start(struct shm_comm *c, const struct plx_coll_args *a, void **req)
+{
+    struct shm_async *q = c->async;
+    pthread_mutex_lock(&q->mu);
+    if ((a->flags & PLX_COLL_FLAG_BLOCKING) && !q->busy && !q->head) {
+        /* Nothing before it: run here, no hand-off latency. */
+        q->busy = 1;
+        pthread_mutex_unlock(&q->mu);
+        int rc = run(c, a);
+        pthread_mutex_lock(&q->mu);
+        q->busy = 0;
+        if (q->head) /* a collective queued meanwhile by another thread */
+            pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        if (rc)
+            return rc;
+        *req = c; /* complete on return */
+        return 0;
+    }
+    struct shm_creq *r = calloc(1, sizeof *r);
+    if (!r) {
+        pthread_mutex_unlock(&q->mu);
+        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+    }
+    r->a = *a;
+    if (!q->started) {
+        int e = pthread_create(&q->thread, NULL, progress_main, c);
+        if (e) {
+            pthread_mutex_unlock(&q->mu);
+            free(r);
+            return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: cannot start the progress thread of '%s': %s",
+                                    c->name, strerror(e));
+        }
+        q->started = 1;
+    }
+    if (q->tail)
+        q->tail->next = r;
+    else
+        q->head = r;
+    q->tail = r;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    *req = tagged(r);
+    return 0;
+}
+
+static int finished(struct shm_creq *r)
+{
+    return r->status ? plx_plugin_error(host, r->status, "%s", r->err) : 0;
+}
+
+int shm__creq_test(struct shm_comm *c, struct shm_creq *r, int *done)
+{
+    (void)c;
+    *done = (int)__atomic_load_n(&r->done, __ATOMIC_ACQUIRE);
+    return *done ? finished(r) : 0;
+}
+
+int shm__creq_wait_until(struct shm_comm *c, struct shm_creq *r, uint64_t deadline_ns)
+{
+    struct shm_async *q = c->async;
+    for (unsigned k = 0;; k++) {
+        if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE))
+            return finished(r);
+        if (k < WAIT_LOOKS) {
+            shm__cpu_relax();
+            continue;
+        }
+        /* The progress thread has not taken the next collective: run it here. */
+        pthread_mutex_lock(&q->mu);
+        if (!__atomic_load_n(&r->done, __ATOMIC_RELAXED) && !q->busy && q->head && !q->stopping)
+            run_head(c, q);
+        pthread_mutex_unlock(&q->mu);
+        if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE))
+            return finished(r);
+        uint64_t now = host->clock_ns();
+        if (now >= deadline_ns)
+            return plx_plugin_error(host, PLX_ERR_TIMEOUT, "shm: %s(seq %llu) on '%s' still pending",
+                                    shm__coll_name(r->a.coll), (unsigned long long)r->a.seq, c->name);
+        uint64_t ns = deadline_ns - now < WAIT_SLICE_NS ? deadline_ns - now : WAIT_SLICE_NS;
+        futex_wait_private(&r->done, 0, ns);
+    }
+}
+
+void shm__creq_free(struct shm_comm *c, struct shm_creq *r)
+{
+    struct shm_async *q = c->async;
+    pthread_mutex_lock(&q->mu);
+    if (!__atomic_load_n(&r->done, __ATOMIC_RELAXED) && !r->running) { /* still queued: cancel it */
+        struct shm_creq **p = &q->head, *prev = NULL;
+        while (*p && *p != r) {
+            prev = *p;
+            p = &(*p)->next;
+        }
+        if (*p) {
+            *p = r->next;
+            if (q->tail == r)
+                q->tail = prev;
+        }
+    } else if (!__atomic_load_n(&r->done, __ATOMIC_RELAXED)) {
+        /* Running: the caller's buffers must be free when this returns, so
+         * end it (the communicator is failed already: the core frees a
+         * pending request only after a timeout or an error) and wait. */
+        __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
+        shm__wake_all(c);
+        while (!__atomic_load_n(&r->done, __ATOMIC_RELAXED))
+            pthread_cond_wait(&q->cv, &q->mu);
+    }
+    pthread_mutex_unlock(&q->mu);
+    free(r);
+}
+
+void shm__async_destroy(struct shm_comm *c)
+{
+    struct shm_async *q = c->async;
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->mu);
+    int pending = q->busy || q->head;
+    pthread_mutex_unlock(&q->mu);
+    if (pending) { /* destroyed with collectives in flight: make them end now, not at their timeout */
+        __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
+        if (c->base)
+            shm__wake_all(c);
+    }
+    pthread_mutex_lock(&q->mu);
+    q->stopping = 1;
+    pthread_cond_broadcast(&q->cv);
+    int started = q->started;
+    pthread_mutex_unlock(&q->mu);
+    if (started)
+        pthread_join(q->thread, NULL);
+    /* Whatever the core never collected. */
+    for (struct shm_creq *r = q->head, *n; r; r = n) {
+        n = r->next;
+        free(r);
+    }
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+    c->async = NULL;
+}
