@@ -191,6 +191,8 @@ static int comm_abort(void *comm)
 {
     struct shm_comm *c = comm;
     __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
+    if (c->base) /* the peers stop waiting for this rank, naming the abort */
+        shm__mark_failed(c, PLX_ERR_ABORTED, -1);
     shm__wake_all(c); /* the sleeper in this process wakes and sees the flag */
     if (c->base && c->p2p)
         shm__bell_ring(c, c->rank); /* and a point-to-point waiter */
@@ -202,6 +204,9 @@ static int collective(void *comm, const struct plx_coll_args *a, void **req)
     struct shm_comm *c = comm;
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
         return plx_plugin_error(host, PLX_ERR_ABORTED, "shm: communicator '%s' was aborted", c->name);
+    if (c->failed && c->mismatch_msg[0])
+        return plx_plugin_error(host, PLX_ERR_MISMATCH, "shm: communicator '%s' failed earlier: %s", c->name,
+                                c->mismatch_msg);
     if (c->failed)
         return plx_plugin_error(host, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
                                 c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");

@@ -56,7 +56,8 @@ enum { OP_SEND_BUFFER = 0, OP_SEND_UNBOUND = 1, OP_NOTIFY_SEND_READY = 2, OP_NOT
  * the ranks that see that shutdown name the rank that died. */
 #define OP_PLX_LOST 0x504c584cu
 /* Its offset field says why (older plexus peers send 0 and ignore it). */
-enum { TCP_LOST_CONNECTION = 0, TCP_LOST_RENDEZVOUS = 1 };
+/* TCP_LOST_ABORTED: the rank named is the sender, which called plx_comm_abort. */
+enum { TCP_LOST_CONNECTION = 0, TCP_LOST_RENDEZVOUS = 1, TCP_LOST_ABORTED = 2 };
 /* How long a failing rank may spend getting its notices out. */
 #define TCP_NOTICE_NS 250000000u
 
