@@ -360,6 +360,12 @@ static void lost_notice(struct tcp_comm *c, struct tcp_peer *p, int lost, uint64
         tcp__fail_all(c, PLX_ERR_ABORTED, msg);
         return;
     }
+    if (why == TCP_LOST_GAVE_UP && lost == p->rank) {
+        snprintf(msg, sizeof msg, "tcp: rank %d gave up on a collective in progress (it timed out waiting, or found "
+                 "an error) before this rank completed it", p->rank);
+        tcp__fail_all(c, PLX_ERR_TIMEOUT, msg);
+        return;
+    }
     if (why == TCP_LOST_RENDEZVOUS)
         snprintf(msg, sizeof msg, "tcp: rank %d could not set up this communicator: it waited for rank %d in vain",
                  p->rank, lost);
@@ -864,6 +870,16 @@ void tcp__cancel(struct tcp_comm *c, struct tcp_req *r)
     if (r->linked == 0) {
         free(r);
         return;
+    }
+    /* A pending step of the core's collective is released only when the
+     * core gives up on the collective: tell every peer, so a rank that comes
+     * late does not complete it with this rank's data already in its socket. */
+    if (!c->broken && !c->gave_up && (r->slot & PLX_TAG_CORE_BIT)) {
+        c->gave_up = 1;
+        uint64_t notice_by = tcp__host->clock_ns() + TCP_NOTICE_NS;
+        for (int i = 0; i < c->size; i++)
+            if (i != c->rank)
+                notify_lost(&c->peers[i], c->rank, TCP_LOST_GAVE_UP, notice_by);
     }
     if (r->peer < 0) { /* unbound receive from any */
         if (remove_req(&c->any, &c->any_tail, r))
