@@ -450,8 +450,9 @@ static void describe(const struct pos *p, int have, uint64_t newest, double now,
     if (at < len && newest + 1 > entered1)
         at += (size_t)snprintf(out + at, len - at, "%snever entered #%llu", p->running ? ", " : " and ",
                                (unsigned long long)newest);
-    if (at < len && now - p->at > 1.5)
-        snprintf(out + at, len - at, " (as of %.1f s ago)", now - p->at);
+    /* Positions are published now and then: always say how old this one is. */
+    if (at < len)
+        snprintf(out + at, len - at, " (as of %.1f s ago)", now - p->at > 0 ? now - p->at : 0.0);
 }
 
 int plx__diag_explain(struct plx_comm *c, int status, char *msg, size_t len)

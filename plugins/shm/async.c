@@ -115,6 +115,9 @@ static int usable(struct shm_comm *c)
 {
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
         return plx_plugin_error(host, PLX_ERR_ABORTED, "shm: communicator '%s' was aborted", c->name);
+    if (c->failed && c->mismatch_msg[0])
+        return plx_plugin_error(host, PLX_ERR_MISMATCH, "shm: communicator '%s' failed earlier: %s", c->name,
+                                c->mismatch_msg);
     if (c->failed)
         return plx_plugin_error(host, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
                                 c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");

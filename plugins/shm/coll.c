@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "callname.h"
 #include "shm.h"
 
 #define host shm__host
@@ -43,7 +44,10 @@ uint32_t shm__publish(struct shm_op *o, size_t off, size_t len)
             h.dtype = -5;
         }
     }
-    shm__ctl(c, c->rank)->hdr[half] = h;
+    struct shm_ctl *me = shm__ctl(c, c->rank);
+    me->hdr[half] = h;
+    __atomic_store_n(&me->pos_half, half, __ATOMIC_RELAXED);
+    __atomic_store_n(&me->pos_ns, shm__mono_ns(), __ATOMIC_RELEASE);
     return half;
 }
 
@@ -52,7 +56,32 @@ static const char *coll_label(int coll)
     return coll >= 0 && coll < PLX_COLL_COUNT ? shm__coll_name(coll) : "?";
 }
 
-/* A peer's header must say exactly what this rank's would. */
+/* Rank r's header in this half and this rank's name real calls of the same
+ * sequence number that differ in what was called: the program called
+ * different collectives. Writes both calls, lower rank first, into msg. */
+int shm__mismatch(struct shm_comm *c, int r, uint32_t half, char *msg, size_t len)
+{
+    struct shm_slot_hdr got, want = shm__ctl(c, c->rank)->hdr[half];
+    memcpy(&got, (const void *)&shm__ctl(c, r)->hdr[half], sizeof got);
+    if (got.seq != want.seq || !plx__call_valid(got.coll, got.dtype, got.op) ||
+        !plx__call_valid(want.coll, want.dtype, want.op) ||
+        (got.coll == want.coll && got.dtype == want.dtype && got.op == want.op && got.root == want.root &&
+         got.count == want.count))
+        return 0;
+    char a[128], b[128];
+    int lo = r < c->rank ? r : c->rank;
+    const struct shm_slot_hdr *x = lo == r ? &got : &want, *y = lo == r ? &want : &got;
+    plx__call_describe(x->coll, x->seq, x->dtype, x->op, x->count, x->root, a, sizeof a);
+    plx__call_describe(y->coll, y->seq, y->dtype, y->op, y->count, y->root, b, sizeof b);
+    snprintf(msg, len, "%s on rank %d does not match %s on rank %d", a, lo, b, lo == r ? c->rank : r);
+    if (!c->mismatch_msg[0])
+        snprintf(c->mismatch_msg, sizeof c->mismatch_msg, "%s", msg);
+    return 1;
+}
+
+/* A peer's header must say exactly what this rank's would. A different
+ * call is the program's mismatch (every rank sees the same headers, so
+ * every rank fails alike); anything else is a broken segment. */
 static int expect(struct shm_op *o, int r, uint32_t half)
 {
     struct shm_comm *c = o->c;
@@ -61,11 +90,16 @@ static int expect(struct shm_op *o, int r, uint32_t half)
     if (got.seq == want.seq && got.coll == want.coll && got.dtype == want.dtype && got.op == want.op &&
         got.root == want.root && got.count == want.count && got.off == want.off && got.len == want.len)
         return 0;
+    char msg[300];
+    if (shm__mismatch(c, r, half, msg, sizeof msg)) {
+        shm__fail(c, PLX_ERR_MISMATCH, -1);
+        return plx_plugin_error(host, PLX_ERR_MISMATCH, "%s", msg);
+    }
     shm__fail(c, PLX_ERR_PROTOCOL, -1);
     return plx_plugin_error(host, PLX_ERR_PROTOCOL,
                             "%s(seq %llu): rank %d's slot header says %s seq %llu count %llu dtype %d op %d root %d "
                             "round %llu+%llu, rank %d expects %s seq %llu count %llu dtype %d op %d root %d round "
-                            "%llu+%llu: the ranks called different collectives, or the segment is corrupt",
+                            "%llu+%llu: the segment is corrupt",
                             o->what, (unsigned long long)o->a->seq, r, coll_label(got.coll), (unsigned long long)got.seq,
                             (unsigned long long)got.count, got.dtype, got.op, got.root, (unsigned long long)got.off,
                             (unsigned long long)got.len, c->rank, coll_label(want.coll), (unsigned long long)want.seq,

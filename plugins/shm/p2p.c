@@ -303,6 +303,9 @@ static int refuse(struct shm_comm *c)
     if (c->p2p->broken)
         return plx_plugin_error(host, c->p2p->broken, "shm: communicator '%s' failed earlier: %s", c->name,
                                 c->p2p->broken_msg);
+    if (c->failed && c->mismatch_msg[0])
+        return plx_plugin_error(host, PLX_ERR_MISMATCH, "shm: communicator '%s' failed earlier: %s", c->name,
+                                c->mismatch_msg);
     if (c->failed)
         return plx_plugin_error(host, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
                                 c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");

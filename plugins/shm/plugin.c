@@ -200,6 +200,8 @@ static int comm_abort(void *comm)
 {
     struct shm_comm *c = comm;
     __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
+    if (c->base) /* the peers stop waiting for this rank, naming the abort */
+        shm__mark_failed(c, PLX_ERR_ABORTED, -1);
     shm__wake_all(c); /* the sleeper in this process wakes and sees the flag */
     if (c->base && c->p2p)
         shm__bell_ring(c, c->rank); /* and a point-to-point waiter */

@@ -64,9 +64,12 @@ struct shm_ctl {
     int32_t why_code;  /* failed: its status */
     uint32_t cma_ok;   /* 1: this rank read a peer's memory with process_vm_readv; 2: it could not */
     uint64_t cma_addr; /* where this rank's probe word lives (its own address space) */
-    uint32_t pad0[8];
+    uint64_t verdict;  /* rank 0's only: the last barrier's outcome (sync.c) */
+    uint32_t pad0[6];
     uint32_t sleepers; /* ranks asleep on epoch (others add and remove) */
-    uint32_t pad1[15];
+    uint32_t pos_half; /* the slot half of this rank's latest round */
+    uint64_t pos_ns;   /* when it published that round (CLOCK_MONOTONIC: one host) */
+    uint32_t pad1[12];
     struct shm_slot_hdr hdr[2]; /* one per slot half */
 };
 
@@ -156,6 +159,7 @@ struct shm_comm {
     void *piece;            /* SHM_PIECE_BYTES of scratch for single-copy reductions */
     int lost_rank;          /* first rank seen to die, or -1 */
     char lost_msg[256];
+    char mismatch_msg[320]; /* the first mismatch seen, or "": repeated to new work */
     char name[128];
     struct shm_p2p *p2p;    /* p2p.c's state, its own lock */
     int p2p_cma;            /* point-to-point single copy agreed by every rank */
@@ -196,8 +200,12 @@ static inline char *shm__slot(const struct shm_comm *c, int r, uint32_t half)
  * clock). 0, or PLX_ERR_PEER_LOST / REMOTE / ABORTED / TIMEOUT with the
  * message recorded. */
 int shm__barrier(struct shm_op *o);
+/* CLOCK_MONOTONIC in ns: one clock for every process of the host. */
+uint64_t shm__mono_ns(void);
 /* Mark this rank failed in the segment (so peers stop waiting) and wake all. */
 void shm__fail(struct shm_comm *c, int status, int lost_rank);
+/* The segment part alone, safe from any thread (plx_comm_abort's): peers learn why. */
+void shm__mark_failed(struct shm_comm *c, int status, int lost_rank);
 void shm__wake_all(struct shm_comm *c);
 
 /* cma.c: single-copy collectives with process_vm_readv (CMA). */
@@ -214,6 +222,7 @@ int shm__cma_run(struct shm_op *o);
 /* coll.c helpers cma.c shares */
 uint32_t shm__publish(struct shm_op *o, size_t off, size_t len);
 int shm__expect_all(struct shm_op *o, uint32_t half);
+int shm__mismatch(struct shm_comm *c, int r, uint32_t half, char *msg, size_t len);
 void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s1);
 
 /* coll.c: run a collective to completion in the calling thread. */

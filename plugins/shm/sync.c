@@ -47,11 +47,99 @@ void shm__fail(struct shm_comm *c, int status, int lost_rank)
     c->failed = 1;
     if (!c->base)
         return;
+    shm__mark_failed(c, status, lost_rank);
+}
+
+void shm__mark_failed(struct shm_comm *c, int status, int lost_rank)
+{
     struct shm_ctl *me = shm__ctl(c, c->rank);
-    me->why_rank = lost_rank;
-    me->why_code = status;
+    __atomic_store_n(&me->why_rank, lost_rank, __ATOMIC_RELAXED);
+    __atomic_store_n(&me->why_code, status, __ATOMIC_RELAXED);
     __atomic_store_n(&me->state, SHM_STATE_FAILED, __ATOMIC_SEQ_CST);
     shm__wake_all(c);
+}
+
+uint64_t shm__mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Where every rank is, for a timeout: the latest round each published (its
+ * slot header) and how long ago, and whether it reached this barrier. The
+ * segment is read live, so nothing in it is stale. */
+static void where(struct shm_comm *c, uint32_t target, char *out, size_t len)
+{
+    uint64_t now = shm__mono_ns();
+    size_t at = (size_t)snprintf(out, len, " [where the ranks are on shm:");
+    for (int r = 0; r < c->size && at + 1 < len; r++) {
+        struct shm_ctl *q = shm__ctl(c, r);
+        uint64_t ns = __atomic_load_n(&q->pos_ns, __ATOMIC_ACQUIRE);
+        uint32_t half = __atomic_load_n(&q->pos_half, __ATOMIC_RELAXED) & 1;
+        struct shm_slot_hdr h;
+        memcpy(&h, (const void *)&q->hdr[half], sizeof h);
+        int here = (int32_t)(__atomic_load_n(&q->epoch, __ATOMIC_ACQUIRE) - target) >= 0;
+        const char *sep = r ? ";" : "";
+        if (!ns)
+            at += (size_t)snprintf(out + at, len - at, "%s rank %d started no collective", sep, r);
+        else
+            at += (size_t)snprintf(out + at, len - at, "%s rank %d entered %s #%llu %.1f s ago%s", sep, r,
+                                   shm__coll_name(h.coll), (unsigned long long)h.seq,
+                                   (double)(now > ns ? now - ns : 0) * 1e-9, here ? ", at this barrier" : "");
+    }
+    if (at + 1 < len)
+        snprintf(out + at, len - at, "]");
+}
+
+/* Every barrier ends in one verdict the ranks share: the first rank to
+ * decide (it saw every rank arrive, or it gave up waiting) writes it into
+ * rank 0's control block, and every other rank takes it. Without it a rank
+ * that times out just as the last rank arrives fails an operation its
+ * peers complete. The word: barrier epoch << 32 | (deciding rank + 1) << 8 |
+ * -status (0: every rank arrived). A later epoch there means this barrier
+ * ended well: nobody passes a barrier that failed. */
+static uint64_t verdict(struct shm_comm *c, uint32_t target, int status)
+{
+    uint64_t *w = &shm__ctl(c, 0)->verdict;
+    uint64_t mine = (uint64_t)target << 32 | (uint64_t)(uint32_t)(c->rank + 1) << 8 | (uint8_t)-status;
+    uint64_t v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    for (;;) {
+        uint32_t at = (uint32_t)(v >> 32);
+        if ((int32_t)(at - target) > 0)
+            return (uint64_t)target << 32;
+        if (at == target)
+            return v;
+        if (__atomic_compare_exchange_n(w, &v, mine, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return mine;
+    }
+}
+
+static int verdict_status(uint64_t v)
+{
+    return -(int)(v & 0xff);
+}
+
+static int verdict_rank(uint64_t v)
+{
+    return (int)((v >> 8) & 0xffffff) - 1;
+}
+
+/* Rank r found that the ranks called different collectives, in this
+ * round or the one before (a rank that only wrote in it, such as a
+ * broadcast's root, learns of it in its next operation): name both calls
+ * from the slot headers, which stay as they were written. */
+static int mismatch_seen(struct shm_op *o, int r)
+{
+    struct shm_comm *c = o->c;
+    char msg[300];
+    shm__fail(c, PLX_ERR_MISMATCH, -1);
+    for (int q = 0; q < c->size; q++)
+        for (uint32_t half = 0; q != c->rank && half < 2; half++)
+            if (shm__mismatch(c, q, half, msg, sizeof msg))
+                return plx_plugin_error(host, PLX_ERR_MISMATCH, "%s", msg);
+    return plx_plugin_error(host, PLX_ERR_MISMATCH, "%s(seq %llu): rank %d found that the ranks called different "
+                            "collectives", o->what, (unsigned long long)o->a->seq, r);
 }
 
 static int lost(struct shm_op *o, int r, uint32_t target)
@@ -74,17 +162,31 @@ static int check(struct shm_op *o, uint32_t target)
         struct shm_ctl *q = shm__ctl(c, r);
         if (r == c->rank || (int32_t)(__atomic_load_n(&q->epoch, __ATOMIC_ACQUIRE) - target) >= 0)
             continue;
-        if (shm__peer_dead(c, r))
-            return lost(o, r, target);
+        int dead = shm__peer_dead(c, r);
         uint32_t st = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
+        if (!dead && st == SHM_STATE_ACTIVE)
+            continue;
+        /* Giving up takes the barrier's verdict first: when every rank
+         * arrived meanwhile (and one of them saw it), this rank goes on. */
+        int code = st == SHM_STATE_FAILED ? q->why_code : PLX_ERR_PEER_LOST;
+        if (!verdict_status(verdict(c, target, code < 0 && code > -256 ? code : PLX_ERR_REMOTE)))
+            return 0;
+        if (dead)
+            return lost(o, r, target);
         if (st == SHM_STATE_LEFT) {
             shm__fail(c, PLX_ERR_PEER_LOST, r);
             return plx_plugin_error(host, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d destroyed its communicator while rank %d waited for it on shm",
                                     o->what, (unsigned long long)o->a->seq, r, c->rank);
         }
         if (st == SHM_STATE_FAILED) {
-            int why = q->why_rank, code = q->why_code;
-            shm__fail(c, PLX_ERR_REMOTE, why);
+            int why = q->why_rank;
+            shm__fail(c, code == PLX_ERR_MISMATCH || code == PLX_ERR_ABORTED ? code : PLX_ERR_REMOTE, why);
+            if (code == PLX_ERR_MISMATCH)
+                return mismatch_seen(o, r);
+            if (code == PLX_ERR_ABORTED && why < 0)
+                return plx_plugin_error(host, PLX_ERR_ABORTED, "%s(seq %llu): rank %d aborted the communicator while "
+                                        "rank %d waited for it on shm", o->what, (unsigned long long)o->a->seq, r,
+                                        c->rank);
             if (why >= 0 && why < c->size && why != c->rank && code == PLX_ERR_PEER_LOST)
                 return plx_plugin_error(host, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d lost rank %d, so rank %d stopped waiting on shm",
                                         o->what, (unsigned long long)o->a->seq, r, why, c->rank);
@@ -93,20 +195,42 @@ static int check(struct shm_op *o, uint32_t target)
         }
     }
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+        if (!verdict_status(verdict(c, target, PLX_ERR_ABORTED)))
+            return 0;
         shm__fail(c, PLX_ERR_ABORTED, -1);
         return plx_plugin_error(host, PLX_ERR_ABORTED, "%s(seq %llu): communicator '%s' aborted on rank %d", o->what,
                                 (unsigned long long)o->a->seq, c->name, c->rank);
     }
     if (host->clock_ns() >= o->deadline) {
+        if (!verdict_status(verdict(c, target, PLX_ERR_TIMEOUT)))
+            return 0;
         int r = 0;
         while (r < c->size && (r == c->rank || (int32_t)(shm__ctl(c, r)->epoch - target) >= 0))
             r++;
         shm__fail(c, PLX_ERR_TIMEOUT, -1);
         int64_t ms = o->a->timeout_ms >= 0 ? o->a->timeout_ms : c->timeout_ms;
-        return plx_plugin_error(host, PLX_ERR_TIMEOUT, "%s(seq %llu): rank %d waited %lld ms for rank %d (alive) on shm: timeout",
-                                o->what, (unsigned long long)o->a->seq, c->rank, (long long)ms, r < c->size ? r : -1);
+        char pos[1024];
+        where(c, target, pos, sizeof pos);
+        return plx_plugin_error(host, PLX_ERR_TIMEOUT, "%s(seq %llu): rank %d waited %lld ms for rank %d (alive) on shm: timeout%s",
+                                o->what, (unsigned long long)o->a->seq, c->rank, (long long)ms, r < c->size ? r : -1, pos);
     }
     return 0;
+}
+
+/* Every rank arrived, but one gave up waiting first (a timeout, an
+ * abort): its caller got an error for this operation, so this rank must
+ * not report success for it either. */
+static int gave_up(struct shm_op *o, uint64_t v)
+{
+    struct shm_comm *c = o->c;
+    int r = verdict_rank(v), code = verdict_status(v);
+    shm__fail(c, code, r);
+    if (code == PLX_ERR_ABORTED)
+        return plx_plugin_error(host, PLX_ERR_ABORTED, "%s(seq %llu): rank %d aborted the communicator", o->what,
+                                (unsigned long long)o->a->seq, r);
+    return plx_plugin_error(host, code == PLX_ERR_TIMEOUT ? code : PLX_ERR_REMOTE,
+                            "%s(seq %llu): rank %d gave up on it (%s) before rank %d arrived on shm", o->what,
+                            (unsigned long long)o->a->seq, r, shm__status_name(code), c->rank);
 }
 
 int shm__barrier(struct shm_op *o)
@@ -147,7 +271,8 @@ int shm__barrier(struct shm_op *o)
             __atomic_sub_fetch(&q->sleepers, 1, __ATOMIC_SEQ_CST);
         }
     }
-    return 0;
+    uint64_t v = verdict(c, target, 0);
+    return verdict_status(v) ? gave_up(o, v) : 0;
 }
 
 const char *shm__coll_name(int coll)

@@ -56,7 +56,10 @@ enum { OP_SEND_BUFFER = 0, OP_SEND_UNBOUND = 1, OP_NOTIFY_SEND_READY = 2, OP_NOT
  * the ranks that see that shutdown name the rank that died. */
 #define OP_PLX_LOST 0x504c584cu
 /* Its offset field says why (older plexus peers send 0 and ignore it). */
-enum { TCP_LOST_CONNECTION = 0, TCP_LOST_RENDEZVOUS = 1 };
+/* TCP_LOST_ABORTED: the rank named is the sender, which called plx_comm_abort;
+ * TCP_LOST_GAVE_UP: the sender, whose core abandoned a collective in progress
+ * (its timeout, or a mismatch it found): no peer may complete that one. */
+enum { TCP_LOST_CONNECTION = 0, TCP_LOST_RENDEZVOUS = 1, TCP_LOST_ABORTED = 2, TCP_LOST_GAVE_UP = 3 };
 /* How long a failing rank may spend getting its notices out. */
 #define TCP_NOTICE_NS 250000000u
 
@@ -157,6 +160,7 @@ struct tcp_comm {
     pthread_t io;
     int io_started, stop;
     int aborted;
+    int gave_up;           /* this rank told its peers it abandoned a collective */
     /* Input is read by a waiting thread (the "leader") while there is one:
      * it sleeps in ppoll on every connection and reads what arrives, so a
      * small message costs one wake-up instead of two (I/O thread, then

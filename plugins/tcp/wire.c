@@ -355,6 +355,17 @@ static void payload_done(struct tcp_comm *c, struct tcp_peer *p)
 static void lost_notice(struct tcp_comm *c, struct tcp_peer *p, int lost, uint64_t why)
 {
     char msg[160];
+    if (why == TCP_LOST_ABORTED && lost == p->rank) {
+        snprintf(msg, sizeof msg, "tcp: rank %d aborted the communicator", p->rank);
+        tcp__fail_all(c, PLX_ERR_ABORTED, msg);
+        return;
+    }
+    if (why == TCP_LOST_GAVE_UP && lost == p->rank) {
+        snprintf(msg, sizeof msg, "tcp: rank %d gave up on a collective in progress (it timed out waiting, or found "
+                 "an error) before this rank completed it", p->rank);
+        tcp__fail_all(c, PLX_ERR_TIMEOUT, msg);
+        return;
+    }
     if (why == TCP_LOST_RENDEZVOUS)
         snprintf(msg, sizeof msg, "tcp: rank %d could not set up this communicator: it waited for rank %d in vain",
                  p->rank, lost);
@@ -754,14 +765,15 @@ void tcp__notice_frame(uint64_t h[6], int lost_rank, int why)
     memcpy(h, f, sizeof f);
 }
 
-/* Tell plexus peer p which rank was lost. A frame half on the wire is
+/* Tell plexus peer p which rank was lost (or that this one aborted: lost is
+ * this rank, why TCP_LOST_ABORTED). A frame half on the wire is
  * finished first (its buffer is still the caller's: its request has not
  * completed), so the notice starts at a frame boundary; every wait ends at
  * deadline_ns, and a peer that does not take the bytes by then only sees
  * the shutdown that follows. */
-static void notify_lost(struct tcp_comm *c, struct tcp_peer *p, uint64_t deadline_ns)
+static void notify_lost(struct tcp_peer *p, int lost, int why, uint64_t deadline_ns)
 {
-    if (c->lost_rank < 0 || p->rank == c->lost_rank || !p->eager || p->fd < 0 || p->closed)
+    if (lost < 0 || p->rank == lost || !p->eager || p->fd < 0 || p->closed)
         return;
     struct tcp_frame *f = p->tx;
     if (f && f->sent && f->sent < frame_len(f)) {
@@ -774,7 +786,7 @@ static void notify_lost(struct tcp_comm *c, struct tcp_peer *p, uint64_t deadlin
         f->sent = frame_len(f);
     }
     uint64_t h[6];
-    tcp__notice_frame(h, c->lost_rank, TCP_LOST_CONNECTION);
+    tcp__notice_frame(h, lost, why);
     write_until(p, h, sizeof h, deadline_ns);
 }
 
@@ -809,9 +821,13 @@ void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
         snprintf(c->lost_msg, sizeof c->lost_msg, "%s", msg);
     }
     uint64_t notice_by = tcp__host->clock_ns() + TCP_NOTICE_NS;
-    for (int i = 0; first && status == PLX_ERR_PEER_LOST && i < c->size; i++)
+    /* A local plx_comm_abort tells every peer (c->aborted: not an abort
+     * this rank only heard of). */
+    int aborting = status == PLX_ERR_ABORTED && c->aborted;
+    for (int i = 0; first && (status == PLX_ERR_PEER_LOST || aborting) && i < c->size; i++)
         if (i != c->rank)
-            notify_lost(c, &c->peers[i], notice_by);
+            notify_lost(&c->peers[i], aborting ? c->rank : c->lost_rank,
+                        aborting ? TCP_LOST_ABORTED : TCP_LOST_CONNECTION, notice_by);
     /* The streams may be mid-frame now: close every connection so the other
      * ranks learn about the failure at once instead of at their timeout. */
     for (int i = 0; i < c->size; i++) {
@@ -854,6 +870,16 @@ void tcp__cancel(struct tcp_comm *c, struct tcp_req *r)
     if (r->linked == 0) {
         free(r);
         return;
+    }
+    /* A pending step of the core's collective is released only when the
+     * core gives up on the collective: tell every peer, so a rank that comes
+     * late does not complete it with this rank's data already in its socket. */
+    if (!c->broken && !c->gave_up && (r->slot & PLX_TAG_CORE_BIT)) {
+        c->gave_up = 1;
+        uint64_t notice_by = tcp__host->clock_ns() + TCP_NOTICE_NS;
+        for (int i = 0; i < c->size; i++)
+            if (i != c->rank)
+                notify_lost(&c->peers[i], c->rank, TCP_LOST_GAVE_UP, notice_by);
     }
     if (r->peer < 0) { /* unbound receive from any */
         if (remove_req(&c->any, &c->any_tail, r))

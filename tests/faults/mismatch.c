@@ -11,7 +11,7 @@
  * mismatch before it returns), from its next operation. After that the
  * communicator refuses new work, naming the mismatch.
  *
- * Usage: mismatch sim|sim-generic|tcp   (3 ranks: threads, or processes)
+ * Usage: mismatch sim|sim-generic|tcp|shm   (3 ranks: threads, or processes)
  *        mismatch mpi BACKEND            (under mpirun, 2 ranks or more:
  *                                         [core] fingerprint_native = every)
  *
@@ -111,7 +111,7 @@ static int open_comm(const char *mode, const char *url, const char *name, int ra
         o.backend = mpi_backend;
         o.overrides = every;
     } else {
-        o.backend = !strcmp(mode, "tcp") ? "tcp" : "sim";
+        o.backend = !strcmp(mode, "tcp") || !strcmp(mode, "shm") ? mode : "sim";
         o.init = url;
         o.rank = o.local_rank = rank;
         o.size = o.local_size = size;
@@ -183,8 +183,9 @@ int main(int argc, char **argv)
             mpi_backend = argv[2];
         return mpi_main();
     }
-    if (strcmp(mode, "tcp") && strcmp(mode, "sim") && strcmp(mode, "sim-generic")) {
-        fprintf(stderr, "usage: mismatch sim|sim-generic|tcp|mpi\n");
+    int procs_mode = !strcmp(mode, "tcp") || !strcmp(mode, "shm");
+    if (!procs_mode && strcmp(mode, "sim") && strcmp(mode, "sim-generic")) {
+        fprintf(stderr, "usage: mismatch sim|sim-generic|tcp|shm|mpi\n");
         return 2;
     }
     struct shared *sh = shared_alloc(sizeof *sh);
@@ -192,7 +193,7 @@ int main(int argc, char **argv)
         return 1;
     sh->mode = mode;
     int bad = 0;
-    if (!strcmp(mode, "tcp")) {
+    if (procs_mode) {
         for (int cs = 0; cs < NCASE; cs++)
             snprintf(sh->url[cs], sizeof sh->url[cs], "tcp://127.0.0.1:%d", free_port());
         struct procs p;
