@@ -6,6 +6,7 @@
  * (ledger.c). */
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,9 @@ struct plx__preq {
     int peer;
     int is_send;
     struct plx__preq *next;
+    /* The backend's request itself when it asks for req_size (ABI 1.5):
+     * one record per transfer. */
+    _Alignas(max_align_t) unsigned char mem[];
 };
 
 static void preq_release(struct plx_comm *c, struct plx__preq *p)
@@ -42,12 +46,14 @@ void plx__preq_pool_free(struct plx_comm *c)
     c->preq_pool = NULL;
 }
 
-static int post_raw(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag, void **req)
+static int post_raw(struct plx_comm *c, int is_send, int peer, void *head, size_t head_bytes, void *buf,
+                    size_t bytes, uint64_t tag, void *mem, void **req)
 {
     struct plx_p2p_args a = {
         .struct_size = sizeof a, .peer = peer, .buf = buf, .bytes = bytes, .tag = tag,
-        .mem_kind = PLX_MEM_HOST, .timeout_ms = c->timeout_ms,
+        .mem_kind = PLX_MEM_HOST, .timeout_ms = c->timeout_ms, .head = head, .head_bytes = head_bytes,
     };
+    *req = mem;
     return is_send ? c->be->ops.isend(c->bc, &a, req) : c->be->ops.irecv(c->bc, &a, req);
 }
 
@@ -61,7 +67,7 @@ static int start(struct plx_comm *c, int is_send, int peer, const void *buf, siz
     struct plx__preq *p = c->preq_pool;
     if (p)
         c->preq_pool = p->next;
-    else if (!(p = malloc(sizeof *p)))
+    else if (!(p = malloc(sizeof *p + c->be->ops.req_size)))
         return plx__err(PLX_ERR_NOMEM, "out of memory");
     p->req = NULL;
     p->fp = NULL;
@@ -69,7 +75,8 @@ static int start(struct plx_comm *c, int is_send, int peer, const void *buf, siz
      * fingerprint (fingerprint.c: per-peer io and bounce buffer, reused). */
     int rc = plx__fp_wants(c, is_send, peer, tag)
                  ? plx__fp_start(c, is_send, peer, (void *)buf, bytes, tag, post_raw, free_raw, &p->fp)
-                 : post_raw(c, is_send, peer, (void *)buf, bytes, tag, &p->req);
+                 : post_raw(c, is_send, peer, NULL, 0, (void *)buf, bytes, tag,
+                            c->be->ops.req_size ? p->mem : NULL, &p->req);
     if (rc != 0) {
         preq_release(c, p);
         return rc;
