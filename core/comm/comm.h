@@ -111,7 +111,7 @@ const struct plx_host *plx__comm_instance(struct plx_comm *c);
 /* The p2p adapter the algorithms drive (wraps the backend's isend/irecv). */
 void plx__p2p_init(struct plx_comm *c);
 void plx__preq_pool_free(struct plx_comm *c);
-/* Wait for a backend request until deadline_ns (0: none); checks the abort
+/* Wait for a backend request until deadline_ns (PLX__NEVER: none); checks the abort
  * flag, and once the wait is slow calls the diagnosis hook
  * (plx__diag_slow_wait, peer: the rank waited for, -1: unknown) at least
  * every ~100 ms. Does not free it. Returns its status, or

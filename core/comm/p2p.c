@@ -97,7 +97,7 @@ static int a_irecv(void *ctx, int peer, void *buf, size_t bytes, uint64_t tag, v
     return start(ctx, 0, peer, buf, bytes, tag, req);
 }
 
-/* Wait for a backend request until deadline_ns (0: no deadline). Checks the
+/* Wait for a backend request until deadline_ns (PLX__NEVER: none). Checks the
  * abort flag between slices so plx_comm_abort unblocks even a backend
  * without comm_abort. Once the wait is slow (diag's slow_ns, 500 ms) it
  * calls plx__diag_slow_wait at least every SLICE_NS, which publishes this
@@ -115,7 +115,7 @@ int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
         /* One call to the deadline (ABI 1.3): the backend's comm_abort ends
          * it. With diagnosis on, the first call ends where the wait turns
          * slow, and from there it waits in slices to the same deadline. */
-        uint64_t end = deadline_ns ? deadline_ns : UINT64_MAX, t0 = 0, until = end;
+        uint64_t end = deadline_ns, t0 = 0, until = end;
         if (d) {
             t0 = plx__clock_ns();
             if (t0 + d->slow_ns < until)
@@ -149,13 +149,13 @@ int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
         int slow = d ? plx__diag_slow_wait(c, now - t0, peer) : 0; /* cheap until the wait is slow (ledger.c) */
         if (slow)
             return slow;
-        if (deadline_ns && now >= deadline_ns) {
+        if (now >= deadline_ns) {
             int done = 0;
             int rc = c->be->ops.test(c->bc, req, &done);
             return done ? rc : PLX__STILL_PENDING;
         }
         if (c->be->ops.wait) {
-            int64_t ms = deadline_ns ? (int64_t)((deadline_ns - now) / 1000000) + 1 : slice_ms;
+            int64_t ms = deadline_ns - now < SLICE_NS ? (int64_t)((deadline_ns - now) / 1000000) + 1 : slice_ms;
             if (ms > slice_ms)
                 ms = slice_ms;
             int rc = c->be->ops.wait(c->bc, req, ms);

@@ -268,7 +268,7 @@ static int accept_on(struct mesh *m, int peer)
         char addr[64];
         fmt_addr(addr, sizeof addr, &sa);
         int rc = shake_add(m, fd, peer, PLX__AUTH_SERVER,
-                           m->c->host->clock_ns() + (uint64_t)m->auth_ms * 1000000u, addr);
+                           plx_plugin_deadline(m->auth_ms), addr);
         if (rc)
             return rc;
     }
@@ -545,7 +545,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
         rc = c->host->store_set(a->store, key, blob, (size_t)(P - 1) * TCP_ADDR_BYTES);
     }
     uint64_t t0 = c->host->clock_ns();
-    uint64_t deadline = t0 + (uint64_t)(conn_ms > 0 ? conn_ms : a->timeout_ms) * 1000000u;
+    uint64_t deadline = plx_plugin_deadline(conn_ms > 0 ? conn_ms : a->timeout_ms);
     for (int i = 0; i < P && rc == 0; i++) {
         if (i == r)
             continue;
