@@ -4,11 +4,21 @@
 
 #include <time.h>
 
+#include "plexus/plexus.h"
+
 uint64_t plx__clock_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t plx__deadline_ms(int64_t timeout_ms)
+{
+    if (timeout_ms == PLX_TIMEOUT_INFINITE)
+        return PLX__NEVER;
+    uint64_t now = plx__clock_ns(), ms = timeout_ms < 0 ? 0 : (uint64_t)timeout_ms;
+    return ms >= (PLX__NEVER - now) / 1000000u ? PLX__NEVER : now + ms * 1000000u;
 }
 
 uint64_t plx__clock_coarse_ns(void)

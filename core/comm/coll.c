@@ -461,16 +461,23 @@ static int p2p(struct plx_comm *c, int is_send, void *buf, size_t count, int dty
         .tag = (uint64_t)tag, .mem_kind = mem, .timeout_ms = op_timeout(o),
         .stream = o && PLX_HAS_FIELD(o, struct plx_op_options, stream) ? o->stream : NULL,
     };
-    void *req = NULL;
+    /* A backend with req_size (ABI 1.5) builds its request inside the work. */
+    struct plx_work *own = NULL;
+    if (c->be->ops.req_size && !(own = malloc(sizeof *own + c->be->ops.req_size)))
+        return plx__err(PLX_ERR_NOMEM, "%s on '%s': out of memory", what, c->name);
+    void *req = own ? own->req_mem : NULL;
     rc = is_send ? c->be->ops.isend(c->bc, &a, &req) : c->be->ops.irecv(c->bc, &a, &req);
     if (rc != 0) {
+        free(own);
         plx__err_prefix("%s(rank %d, peer %d) on '%s' [%s]: ", what, c->rank, peer, c->name, c->be->name);
         return rc;
     }
     struct plx_coll_args ca = {.struct_size = sizeof ca, .coll = is_send ? PLX_COLL_SEND : PLX_COLL_RECV,
                                .send = buf, .recv = buf, .count = count, .dtype = dtype, .root = peer};
-    struct plx_work *tmp;
-    if ((rc = plx__work_native(c, &ca, 0, NULL, req, &tmp)) != 0)
+    struct plx_work *tmp = own;
+    if (own)
+        plx__work_native_init(own, c, &ca, 0, NULL, req);
+    else if ((rc = plx__work_native(c, &ca, 0, NULL, req, &tmp)) != 0)
         return rc;
     if (w) {
         *w = tmp;

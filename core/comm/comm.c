@@ -129,6 +129,14 @@ static int open_generation(struct plx_comm *c)
     return plx__store_prefixed(c->base_store, c->key_root, &c->store);
 }
 
+/* c's instance of its backend's services (ABI 1.5): log lines name c. */
+const struct plx_host *plx__comm_instance(struct plx_comm *c)
+{
+    c->inst_ctx = (struct plx__host_ctx){.be = c->be, .comm = c->name};
+    plx__host_init(&c->inst, &c->inst_ctx);
+    return &c->inst;
+}
+
 /* Create the backend's communicator for c (rank/size/name/stores set). */
 static int comm_create_backend(struct plx_comm *c)
 {
@@ -142,6 +150,7 @@ static int comm_create_backend(struct plx_comm *c)
         .store = c->store,
         .timeout_ms = c->timeout_ms,
         .config = c->config,
+        .host = plx__comm_instance(c),
     };
     int rc = c->be->ops.comm_create(&args, &c->bc);
     if (rc != 0)
@@ -444,7 +453,7 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
         struct plx_comm_args args = {
             .struct_size = sizeof args, .rank = new_rank, .size = n, .local_rank = new_rank,
             .local_size = n, .name = name, .store = child->store, .timeout_ms = c->timeout_ms,
-            .config = child->config,
+            .config = child->config, .host = plx__comm_instance(child),
         };
         rc = c->be->ops.comm_split(c->bc, color, key, &args, &child->bc);
         if (rc == 0)

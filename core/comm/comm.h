@@ -4,6 +4,7 @@
 #define PLX_CORE_COMM_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "algo/algo.h"
@@ -18,6 +19,8 @@ struct plx_comm {
     struct plx__backend *be;
     struct plx_config *config; /* its options over the process layers; shared with its splits */
     void *bc;                 /* the backend's communicator */
+    struct plx_host inst;     /* the backend's services for this communicator (ABI 1.5 instance) */
+    struct plx__host_ctx inst_ctx;
     struct plx_caps caps;     /* this communicator's capabilities */
     struct plx_store *base_store; /* the job's store (NULL if the backend bootstraps itself) */
     struct plx_store *store;      /* view prefixed by key_root */
@@ -72,6 +75,9 @@ struct plx_work {
     char errmsg[768];         /* the message of a failure, replayed to the waiter */
     struct plx__fp fp;        /* the user's call (diag.h) */
     struct plx_work *next;
+    /* A point-to-point work's backend request when the backend asks for
+     * req_size (ABI 1.5); the work is allocated with room for it. */
+    _Alignas(max_align_t) unsigned char req_mem[];
 };
 
 /* work.c, executor.c, p2p.c */
@@ -101,10 +107,12 @@ int plx__breaks_comm(int status);
 /* plx_comm_split with the child on backend be (the parent's, or another:
  * hier.c builds its intra-host child this way). */
 int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backend *be, struct plx_comm **out);
+/* c's instance of its backend's services, handed to comm_create/comm_split. */
+const struct plx_host *plx__comm_instance(struct plx_comm *c);
 /* The p2p adapter the algorithms drive (wraps the backend's isend/irecv). */
 void plx__p2p_init(struct plx_comm *c);
 void plx__preq_pool_free(struct plx_comm *c);
-/* Wait for a backend request until deadline_ns (0: none); checks the abort
+/* Wait for a backend request until deadline_ns (PLX__NEVER: none); checks the abort
  * flag, and once the wait is slow calls the diagnosis hook
  * (plx__diag_slow_wait, peer: the rank waited for, -1: unknown) at least
  * every ~100 ms. Does not free it. Returns its status, or

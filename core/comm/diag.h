@@ -50,8 +50,11 @@ void plx__fp_begin(struct plx_comm *c, const struct plx__fp *fp);
 /* Does this message carry the running collective's fingerprint? */
 int plx__fp_wants(const struct plx_comm *c, int is_send, int peer, uint64_t tag);
 struct plx__fp_io;
-typedef int (*plx__post_fn)(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag,
-                            void **req);
+/* head: head_bytes in front of buf in the same message (a backend with
+ * PLX_CAP_P2P_HEAD only); mem: req_size bytes for the backend's request
+ * (ABI 1.5), or NULL. */
+typedef int (*plx__post_fn)(struct plx_comm *c, int is_send, int peer, void *head, size_t head_bytes, void *buf,
+                            size_t bytes, uint64_t tag, void *mem, void **req);
 typedef int (*plx__wait_fn)(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer);
 typedef void (*plx__free_fn)(struct plx_comm *c, void *req);
 /* Start the first message to / from peer of the running collective with its

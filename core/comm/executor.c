@@ -23,7 +23,7 @@ static int run_generic(struct plx_comm *c, const struct plx_coll_args *a, const 
     if (a->flags & PLX__COLL_FLAG_HIER)
         return plx__hier_run_failing(c, a, errmsg, errlen);
     int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
-    uint64_t deadline = t == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)t * 1000000u;
+    uint64_t deadline = plx__deadline_ms(t);
     plx__ledger_state(c, a->seq, PLX__OP_RUNNING);
     plx__fp_begin(c, fp);
     int rc = a->flags & PLX__COLL_FLAG_STAGED ? plx__stage_run(c, a, deadline)

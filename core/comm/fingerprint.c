@@ -10,8 +10,10 @@
  * run different algorithms (a broadcast against an allreduce, 8 elements
  * against 6) still meet on it, and the receiver names both calls instead of
  * mis-delivering data or calling the frame malformed. Up to FP_INLINE bytes
- * of payload ride in the same message (copied through a per-peer bounce
- * buffer: no extra frame, so nothing extra at 8 bytes); a larger payload
+ * of payload ride in the same message (no extra frame, so nothing extra at 8
+ * bytes): behind the header as the message's head where the backend takes
+ * one (PLX_CAP_P2P_HEAD: the payload goes from and lands in the caller's
+ * buffer), else copied through a per-peer bounce buffer; a larger payload
  * follows under its own tag and the header goes alone just before it (one
  * small extra frame, nothing against a segment of more than 8 KiB). The
  * receive is posted with room for header + FP_INLINE, so a mismatched
@@ -55,11 +57,17 @@ struct fp_wire {
  * one first message each way with each peer): no allocation per message. */
 struct plx__fp_io {
     int is_send, peer;
+    int head;          /* the header rides as the message's head (PLX_CAP_P2P_HEAD) */
     void *hreq, *preq; /* the fingerprint's message, the separate payload (or NULL) */
-    char *bounce;
+    char *bounce;      /* the header, then (without head) the inline payload */
     void *buf;
     size_t bytes;
+    unsigned char *req_mem; /* two backend requests of req_size bytes (ABI 1.5), or NULL */
 };
+
+/* An io, its bounce buffer and the backend's two requests, in one block. */
+#define IO_BOUNCE_AT ((sizeof(struct plx__fp_io) + 63) & ~(size_t)63)
+#define IO_REQS_AT (IO_BOUNCE_AT + ((sizeof(struct fp_wire) + FP_INLINE + 63) & ~(size_t)63))
 
 static int has_op(int coll)
 {
@@ -180,22 +188,31 @@ int plx__fp_wants(const struct plx_comm *c, int is_send, int peer, uint64_t tag)
 }
 
 /* The peer's io and bounce buffer for this direction, made on first use. */
-static struct plx__fp_io *io_get(struct plx__diag *d, int is_send, int peer)
+static struct plx__fp_io *io_get(struct plx__diag *d, int is_send, int peer, size_t req_size)
 {
     void **slot = (void **)&(is_send ? d->sbounce : d->rbounce)[peer];
     if (!*slot)
-        *slot = calloc(1, sizeof(struct plx__fp_io) + sizeof(struct fp_wire) + FP_INLINE);
+        *slot = calloc(1, IO_REQS_AT + 2 * req_size);
     struct plx__fp_io *io = *slot;
-    if (io)
-        io->bounce = (char *)(io + 1);
+    if (io) {
+        io->bounce = (char *)io + IO_BOUNCE_AT;
+        io->req_mem = req_size ? (unsigned char *)io + IO_REQS_AT : NULL;
+    }
     return io;
+}
+
+/* Whether the backend takes a head in front of a message (ABI 1.5). */
+static int head_ok(const struct plx_comm *c)
+{
+    return c->be->abi_minor >= 5 && (c->caps.flags & PLX_CAP_P2P_HEAD);
 }
 
 int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag, plx__post_fn post,
                   plx__free_fn release, struct plx__fp_io **out)
 {
     struct plx__diag *d = c->diag;
-    struct plx__fp_io *io = io_get(d, is_send, peer);
+    size_t rs = c->be->ops.req_size;
+    struct plx__fp_io *io = io_get(d, is_send, peer, rs);
     if (!io)
         return plx__err(PLX_ERR_NOMEM, "out of memory");
     char *b = io->bounce;
@@ -206,22 +223,33 @@ int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t b
     io->bytes = bytes;
     uint64_t ftag = plx__algo_tag(d->cur.seq, FP_STEP);
     int inl = bytes <= FP_INLINE, rc;
+    /* With a head, an inline payload stays in the caller's buffer: the
+     * header goes in front of it on the wire, not in memory. */
+    io->head = inl && bytes && head_ok(c);
+    void *m0 = io->req_mem, *m1 = io->req_mem ? io->req_mem + rs : NULL;
+    const size_t W = sizeof(struct fp_wire);
     if (is_send) {
         struct fp_wire w;
         to_wire(&d->cur, &w);
         w.payload = bytes;
         w.inline_data = (uint32_t)inl;
         memcpy(b, &w, sizeof w);
-        if (inl && bytes)
-            memcpy(b + sizeof w, buf, bytes);
-        rc = post(c, 1, peer, b, sizeof w + (inl ? bytes : 0), ftag, &io->hreq);
+        if (io->head)
+            rc = post(c, 1, peer, b, W, buf, bytes, ftag, m0, &io->hreq);
+        else {
+            if (inl && bytes)
+                memcpy(b + sizeof w, buf, bytes);
+            rc = post(c, 1, peer, NULL, 0, b, W + (inl ? bytes : 0), ftag, m0, &io->hreq);
+        }
         if (rc == 0 && !inl)
-            rc = post(c, 1, peer, buf, bytes, tag, &io->preq);
+            rc = post(c, 1, peer, NULL, 0, buf, bytes, tag, m1, &io->preq);
         d->sent[peer] = d->cur.seq + 1;
     } else {
-        rc = post(c, 0, peer, b, sizeof(struct fp_wire) + FP_INLINE, ftag, &io->hreq);
+        memset(b, 0, W); /* no stale header from the last collective if the peer sends less */
+        rc = io->head ? post(c, 0, peer, b, W, buf, bytes, ftag, m0, &io->hreq)
+                      : post(c, 0, peer, NULL, 0, b, W + FP_INLINE, ftag, m0, &io->hreq);
         if (rc == 0 && !inl)
-            rc = post(c, 0, peer, buf, bytes, tag, &io->preq);
+            rc = post(c, 0, peer, NULL, 0, buf, bytes, tag, m1, &io->preq);
         d->rcvd[peer] = d->cur.seq + 1;
     }
     if (rc != 0) {
@@ -253,7 +281,7 @@ static int check(struct plx_comm *c, struct plx__fp_io *io)
     if (w.payload != io->bytes || (w.inline_data != 0) != (io->bytes <= FP_INLINE))
         return plx__err(PLX_ERR_PROTOCOL, "rank %d sent %llu bytes where %zu were expected in seq %llu", io->peer,
                         (unsigned long long)w.payload, io->bytes, (unsigned long long)d->cur.seq);
-    if (w.inline_data && io->bytes)
+    if (w.inline_data && io->bytes && !io->head)
         memcpy(io->buf, io->bounce + sizeof w, io->bytes);
     return 0;
 }
@@ -263,8 +291,12 @@ int plx__fp_wait(struct plx_comm *c, struct plx__fp_io *io, uint64_t deadline_ns
 {
     int rc = wait(c, io->hreq, deadline_ns, io->peer);
     io->hreq = NULL;
-    if (rc == 0 && !io->is_send)
-        rc = check(c, io);
+    /* A longer message than a head receive holds (another collective's)
+     * still left its header: name both calls rather than the sizes. */
+    if (!io->is_send && (rc == 0 || (rc == PLX_ERR_INVALID_ARG && io->head))) {
+        int crc = check(c, io);
+        rc = crc ? crc : rc;
+    }
     if (io->preq) {
         if (rc == 0)
             rc = wait(c, io->preq, deadline_ns, io->peer);

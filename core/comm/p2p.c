@@ -6,6 +6,7 @@
  * (ledger.c). */
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,9 @@ struct plx__preq {
     int peer;
     int is_send;
     struct plx__preq *next;
+    /* The backend's request itself when it asks for req_size (ABI 1.5):
+     * one record per transfer. */
+    _Alignas(max_align_t) unsigned char mem[];
 };
 
 static void preq_release(struct plx_comm *c, struct plx__preq *p)
@@ -42,12 +46,14 @@ void plx__preq_pool_free(struct plx_comm *c)
     c->preq_pool = NULL;
 }
 
-static int post_raw(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag, void **req)
+static int post_raw(struct plx_comm *c, int is_send, int peer, void *head, size_t head_bytes, void *buf,
+                    size_t bytes, uint64_t tag, void *mem, void **req)
 {
     struct plx_p2p_args a = {
         .struct_size = sizeof a, .peer = peer, .buf = buf, .bytes = bytes, .tag = tag,
-        .mem_kind = PLX_MEM_HOST, .timeout_ms = c->timeout_ms,
+        .mem_kind = PLX_MEM_HOST, .timeout_ms = c->timeout_ms, .head = head, .head_bytes = head_bytes,
     };
+    *req = mem;
     return is_send ? c->be->ops.isend(c->bc, &a, req) : c->be->ops.irecv(c->bc, &a, req);
 }
 
@@ -61,7 +67,7 @@ static int start(struct plx_comm *c, int is_send, int peer, const void *buf, siz
     struct plx__preq *p = c->preq_pool;
     if (p)
         c->preq_pool = p->next;
-    else if (!(p = malloc(sizeof *p)))
+    else if (!(p = malloc(sizeof *p + c->be->ops.req_size)))
         return plx__err(PLX_ERR_NOMEM, "out of memory");
     p->req = NULL;
     p->fp = NULL;
@@ -69,7 +75,8 @@ static int start(struct plx_comm *c, int is_send, int peer, const void *buf, siz
      * fingerprint (fingerprint.c: per-peer io and bounce buffer, reused). */
     int rc = plx__fp_wants(c, is_send, peer, tag)
                  ? plx__fp_start(c, is_send, peer, (void *)buf, bytes, tag, post_raw, free_raw, &p->fp)
-                 : post_raw(c, is_send, peer, (void *)buf, bytes, tag, &p->req);
+                 : post_raw(c, is_send, peer, NULL, 0, (void *)buf, bytes, tag,
+                            c->be->ops.req_size ? p->mem : NULL, &p->req);
     if (rc != 0) {
         preq_release(c, p);
         return rc;
@@ -90,7 +97,7 @@ static int a_irecv(void *ctx, int peer, void *buf, size_t bytes, uint64_t tag, v
     return start(ctx, 0, peer, buf, bytes, tag, req);
 }
 
-/* Wait for a backend request until deadline_ns (0: no deadline). Checks the
+/* Wait for a backend request until deadline_ns (PLX__NEVER: none). Checks the
  * abort flag between slices so plx_comm_abort unblocks even a backend
  * without comm_abort. Once the wait is slow (diag's slow_ns, 500 ms) it
  * calls plx__diag_slow_wait at least every SLICE_NS, which publishes this
@@ -108,7 +115,7 @@ int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
         /* One call to the deadline (ABI 1.3): the backend's comm_abort ends
          * it. With diagnosis on, the first call ends where the wait turns
          * slow, and from there it waits in slices to the same deadline. */
-        uint64_t end = deadline_ns ? deadline_ns : UINT64_MAX, t0 = 0, until = end;
+        uint64_t end = deadline_ns, t0 = 0, until = end;
         if (d) {
             t0 = plx__clock_ns();
             if (t0 + d->slow_ns < until)
@@ -142,13 +149,13 @@ int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
         int slow = d ? plx__diag_slow_wait(c, now - t0, peer) : 0; /* cheap until the wait is slow (ledger.c) */
         if (slow)
             return slow;
-        if (deadline_ns && now >= deadline_ns) {
+        if (now >= deadline_ns) {
             int done = 0;
             int rc = c->be->ops.test(c->bc, req, &done);
             return done ? rc : PLX__STILL_PENDING;
         }
         if (c->be->ops.wait) {
-            int64_t ms = deadline_ns ? (int64_t)((deadline_ns - now) / 1000000) + 1 : slice_ms;
+            int64_t ms = deadline_ns - now < SLICE_NS ? (int64_t)((deadline_ns - now) / 1000000) + 1 : slice_ms;
             if (ms > slice_ms)
                 ms = slice_ms;
             int rc = c->be->ops.wait(c->bc, req, ms);

@@ -169,7 +169,7 @@ PLX_API int plx_work_wait(struct plx_work *w, int64_t timeout_ms)
     }
     if (w->done)
         return replay(w);
-    uint64_t deadline = timeout_ms == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t deadline = plx__deadline_ms(timeout_ms);
     int rc = plx__wait_req(c, w->req, deadline, -1);
     if (rc == PLX__STILL_PENDING)
         return plx__err(PLX_ERR_TIMEOUT, "%s on '%s' [%s]: rank %d not finished after %lld ms (still pending)",

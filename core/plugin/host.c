@@ -15,17 +15,22 @@
 #include "reduce.h"
 #include "store.h"
 
-static const char *backend_name(void *ctx)
+static const struct plx__backend *backend_of(void *ctx)
 {
-    const struct plx__backend *b = ctx;
-    return b && b->name ? b->name : "plugin";
+    return ((const struct plx__host_ctx *)ctx)->be;
 }
 
+/* The log category: the backend, and the communicator an instance serves. */
 static void host_log(void *ctx, int level, const char *fmt, ...)
 {
+    const struct plx__host_ctx *h = ctx;
+    char cat[160];
+    const char *name = h->be && h->be->name ? h->be->name : "plugin";
+    if (h->comm)
+        snprintf(cat, sizeof cat, "%s '%s'", name, h->comm);
     va_list ap;
     va_start(ap, fmt);
-    plx__vlog(level, backend_name(ctx), fmt, ap);
+    plx__vlog(level, h->comm ? cat : name, fmt, ap);
     va_end(ap);
 }
 
@@ -75,7 +80,7 @@ static void host_free(void *p)
  * comm_create got; the core checked every value in it against the keys. */
 static int host_config_str(void *ctx, const struct plx_config *cfg, const char *key, const char **out)
 {
-    const struct plx__backend *b = ctx;
+    const struct plx__backend *b = backend_of(ctx);
     const char *v = plx__config_get_in(cfg, plx__config_section(cfg, b->name), key, NULL);
     for (const struct plx_key *k = b->keys; !v && k && k->key; k++)
         if (!strcmp(k->key, key))
@@ -88,7 +93,7 @@ static int host_config_str(void *ctx, const struct plx_config *cfg, const char *
 
 static int host_config_int(void *ctx, const struct plx_config *cfg, const char *key, int64_t *out)
 {
-    const struct plx__backend *b = ctx;
+    const struct plx__backend *b = backend_of(ctx);
     return plx__config_number_in(cfg, plx__config_section(cfg, b->name), key, out);
 }
 
@@ -101,7 +106,7 @@ static int host_config_bool(void *ctx, const struct plx_config *cfg, const char 
     return rc;
 }
 
-void plx__host_init(struct plx_host *h, void *ctx)
+void plx__host_init(struct plx_host *h, struct plx__host_ctx *ctx)
 {
     *h = (struct plx_host){
         .struct_size = sizeof *h,

@@ -5,8 +5,17 @@
 #include "clock.h" /* plx__clock_ns, which the host hands to plugins */
 #include "plexus/backend.h"
 
-/* Fill *h with the core's services; ctx is the struct plx__backend the
- * host belongs to (for log category, error prefix and config section). */
-void plx__host_init(struct plx_host *h, void *ctx);
+struct plx__backend;
+
+/* What a host table's ctx points at: the backend it serves (log category,
+ * config section) and, for a communicator's instance (ABI 1.5), that
+ * communicator's name (NULL in the process-wide table). */
+struct plx__host_ctx {
+    const struct plx__backend *be;
+    const char *comm;
+};
+
+/* Fill *h with the core's services for ctx (its owner keeps it alive). */
+void plx__host_init(struct plx_host *h, struct plx__host_ctx *ctx);
 
 #endif

@@ -43,7 +43,7 @@ static void set_state(struct plx__backend *b, int state, const char *fmt, ...)
 
 const char *plx__backend_config_get(void *ctx, const char *key)
 {
-    const struct plx__backend *b = ctx;
+    const struct plx__backend *b = ((const struct plx__host_ctx *)ctx)->be;
     return plx__config_get(plx__config_section(plx__config_current(), b->name), key);
 }
 
@@ -138,7 +138,8 @@ static void load_one(struct plx__backend *b)
                   PLX_BACKEND_ENTRY_V1_NAME);
         return;
     }
-    plx__host_init(&b->host, b);
+    b->host_ctx = (struct plx__host_ctx){.be = b};
+    plx__host_init(&b->host, &b->host_ctx);
     uint32_t minor = PLX_ABI_MINOR;
     const struct plx_backend *desc = NULL;
     plx__err_clear();
@@ -171,6 +172,13 @@ static void load_one(struct plx__backend *b)
     int miss = missing_required(&b->ops);
     if (miss >= 0) {
         set_state(b, PLX_STATE_BROKEN, "%s lacks the required operation '%s'", b->library, required_ops[miss]);
+        return;
+    }
+    if (minor < 5)
+        b->ops.req_size = 0; /* a field of a newer minor than the one agreed */
+    if (b->ops.req_size > PLX__REQ_SIZE_MAX) {
+        set_state(b, PLX_STATE_BROKEN, "%s asks for %zu-byte requests; ABI 1.5 allows at most %d", b->library,
+                  b->ops.req_size, PLX__REQ_SIZE_MAX);
         return;
     }
     if (!b->ops.name || strcmp(b->ops.name, b->name)) {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "host.h"
 #include "plexus/backend.h"
 #include "plexus/info.h"
 
@@ -22,13 +23,17 @@ struct plx__backend {
     uint32_t abi_major, abi_minor; /* negotiated */
     struct plx_backend ops;
     struct plx_caps caps;           /* static caps */
-    struct plx_host host;           /* host.ctx == this backend */
+    struct plx_host host;           /* host.ctx == &host_ctx */
+    struct plx__host_ctx host_ctx;  /* this backend, no communicator */
     const struct plx_key *keys;     /* typed (ABI 1.3), or an older plugin's params as strings */
     char *alias;                    /* [name] alias: the backends it stands for, or NULL */
     struct plx_key *own_keys;       /* keys made from an older plugin's params */
     char *own_description;          /* an alias's "alias of X here: ..." */
     struct plx__backend *target;    /* an alias: the one it stands for here, or NULL */
 };
+
+/* The most bytes of request a plugin may ask the core to hold (ABI 1.5). */
+#define PLX__REQ_SIZE_MAX 4096
 
 /* Discover, load and probe every declared backend (once per process). */
 int plx__loader_discover(void);

@@ -90,14 +90,9 @@ static void key_path(const struct fstore *f, const char *key, char *out, size_t 
     snprintf(out, n, "%s/%" PRIu64, f->dir, plx__store_file_hash(key, strlen(key)));
 }
 
-static uint64_t deadline_of(int64_t timeout_ms)
-{
-    return timeout_ms == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
-}
-
 static int past(uint64_t deadline)
 {
-    return deadline && plx__clock_ns() >= deadline;
+    return plx__clock_ns() >= deadline;
 }
 
 /* Sleep between polls: 1 ms at first, growing to 10 ms (Gloo's interval). */
@@ -117,7 +112,7 @@ static int lock_dir(struct fstore *f, const char *what, const char *key, int *fd
     if (*fd < 0)
         return plx__err(PLX_ERR_SYSTEM, "file store %s: %s '%s': cannot open the lock file %s: %s", f->dir, what, key,
                         path, strerror(errno));
-    uint64_t deadline = deadline_of(f->base.timeout_ms);
+    uint64_t deadline = plx__deadline_ms(f->base.timeout_ms);
     long us = 1000;
     while (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
@@ -266,7 +261,7 @@ static int all_exist(struct fstore *f, const char *const *keys, size_t n, const 
 static int f_wait(struct plx_store *s, const char *const *keys, size_t n, int64_t timeout_ms)
 {
     struct fstore *f = (struct fstore *)s;
-    uint64_t deadline = deadline_of(timeout_ms);
+    uint64_t deadline = plx__deadline_ms(timeout_ms);
     long us = 1000;
     for (;;) {
         const char *missing = NULL;
@@ -286,7 +281,7 @@ static int f_wait(struct plx_store *s, const char *const *keys, size_t n, int64_
 static int f_get(struct plx_store *s, const char *key, void **val, size_t *len, int64_t timeout_ms)
 {
     struct fstore *f = (struct fstore *)s;
-    uint64_t deadline = deadline_of(timeout_ms);
+    uint64_t deadline = plx__deadline_ms(timeout_ms);
     long us = 1000;
     for (;;) {
         int rc = read_value(f, key, val, len);

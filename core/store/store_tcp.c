@@ -131,13 +131,13 @@ static int connect_until(const struct client *c, uint64_t deadline, int *out)
     return plx__err(PLX_ERR_TIMEOUT, "%s: cannot connect: %s (no server appeared in time)", c->where, strerror(last));
 }
 
-/* Move exactly n bytes, each wait bounded by the deadline (0: none). */
+/* Move exactly n bytes, each wait bounded by the deadline (PLX__NEVER: none). */
 static int xfer(struct client *c, int is_write, void *buf, size_t n, uint64_t deadline)
 {
     char *p = buf;
     while (n) {
         int ms = -1;
-        if (deadline) {
+        if (deadline != PLX__NEVER) {
             uint64_t now = plx__clock_ns();
             if (now >= deadline)
                 return plx__err(PLX_ERR_TIMEOUT, "%s: timed out", c->where);
@@ -164,10 +164,6 @@ static int xfer(struct client *c, int is_write, void *buf, size_t n, uint64_t de
     return 0;
 }
 
-static uint64_t deadline_of(int64_t timeout_ms)
-{
-    return timeout_ms == PLX_TIMEOUT_INFINITE ? 0 : plx__clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
-}
 
 /* A request being built: one buffer, one write. The first failed append records its status in err
  * and the later ones do nothing, so a request is built in straight lines and
@@ -250,7 +246,7 @@ static int connected(struct client *c, uint64_t deadline)
 {
     if (c->fd >= 0)
         return 0;
-    uint64_t d = deadline ? deadline : plx__clock_ns() + 5000000000u;
+    uint64_t d = deadline != PLX__NEVER ? deadline : plx__clock_ns() + 5000000000u;
     int rc = connect_until(c, d, &c->fd);
     if (rc == PLX_ERR_TIMEOUT) { /* it was there before: not a slow start, it is gone */
         plx__err_prefix("reconnecting after a timed-out wait: ");
@@ -288,7 +284,7 @@ static int c_set(struct plx_store *s, const char *key, const void *val, size_t l
     put_bytes(&m, key, strlen(key));
     int rc = put_bytes(&m, val, len);
     pthread_mutex_lock(&c->mu);
-    rc = rc ? rc : send_msg(c, &m, deadline_of(s->timeout_ms));
+    rc = rc ? rc : send_msg(c, &m, plx__deadline_ms(s->timeout_ms));
     pthread_mutex_unlock(&c->mu);
     free(m.p);
     return rc;
@@ -304,7 +300,7 @@ static int wait_locked(struct client *c, const char *const *keys, size_t n, int6
     for (size_t i = 0; !rc && i < n; i++)
         if ((rc = too_large(c, keys[i], 0)) == 0)
             rc = put_bytes(&m, keys[i], strlen(keys[i]));
-    uint64_t deadline = deadline_of(timeout_ms);
+    uint64_t deadline = plx__deadline_ms(timeout_ms);
     if (!rc)
         rc = send_msg(c, &m, deadline);
     free(m.p);
@@ -346,7 +342,7 @@ static int c_get(struct plx_store *s, const char *key, void **val, size_t *len, 
         put(&m, &q, 1);
         rc = put_bytes(&m, key, strlen(key));
     }
-    uint64_t deadline = deadline_of(s->timeout_ms);
+    uint64_t deadline = plx__deadline_ms(s->timeout_ms);
     if (!rc)
         rc = send_msg(c, &m, deadline);
     free(m.p);
@@ -365,7 +361,7 @@ static int c_add(struct plx_store *s, const char *key, int64_t delta, int64_t *r
     put_bytes(&m, key, strlen(key));
     int rc = put(&m, &delta, 8);
     int64_t v = 0;
-    uint64_t deadline = deadline_of(s->timeout_ms);
+    uint64_t deadline = plx__deadline_ms(s->timeout_ms);
     pthread_mutex_lock(&c->mu);
     if (!rc)
         rc = send_msg(c, &m, deadline);
@@ -387,7 +383,7 @@ static int c_check(struct plx_store *s, const char *key)
     put(&m, &q, 1);
     put(&m, &one, 8);
     int rc = put_bytes(&m, key, strlen(key));
-    uint64_t deadline = deadline_of(s->timeout_ms);
+    uint64_t deadline = plx__deadline_ms(s->timeout_ms);
     pthread_mutex_lock(&c->mu);
     if (!rc)
         rc = send_msg(c, &m, deadline);
@@ -406,7 +402,7 @@ static int c_del(struct plx_store *s, const char *key)
     int64_t n = 0;
     put(&m, &q, 1);
     int rc = put_bytes(&m, key, strlen(key));
-    uint64_t deadline = deadline_of(s->timeout_ms);
+    uint64_t deadline = plx__deadline_ms(s->timeout_ms);
     pthread_mutex_lock(&c->mu);
     if (!rc)
         rc = send_msg(c, &m, deadline);
@@ -486,11 +482,11 @@ int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms
         snprintf(c->where, sizeof c->where, "store tcp://%s", rest);
     if (rank == 0 && by_rank0)
         rc = plx__store_hosted_acquire(c->host, atoi(c->port), &c->lim, &c->server);
-    uint64_t deadline = deadline_of(timeout_ms);
+    uint64_t deadline = plx__deadline_ms(timeout_ms);
     if (!rc)
         rc = connect_until(c, deadline, &c->fd);
     if (!rc)
-        rc = authenticate(c, c->fd, deadline ? deadline : UINT64_MAX);
+        rc = authenticate(c, c->fd, deadline);
     if (rc) {
         if (c->fd >= 0)
             close(c->fd);

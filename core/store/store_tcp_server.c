@@ -536,7 +536,7 @@ static void accept_one(struct plx__store_server *s)
     snprintf(c->addr, sizeof c->addr, "%s:%s", host, port);
     c->authed = s->secret == NULL;
     if (!c->authed) {
-        c->hs_deadline = plx__clock_ns() + (uint64_t)s->lim.auth_timeout_ms * 1000000u;
+        c->hs_deadline = plx__deadline_ms(s->lim.auth_timeout_ms);
         if (plx__auth_init(&c->hs, PLX__AUTH_SERVER, s->secret, "store") != 0)
             drop(c, c->hs.why);
     }

@@ -198,10 +198,10 @@ static int route_to(const char *hostname, struct tcp_addr *out, char *peer_ip, s
     return rc;
 }
 
-int tcp__choose_address(const struct plx_config *cfg, struct tcp_addr *out)
+int tcp__choose_address(const struct plx_host *host, const struct plx_config *cfg, struct tcp_addr *out)
 {
-    const char *addr = plx_plugin_config_str(tcp__host, cfg, "address");
-    const char *ifn = plx_plugin_config_str(tcp__host, cfg, "ifname");
+    const char *addr = plx_plugin_config_str(host, cfg, "address");
+    const char *ifn = plx_plugin_config_str(host, cfg, "ifname");
     memset(out, 0, sizeof *out);
     char ip[INET6_ADDRSTRLEN];
     if (addr && *addr) {
@@ -213,14 +213,14 @@ int tcp__choose_address(const struct plx_config *cfg, struct tcp_addr *out)
             s6->sin6_family = AF_INET6;
         } else {
             snprintf(out->why, sizeof out->why, "[tcp] address '%s' is neither an IPv4 nor an IPv6 address", addr);
-            return tcp__host->error(tcp__host->ctx, PLX_ERR_CONFIG, "tcp: %s", out->why);
+            return host->error(host->ctx, PLX_ERR_CONFIG, "tcp: %s", out->why);
         }
         snprintf(out->why, sizeof out->why, "[tcp] address");
         return 0;
     }
     struct ifaddrs *all = NULL;
     if (getifaddrs(&all))
-        return tcp__host->error(tcp__host->ctx, PLX_ERR_SYSTEM, "tcp: cannot list network interfaces: %s",
+        return host->error(host->ctx, PLX_ERR_SYSTEM, "tcp: cannot list network interfaces: %s",
                                 strerror(errno));
     if (ifn && *ifn) {
         if (pick_iface(all, ifn, out)) {
@@ -238,7 +238,7 @@ int tcp__choose_address(const struct plx_config *cfg, struct tcp_addr *out)
         freeifaddrs(all);
         snprintf(out->why, sizeof out->why, "[tcp] ifname '%s' matches no interface that is up (interfaces: %s)", ifn,
                  *have ? have : "none");
-        return tcp__host->error(tcp__host->ctx, PLX_ERR_CONFIG, "tcp: %s", out->why);
+        return host->error(host->ctx, PLX_ERR_CONFIG, "tcp: %s", out->why);
     }
     char hbuf[256], peer[INET6_ADDRSTRLEN] = "";
     const char *from = NULL, *rdv = tcp__rendezvous_host(hbuf, sizeof hbuf, &from);

@@ -43,20 +43,20 @@ static size_t marker_at(int family)
     return family == AF_INET6 ? 32 : 16;
 }
 
-static int err(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int err(int status, const char *fmt, ...)
+static int err(const struct tcp_comm *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int err(const struct tcp_comm *c, int status, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return tcp__host->error(tcp__host->ctx, status, "%s", msg);
+    return c->host->error(c->host->ctx, status, "%s", msg);
 }
 
 static int64_t config_int(const struct tcp_comm *c, const char *key, int64_t def)
 {
-    return plx_plugin_config_int(tcp__host, c->config, key, def);
+    return plx_plugin_config_int(c->host, c->config, key, def);
 }
 
 static void set_bufs(const struct tcp_comm *c, int fd)
@@ -75,7 +75,7 @@ static void fmt_addr(char *out, size_t n, const struct sockaddr_storage *sa)
 
 static int64_t left_ms(uint64_t deadline)
 {
-    uint64_t now = tcp__host->clock_ns();
+    uint64_t now = plx_plugin_now_ns();
     return now >= deadline ? 0 : (int64_t)((deadline - now) / 1000000u);
 }
 
@@ -118,18 +118,18 @@ static int dial(const struct tcp_comm *c, const struct sockaddr_storage *to, uin
 /* The job secret, or NULL for the plain Gloo pair protocol. */
 static int job_secret(const struct tcp_comm *c, const char **out)
 {
-    const char *mode = plx_plugin_config_str(tcp__host, c->config, "auth"), *s = getenv(PLX__AUTH_ENV);
+    const char *mode = plx_plugin_config_str(c->host, c->config, "auth"), *s = getenv(PLX__AUTH_ENV);
     *out = NULL;
     if (mode && !strcasecmp(mode, "off"))
         return 0;
     if (!s || !*s) {
         if (mode && !strcasecmp(mode, "on"))
-            return err(PLX_ERR_CONFIG, "tcp: [tcp] auth = on, but %s is not set (plexus-run sets one)", PLX__AUTH_ENV);
+            return err(c, PLX_ERR_CONFIG, "tcp: [tcp] auth = on, but %s is not set (plexus-run sets one)", PLX__AUTH_ENV);
         return 0;
     }
     char why[160];
     if (plx__auth_secret_ok(s, why, sizeof why))
-        return err(PLX_ERR_CONFIG, "tcp: %s", why);
+        return err(c, PLX_ERR_CONFIG, "tcp: %s", why);
     *out = s;
     return 0;
 }
@@ -187,7 +187,7 @@ static int shake_add(struct mesh *m, int fd, int peer, int role, uint64_t deadli
         struct shake *p = realloc(m->sh, sizeof *p * (size_t)cap);
         if (!p) {
             close(fd);
-            return err(PLX_ERR_NOMEM, "tcp: out of memory");
+            return err(m->c, PLX_ERR_NOMEM, "tcp: out of memory");
         }
         m->sh = p;
         m->capsh = cap;
@@ -200,7 +200,7 @@ static int shake_add(struct mesh *m, int fd, int peer, int role, uint64_t deadli
     snprintf(h->addr, sizeof h->addr, "%s", addr);
     if (plx__auth_init(&h->a, role, m->secret, ctx) != 0) {
         close(fd);
-        return err(PLX_ERR_SYSTEM, "tcp: %s", h->a.why);
+        return err(m->c, PLX_ERR_SYSTEM, "tcp: %s", h->a.why);
     }
     m->nsh++;
     return 0;
@@ -220,13 +220,13 @@ static void pair_done(struct mesh *m, int peer, int fd)
             /* What the stranger already sent may be judged now: log that
              * reason rather than "dropped" (one non-blocking step). */
             if (plx__auth_step(&m->sh[k].a, m->sh[k].fd) < 0) {
-                tcp__host->log(tcp__host->ctx, PLX_LOG_WARN,
+                m->c->host->log(m->c->host->ctx, PLX_LOG_WARN,
                                "rank %d refused a connection from %s on its listener for rank %d: %s",
                                m->c->rank, m->sh[k].addr, peer, m->sh[k].a.why);
                 shake_close(m, k);
                 continue;
             }
-            tcp__host->log(tcp__host->ctx, PLX_LOG_WARN,
+            m->c->host->log(m->c->host->ctx, PLX_LOG_WARN,
                            "rank %d dropping an unauthenticated connection from %s on its listener for rank "
                            "%d: rank %d has connected (its handshake was %s)",
                            m->c->rank, m->sh[k].addr, peer, peer, plx__auth_waiting_for(&m->sh[k].a));
@@ -250,7 +250,7 @@ static int accept_on(struct mesh *m, int peer)
 {
     for (;;) {
         if (m->secret && pending_on(m, peer) >= m->max_shakes) {
-            tcp__host->log(tcp__host->ctx, PLX_LOG_WARN,
+            m->c->host->log(m->c->host->ctx, PLX_LOG_WARN,
                            "rank %d has %d unauthenticated connections on its listener for rank %d ([tcp] "
                            "max_handshakes): further ones wait until those end",
                            m->c->rank, pending_on(m, peer), peer);
@@ -268,7 +268,7 @@ static int accept_on(struct mesh *m, int peer)
         char addr[64];
         fmt_addr(addr, sizeof addr, &sa);
         int rc = shake_add(m, fd, peer, PLX__AUTH_SERVER,
-                           tcp__host->clock_ns() + (uint64_t)m->auth_ms * 1000000u, addr);
+                           plx_plugin_deadline(m->auth_ms), addr);
         if (rc)
             return rc;
     }
@@ -293,19 +293,19 @@ static int shake_step(struct mesh *m, int k)
             close(fd);
             return 0;
         }
-        tcp__host->log(tcp__host->ctx, PLX_LOG_DEBUG, "rank %d authenticated rank %d (%s)", rank, peer,
+        m->c->host->log(m->c->host->ctx, PLX_LOG_DEBUG, "rank %d authenticated rank %d (%s)", rank, peer,
                        h->role == PLX__AUTH_CLIENT ? "dialed" : "accepted");
         pair_done(m, peer, fd);
         return 0;
     }
     if (h->role == PLX__AUTH_CLIENT) {
         m->blame = peer;
-        int rc = err(PLX_ERR_AUTH, "tcp: rank %d cannot authenticate to rank %d at %s: %s", rank, peer, h->addr,
+        int rc = err(m->c, PLX_ERR_AUTH, "tcp: rank %d cannot authenticate to rank %d at %s: %s", rank, peer, h->addr,
                      h->a.why);
         shake_close(m, k);
         return rc;
     }
-    tcp__host->log(tcp__host->ctx, PLX_LOG_WARN,
+    m->c->host->log(m->c->host->ctx, PLX_LOG_WARN,
                    "rank %d refused a connection from %s on its listener for rank %d: %s", rank, h->addr, peer,
                    h->a.why);
     shake_close(m, k);
@@ -322,12 +322,12 @@ static int shake_expire(struct mesh *m, uint64_t now)
             continue;
         if (h->role == PLX__AUTH_CLIENT) {
             m->blame = h->peer;
-            int rc = err(PLX_ERR_TIMEOUT, "tcp: rank %d cannot authenticate to rank %d at %s: no answer (%s)",
+            int rc = err(m->c, PLX_ERR_TIMEOUT, "tcp: rank %d cannot authenticate to rank %d at %s: no answer (%s)",
                          m->c->rank, h->peer, h->addr, plx__auth_waiting_for(&h->a));
             shake_close(m, k);
             return rc;
         }
-        tcp__host->log(tcp__host->ctx, PLX_LOG_WARN,
+        m->c->host->log(m->c->host->ctx, PLX_LOG_WARN,
                        "rank %d dropped a connection from %s on its listener for rank %d: not authenticated "
                        "within %lld ms ([tcp] auth_timeout_ms; it was %s)",
                        m->c->rank, h->addr, h->peer, (long long)m->auth_ms, plx__auth_waiting_for(&h->a));
@@ -396,13 +396,13 @@ static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
             pf = malloc(sizeof *pf * (size_t)cap);
             who = malloc(sizeof *who * (size_t)cap);
             if (!pf || !who) {
-                rc = err(PLX_ERR_NOMEM, "tcp: out of memory");
+                rc = err(m->c, PLX_ERR_NOMEM, "tcp: out of memory");
                 break;
             }
         }
         /* who[j] >= 0: listener of that peer; -1 - k: handshake k. */
         int n = 0;
-        uint64_t now = tcp__host->clock_ns(), next = deadline;
+        uint64_t now = m->c->host->clock_ns(), next = deadline;
         for (int i = 0; i < P; i++)
             if (m->accepting[i] && c->peers[i].fd < 0 && m->lfd[i] >= 0 &&
                 (!m->secret || pending_on(m, i) < m->max_shakes)) {
@@ -428,14 +428,14 @@ static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
                 }
             char closed[200];
             closed_peers(c, closed, sizeof closed);
-            rc = err(PLX_ERR_TIMEOUT, "tcp: rank %d waited %lld ms for rank(s) %s to connect%s", c->rank,
+            rc = err(m->c, PLX_ERR_TIMEOUT, "tcp: rank %d waited %lld ms for rank(s) %s to connect%s", c->rank,
                      (long long)conn_ms, miss, closed);
             break;
         }
         int64_t ms = next > now ? (int64_t)((next - now) / 1000000u) + 1 : 0;
         int k = poll(pf, (nfds_t)n, (int)(ms > 60000 ? 60000 : ms));
         if (k < 0 && errno != EINTR) {
-            rc = err(PLX_ERR_SYSTEM, "tcp: poll: %s", strerror(errno));
+            rc = err(m->c, PLX_ERR_SYSTEM, "tcp: poll: %s", strerror(errno));
             break;
         }
         /* Handshakes first: accepting may grow m->sh. */
@@ -464,15 +464,15 @@ static int check_reachable(const struct tcp_comm *c, const struct plx_comm_args 
     snprintf(key, sizeof key, "rank_%d", peer);
     void *val = NULL;
     size_t len = 0;
-    if (tcp__host->store_get(a->store, key, &val, &len, a->timeout_ms) != 0)
+    if (c->host->store_get(a->store, key, &val, &len, a->timeout_ms) != 0)
         return 0; /* the connect attempt then says what happened */
     int same = len == strlen(mine) && !memcmp(val, mine, len);
     char theirs[256];
     snprintf(theirs, sizeof theirs, "%.*s", (int)(len < 255 ? len : 255), (const char *)val);
-    tcp__host->free(val);
+    c->host->free(val);
     if (same)
         return 0;
-    return err(PLX_ERR_CONFIG,
+    return err(c, PLX_ERR_CONFIG,
                "tcp: rank %d on host '%s' published the loopback address %s, which rank %d on host '%s' cannot reach: "
                "set [tcp] ifname (PLEXUS_TCP_IFNAME, e.g. eth0) or [tcp] address on rank %d's host, or give every rank "
                "a routable MASTER_ADDR",
@@ -484,11 +484,11 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
     int P = c->size, r = c->rank, rc = 0;
     struct tcp_addr me;
     struct mesh m = {.c = c, .args = a, .blame = -1};
-    if ((rc = tcp__choose_address(c->config, &me)) != 0 || (rc = job_secret(c, &m.secret)) != 0)
+    if ((rc = tcp__choose_address(c->host, c->config, &me)) != 0 || (rc = job_secret(c, &m.secret)) != 0)
         return rc;
     char shown[80];
     fmt_addr(shown, sizeof shown, &me.ss);
-    tcp__host->log(tcp__host->ctx, PLX_LOG_DEBUG, "rank %d publishes %s: %s", r, shown, me.why);
+    c->host->log(c->host->ctx, PLX_LOG_DEBUG, "rank %d publishes %s: %s", r, shown, me.why);
     /* Durations come in nanoseconds. */
     int64_t conn_ms = config_int(c, "connect_timeout_ms", a->timeout_ms * 1000000) / 1000000;
     m.auth_ms = config_int(c, "auth_timeout_ms", (int64_t)10000 * 1000000) / 1000000;
@@ -504,7 +504,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
         free(m.accepting);
         free(mine);
         free(blob);
-        return err(PLX_ERR_NOMEM, "tcp: out of memory");
+        return err(c, PLX_ERR_NOMEM, "tcp: out of memory");
     }
     for (int i = 0; i < P; i++)
         m.lfd[i] = -1;
@@ -522,7 +522,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
             set_bufs(c, fd); /* accepted sockets inherit them */
         if (fd < 0 || bind(fd, (struct sockaddr *)&sa, alen) || listen(fd, m.secret ? 16 : 1) ||
             getsockname(fd, (struct sockaddr *)&sa, &sl)) {
-            rc = err(PLX_ERR_SYSTEM, "tcp: rank %d cannot listen on %s (%s): %s", r, shown, me.why, strerror(errno));
+            rc = err(c, PLX_ERR_SYSTEM, "tcp: rank %d cannot listen on %s (%s): %s", r, shown, me.why, strerror(errno));
             if (fd >= 0)
                 close(fd);
             break;
@@ -538,14 +538,14 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
     gethostname(hostname, sizeof hostname - 1);
     if (rc == 0) {
         snprintf(key, sizeof key, "rank_%d", r);
-        rc = tcp__host->store_set(a->store, key, hostname, strlen(hostname));
+        rc = c->host->store_set(a->store, key, hostname, strlen(hostname));
     }
     if (rc == 0) {
         snprintf(key, sizeof key, "%d", r);
-        rc = tcp__host->store_set(a->store, key, blob, (size_t)(P - 1) * TCP_ADDR_BYTES);
+        rc = c->host->store_set(a->store, key, blob, (size_t)(P - 1) * TCP_ADDR_BYTES);
     }
-    uint64_t t0 = tcp__host->clock_ns();
-    uint64_t deadline = t0 + (uint64_t)(conn_ms > 0 ? conn_ms : a->timeout_ms) * 1000000u;
+    uint64_t t0 = c->host->clock_ns();
+    uint64_t deadline = plx_plugin_deadline(conn_ms > 0 ? conn_ms : a->timeout_ms);
     for (int i = 0; i < P && rc == 0; i++) {
         if (i == r)
             continue;
@@ -553,20 +553,20 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
         size_t len = 0;
         snprintf(key, sizeof key, "%d", i);
         int64_t wait = left_ms(deadline);
-        int grc = tcp__host->store_get(a->store, key, &val, &len, wait > 0 ? wait : 1);
+        int grc = c->host->store_get(a->store, key, &val, &len, wait > 0 ? wait : 1);
         if (grc == PLX_ERR_TIMEOUT) {
             m.blame = i;
-            rc = err(PLX_ERR_TIMEOUT, "tcp: rank %d never published its address (waited %lld ms)", i,
-                     (long long)((tcp__host->clock_ns() - t0) / 1000000u));
+            rc = err(c, PLX_ERR_TIMEOUT, "tcp: rank %d never published its address (waited %lld ms)", i,
+                     (long long)((c->host->clock_ns() - t0) / 1000000u));
             break;
         }
         if (grc) { /* the store itself failed (the core adds its reason) */
-            rc = err(grc, "tcp: rank %d lost the store while waiting for rank %d's address", r, i);
+            rc = err(c, grc, "tcp: rank %d lost the store while waiting for rank %d's address", r, i);
             break;
         }
         if (len != (size_t)(P - 1) * TCP_ADDR_BYTES) {
-            tcp__host->free(val);
-            rc = err(PLX_ERR_PROTOCOL, "tcp: rank %d published a %zu-byte address list, expected %d x %d bytes "
+            c->host->free(val);
+            rc = err(c, PLX_ERR_PROTOCOL, "tcp: rank %d published a %zu-byte address list, expected %d x %d bytes "
                                        "(a gloo gen-2 peer, or a different world size?)",
                      i, len, P - 1, TCP_ADDR_BYTES);
             break;
@@ -576,9 +576,9 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
         memcpy(&peer, slice, sizeof peer);
         struct tcp_peer *p = &c->peers[i];
         p->eager = !memcmp(slice + marker_at(peer.ss_family), marker, sizeof marker);
-        tcp__host->free(val);
+        c->host->free(val);
         if (peer.ss_family != fam) {
-            rc = err(PLX_ERR_UNSUPPORTED,
+            rc = err(c, PLX_ERR_UNSUPPORTED,
                      "tcp: rank %d published an address of family %s, this rank one of %s (set [tcp] address or "
                      "ifname so that every rank uses the same IP version)",
                      i, peer.ss_family == AF_INET6 ? "IPv6" : peer.ss_family == AF_INET ? "IPv4" : "unknown",
@@ -605,7 +605,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
         if (cmp == 0)
             cmp = mport - pport;
         if (cmp == 0) {
-            rc = err(PLX_ERR_PROTOCOL, "tcp: rank %d published this rank's own address %s", i, p->addr);
+            rc = err(c, PLX_ERR_PROTOCOL, "tcp: rank %d published this rank's own address %s", i, p->addr);
             break;
         }
         if (cmp > 0) {
@@ -614,7 +614,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
             int fd = -1, e = dial(c, &peer, deadline, &fd);
             if (e) {
                 m.blame = i;
-                rc = err(e == ETIMEDOUT ? PLX_ERR_TIMEOUT : PLX_ERR_PEER_LOST,
+                rc = err(c, e == ETIMEDOUT ? PLX_ERR_TIMEOUT : PLX_ERR_PEER_LOST,
                          "tcp: rank %d cannot connect to rank %d at %s: %s%s", r, i, p->addr, strerror(e),
                          tcp__is_loopback((struct sockaddr *)&peer) && !tcp__is_loopback((struct sockaddr *)&me.ss)
                              ? " (a loopback address: if that rank runs on another host, set [tcp] ifname or "

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,9 @@
 
 #include "tcp.h"
 
-const struct plx_host *tcp__host;
-#define host tcp__host
+/* The entry point's services: probe runs before any communicator exists.
+ * Everything else reaches the core through its communicator's instance. */
+static const struct plx_host *entry_host;
 
 static int probe(struct plx_probe_result *out)
 {
@@ -29,7 +31,7 @@ static int probe(struct plx_probe_result *out)
     struct tcp_addr a;
     char shown[80];
     out->state = PLX_PROBE_USABLE;
-    if (tcp__choose_address(NULL, &a) != 0) {
+    if (tcp__choose_address(entry_host, NULL, &a) != 0) {
         /* A setting that names nothing here: every rank fails at once. */
         out->state = PLX_PROBE_BROKEN;
         snprintf(out->reason, sizeof out->reason, "no address to publish: %s", a.why);
@@ -47,7 +49,7 @@ static int get_caps(void *comm, struct plx_caps *out)
     uint32_t size = out->struct_size;
     struct plx_caps caps = {.struct_size = size,
                             .flags = PLX_CAP_ASYNC | PLX_CAP_ABORT | PLX_CAP_THREAD_SAFE | PLX_CAP_MULTI_NODE |
-                                     PLX_CAP_ANY_SOURCE | PLX_CAP_P2P,
+                                     PLX_CAP_ANY_SOURCE | PLX_CAP_P2P | PLX_CAP_P2P_HEAD,
                             .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1,
                             .redops = PLX_BIT(PLX_REDOP_COUNT) - 1,
                             .mem_kinds = PLX_BIT(PLX_MEM_HOST)};
@@ -98,6 +100,10 @@ static void destroy(struct tcp_comm *c)
 
 static int comm_create(const struct plx_comm_args *a, void **out)
 {
+    /* A core of ABI 1.5 hands each communicator its own services and holds
+     * the requests (req_size); an older one has only the entry's. */
+    const struct plx_host *host =
+        PLX_HAS_FIELD(a, struct plx_comm_args, host) && a->host ? a->host : entry_host;
     if (!a->store)
         return host->error(host->ctx, PLX_ERR_INVALID_USAGE,
                            "tcp: needs a rendezvous store (MASTER_ADDR/MASTER_PORT or PLEXUS_INIT)");
@@ -106,6 +112,8 @@ static int comm_create(const struct plx_comm_args *a, void **out)
         free(c);
         return host->error(host->ctx, PLX_ERR_NOMEM, "tcp: out of memory");
     }
+    c->host = host;
+    c->core_reqs = host->abi_minor >= 5;
     c->rank = a->rank;
     c->size = a->size;
     c->lost_rank = -1;
@@ -230,14 +238,22 @@ static int comm_destroy(void *comm)
 static int post(void *comm, const struct plx_p2p_args *a, void **out, int is_send)
 {
     struct tcp_comm *c = comm;
+    const struct plx_host *host = c->host;
+    int has_head = PLX_HAS_FIELD(a, struct plx_p2p_args, head_bytes) && a->head_bytes;
     if (a->peer == c->rank || a->peer >= c->size || (a->peer < 0 && (is_send || a->peer != PLX_ANY_SOURCE)))
         return host->error(host->ctx, PLX_ERR_INVALID_ARG, "tcp: rank %d cannot %s rank %d (size %d)", c->rank,
                            is_send ? "send to" : "receive from", a->peer, c->size);
-    if (a->bytes && !a->buf)
+    if ((a->bytes && !a->buf) || (has_head && !a->head))
         return host->error(host->ctx, PLX_ERR_INVALID_ARG, "tcp: NULL buffer for %zu bytes", a->bytes);
+    struct tcp_req *r = NULL;
+    if (c->core_reqs) { /* the core's memory, in its record of the transfer */
+        if (!(r = *out))
+            return host->error(host->ctx, PLX_ERR_INVALID_USAGE, "tcp: no request memory (req_size) from the core");
+        memset(r, 0, offsetof(struct tcp_req, err)); /* err is written before it is read */
+        r->core_mem = 1;
+    }
     pthread_mutex_lock(&c->mu);
-    struct tcp_req *r = tcp__req_get(c);
-    if (!r) {
+    if (!r && !(r = tcp__req_get(c))) {
         pthread_mutex_unlock(&c->mu);
         return host->error(host->ctx, PLX_ERR_NOMEM, "tcp: out of memory");
     }
@@ -246,6 +262,10 @@ static int post(void *comm, const struct plx_p2p_args *a, void **out, int is_sen
     r->slot = a->tag;
     r->buf = a->buf;
     r->bytes = a->bytes;
+    if (has_head) {
+        r->head = a->head;
+        r->head_bytes = a->head_bytes;
+    }
     int rc;
     if (c->broken)
         rc = host->error(host->ctx, c->broken_status, "%s", c->lost_msg);
@@ -254,7 +274,8 @@ static int post(void *comm, const struct plx_p2p_args *a, void **out, int is_sen
     else
         rc = is_send ? tcp__post_send(c, r) : tcp__post_recv(c, r);
     if (rc && r->linked == 0) {
-        tcp__req_put(c, r);
+        if (!r->core_mem)
+            tcp__req_put(c, r);
         pthread_mutex_unlock(&c->mu);
         return rc;
     }
@@ -273,17 +294,16 @@ static int irecv(void *comm, const struct plx_p2p_args *a, void **out)
     return post(comm, a, out, 0);
 }
 
-static int finish(struct tcp_req *r)
+static int finish(const struct tcp_comm *c, struct tcp_req *r)
 {
-    return r->status ? host->error(host->ctx, r->status, "%s", r->err) : 0;
+    return r->status ? c->host->error(c->host->ctx, r->status, "%s", r->err) : 0;
 }
 
 static int test(void *comm, void *req, int *done)
 {
-    (void)comm;
     struct tcp_req *r = req;
     *done = atomic_load_explicit(&r->done, memory_order_acquire);
-    return *done ? finish(r) : 0;
+    return *done ? finish(comm, r) : 0;
 }
 
 /* busy_poll_us=auto: adapt the spin budget after a wait that completed
@@ -320,6 +340,7 @@ static void spin_adapt(struct tcp_comm *c, int slept, int preempted, uint64_t wa
  * leader; returns with c->mu held. */
 static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
 {
+    const struct plx_host *host = c->host;
     c->leader = 1;
     if (!c->in_off) {
         tcp__set_input(c, 0);
@@ -389,9 +410,10 @@ static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
 static int wait_until(void *comm, void *req, uint64_t deadline_ns)
 {
     struct tcp_comm *c = comm;
+    const struct plx_host *host = c->host;
     struct tcp_req *r = req;
     if (atomic_load_explicit(&r->done, memory_order_acquire))
-        return finish(r);
+        return finish(c, r);
     uint64_t t0 = host->clock_ns();
     pthread_mutex_lock(&c->mu);
     int done;
@@ -407,7 +429,7 @@ static int wait_until(void *comm, void *req, uint64_t deadline_ns)
     }
     pthread_mutex_unlock(&c->mu);
     if (done)
-        return finish(r);
+        return finish(c, r);
     return host->error(host->ctx, PLX_ERR_TIMEOUT, "tcp: rank %d waited %llu ms to %s rank %d (slot %#llx)", c->rank,
                        (unsigned long long)((host->clock_ns() - t0) / 1000000u), r->is_send ? "send to" : "receive from",
                        r->peer, (unsigned long long)r->slot);
@@ -416,8 +438,8 @@ static int wait_until(void *comm, void *req, uint64_t deadline_ns)
 /* The ABI 1.0 wait: a timeout in ms (PLX_TIMEOUT_INFINITE: none). */
 static int wait_req(void *comm, void *req, int64_t timeout_ms)
 {
-    uint64_t deadline_ns = timeout_ms == PLX_TIMEOUT_INFINITE ? UINT64_MAX
-                           : host->clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
+    uint64_t deadline_ns =
+        timeout_ms == PLX_TIMEOUT_INFINITE ? PLX_DEADLINE_NEVER : plx_plugin_deadline(timeout_ms < 0 ? 0 : timeout_ms);
     return wait_until(comm, req, deadline_ns);
 }
 
@@ -426,11 +448,14 @@ static void req_free(void *comm, void *req)
     struct tcp_comm *c = comm;
     struct tcp_req *r = req;
     pthread_mutex_lock(&c->mu);
-    if (r->linked) {
+    /* A request in the core's memory that the plugin still points at moves
+     * to a record of its own first: the core reuses that memory at once. */
+    if (r->linked && r->core_mem)
+        r = tcp__detach(c, r);
+    if (r && r->linked)
         tcp__cancel(c, r); /* freed when the last list or frame lets go of it */
-    } else {
+    else if (r && !r->core_mem)
         tcp__req_put(c, r);
-    }
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -481,7 +506,8 @@ static const struct plx_backend tcp_backend = {
     .req_free = req_free,
     .comm_losses = comm_losses,
     .wait_until = wait_until,
+    .req_size = sizeof(struct tcp_req),
 };
 
 /* ABI 1.3 at least: tcp reads its keys typed, through the communicator's view. */
-PLX_PLUGIN_ENTRY(tcp_backend, tcp__host, 3)
+PLX_PLUGIN_ENTRY(tcp_backend, entry_host, 3)

@@ -63,14 +63,16 @@ enum { TCP_LOST_CONNECTION = 0, TCP_LOST_RENDEZVOUS = 1, TCP_LOST_ABORTED = 2, T
 /* How long a failing rank may spend getting its notices out. */
 #define TCP_NOTICE_NS 250000000u
 
-extern const struct plx_host *tcp__host;
-
 struct tcp_req {
     int is_send;
+    int core_mem;          /* lives in the core's record of the transfer (ABI 1.5 req_size) */
     int peer;              /* -1 while a receive-from-any is unbound */
     uint64_t slot;
+    char *head;            /* head_bytes in front of buf in the same message (PLX_CAP_P2P_HEAD) */
+    size_t head_bytes;
     char *buf;
-    size_t bytes;
+    size_t bytes;          /* of buf; the message is head_bytes + bytes */
+    int overflow;          /* a head receive got a longer message: the rest was dropped */
     atomic_int done;
     int status;
     int freed;             /* the core released it; the plugin frees it when unlinked */
@@ -137,6 +139,8 @@ struct tcp_peer {
 };
 
 struct tcp_comm {
+    const struct plx_host *host;     /* the core's services for this communicator */
+    int core_reqs;                   /* the core holds requests (req_size, ABI 1.5 core) */
     const struct plx_config *config; /* the communicator's configuration (core-owned) */
     int rank, size;
     int64_t timeout_ms;
@@ -187,7 +191,7 @@ struct tcp_addr {
     char ifname[IF_NAMESIZE];
     char why[200];
 };
-int tcp__choose_address(const struct plx_config *cfg, struct tcp_addr *out);
+int tcp__choose_address(const struct plx_host *host, const struct plx_config *cfg, struct tcp_addr *out);
 int tcp__ifname_match(const char *spec, const char *name);
 int tcp__is_loopback(const struct sockaddr *sa);
 socklen_t tcp__sockaddr_len(const struct sockaddr *sa);
@@ -200,6 +204,10 @@ void *tcp__io_main(void *arg); /* the I/O thread; takes c->mu itself */
 int tcp__post_send(struct tcp_comm *c, struct tcp_req *r);
 int tcp__post_recv(struct tcp_comm *c, struct tcp_req *r);
 void tcp__cancel(struct tcp_comm *c, struct tcp_req *r);
+/* Move r, which lives in the core's memory, to a record of the plugin's own
+ * wherever the lists, frames and input point at it; the copy, or NULL when
+ * out of memory (then everything failed and nothing points at r). */
+struct tcp_req *tcp__detach(struct tcp_comm *c, struct tcp_req *r);
 void tcp__fail_all(struct tcp_comm *c, int status, const char *msg);
 void tcp__drop_peer(struct tcp_comm *c, struct tcp_peer *p, const char *why);
 /* The 48-byte lost-peer notice naming lost_rank (why: TCP_LOST_*); any thread. */

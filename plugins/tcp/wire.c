@@ -39,6 +39,46 @@ static void unlink_req(struct tcp_req *r)
         free(r);
 }
 
+/* Bytes of r's message on the wire: its head, then its buffer. */
+static size_t msg_len(const struct tcp_req *r)
+{
+    return r->head_bytes + r->bytes;
+}
+
+/* Put n bytes at offset off of r's message where they belong: its head,
+ * then its buffer; what lies past both is dropped (r->overflow). */
+static void req_fill(struct tcp_req *r, size_t off, const char *src, size_t n)
+{
+    if (off < r->head_bytes) {
+        size_t k = r->head_bytes - off < n ? r->head_bytes - off : n;
+        memcpy(r->head + off, src, k);
+        src += k;
+        off += k;
+        n -= k;
+    }
+    off -= r->head_bytes;
+    if (n && off < r->bytes)
+        plx_plugin_copy(r->buf + off, src, r->bytes - off < n ? r->bytes - off : n);
+}
+
+/* A whole message of len bytes from src into receive r: 0, or an error for
+ * one longer than r holds (a head receive keeps the part that fits). */
+static int req_take(struct tcp_comm *c, struct tcp_peer *p, struct tcp_req *r, const char *src, size_t len,
+                    char *msg, size_t n)
+{
+    (void)c;
+    if (len > msg_len(r)) {
+        snprintf(msg, n, "tcp: rank %d sent %zu bytes (slot %#llx) into a %zu-byte receive", p->rank, len,
+                 (unsigned long long)r->slot, msg_len(r));
+        if (!r->head_bytes)
+            return PLX_ERR_INVALID_ARG;
+        r->overflow = 1;
+    }
+    if (len && !r->freed)
+        req_fill(r, 0, src, len);
+    return r->overflow ? PLX_ERR_INVALID_ARG : 0;
+}
+
 /* ---- slots -------------------------------------------------------------- */
 
 static unsigned bucket(uint64_t slot)
@@ -139,7 +179,7 @@ void tcp__update_events(struct tcp_comm *c, struct tcp_peer *p)
 
 static size_t frame_len(const struct tcp_frame *f)
 {
-    return TCP_HDR_BYTES + (f->req ? f->req->bytes : 0);
+    return TCP_HDR_BYTES + (f->req ? msg_len(f->req) : 0);
 }
 
 static void lost_notice(struct tcp_comm *c, struct tcp_peer *p, int lost, uint64_t why);
@@ -151,13 +191,19 @@ static void flush(struct tcp_comm *c, struct tcp_peer *p)
     while (p->tx && p->fd >= 0) {
         struct iovec iov[IOV_BATCH];
         int n = 0;
-        for (struct tcp_frame *f = p->tx; f && n + 2 <= IOV_BATCH; f = f->next) {
+        for (struct tcp_frame *f = p->tx; f && n + 3 <= IOV_BATCH; f = f->next) {
             size_t off = f->sent;
             if (off < TCP_HDR_BYTES)
                 iov[n++] = (struct iovec){(char *)f->hdr + off, TCP_HDR_BYTES - off};
-            if (f->req && f->req->bytes) {
-                size_t po = off > TCP_HDR_BYTES ? off - TCP_HDR_BYTES : 0;
-                iov[n++] = (struct iovec){f->req->buf + po, f->req->bytes - po};
+            const struct tcp_req *r = f->req;
+            size_t po = off > TCP_HDR_BYTES ? off - TCP_HDR_BYTES : 0;
+            if (r && po < r->head_bytes) { /* the head goes from where it is: no copy beside the payload */
+                iov[n++] = (struct iovec){r->head + po, r->head_bytes - po};
+                po = r->head_bytes;
+            }
+            if (r && po < msg_len(r)) {
+                size_t bo = po - r->head_bytes;
+                iov[n++] = (struct iovec){r->buf + bo, r->bytes - bo};
             }
         }
         struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
@@ -211,23 +257,22 @@ static void flush(struct tcp_comm *c, struct tcp_peer *p)
 
 static int nomem(struct tcp_comm *c, struct tcp_req *r)
 {
-    (void)c;
-    return tcp__host->error(tcp__host->ctx, PLX_ERR_NOMEM, "tcp: out of memory posting to rank %d", r->peer);
+    return c->host->error(c->host->ctx, PLX_ERR_NOMEM, "tcp: out of memory posting to rank %d", r->peer);
 }
 
 int tcp__post_send(struct tcp_comm *c, struct tcp_req *r)
 {
     struct tcp_peer *p = &c->peers[r->peer];
     struct tcp_slot *s = slot_get(p, r->slot, 1);
-    if (!s || enqueue(p, OP_NOTIFY_SEND_READY, r->slot, r->bytes, NULL))
+    if (!s || enqueue(p, OP_NOTIFY_SEND_READY, r->slot, msg_len(r), NULL))
         return nomem(c, r);
     int rc = 0;
     if (s->recv_ready) {
         s->recv_ready--;
-        rc = enqueue(p, OP_SEND_UNBOUND, r->slot, r->bytes, r);
-    } else if (p->eager && r->bytes <= TCP_EAGER_MAX && !s->pending) {
+        rc = enqueue(p, OP_SEND_UNBOUND, r->slot, msg_len(r), r);
+    } else if (p->eager && msg_len(r) <= TCP_EAGER_MAX && !s->pending) {
         s->owed++;
-        rc = enqueue(p, OP_SEND_UNBOUND, r->slot, r->bytes, r);
+        rc = enqueue(p, OP_SEND_UNBOUND, r->slot, msg_len(r), r);
     } else {
         LIST_PUSH(s->pending, s->pending_tail, r);
         r->linked++;
@@ -245,7 +290,7 @@ static int bind_recv(struct tcp_comm *c, struct tcp_peer *p, struct tcp_req *r, 
 {
     struct tcp_slot *s = slot_get(p, r->slot, 1);
     /* A peer that has left can only have its eager message waiting here. */
-    if (!s || (!p->closed && enqueue(p, OP_NOTIFY_RECV_READY, r->slot, r->bytes, NULL)))
+    if (!s || (!p->closed && enqueue(p, OP_NOTIFY_RECV_READY, r->slot, msg_len(r), NULL)))
         return nomem(c, r);
     r->peer = p->rank;
     if (explicit_recv) {
@@ -259,16 +304,9 @@ static int bind_recv(struct tcp_comm *c, struct tcp_peer *p, struct tcp_req *r, 
         if (!(s->early = e->next))
             s->early_tail = NULL;
         p->early_bytes -= e->len;
-        if (e->len > r->bytes) {
-            char msg[200];
-            snprintf(msg, sizeof msg, "tcp: rank %d sent %zu bytes (slot %#llx) into a %zu-byte receive", p->rank,
-                     e->len, (unsigned long long)r->slot, r->bytes);
-            complete(c, r, PLX_ERR_INVALID_ARG, msg);
-        } else {
-            if (e->len)
-                plx_plugin_copy(r->buf, e->data, e->len);
-            complete(c, r, 0, NULL);
-        }
+        char msg[200];
+        int st = req_take(c, p, r, e->data, e->len, msg, sizeof msg);
+        complete(c, r, st, st ? msg : NULL);
         tcp__early_put(p, e);
     } else {
         LIST_PUSH(s->posted, s->posted_tail, r);
@@ -307,7 +345,7 @@ static void reject(struct tcp_comm *c, struct tcp_peer *p, const char *fmt, unsi
 {
     char why[160];
     snprintf(why, sizeof why, fmt, a, b);
-    tcp__host->log(tcp__host->ctx, PLX_LOG_WARN, "tcp: rank %d: dropping the connection to rank %d (%s): %s",
+    c->host->log(c->host->ctx, PLX_LOG_WARN, "tcp: rank %d: dropping the connection to rank %d (%s): %s",
                    c->rank, p->rank, p->addr, why);
     char msg[200];
     snprintf(msg, sizeof msg, "malformed frame (%s)", why);
@@ -317,24 +355,22 @@ static void reject(struct tcp_comm *c, struct tcp_peer *p, const char *fmt, unsi
 static void payload_done(struct tcp_comm *c, struct tcp_peer *p)
 {
     if (p->dst_req) {
-        complete(c, p->dst_req, 0, NULL);
-        unlink_req(p->dst_req);
+        struct tcp_req *r = p->dst_req;
+        char msg[200];
+        if (r->overflow)
+            snprintf(msg, sizeof msg, "tcp: rank %d sent %zu bytes (slot %#llx) into a %zu-byte receive", p->rank,
+                     p->pay_len, (unsigned long long)r->slot, msg_len(r));
+        complete(c, r, r->overflow ? PLX_ERR_INVALID_ARG : 0, r->overflow ? msg : NULL);
+        unlink_req(r);
     } else if (p->dst_early) {
         struct tcp_slot *s = p->dst_slot;
         struct tcp_early *e = p->dst_early;
         struct tcp_req *r = pop_req(&s->posted, &s->posted_tail);
         if (r) { /* its receive was posted while the payload was still arriving */
             p->early_bytes -= e->len;
-            if (e->len > r->bytes) {
-                char msg[200];
-                snprintf(msg, sizeof msg, "tcp: rank %d sent %zu bytes (slot %#llx) into a %zu-byte receive",
-                         p->rank, e->len, (unsigned long long)s->slot, r->bytes);
-                complete(c, r, PLX_ERR_INVALID_ARG, msg);
-            } else {
-                if (e->len && !r->freed)
-                    plx_plugin_copy(r->buf, e->data, e->len);
-                complete(c, r, 0, NULL);
-            }
+            char msg[200];
+            int st = req_take(c, p, r, e->data, e->len, msg, sizeof msg);
+            complete(c, r, st, st ? msg : NULL);
             unlink_req(r);
             tcp__early_put(p, e);
             slot_release(p, s);
@@ -488,7 +524,8 @@ static int on_header(struct tcp_comm *c, struct tcp_peer *p)
         s = slot_get(p, slot, 0);
         if (s && s->posted) {
             struct tcp_req *r = pop_req(&s->posted, &s->posted_tail);
-            if (len > r->bytes) {
+            r->overflow = len > msg_len(r) && r->head_bytes; /* the part that fits, then the error */
+            if (len > msg_len(r) && !r->head_bytes) {
                 size_t want = r->bytes; /* r may be gone after unlink_req */
                 char msg[200];
                 snprintf(msg, sizeof msg, "tcp: rank %d sent %llu bytes into a %zu-byte receive (slot %#llx)",
@@ -500,7 +537,7 @@ static int on_header(struct tcp_comm *c, struct tcp_peer *p)
                 return -1;
             }
             p->dst_req = r;
-            p->dst = r->freed ? NULL : r->buf;
+            p->dst = r->freed ? NULL : r->head_bytes ? r->head : r->buf; /* with a head: req_fill scatters */
             slot_release(p, s);
         } else if (p->eager && len <= TCP_EAGER_MAX) {
             if (p->early_bytes + len > c->max_early_bytes) {
@@ -593,7 +630,7 @@ int tcp__peer_gone(struct tcp_comm *c, struct tcp_peer *p, const struct tcp_req 
     if (!c->broken)
         c->lost_rank = p->rank;
     tcp__fail_all(c, PLX_ERR_PEER_LOST, msg);
-    return tcp__host->error(tcp__host->ctx, PLX_ERR_PEER_LOST, "%s", c->lost_msg);
+    return c->host->error(c->host->ctx, PLX_ERR_PEER_LOST, "%s", c->lost_msg);
 }
 
 static void do_read(struct tcp_comm *c, struct tcp_peer *p)
@@ -606,7 +643,9 @@ static void do_read(struct tcp_comm *c, struct tcp_peer *p)
             if (p->in_payload) {
                 size_t n = p->pay_len - p->pay_got;
                 n = n < avail ? n : avail;
-                if (p->dst && n)
+                if (p->dst && n && p->dst_req && p->dst_req->head_bytes)
+                    req_fill(p->dst_req, p->pay_got, (const char *)p->rxbuf + p->rx_pos, n);
+                else if (p->dst && n)
                     plx_plugin_copy(p->dst + p->pay_got, p->rxbuf + p->rx_pos, n);
                 p->pay_got += n;
                 p->rx_pos += n;
@@ -627,7 +666,8 @@ static void do_read(struct tcp_comm *c, struct tcp_peer *p)
             return;
         ssize_t k;
         size_t left = p->pay_len - p->pay_got;
-        if (p->in_payload && p->dst && left >= 4096) { /* straight into the user's buffer */
+        if (p->in_payload && p->dst && left >= 4096 && !(p->dst_req && p->dst_req->head_bytes)) {
+            /* straight into the user's buffer */
             size_t want = left < budget ? left : budget;
             k = recv(p->fd, p->dst + p->pay_got, want, MSG_DONTWAIT);
             if (k > 0) {
@@ -748,7 +788,7 @@ static int write_until(struct tcp_peer *p, const void *buf, size_t n, uint64_t d
         }
         if (k < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
             return -1;
-        uint64_t now = tcp__host->clock_ns();
+        uint64_t now = plx_plugin_now_ns();
         if (now >= deadline_ns)
             return -1;
         struct pollfd pf = {p->fd, POLLOUT, 0};
@@ -820,7 +860,7 @@ void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
         c->broken_status = status;
         snprintf(c->lost_msg, sizeof c->lost_msg, "%s", msg);
     }
-    uint64_t notice_by = tcp__host->clock_ns() + TCP_NOTICE_NS;
+    uint64_t notice_by = c->host->clock_ns() + TCP_NOTICE_NS;
     /* A local plx_comm_abort tells every peer (c->aborted: not an abort
      * this rank only heard of). */
     int aborting = status == PLX_ERR_ABORTED && c->aborted;
@@ -857,7 +897,7 @@ void tcp__drop_peer(struct tcp_comm *c, struct tcp_peer *p, const char *why)
     char msg[240];
     snprintf(msg, sizeof msg, "tcp: connection to rank %d (%s) lost: %s", p->rank, p->addr, why);
     if (!c->broken && !c->stop)
-        tcp__host->log(tcp__host->ctx, PLX_LOG_WARN, "rank %d: %s", c->rank, msg);
+        c->host->log(c->host->ctx, PLX_LOG_WARN, "rank %d: %s", c->rank, msg);
     if (!c->broken)
         c->lost_rank = p->rank;
     tcp__fail_all(c, PLX_ERR_PEER_LOST, msg);
@@ -876,7 +916,7 @@ void tcp__cancel(struct tcp_comm *c, struct tcp_req *r)
      * late does not complete it with this rank's data already in its socket. */
     if (!c->broken && !c->gave_up && (r->slot & PLX_TAG_CORE_BIT)) {
         c->gave_up = 1;
-        uint64_t notice_by = tcp__host->clock_ns() + TCP_NOTICE_NS;
+        uint64_t notice_by = c->host->clock_ns() + TCP_NOTICE_NS;
         for (int i = 0; i < c->size; i++)
             if (i != c->rank)
                 notify_lost(&c->peers[i], c->rank, TCP_LOST_GAVE_UP, notice_by);
@@ -922,6 +962,45 @@ void tcp__cancel(struct tcp_comm *c, struct tcp_req *r)
     }
 }
 
+/* In list head..tail, put t where r is. */
+static void swap_req(struct tcp_req **head, struct tcp_req **tail, const struct tcp_req *r, struct tcp_req *t)
+{
+    for (struct tcp_req **q = head; *q; q = &(*q)->next)
+        if (*q == r) {
+            *q = t;
+            break;
+        }
+    if (*tail == r)
+        *tail = t;
+}
+
+struct tcp_req *tcp__detach(struct tcp_comm *c, struct tcp_req *r)
+{
+    struct tcp_req *t = tcp__req_get(c);
+    if (!t) {
+        tcp__fail_all(c, PLX_ERR_NOMEM, "tcp: out of memory cancelling a request");
+        return NULL;
+    }
+    memcpy(t, r, sizeof *t); /* the core no longer reads r: nothing races on done */
+    t->core_mem = 0;
+    if (r->peer < 0) {
+        swap_req(&c->any, &c->any_tail, r, t);
+        return t;
+    }
+    struct tcp_peer *p = &c->peers[r->peer];
+    struct tcp_slot *s = slot_get(p, r->slot, 0);
+    if (s) {
+        swap_req(&s->posted, &s->posted_tail, r, t);
+        swap_req(&s->pending, &s->pending_tail, r, t);
+    }
+    for (struct tcp_frame *f = p->tx; f; f = f->next)
+        if (f->req == r)
+            f->req = t;
+    if (p->dst_req == r)
+        p->dst_req = t;
+    return t;
+}
+
 void tcp__free_state(struct tcp_comm *c)
 {
     for (int i = 0; i < c->size; i++)
@@ -949,7 +1028,7 @@ void *tcp__io_main(void *arg)
         pthread_mutex_unlock(&c->mu);
         int n = epoll_wait(c->ep, ev, 32, tmo);
         pthread_mutex_lock(&c->mu);
-        if (c->in_off && !c->leader && tcp__host->clock_ns() - c->last_lead_ns >= TCP_LEAD_IDLE_NS)
+        if (c->in_off && !c->leader && c->host->clock_ns() - c->last_lead_ns >= TCP_LEAD_IDLE_NS)
             tcp__set_input(c, 1);
         if (n == 0 && !c->stop)
             tcp__flush_all(c); /* corked notifications nobody took out */

@@ -46,8 +46,9 @@
 #include "fuzz_check.h"
 #include "tcp.h"
 
-/* plugin.c defines it; this harness does not link plugin.c. */
-const struct plx_host *tcp__host;
+/* The services every harness communicator gets (plugin.c would take its
+ * communicator's instance; this harness does not link plugin.c). */
+static const struct plx_host *tcp__host;
 
 static void quiet_log(void *ctx, int level, const char *fmt, ...)
 {
@@ -93,6 +94,7 @@ static struct tcp_comm *comm_new(int eager, int *other)
 {
     struct tcp_comm *c = calloc(1, sizeof *c);
     FUZZ_CHECK(c && (c->peers = calloc(2, sizeof *c->peers)));
+    c->host = tcp__host;
     c->rank = 0;
     c->size = 2;
     c->timeout_ms = 1000;

@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define PLX_ABI_MAJOR 1
-#define PLX_ABI_MINOR 4
+#define PLX_ABI_MINOR 5
 
 /* The entry symbol of ABI major 1. */
 #define PLX_BACKEND_ENTRY_V1 plx_backend_entry_v1
@@ -85,6 +85,7 @@ enum plx_probe_state {
 #define PLX_CAP_ANY_SOURCE (1u << 6)  /* irecv accepts PLX_ANY_SOURCE */
 #define PLX_CAP_IN_PROCESS (1u << 7)  /* all ranks are threads of one process */
 #define PLX_CAP_P2P (1u << 8)         /* isend/irecv provided */
+#define PLX_CAP_P2P_HEAD (1u << 9)    /* ABI 1.5: isend/irecv honour plx_p2p_args.head */
 
 /* Bit helpers for the masks below. */
 #define PLX_BIT(x) (1u << (x))
@@ -211,6 +212,13 @@ struct plx_comm_args {
     int64_t timeout_ms;      /* default timeout for blocking steps */
     /* ---- ABI 1.3 ---- */
     const struct plx_config *config; /* this communicator's configuration; valid until comm_destroy */
+    /* ---- ABI 1.5 ---- */
+    /* This communicator's instance of the host services: the same functions
+     * as the entry point's, with a ctx of its own (log lines name the
+     * communicator). Core-owned, valid until comm_destroy returns. A plugin
+     * keeps it in its communicator and reaches the core through it in every
+     * call on that communicator, so it needs no process-wide host. */
+    const struct plx_host *host;
 };
 
 /* A native collective. Borrowed during the call; buffers until completion. */
@@ -269,6 +277,17 @@ struct plx_p2p_args {
     int32_t mem_kind;
     void *stream;
     int64_t timeout_ms;
+    /* ---- ABI 1.5 ---- */
+    /* Only with PLX_CAP_P2P_HEAD (else NULL, 0): head_bytes bytes at head
+     * travel in front of buf as one message. isend sends head then buf;
+     * irecv puts the message's first head_bytes bytes at head and the rest
+     * at buf. A message longer than head_bytes + bytes fills both, the rest
+     * is discarded (the connection stays usable) and the receive completes
+     * with PLX_ERR_INVALID_ARG: head then still holds what the sender put
+     * first. Lets the core put its own header in front of a payload without
+     * copying the payload next to it. head is const for isend. */
+    void *head;
+    size_t head_bytes;
 };
 
 /* The backend's description and operations. Static storage. */
@@ -348,6 +367,15 @@ struct plx_backend {
     int (*wait_until)(void *comm, void *req, uint64_t deadline_ns);
 
     /* ---- ABI 1.5 ---- */
+    /* Bytes of the plugin's point-to-point request (at most 4096), or 0.
+     * Non-zero: for isend and irecv the core passes *req pointing at
+     * req_size bytes of its own memory (aligned for any type, contents
+     * undefined) inside its record of the transfer, and the plugin builds
+     * its request there instead of allocating one. req_free then ends the
+     * request for good: once it returns, the plugin keeps no pointer to that
+     * memory (a request still in the plugin's lists moves to memory of its
+     * own there). collective() requests stay the plugin's own. */
+    size_t req_size;
     /* Optional, both or neither: memory every rank of comm maps
      * (plx_mem_alloc). mem_alloc is collective over comm's ranks, same
      * bytes on each; *ptr is this rank's buffer, 64-byte aligned and

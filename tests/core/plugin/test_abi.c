@@ -19,7 +19,7 @@ static int failures;
 int main(void)
 {
     PIN(PLX_ABI_MAJOR, 1);
-    PIN(PLX_ABI_MINOR, 4);
+    PIN(PLX_ABI_MINOR, 5);
 
     PIN(sizeof(struct plx_caps), 32);
     PIN(offsetof(struct plx_caps, flags), 4);
@@ -47,7 +47,8 @@ int main(void)
     PIN(offsetof(struct plx_host, config_bool), 112);
     PIN(offsetof(struct plx_host, config_int), 120);
 
-    PIN(sizeof(struct plx_comm_args), 56);
+    PIN(sizeof(struct plx_comm_args), 64); /* 56 up to ABI 1.4 */
+    PIN(offsetof(struct plx_comm_args, host), 56); /* ABI 1.5 */
     PIN(offsetof(struct plx_comm_args, config), 48); /* ABI 1.3 */
     PIN(offsetof(struct plx_comm_args, name), 24);
     PIN(offsetof(struct plx_comm_args, store), 32);
@@ -65,12 +66,17 @@ int main(void)
     PIN(offsetof(struct plx_coll_args, stream), 48);
     PIN(offsetof(struct plx_coll_args, seq), 64);
 
-    PIN(sizeof(struct plx_p2p_args), 56);
+    PIN(sizeof(struct plx_p2p_args), 72); /* 56 up to ABI 1.4 */
+    PIN(offsetof(struct plx_p2p_args, head), 56); /* ABI 1.5 */
+    PIN(offsetof(struct plx_p2p_args, head_bytes), 64);
     PIN(offsetof(struct plx_p2p_args, buf), 8);
     PIN(offsetof(struct plx_p2p_args, tag), 24);
     PIN(offsetof(struct plx_p2p_args, timeout_ms), 48);
 
-    PIN(sizeof(struct plx_backend), 192);
+    PIN(sizeof(struct plx_backend), 200); /* 176 up to ABI 1.4 */
+    PIN(offsetof(struct plx_backend, req_size), 176); /* ABI 1.5 */
+    PIN(offsetof(struct plx_backend, mem_alloc), 184);
+    PIN(offsetof(struct plx_backend, mem_free), 192);
     PIN(offsetof(struct plx_backend, name), 8);
     PIN(offsetof(struct plx_backend, params), 32);
     PIN(offsetof(struct plx_backend, probe), 40);
@@ -83,8 +89,6 @@ int main(void)
     PIN(offsetof(struct plx_backend, comm_losses), 152); /* ABI 1.2 */
     PIN(offsetof(struct plx_backend, keys), 160);        /* ABI 1.3 */
     PIN(offsetof(struct plx_backend, wait_until), 168);
-    PIN(offsetof(struct plx_backend, mem_alloc), 176);   /* ABI 1.5 */
-    PIN(offsetof(struct plx_backend, mem_free), 184);
 
     PIN(sizeof(struct plx_key), 40);
     PIN(offsetof(struct plx_key, type), 8);

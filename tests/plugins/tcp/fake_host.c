@@ -176,7 +176,7 @@ static int h_wait(struct plx_store *s, const char *const *keys, size_t n, int64_
 
 const struct plx_host fake_host = {
     .struct_size = sizeof(struct plx_host),
-    .abi_minor = PLX_ABI_MINOR,
+    .abi_minor = 4, /* a 1.4 core: the plugin keeps its own requests, as for every core before 1.5 */
     .log = h_log,
     .error = h_error,
     .config_get = h_config,
