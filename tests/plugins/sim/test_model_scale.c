@@ -89,7 +89,8 @@ static double run(int P, int coll, const char *algo, size_t count, double *wall_
     static int counter;
     char algo_kv[64];
     snprintf(algo_kv, sizeof algo_kv, "core.allreduce_algo=%s", algo);
-    const char *ov[] = {"sim.model=true", "sim.model_payload=false", "sim.model_intra_latency=2us",
+    /* No ledger files: each rank would scan the folder of all the others. */
+    const char *ov[] = {"core.ledger_entries=0", "sim.model=true", "sim.model_payload=false", "sim.model_intra_latency=2us",
                         "sim.model_intra_bandwidth=1G", algo_kv, NULL};
     struct job j = {.coll = coll, .count = count, .overrides = ov, .size = P,
                     .end_ns = calloc((size_t)P, sizeof(double))};
