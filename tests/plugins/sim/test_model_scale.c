@@ -187,9 +187,9 @@ int main(int argc, char **argv)
         return failures ? 1 : 0;
     }
     const int P = 1024;
+    check(P, "rabenseifner", PLX_COLL_ALLREDUCE, 1024);
     check(P, "recdbl", PLX_COLL_ALLREDUCE, 1024);
     check(P, "tree", PLX_COLL_ALLREDUCE, 1024);
-    check(P, "rabenseifner", PLX_COLL_ALLREDUCE, 1024);
     check(P, "ring", PLX_COLL_ALLGATHER, 16);
     dlclose(h);
     return failures ? 1 : 0;
