@@ -3,6 +3,7 @@
  * plexus-bench --ranks) find each other. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 
 #include "error.h"
 #include "store.h"
+
+enum { MEM_BUCKETS = 4096 };
 
 struct entry {
     char *key;
@@ -24,7 +27,9 @@ struct table {
     int users;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct entry *entries;
+    /* Hashed: thousands of in-process ranks each keep keys here, and a
+     * single list made every set cost a walk over all of them. */
+    struct entry *buckets[MEM_BUCKETS];
     struct table *next;
 };
 
@@ -36,9 +41,17 @@ struct handle {
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct table *registry;
 
+static struct entry **bucket(struct table *t, const char *key)
+{
+    uint32_t h = 2166136261u;
+    for (const char *c = key; *c; c++)
+        h = (h ^ (unsigned char)*c) * 16777619u;
+    return &t->buckets[h % MEM_BUCKETS];
+}
+
 static struct entry *find(struct table *t, const char *key)
 {
-    for (struct entry *e = t->entries; e; e = e->next)
+    for (struct entry *e = *bucket(t, key); e; e = e->next)
         if (!strcmp(e->key, key))
             return e;
     return NULL;
@@ -59,8 +72,9 @@ static int put(struct table *t, const char *key, const void *val, size_t len)
             free(copy);
             return plx__err(PLX_ERR_NOMEM, "mem store: out of memory");
         }
-        e->next = t->entries;
-        t->entries = e;
+        struct entry **b = bucket(t, key);
+        e->next = *b;
+        *b = e;
     }
     free(e->val);
     e->val = copy;
@@ -177,7 +191,7 @@ static int m_del(struct plx_store *s, const char *key)
 {
     struct table *t = ((struct handle *)s)->t;
     pthread_mutex_lock(&t->mu);
-    for (struct entry **pe = &t->entries; *pe; pe = &(*pe)->next) {
+    for (struct entry **pe = bucket(t, key); *pe; pe = &(*pe)->next) {
         if (!strcmp((*pe)->key, key)) {
             struct entry *e = *pe;
             *pe = e->next;
@@ -202,12 +216,13 @@ static void m_destroy(struct plx_store *s)
                 *pt = t->next;
                 break;
             }
-        for (struct entry *e = t->entries, *next; e; e = next) {
-            next = e->next;
-            free(e->key);
-            free(e->val);
-            free(e);
-        }
+        for (size_t i = 0; i < MEM_BUCKETS; i++)
+            for (struct entry *e = t->buckets[i], *next; e; e = next) {
+                next = e->next;
+                free(e->key);
+                free(e->val);
+                free(e);
+            }
         pthread_mutex_destroy(&t->mu);
         pthread_cond_destroy(&t->cv);
         free(t->name);

@@ -256,12 +256,15 @@ int sim_worker_start(struct impl *c)
 {
     if (pthread_create(&c->worker, NULL, worker_main, c) != 0)
         return sim_error(PLX_ERR_SYSTEM, "sim: cannot start the worker of rank %d", c->rank);
+    c->has_worker = 1;
     return 0;
 }
 
 void sim_worker_stop(struct impl *c)
 {
     struct world *w = c->w;
+    if (!c->has_worker)
+        return;
     pthread_mutex_lock(&w->mu);
     c->stopping = 1;
     pthread_cond_broadcast(&c->cv);
@@ -273,6 +276,8 @@ int sim_collective(void *comm, const struct plx_coll_args *a, void **req)
 {
     struct impl *c = comm;
     struct world *w = c->w;
+    if (!c->has_worker) /* the caps offered none */
+        return sim_error(PLX_ERR_UNSUPPORTED, "sim: rank %d: native collectives are off", c->rank);
     struct sim_req *r = sim_req_new(c);
     if (!r)
         return sim_error(PLX_ERR_NOMEM, "sim: out of memory");

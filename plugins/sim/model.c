@@ -27,6 +27,7 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->inter_alpha_ns = (double)plx_plugin_config_int(h, config, "model_inter_latency", 0);
     m->inter_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_inter_bandwidth", 0));
     m->inject_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_injection_bandwidth", 0));
+    m->payload = plx_plugin_config_bool(h, config, "model_payload", 1);
 }
 
 static int host_of(const struct sim_model *m, int rank)

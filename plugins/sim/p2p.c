@@ -14,13 +14,16 @@ static int matches(const struct sim_req *send, const struct sim_req *recv)
 }
 
 /* Copy outside the lock, then complete both. */
-static void deliver(struct world *w, struct sim_req *send, struct sim_req *recv)
+static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
 {
+    struct world *w = c->w;
     int st = 0;
     if (send->bytes > recv->bytes)
         st = PLX_ERR_INVALID_ARG;
     else if (send->bytes)
-        plx_plugin_copy(recv->buf, send->buf, send->bytes);
+        plx_plugin_copy(recv->buf, send->buf,
+                        c->cfg.model.on && !c->cfg.model.payload && send->bytes > SIM_SAMPLE_BYTES
+                            ? SIM_SAMPLE_BYTES : send->bytes);
     pthread_mutex_lock(&w->mu);
     struct impl *sender = w->members[send->owner];
     if (sender && sender->cfg.model.on)
@@ -32,7 +35,11 @@ static void deliver(struct world *w, struct sim_req *send, struct sim_req *recv)
     }
     send->status = recv->status = st;
     send->done = recv->done = 1;
-    pthread_cond_broadcast(&w->cv);
+    struct impl *receiver = w->members[recv->owner];
+    if (sender)
+        pthread_cond_broadcast(&sender->cv);
+    if (receiver && receiver != sender)
+        pthread_cond_broadcast(&receiver->cv);
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -64,7 +71,14 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
         pthread_mutex_unlock(&w->mu);
         return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
     }
-    struct sim_req **list = is_send ? &w->recvs : &w->sends;
+    int dst = is_send ? r->peer : c->rank;
+    if (dst < 0 || dst >= w->size) {
+        sim_req_release_locked(c, r);
+        pthread_mutex_unlock(&w->mu);
+        return sim_error(PLX_ERR_INVALID_ARG, "sim: rank %d: peer %d is not a rank of 0..%d", c->rank, a->peer,
+                         w->size - 1);
+    }
+    struct sim_req **list = is_send ? &w->recvs_at[dst] : &w->sends_to[dst];
     for (struct sim_req **p = list; *p; p = &(*p)->next)
         if (is_send ? matches(r, *p) : matches(*p, r)) {
             mate = *p;
@@ -73,14 +87,14 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
             break;
         }
     if (!mate) { /* append: FIFO per (peer, tag) */
-        struct sim_req **tail = is_send ? &w->sends : &w->recvs;
+        struct sim_req **tail = is_send ? &w->sends_to[dst] : &w->recvs_at[dst];
         while (*tail)
             tail = &(*tail)->next;
         *tail = r;
     }
     pthread_mutex_unlock(&w->mu);
     if (mate)
-        deliver(w, is_send ? r : mate, is_send ? mate : r);
+        deliver(c, is_send ? r : mate, is_send ? mate : r);
     *out = r;
     return 0;
 }
@@ -102,7 +116,7 @@ void sim_p2p_cancel(struct impl *c, struct sim_req *r)
     struct world *w = c->w;
     pthread_mutex_lock(&w->mu);
     if (!r->matched) {
-        struct sim_req **list = r->is_send ? &w->sends : &w->recvs;
+        struct sim_req **list = r->is_send ? &w->sends_to[r->peer] : &w->recvs_at[r->owner];
         for (struct sim_req **p = list; *p; p = &(*p)->next)
             if (*p == r) {
                 *p = r->next;
@@ -110,7 +124,7 @@ void sim_p2p_cancel(struct impl *c, struct sim_req *r)
             }
     } else {
         while (!r->done)
-            pthread_cond_wait(&w->cv, &w->mu);
+            pthread_cond_wait(&c->cv, &w->mu);
     }
     sim_req_release_locked(c, r);
     pthread_mutex_unlock(&w->mu);

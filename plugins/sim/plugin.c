@@ -38,6 +38,9 @@ static const struct plx_key keys[] = {
      "Model: bytes per second of a host's NIC, shared by its ranks (0: infinite)"},
     {"model_injection_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second one rank injects, shared by its concurrent messages (0: no limit)"},
+    {"model_payload", PLX_KEY_BOOL, "true", NULL,
+     "Model: messages carry their bytes (false: timing only, sizes and virtual times and only the first "
+     "64 bytes of each message, for thousands of ranks; results are then meaningless)"},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -150,7 +153,7 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     }
     plx_plugin_cond_init(&c->cv); /* CLOCK_MONOTONIC, as the deadlines */
     int rc = sim_world_join(args, c);
-    if (rc == 0 && (rc = sim_worker_start(c)) != 0)
+    if (rc == 0 && c->cfg.native && (rc = sim_worker_start(c)) != 0)
         sim_world_leave(c);
     if (rc) {
         pthread_cond_destroy(&c->cv);

@@ -37,6 +37,7 @@ struct sim_model {
     double intra_alpha_ns, intra_beta_ns; /* within a host: latency, ns per byte */
     double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */
     double inject_beta_ns; /* per rank, shared by its messages (0: no limit) */
+    int payload;          /* 0: timing only, messages carry sizes and no bytes */
 };
 
 /* Fault injection and behaviour, read from [sim] at comm_create. */
@@ -66,7 +67,10 @@ struct impl {
      * blocking collective with nothing queued runs in the caller's thread
      * instead (busy keeps the two from overlapping). */
     pthread_t worker;
-    pthread_cond_t cv;    /* with w->mu: queue, busy and completion of this rank's collectives */
+    int has_worker;       /* native collectives only: no thread per rank otherwise */
+    /* With w->mu: queue, busy and completion of this rank's collectives, and
+     * completion of its p2p requests (a delivery wakes its two ranks only). */
+    pthread_cond_t cv;
     struct sim_req *qhead, *qtail;
     int busy;
     int stopping;
@@ -79,6 +83,9 @@ struct impl {
 /* Allreduce up to this size: every rank reduces the whole vector (two
  * barriers instead of three). */
 #define SIM_SMALL_BYTES ((size_t)32 << 10)
+/* Timing only: the bytes of a message that are still copied, so that what
+ * the core puts in front of a payload (its fingerprint header) arrives. */
+#define SIM_SAMPLE_BYTES ((size_t)64)
 /* Work item of the data phases: big enough to stream, small enough to
  * balance; a multiple of every element size. */
 #define SIM_ITEM_BYTES ((size_t)256 << 10)
@@ -88,7 +95,9 @@ struct world {
     int size, refs, joined;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct sim_req *sends, *recvs;  /* unmatched p2p requests, in post order */
+    /* Unmatched p2p requests by receiving rank, each list in post order:
+     * a post scans only its receiver's list, whatever the world's size. */
+    struct sim_req **sends_to, **recvs_at;
     /* Collective rendezvous: slot per rank, barrier by generation. */
     const struct plx_coll_args **slot;
     /* Copies of the ranks' calls for match.c, by the parity of each rank's

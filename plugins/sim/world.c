@@ -43,7 +43,10 @@ static struct world *world_new(int size)
     w->ever_joined = calloc((size_t)size, sizeof *w->ever_joined);
     w->calls[0] = calloc(2 * (size_t)size, sizeof *w->calls[0]);
     w->calls[1] = w->calls[0] ? w->calls[0] + size : NULL;
-    if (!w->slot || !w->members || !w->arrive_gen || !w->ever_joined || !w->calls[0]) {
+    w->sends_to = calloc(2 * (size_t)size, sizeof *w->sends_to);
+    w->recvs_at = w->sends_to ? w->sends_to + size : NULL;
+    if (!w->slot || !w->members || !w->arrive_gen || !w->ever_joined || !w->calls[0] || !w->sends_to) {
+        free(w->sends_to);
         free(w->calls[0]);
         free(w->ever_joined);
         free(w->arrive_gen);
@@ -129,8 +132,8 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
     }
     w->members[args->rank] = c;
     w->ever_joined[args->rank] = 1;
-    w->joined++;
-    pthread_cond_broadcast(&w->cv);
+    if (++w->joined == w->size) /* waking each joiner would cost size^2 wake-ups */
+        pthread_cond_broadcast(&w->cv);
     while (w->joined < w->size) {
         if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT && w->joined < w->size) {
             char miss[256];
@@ -174,6 +177,7 @@ void sim_world_leave(struct impl *c)
         free(w->arrive_gen);
         free(w->ever_joined);
         free(w->egress_free);
+        free(w->sends_to);
         free(w);
     }
     c->w = NULL;
@@ -293,7 +297,7 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
     struct world *w = c->w;
     struct timespec ts = sim_abstime(deadline_after(timeout_ms));
     pthread_mutex_lock(&w->mu);
-    pthread_cond_t *cv = r->is_coll ? &c->cv : &w->cv;
+    pthread_cond_t *cv = &c->cv;
     while (!r->done) {
         if (c->aborted) {
             pthread_mutex_unlock(&w->mu);

@@ -101,6 +101,20 @@ static void check(const char *algo, int coll, int P, size_t count)
         name = "allreduce ring";
         double m = n / P;
         want = (P - 1) * (nseg(P, m) * ALPHA_NS + m * beta_ns) + (P - 1) * (ALPHA_NS + m * beta_ns);
+    } else if (!strcmp(algo, "tree")) {
+        /* Binomial reduce to rank 0, then binomial broadcast, at a power of
+         * two: each log2 P hops of the whole buffer on the critical path
+         * (a parent sends to its children one after another, but the child
+         * sent last has the smallest subtree, so the deepest path still
+         * costs log2 P (alpha + n beta)). */
+        name = "allreduce tree";
+        want = 2 * log2i(P) * (ALPHA_NS + n * beta_ns);
+    } else if (!strcmp(algo, "rabenseifner")) {
+        /* Recursive halving (blocks n/2, n/4 .. n/P) then recursive doubling
+         * back, at a power of two, one segment per block:
+         * 2 log2 P alpha + 2 (P-1)/P n beta. */
+        name = "allreduce rabenseifner";
+        want = 2 * log2i(P) * ALPHA_NS + 2.0 * (P - 1) / P * n * beta_ns;
     } else {
         /* Recursive doubling at a power of two: log2 P exchanges of the
          * whole buffer. (Elsewhere the fold makes ranks that sent at time 0
@@ -141,12 +155,17 @@ int main(void)
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) {
         int P = ps[i];
         check("ring", PLX_COLL_ALLREDUCE, P, (size_t)P * 1024);
-        if ((P & (P - 1)) == 0)
+        if ((P & (P - 1)) == 0) {
             check("recdbl", PLX_COLL_ALLREDUCE, P, 1024);
+            check("tree", PLX_COLL_ALLREDUCE, P, 1024);
+            check("rabenseifner", PLX_COLL_ALLREDUCE, P, (size_t)P * 1024);
+        }
         check("ring", PLX_COLL_ALLGATHER, P, 1024);
         check("ring", PLX_COLL_REDUCE_SCATTER, P, 1024);
     }
     check("recdbl", PLX_COLL_ALLREDUCE, 2, 1024);
+    check("tree", PLX_COLL_ALLREDUCE, 2, 1024);
+    check("rabenseifner", PLX_COLL_ALLREDUCE, 2, 2048);
     check("ring", PLX_COLL_ALLGATHER, 2, 1024);
     check("ring", PLX_COLL_REDUCE_SCATTER, 2, 1024);
     /* Several segments per ring step. */
