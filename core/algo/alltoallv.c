@@ -148,7 +148,9 @@ static int exchange(struct algo_ctx *x, const struct vx *v)
     }
     for (; done < n; done++)
         p->discard(p->ctx, req[done]);
-    if (rc == 0 && msg[0])
+    /* The disagreement is the cause: a peer that learns this rank gave up
+     * and breaks the connections makes the later waits fail, not the reason. */
+    if (msg[0])
         rc = plx__err(PLX_ERR_MISMATCH, "%s", msg);
     free(heads);
     free(req);
