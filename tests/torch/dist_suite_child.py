@@ -32,7 +32,12 @@ if MODE == "plugin":
 elif MODE == "gloo-place":
     import torch.distributed.distributed_c10d as c10d
 
-    class _GlooOnPlexus:
+    class _IsPlexus(type):
+        # torch 2.x asserts isinstance(backend, ProcessGroupGloo) on what it made.
+        def __instancecheck__(cls, obj):
+            return isinstance(obj, plexus.torch.ProcessGroupPlexus)
+
+    class _GlooOnPlexus(metaclass=_IsPlexus):
         """What distributed_c10d constructs for a "gloo" group: a plexus one."""
 
         def __new__(cls, store, rank, size, timeout):
