@@ -11,7 +11,8 @@
 # Needs root and debootstrap; the mirror is Debian's ($PLEXUS_TRIXIE_MIRROR).
 # Exit 77 (with the reason) where a chroot cannot be made here.
 # PLEXUS_TRIXIE_TESTLOG=FILE: where `test` copies meson's test log (CI counts it).
-# PLEXUS_TRIXIE_TESTS="NAME...": the tests `test` runs (default: --suite torch).
+# PLEXUS_TRIXIE_TESTS="NAME...": the tests `test` runs (default: --suite torch);
+# PLEXUS_TRIXIE_TIMEOUT_MULT=N: meson's timeout multiplier for them (a loaded machine).
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 cache=${PLEXUS_TRIXIE_CACHE:-/var/cache/plexus-trixie}
@@ -102,7 +103,7 @@ test)
     fi
     rc=0
     chroot "$root" sh -c 'cd /src && python3 -c "import torch; print(\"torch\", torch.__version__)" &&
-        nice -n 5 meson test -C build --print-errorlogs '"${PLEXUS_TRIXIE_TESTS:---suite torch}" || rc=$?
+        nice -n 5 meson test -C build --print-errorlogs -t '"${PLEXUS_TRIXIE_TIMEOUT_MULT:-1} ${PLEXUS_TRIXIE_TESTS:---suite torch}" || rc=$?
 
     # Where the results land for CI's count (outside the chroot).
     [ -z "${PLEXUS_TRIXIE_TESTLOG:-}" ] || cp "$root/src/build/meson-logs/testlog.json" "$PLEXUS_TRIXIE_TESTLOG"

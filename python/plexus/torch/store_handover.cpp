@@ -1,6 +1,7 @@
 // store_handover.cpp - see store_handover.hpp.
 #include "store_handover.hpp"
 
+#include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -76,14 +77,42 @@ bool peer_hosts(const c10::intrusive_ptr<c10d::Store> &store)
     return store->check({kHostKey});
 }
 
+// Whether store (held by the caller only) is the last use of the
+// TCPStore under it in this process: every level of its PrefixStore chain
+// is held only by the level above, except that torch 2.x's ProcessGroup
+// also holds the level right under its backend's store until it is
+// destroyed itself, just after its backends.
+static bool last_use(const c10::intrusive_ptr<c10d::Store> &store)
+{
+#if TORCH_VERSION_MAJOR >= 2
+    const size_t group_holds = 1;
+#else
+    const size_t group_holds = 0;
+#endif
+    if (store.use_count() > 1)
+        return false;
+    c10::intrusive_ptr<c10d::Store> s = store;
+    for (int level = 0;; level++) {
+        auto *p = dynamic_cast<c10d::PrefixStore *>(s.get());
+        if (!p)
+            break;
+        c10::intrusive_ptr<c10d::Store> under = p->getUnderlyingStore();
+        // under's holders: p, this copy, and any others.
+        size_t others = under.use_count() - 2;
+        if (others > (level == 0 ? group_holds : 0))
+            return false;
+        s = under;
+    }
+    return dynamic_cast<c10d::TCPStore *>(s.get()) != nullptr;
+}
+
 void release_and_wait_for_close(c10::intrusive_ptr<c10d::Store> &store, std::chrono::milliseconds timeout)
 {
     try {
+        bool last = last_use(store);
         c10::intrusive_ptr<c10d::Store> tcp = tcp_store_under(store);
         store.reset();
-        // tcp's references now: ours, and whoever else in this process
-        // still uses it (another group, the user).
-        if (!tcp || tcp.use_count() > 1)
+        if (!last || !tcp)
             return;
         auto deadline = std::chrono::steady_clock::now() + timeout;
         while (std::chrono::steady_clock::now() < deadline) {
