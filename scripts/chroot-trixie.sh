@@ -52,6 +52,11 @@ create() {
     [ "$(id -u)" = 0 ] || skip "making a chroot needs root"
     command -v debootstrap >/dev/null || skip "debootstrap not installed (apt-get install debootstrap)"
     [ -f /usr/share/debootstrap/scripts/trixie ] || skip "this debootstrap does not know trixie"
+    # Never delete through a mount left by an interrupted run (/dev is bound in).
+    if grep -q " $root/" /proc/mounts; then
+        echo "FAIL: something is still mounted under $root (umount it first)"
+        exit 1
+    fi
     rm -rf "$cache"
     mkdir -p "$cache"
     t0=$(date +%s)
