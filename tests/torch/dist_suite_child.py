@@ -32,11 +32,17 @@ if MODE == "plugin":
 elif MODE == "gloo-place":
     import torch.distributed.distributed_c10d as c10d
 
-    class _GlooOnPlexus:
+    class _IsPlexus(type):
+        # torch 2.x asserts isinstance(backend, ProcessGroupGloo) on what it made.
+        def __instancecheck__(cls, obj):
+            return isinstance(obj, plexus.torch.ProcessGroupPlexus)
+
+    class _GlooOnPlexus(metaclass=_IsPlexus):
         """What distributed_c10d constructs for a "gloo" group: a plexus one."""
 
         def __new__(cls, store, rank, size, timeout):
-            return plexus.torch.ProcessGroupPlexus(store, rank, size, timeout)
+            # name: the profiler's events say "gloo:all_reduce", as torch's tests expect of a gloo group.
+            return plexus.torch.ProcessGroupPlexus(store, rank, size, timeout, name="gloo")
 
     c10d.ProcessGroupGloo = _GlooOnPlexus
 

@@ -6,7 +6,8 @@ added to backend_feature plugin, ddp and subgroup) and plexus in gloo's
 place (BACKEND=gloo, every group asking for gloo made on plexus). The
 outcomes are printed side by side. Fails on a test gloo passes and plexus
 in gloo's place does not, and on a plugin-mode test that fails or errors
-(only tests not skipped by torch itself count).
+(only tests not skipped by torch itself count, and not a test that gloo
+itself fails or errors alike in the same run: printed, not counted).
 
 usage: torch_dist_suite.py [--all] WORLD_SIZE...
   default: the fixed list SUBSET below; --all: the whole class (long,
@@ -84,7 +85,11 @@ def main():
         for t in tests:
             g, p, q = (res[m].get(t, "-") for m in MODES)
             print(f"{t:60} {g:6} {p:6} {q:6}")
-            if p in ("FAIL", "ERROR", "-"):
+            if p in ("FAIL", "ERROR", "-") and g == p:
+                # torch's own test breaks on this machine for gloo too (e.g. torch 1.13's
+                # DDP import under Python 3.11): reported, not counted against plexus.
+                print(f"  (plugin {p} as gloo itself: not counted)")
+            elif p in ("FAIL", "ERROR", "-"):
                 bad.append(f"world {world}: {t}: plugin {p}")
             if g == "pass" and q != "pass":
                 bad.append(f"world {world}: {t}: gloo passes, plexus in gloo's place {q}")

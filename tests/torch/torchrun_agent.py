@@ -32,6 +32,8 @@ except Exception as e:  # noqa: BLE001 - any import failure means no torch here
     skip("torch is not importable by %s: %s" % (sys.executable, e))
 if not dist.is_available():
     skip("this torch has no torch.distributed")
+# torch >= 2.4 asks for libuv by default; Debian's torch 2.6 is built without it.
+no_libuv = {"use_libuv": False} if "use_libuv" in (dist.TCPStore.__init__.__doc__ or "") else {}
 
 
 def free_port():
@@ -78,7 +80,8 @@ def main(bench):
     for P, attempts in ((2, (0, 1)), (4, (0,))):
         port = free_port()
         # The agent's store: hosted before any worker starts, no wait for workers.
-        agent = dist.TCPStore("127.0.0.1", port, None, True, timedelta(seconds=60), wait_for_workers=False)
+        agent = dist.TCPStore("127.0.0.1", port, None, True, timedelta(seconds=60), wait_for_workers=False,
+                              **no_libuv)
         for attempt in attempts:
             before = agent.num_keys()
             codes = launch(bench, port, P, attempt)

@@ -5,25 +5,30 @@
 // algorithm lives here: every collective is one plexus call (lists of
 // tensors are packed into one flat buffer first and unpacked after).
 //
-// Built against torch 1.13's c10d::ProcessGroup (the API that version
-// installs with libtorch-dev). A torch 2.x port would derive from
-// c10d::Backend instead (the ProcessGroup became a dispatcher over
-// per-device backends), register with
-// Backend.register_backend(name, creator, devices=["cpu"]) and accept
-// c10d::Backend::Options; the tensor mapping below stays as it is.
+// One source for two torch APIs (GroupBase below): torch 1.x, where a
+// backend is a c10d::ProcessGroup (Debian 12's 1.13), and torch 2.x, where
+// the c10d::ProcessGroup dispatches each device's tensors to a
+// c10d::Backend and a backend implements that (Debian 13's 2.6; registered
+// for devices=["cpu"] by __init__.py). The virtual operations are the same
+// in both; 2.x adds allreduce_sparse.
 //
 // Rendezvous: torch hands the creator its store (a c10d::Store, usually a
 // PrefixStore over a TCPStore or FileStore); it is wrapped in
 // struct plx_store_callbacks so plexus's backends bootstrap through it.
 // The transport is what plexus is configured to use (PLEXUS_BACKEND, the
 // configuration files), tcp between processes by default.
+#include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/utils/pybind.h>
 
 #include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
@@ -41,11 +46,19 @@
 #include <vector>
 
 #include "plexus/plexus.h"
+#include "store_handover.hpp"
 
 namespace plexus_torch {
 
 using c10::intrusive_ptr;
 using std::chrono::milliseconds;
+
+#if TORCH_VERSION_MAJOR >= 2
+#define PLEXUS_TORCH_BACKEND_API 1 // c10d::Backend, what torch 2.x dispatches to
+using GroupBase = c10d::Backend;
+#else
+using GroupBase = c10d::ProcessGroup;
+#endif
 
 // ---- errors -----------------------------------------------------------------
 
@@ -285,8 +298,12 @@ struct Lazy {
 // the sender), then `finish` (unpacking into the caller's tensors).
 class WorkPlexus : public c10d::Work {
   public:
-    WorkPlexus(intrusive_ptr<Comm> comm, c10d::OpType type, std::vector<at::Tensor> outputs)
-        : c10d::Work(-1, type), comm_(std::move(comm)), outputs_(std::move(outputs))
+    // title: the profiler's name for the operation ("<backend>:<op>"), or
+    // null when no profiler listens (c10d::Work then records nothing).
+    WorkPlexus(intrusive_ptr<Comm> comm, c10d::OpType type, std::vector<at::Tensor> outputs, const char *title,
+               const std::vector<at::Tensor> &inputs)
+        : c10d::Work(-1, type, title, title ? c10::optional<std::vector<at::Tensor>>(inputs) : c10::nullopt),
+          comm_(std::move(comm)), outputs_(std::move(outputs))
     {
     }
     ~WorkPlexus() override;
@@ -345,8 +362,27 @@ struct Comm : c10::intrusive_ptr_target {
     // future), which starts it first, so every rank issues in program order.
     std::mutex submit_mu;
     intrusive_ptr<WorkPlexus> pending;
+    // The profiler's names, "<name>:<op>" with gloo's op words (torch's
+    // tests look for "gloo:all_reduce" when plexus stands in for gloo);
+    // kept here because a profiler event holds the pointer until it ends.
+    std::vector<std::string> titles;
 
-    ~Comm() override { plx_comm_destroy(comm); }
+    // Another rank hosts the store's server (see store_handover.hpp).
+    bool peer_hosts_store = false;
+    milliseconds timeout{0};
+
+    ~Comm() override
+    {
+        plx_comm_destroy(comm);
+        if (!peer_hosts_store)
+            return;
+        if (Py_IsInitialized() && PyGILState_Check()) {
+            pybind11::gil_scoped_release nogil;
+            release_and_wait_for_close(store.store, timeout);
+        } else {
+            release_and_wait_for_close(store.store, timeout);
+        }
+    }
 
     void flush_locked();
     void flush()
@@ -478,6 +514,10 @@ bool WorkPlexus::drive(int64_t timeout_ms)
 void WorkPlexus::complete(int rc, const std::string &msg)
 {
     std::exception_ptr err;
+    if (recordFunctionEndCallback_) {
+        recordFunctionEndCallback_(); // the profiler's event for this operation ends here
+        recordFunctionEndCallback_ = nullptr;
+    }
     if (rc != 0) {
         err = std::make_exception_ptr(std::runtime_error("plexus: " + headline(rc) + ": " + msg));
     } else if (finish) {
@@ -598,11 +638,17 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkPlexus::getFuture()
 
 // ---- the process group ------------------------------------------------------
 
-class ProcessGroupPlexus : public c10d::ProcessGroup {
+class ProcessGroupPlexus : public GroupBase {
   public:
-    ProcessGroupPlexus(const intrusive_ptr<c10d::Store> &store, int rank, int size, milliseconds timeout)
-        : c10d::ProcessGroup(rank, size), comm_(c10::make_intrusive<Comm>())
+    ProcessGroupPlexus(const intrusive_ptr<c10d::Store> &store, int rank, int size, milliseconds timeout,
+                       const std::string &name)
+        : GroupBase(rank, size), comm_(c10::make_intrusive<Comm>())
     {
+#ifdef PLEXUS_TORCH_BACKEND_API
+        init(); // c10d::Backend's logging setup, as its implementations must
+#endif
+        for (const char *op : kOpWords)
+            comm_->titles.push_back(name + ":" + op);
         auto &b = comm_->store;
         b.store = store;
         b.cb = plx_store_callbacks{};
@@ -624,7 +670,12 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
         int rc;
         {
             pybind11::gil_scoped_release nogil;
+            bool host = publish_if_host(store);
             rc = plx_comm_init(&o, &comm_->comm);
+            if (rc == 0 && !host) {
+                comm_->peer_hosts_store = peer_hosts(store);
+                comm_->timeout = timeout.count() > 0 ? timeout : milliseconds(30 * 60 * 1000);
+            }
         }
         if (rc != 0)
             throw std::runtime_error(std::string("plexus: init_process_group(rank ") + std::to_string(rank) +
@@ -662,6 +713,17 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
         launch(w, "broadcast", buf.nbytes(), l);
         return w;
     }
+
+#ifdef PLEXUS_TORCH_BACKEND_API
+    // torch 2.x hands sparse tensors to this entry.
+    intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor> &tensors,
+                                               const c10d::AllreduceOptions &opts) override
+    {
+        if (tensors.size() != 1 || !tensors[0].is_sparse())
+            refuse("allreduce_sparse takes exactly one sparse tensor per process");
+        return sparse_allreduce(tensors[0], opts);
+    }
+#endif
 
     intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors, const c10d::AllreduceOptions &opts) override
     {
@@ -725,7 +787,7 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
         }
         at::Tensor src = pack(inputs, inputs[0]);
         at::Tensor flat = at::empty({src.numel() * P}, src.options());
-        auto w = make(c10d::OpType::ALLGATHER_COALESCED, all);
+        auto w = make(c10d::OpType::ALLGATHER_COALESCED, all, &inputs);
         start(w, "allgather_coalesced", plx_iallgather(c(), src.data_ptr(), flat.data_ptr(), src.numel(),
                                                        dtype_of(inputs[0]), nullptr, slot(w)));
         unpack(w, flat, all);
@@ -758,7 +820,7 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
         if (outputs.size() != 1 || int(outputs[0].size()) != getSize())
             refuse("allgather needs one list of world_size output tensors");
         same_layout(outputs[0], in, "allgather");
-        auto w = make(c10d::OpType::ALLGATHER, outputs[0]);
+        auto w = make(c10d::OpType::ALLGATHER, outputs[0], &inputs);
         at::Tensor src = dense(in), flat = at::empty({in.numel() * getSize()}, in.options());
         start(w, "allgather", plx_iallgather(c(), src.data_ptr(), flat.data_ptr(), in.numel(), dtype_of(in), nullptr,
                                              slot(w)));
@@ -773,8 +835,8 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
         check_tensor(out);
         if (out.numel() != in.numel() * getSize() || out.scalar_type() != in.scalar_type())
             refuse("_allgather_base: the output must hold world_size times the input, of its dtype");
-        std::vector<at::Tensor> outs{out};
-        auto w = make(c10d::OpType::_ALLGATHER_BASE, outs);
+        std::vector<at::Tensor> outs{out}, ins{in};
+        auto w = make(c10d::OpType::_ALLGATHER_BASE, outs, &ins);
         at::Tensor src = dense(in), dst = dense(out);
         start(w, "_allgather_base", plx_iallgather(c(), src.data_ptr(), dst.data_ptr(), in.numel(), dtype_of(in),
                                                    nullptr, slot(w)));
@@ -793,7 +855,7 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
             refuse("gather needs one list of world_size output tensors on the root");
         if (is_root)
             same_layout(outputs[0], in, "gather");
-        auto w = make(c10d::OpType::GATHER, is_root ? outputs[0] : std::vector<at::Tensor>{});
+        auto w = make(c10d::OpType::GATHER, is_root ? outputs[0] : std::vector<at::Tensor>{}, &inputs);
         at::Tensor src = dense(in), flat;
         if (is_root)
             flat = at::empty({in.numel() * getSize()}, in.options());
@@ -937,7 +999,7 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     {
         const at::Tensor &t = one(tensors, "send");
         check_tag(tag);
-        auto w = make(c10d::OpType::SEND, {});
+        auto w = make(c10d::OpType::SEND, {}, &tensors);
         at::Tensor buf = dense(t), hdr = at::full({1}, getRank(), at::kInt);
         start(w, "send", plx_isend(c(), hdr.data_ptr(), 1, PLX_I32, dst, 2 * tag, nullptr, slot(w)));
         start(w, "send", plx_isend(c(), buf.data_ptr(), buf.numel(), dtype_of(t), dst, 2 * tag + 1, nullptr, slot(w)));
@@ -1015,14 +1077,33 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
         return w;
     }
 
+    // gloo's words for the operations, indexed by c10d::OpType.
+    static constexpr const char *kOpWords[] = {
+        "broadcast", "all_reduce", "all_reduce", "reduce", "all_gather", "all_gather_into_tensor", "all_gather",
+        "gather", "scatter", "reduce_scatter", "all_to_all", "all_to_all", "send", "recv", "recvAnySource",
+        "barrier", "reduce_scatter_tensor"};
+
+    // The profiler's title for type (null when nothing records: the title
+    // costs c10d::Work an allocation per operation).
+    const char *title(c10d::OpType type) const
+    {
+        size_t i = size_t(type);
+        if (i >= comm_->titles.size() || !at::hasCallbacks())
+            return nullptr;
+        return comm_->titles[i].c_str();
+    }
+
     // Every operation starts here: a small collective still waiting to
-    // start goes first (program order on every rank).
-    intrusive_ptr<WorkPlexus> make(c10d::OpType type, std::vector<at::Tensor> outputs)
+    // start goes first (program order on every rank). inputs: what the
+    // profiler shows as the operation's input (default: the outputs).
+    intrusive_ptr<WorkPlexus> make(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                   const std::vector<at::Tensor> *inputs = nullptr)
     {
         if (type != c10d::OpType::SEND && type != c10d::OpType::RECV)
             seq_++;
         comm_->flush();
-        return c10::make_intrusive<WorkPlexus>(comm_, type, std::move(outputs));
+        const char *t = title(type);
+        return c10::make_intrusive<WorkPlexus>(comm_, type, outputs, t, inputs ? *inputs : outputs);
     }
 
     // An operation that goes through launch: launch starts what is
@@ -1030,7 +1111,8 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     intrusive_ptr<WorkPlexus> make_lazy(c10d::OpType type, std::vector<at::Tensor> outputs)
     {
         seq_++;
-        return c10::make_intrusive<WorkPlexus>(comm_, type, std::move(outputs));
+        const char *t = title(type);
+        return c10::make_intrusive<WorkPlexus>(comm_, type, outputs, t, outputs);
     }
 
     // Up to this size a collective starts lazily (see Comm::pending).
@@ -1171,15 +1253,18 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
 PYBIND11_MODULE(_C, m)
 {
     using plexus_torch::ProcessGroupPlexus;
-    m.doc() = "plexus.torch: the torch.distributed backend 'plexus' (torch 1.13 c10d::ProcessGroup)";
-    pybind11::class_<ProcessGroupPlexus, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupPlexus>>(
+    m.doc() = "plexus.torch: the torch.distributed backend 'plexus' (torch " TORCH_VERSION " build)";
+    pybind11::class_<ProcessGroupPlexus, plexus_torch::GroupBase, c10::intrusive_ptr<ProcessGroupPlexus>>(
         m, "ProcessGroupPlexus")
         .def(pybind11::init([](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-                               std::chrono::duration<float> timeout) {
+                               std::chrono::duration<float> timeout, const std::string &name) {
                  return c10::make_intrusive<ProcessGroupPlexus>(
-                     store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+                     store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout), name);
              }),
-             pybind11::arg("store"), pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"))
+             pybind11::arg("store"), pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
+             pybind11::arg("name") = "plexus",
+             "name: the backend name torch knows the group by, which the profiler's events carry "
+             "(\"<name>:all_reduce\")")
         .def_property_readonly("transport", &ProcessGroupPlexus::transport,
                                "the plexus backend carrying the traffic (tcp, mpi-openmpi, ...)");
     m.def("version", [] { return std::string(plx_version()); });

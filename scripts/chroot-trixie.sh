@@ -1,0 +1,136 @@
+#!/bin/sh
+# A Debian 13 (trixie) chroot with torch 2.6, for building plexus and running
+# its torch suite against torch 2.x (the host, Debian 12, has torch 1.13).
+#   sh scripts/chroot-trixie.sh [test]  make or reuse the chroot, build this
+#                                       tree inside it, run the torch suite
+#   sh scripts/chroot-trixie.sh create  only make (or reuse) the chroot
+#   sh scripts/chroot-trixie.sh shell   a shell in it (source at /src)
+#   sh scripts/chroot-trixie.sh destroy delete the cached chroot
+# The chroot is cached in $PLEXUS_TRIXIE_CACHE (default /var/cache/plexus-trixie),
+# outside the source tree, and rebuilt when the package list below changes.
+# Needs root and debootstrap; the mirror is Debian's ($PLEXUS_TRIXIE_MIRROR).
+# Exit 77 (with the reason) where a chroot cannot be made here.
+# PLEXUS_TRIXIE_TESTLOG=FILE: where `test` copies meson's test log (CI counts it).
+# PLEXUS_TRIXIE_TESTS="NAME...": the tests `test` runs (default: --suite torch);
+# PLEXUS_TRIXIE_TIMEOUT_MULT=N: meson's timeout multiplier for them (a loaded machine).
+set -eu
+src=$(cd "$(dirname "$0")/.." && pwd)
+cache=${PLEXUS_TRIXIE_CACHE:-/var/cache/plexus-trixie}
+mirror=${PLEXUS_TRIXIE_MIRROR:-http://deb.debian.org/debian}
+root=$cache/root
+action=${1:-test}
+
+# What building plexus and its torch suite needs on trixie (python3-expecttest:
+# torch's test utilities import it; bookworm has none).
+packages="build-essential g++ meson ninja-build pkg-config python3 python3-dev pybind11-dev
+libinih-dev libsodium-dev libjansson-dev python3-numpy iproute2 procps
+python3-torch libtorch-dev python3-expecttest"
+stamp=$(printf '%s %s\n' "$mirror" "$packages" | md5sum | cut -d' ' -f1)
+
+skip() { echo "SKIP: $*"; exit 77; }
+
+mounted=""
+unmount_all() {
+    for m in $mounted; do umount -l "$root$m" 2>/dev/null || true; done
+    mounted=""
+}
+mount_all() {
+    trap unmount_all EXIT
+    trap 'unmount_all; exit 130' INT TERM
+    mount -t proc proc "$root/proc"; mounted="/proc $mounted"
+    mount --bind /dev "$root/dev"; mounted="/dev $mounted"
+    # shm's rings live in /dev/shm: a tmpfs of the chroot's own (not the host's).
+    mount -t tmpfs -o size=1g,mode=1777 shm "$root/dev/shm"; mounted="/dev/shm $mounted"
+    mount -t tmpfs tmpfs "$root/tmp"; mounted="/tmp $mounted"
+}
+
+create() {
+    if [ -f "$cache/stamp" ] && [ "$(cat "$cache/stamp")" = "$stamp" ]; then
+        echo "trixie chroot: reusing $root"
+        return 0
+    fi
+    [ "$(id -u)" = 0 ] || skip "making a chroot needs root"
+    command -v debootstrap >/dev/null || skip "debootstrap not installed (apt-get install debootstrap)"
+    [ -f /usr/share/debootstrap/scripts/trixie ] || skip "this debootstrap does not know trixie"
+    # Never delete through a mount left by an interrupted run (/dev is bound in).
+    if grep -q " $root/" /proc/mounts; then
+        echo "FAIL: something is still mounted under $root (umount it first)"
+        exit 1
+    fi
+    rm -rf "$cache"
+    mkdir -p "$cache"
+    t0=$(date +%s)
+    echo "trixie chroot: debootstrap into $root from $mirror"
+    if ! debootstrap --variant=minbase trixie "$root" "$mirror" >"$cache/debootstrap.log" 2>&1; then
+        tail -20 "$cache/debootstrap.log"
+        echo "FAIL: debootstrap (log: $cache/debootstrap.log)"
+        exit 1
+    fi
+    t1=$(date +%s)
+    cp /etc/resolv.conf "$root/etc/resolv.conf"
+    mount_all
+    # shellcheck disable=SC2086 # one package a word
+    if ! chroot "$root" sh -c "export DEBIAN_FRONTEND=noninteractive; apt-get update -qq &&
+            apt-get install -y -qq --no-install-recommends $(echo $packages)" >"$cache/packages.log" 2>&1; then
+        tail -20 "$cache/packages.log"
+        echo "FAIL: installing the packages in the chroot (log: $cache/packages.log)"
+        exit 1
+    fi
+    chroot "$root" apt-get clean
+    unmount_all
+    echo "$stamp" >"$cache/stamp"
+    echo "trixie chroot: debootstrap $((t1 - t0)) s, packages $(($(date +%s) - t1)) s"
+}
+
+# The tree as git sees it (tracked and untracked-not-ignored files) into /src.
+copy_source() {
+    rm -rf "$root/src"
+    mkdir "$root/src"
+    (cd "$src" && git ls-files -z --cached --others --exclude-standard |
+        xargs -0 cp --parents -t "$root/src" 2>/dev/null) || true
+}
+
+case $action in
+create)
+    create
+    ;;
+test)
+    create
+    copy_source
+    mount_all
+    t0=$(date +%s)
+    # -Dtorch=enabled: a plexus.torch that fails to build against torch 2.x is a failure, not a skip.
+    # What the torch suite needs is built (meson test builds its tests' dependencies), not the rest.
+    if ! chroot "$root" sh -c 'cd /src && meson setup build -Dwerror=true -Dtorch=enabled -Dmpi=disabled \
+            -Dnccl=disabled -Ducc=disabled >/tmp/setup.log 2>&1 || { tail -30 /tmp/setup.log; exit 1; }'; then
+        echo "FAIL: configuring plexus in the trixie chroot"
+        exit 1
+    fi
+    rc=0
+    chroot "$root" sh -c 'cd /src && python3 -c "import torch; print(\"torch\", torch.__version__)" &&
+        nice -n 5 meson test -C build --print-errorlogs -t '"${PLEXUS_TRIXIE_TIMEOUT_MULT:-1} ${PLEXUS_TRIXIE_TESTS:---suite torch}" || rc=$?
+
+    # Where the results land for CI's count (outside the chroot).
+    [ -z "${PLEXUS_TRIXIE_TESTLOG:-}" ] || cp "$root/src/build/meson-logs/testlog.json" "$PLEXUS_TRIXIE_TESTLOG"
+    echo "trixie chroot: build and tests $(($(date +%s) - t0)) s"
+    exit $rc
+    ;;
+shell)
+    create
+    [ -d "$root/src" ] || copy_source
+    mount_all
+    chroot "$root" sh -c 'cd /src && exec bash -i' || true
+    ;;
+destroy)
+    if grep -q " $root/" /proc/mounts; then
+        echo "FAIL: something is still mounted under $root"
+        exit 1
+    fi
+    rm -rf "$cache"
+    echo "trixie chroot: removed $cache"
+    ;;
+*)
+    echo "usage: $0 [test|create|shell|destroy]" >&2
+    exit 2
+    ;;
+esac

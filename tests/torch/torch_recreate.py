@@ -1,0 +1,84 @@
+"""torch_recreate.py - torch's init_process_group and destroy_process_group
+on "plexus", again and again over env://, with the ranks leaving in every
+order: P processes (argv[1], default 2) run max(3, P) rounds of
+init_process_group, all_reduce, destroy_process_group; in round k rank
+k mod P sleeps 1 s before its destroy, so it leaves last while the others
+already wait in the next round's rendezvous (rank 0 hosts torch's store).
+Under PLEXUS_BACKEND tcp and shm. Exit 0 if every round passes on every
+rank, 1 if not, 77 without torch or plexus.torch.
+"""
+import datetime
+import os
+import socket
+import subprocess
+import sys
+import time
+
+TIMEOUT = 120
+
+
+def skip(why):
+    print("SKIP: " + why)
+    sys.exit(77)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_main(rank, P):
+    import torch
+    import torch.distributed as dist
+    import plexus.torch  # noqa: F401
+
+    for rnd in range(max(3, P)):
+        dist.init_process_group("plexus", init_method="env://", rank=rank, world_size=P,
+                                timeout=datetime.timedelta(seconds=30))
+        t = torch.arange(1000, dtype=torch.float32) + (rank + 1) * (rnd + 1)
+        dist.all_reduce(t)
+        want = torch.arange(1000, dtype=torch.float32) * P + (rnd + 1) * P * (P + 1) / 2
+        if not torch.equal(t, want):
+            print("rank %d round %d: wrong sum" % (rank, rnd), flush=True)
+            return 1
+        if rnd % P == rank:
+            time.sleep(1)
+        dist.destroy_process_group()
+    return 0
+
+
+def main():
+    try:
+        import torch.distributed  # noqa: F401
+    except ImportError as e:
+        skip("torch not importable by %s: %s" % (sys.executable, e))
+    try:
+        import plexus.torch  # noqa: F401
+    except ImportError as e:
+        skip("plexus.torch is not built or not on PYTHONPATH: %s" % e)
+    P = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    failed = 0
+    for backend in ("tcp", "shm"):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1",
+                   PYTHONWARNINGS="ignore", PLEXUS_BACKEND=backend)
+        procs = [subprocess.Popen([sys.executable, "-B", __file__, "--rank", str(r), str(P)], env=env)
+                 for r in range(P)]
+        codes = []
+        for p in procs:
+            try:
+                codes.append(p.wait(timeout=TIMEOUT))
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                codes.append("timeout")
+        print("%s, %d processes: exit codes %s" % (backend, P, codes), flush=True)
+        failed += any(c != 0 for c in codes)
+    print("FAILED" if failed else "ok")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--rank":
+        sys.exit(rank_main(int(sys.argv[2]), int(sys.argv[3])))
+    sys.exit(main())
