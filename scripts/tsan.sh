@@ -44,7 +44,7 @@ tests=$( (list --suite sim --suite tcp --suite multiproc --suite faults --no-sui
               grep -v -e '_P8_' -e '_64M$' -e '^shm_matrix_' -e '^train_' -e '^shm_hier_two_hosts' \
                   -e '^shm_p2p_P[34]' -e '^shm_p2p_.*cma_on' -e '^collv_shm_P[34]' -e '^faults_kill_loop$' \
                   -e '^sim_matrix_P3_generic_\(nonblocking\|recdbl\|tree\|ring\|rabenseifner\)$' \
-                  -e '^sim_matrix_P3_native_blocking$'
+                  -e '^sim_matrix_P3_native_blocking$' -e '^test_sim_model_scale$'
           list --suite unit | grep -e '^test_store' -e '^test_rendezvous' -e '^test_ledger'
           list --suite strategy | grep -e '^rpc_sim' -e '^ddp_reducer_P4' -e '^ddp_order_sim') | sort -u)
 status=0
