@@ -8,7 +8,9 @@
  * The other ranks are blocked meanwhile in a 64 MiB allreduce that rank 0
  * never joins ("allreduce"), or in a receive from another rank that sends
  * nothing ("recv": from the next rank among 1..n-1, so with more than two
- * ranks none of them waits for the rank that revoked). Every rank must get
+ * ranks none of them waits for the rank that revoked). Rank 0 revokes 1 s
+ * after every rank is about to call its operation (each must have been in
+ * it at least 0.5 s, or the test fails as not testing a blocked rank). Every rank must get
  * PLX_ERR_REVOKED (not ABORTED, PEER_LOST or TIMEOUT) within BOUND_S of the
  * revoke, with a message naming rank 0 as the one that revoked (on the
  * others); then an allreduce and a send on the same communicator must fail
@@ -31,6 +33,7 @@ struct shared {
     int port, nrank, recv_case;
     char backend[32];
     volatile int joined;
+    volatile int entering; /* ranks about to call their blocking operation */
     volatile double revoke_at;
     int failures;
     char log[PROCS_MAX][2048];
@@ -46,7 +49,10 @@ struct revoker {
 static void *revoke_later(void *arg)
 {
     struct revoker *rv = arg;
-    usleep(1000000); /* the others are inside their operation by then */
+    double until = now_s() + 60;
+    while (__atomic_load_n(&rv->sh->entering, __ATOMIC_ACQUIRE) < rv->sh->nrank && now_s() < until)
+        usleep(1000);
+    usleep(1000000); /* every rank is blocked inside its operation by then */
     rv->sh->revoke_at = now_s();
     rv->rc = plx_comm_revoke(rv->c);
     snprintf(rv->msg, sizeof rv->msg, "%s", rv->rc ? plx_last_error() : "");
@@ -66,6 +72,9 @@ static void judge(struct shared *sh, int rank, const char *what, int rc, double 
                      plx_err_name(rc));
     else if (rank != 0 && !strstr(msg, "rank 0 revoked"))
         procs_report(log, cap, &sh->failures, "rank %d: the error does not say that rank 0 revoked\n", rank);
+    if (sh->revoke_at - entered < 0.5) /* else this would not test a blocked rank */
+        procs_report(log, cap, &sh->failures, "rank %d: entered its %s only %.2f s before the revoke\n", rank, what,
+                     sh->revoke_at - entered);
     if (dt > BOUND_S)
         procs_report(log, cap, &sh->failures, "rank %d: %s took %.2f s after the revoke (bound %.0f s)\n", rank,
                      what, dt, BOUND_S);
@@ -105,6 +114,18 @@ static int run_rank(int rank, void *arg)
         procs_report(log, cap, &sh->failures, "rank %d: init: %s\n", rank, plx_last_error());
         return 1;
     }
+    /* the 64 MiB buffers are ready (allocated, touched) before any clock starts */
+    float *in = NULL, *out = NULL;
+    if (rank != 0 && !sh->recv_case) {
+        in = calloc(BIG_COUNT, sizeof *in);
+        out = malloc(BIG_COUNT * sizeof *out);
+        if (!in || !out) {
+            procs_report(log, cap, &sh->failures, "rank %d: out of memory\n", rank);
+            return 1;
+        }
+        memset(in, 0, BIG_COUNT * sizeof *in);
+        memset(out, 0, BIG_COUNT * sizeof *out);
+    }
     __atomic_add_fetch(&sh->joined, 1, __ATOMIC_ACQ_REL);
     double until = now_s() + 60;
     while (__atomic_load_n(&sh->joined, __ATOMIC_ACQUIRE) < sh->nrank && now_s() < until)
@@ -117,6 +138,7 @@ static int run_rank(int rank, void *arg)
             procs_report(log, cap, &sh->failures, "rank 0: pthread_create failed\n");
             return 1;
         }
+        __atomic_add_fetch(&sh->entering, 1, __ATOMIC_ACQ_REL);
         double entered = now_s();
         int rc = plx_recv(c, small, 16, PLX_F32, 1, 9);
         double dt = now_s() - sh->revoke_at;
@@ -125,11 +147,7 @@ static int run_rank(int rank, void *arg)
             procs_report(log, cap, &sh->failures, "rank 0: plx_comm_revoke: %s: %s\n", plx_err_name(rv.rc), rv.msg);
         judge(sh, rank, "its own pending recv", rc, entered, dt);
     } else if (!sh->recv_case) {
-        float *in = calloc(BIG_COUNT, sizeof *in), *out = malloc(BIG_COUNT * sizeof *out);
-        if (!in || !out) {
-            procs_report(log, cap, &sh->failures, "rank %d: out of memory\n", rank);
-            return 1;
-        }
+        __atomic_add_fetch(&sh->entering, 1, __ATOMIC_ACQ_REL);
         double entered = now_s();
         int rc = plx_allreduce(c, in, out, BIG_COUNT, PLX_F32, PLX_SUM);
         judge(sh, rank, "64 MiB allreduce", rc, entered, now_s() - sh->revoke_at);
@@ -137,6 +155,7 @@ static int run_rank(int rank, void *arg)
         free(out);
     } else {
         int from = sh->nrank == 2 ? 0 : rank % (sh->nrank - 1) + 1;
+        __atomic_add_fetch(&sh->entering, 1, __ATOMIC_ACQ_REL);
         double entered = now_s();
         int rc = plx_recv(c, small, 16, PLX_F32, from, 9);
         char what[40];
