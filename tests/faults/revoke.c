@@ -14,7 +14,11 @@
  * PLX_ERR_REVOKED (not ABORTED, PEER_LOST or TIMEOUT) within BOUND_S of the
  * revoke, with a message naming rank 0 as the one that revoked (on the
  * others); then an allreduce and a send on the same communicator must fail
- * with PLX_ERR_REVOKED at once, and plx_comm_destroy must succeed. */
+ * with PLX_ERR_REVOKED at once, and plx_comm_destroy must succeed.
+ *
+ * argv "unsupported BACKEND": on a backend without revoke (one rank, in
+ * process), plx_comm_revoke is PLX_ERR_UNSUPPORTED naming the backend and
+ * the communicator stays usable. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,8 +174,41 @@ static int run_rank(int rank, void *arg)
     return 0;
 }
 
+static int unsupported(const char *backend)
+{
+    char url[64];
+    snprintf(url, sizeof url, "mem://revoke-%d", (int)getpid());
+    struct plx_comm_options o;
+    plx_comm_options_init(&o);
+    o.init = url;
+    o.backend = backend;
+    o.rank = 0;
+    o.size = 1;
+    o.timeout_ms = 10000;
+    struct plx_comm *c = NULL;
+    if (plx_comm_init(&o, &c) != 0) {
+        printf("SKIP: %s: %s\n", backend, plx_last_error());
+        return 77;
+    }
+    int bad = 0, rc = plx_comm_revoke(c);
+    printf("%s: plx_comm_revoke: %s: %s\n", backend, plx_err_name(rc), rc ? plx_last_error() : "");
+    if (rc != PLX_ERR_UNSUPPORTED || !strstr(plx_last_error(), backend))
+        bad = printf("FAIL: expected PLX_ERR_UNSUPPORTED naming %s\n", backend);
+    float x = 1, y = 0;
+    if ((rc = plx_allreduce(c, &x, &y, 1, PLX_F32, PLX_SUM)) != 0 || y != 1)
+        bad = printf("FAIL: the communicator is not usable after the refused revoke: %s\n", plx_err_name(rc));
+    if (plx_comm_revoke(NULL) != PLX_ERR_INVALID_ARG)
+        bad = printf("FAIL: plx_comm_revoke(NULL) is not PLX_ERR_INVALID_ARG\n");
+    plx_comm_destroy(c);
+    if (!bad)
+        printf("ok: %s: revoke unsupported, said so, communicator still usable\n", backend);
+    return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "unsupported"))
+        return unsupported(argv[2]);
     if (argc < 4 || atoi(argv[2]) < 2 || atoi(argv[2]) > 8 ||
         (strcmp(argv[3], "allreduce") && strcmp(argv[3], "recv"))) {
         fprintf(stderr, "usage: %s tcp|shm RANKS(2..8) allreduce|recv\n", argv[0]);
