@@ -63,6 +63,8 @@ void plx__coll_extent(const struct plx_comm *c, const struct plx_coll_args *a, s
 
 static int check_usable(struct plx_comm *c, const char *what)
 {
+    if (__atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE))
+        return plx__err(PLX_ERR_REVOKED, "%s on '%s': this rank revoked the communicator", what, c->name);
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
         return plx__err(PLX_ERR_ABORTED, "%s on '%s': the communicator was aborted", what, c->name);
     /* The common case costs one load: failed is published after its message. */
@@ -73,6 +75,8 @@ static int check_usable(struct plx_comm *c, const char *what)
     char msg[sizeof c->failed_msg];
     memcpy(msg, c->failed_msg, sizeof msg);
     pthread_mutex_unlock(&c->mu);
+    if (failed == PLX_ERR_REVOKED) /* a revoke stays what it is, on every later operation */
+        return plx__err(PLX_ERR_REVOKED, "%s on '%s': the communicator was revoked (%s)", what, c->name, msg);
     if (failed)
         return plx__err(PLX_ERR_INVALID_USAGE,
                         "%s on '%s': the communicator is unusable after an earlier error (%s); destroy it and "

@@ -358,6 +358,27 @@ PLX_API int plx_comm_abort(struct plx_comm *c)
     return rc;
 }
 
+PLX_API int plx_comm_revoke(struct plx_comm *c)
+{
+    plx__err_clear();
+    if (!c)
+        return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_revoke: comm is NULL");
+    if (!c->be->ops.comm_revoke)
+        return plx__err(PLX_ERR_UNSUPPORTED, "plx_comm_revoke on '%s': backend %s cannot revoke a communicator",
+                        c->name, c->be->name);
+    /* Its work runs on the intra/cross children, which the base's revoke
+     * would not reach: refuse rather than leave peers blocked there. */
+    if (c->hier)
+        return plx__err(PLX_ERR_UNSUPPORTED, "plx_comm_revoke on '%s': a hierarchical communicator (backend %s) "
+                        "cannot be revoked yet", c->name, c->be->name);
+    __atomic_store_n(&c->revoked, 1, __ATOMIC_RELEASE);
+    int rc = c->be->ops.comm_revoke(c->bc);
+    pthread_mutex_lock(&c->mu);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 struct split_entry {
     int32_t color, key, rank, pad;
 };

@@ -29,6 +29,7 @@ struct plx_comm {
     uint64_t split_seq;
     int cuda_staging;
     int aborted;              /* set by plx_comm_abort */
+    int revoked;              /* set by plx_comm_revoke on this rank */
     int failed;               /* first error that broke the communicator */
     char failed_msg[768];
     uint64_t family;          /* shared with the communicators split from the same root (family.c) */

@@ -131,6 +131,8 @@ int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
                 return rc;
             if (until >= end)
                 return PLX__STILL_PENDING;
+            if (__atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE))
+                return plx__err(PLX_ERR_REVOKED, "communicator '%s' was revoked", c->name);
             if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
                 return plx__err(PLX_ERR_ABORTED, "communicator '%s' was aborted", c->name);
             uint64_t now = plx__clock_ns();
@@ -143,6 +145,8 @@ int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
     unsigned spins = 0;
     uint64_t t0 = d ? plx__clock_ns() : 0;
     for (;;) {
+        if (__atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE))
+            return plx__err(PLX_ERR_REVOKED, "communicator '%s' was revoked", c->name);
         if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
             return plx__err(PLX_ERR_ABORTED, "communicator '%s' was aborted", c->name);
         uint64_t now = plx__clock_ns();

@@ -231,9 +231,12 @@ static void sweep(struct shm_comm *c, int now_too)
         return;
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
         char msg[200];
-        snprintf(msg, sizeof msg, "communicator '%s' aborted on rank %d", c->name, c->rank);
-        shm__p2p_fail_all(c, PLX_ERR_ABORTED, msg);
-        shm__fail(c, PLX_ERR_ABORTED, -1);
+        int stop = shm__stop_status(c);
+        snprintf(msg, sizeof msg, "communicator '%s' %s on rank %d", c->name,
+                 stop == PLX_ERR_REVOKED ? "revoked" : "aborted", c->rank);
+        shm__p2p_fail_all(c, stop, msg);
+        if (stop == PLX_ERR_ABORTED) /* a revoking rank marked itself already */
+            shm__fail(c, PLX_ERR_ABORTED, -1);
         return;
     }
     uint64_t now = host->clock_ns();
@@ -241,6 +244,13 @@ static void sweep(struct shm_comm *c, int now_too)
         return;
     p->next_sweep = now + SWEEP_NS;
     char w[120];
+    int by = shm__revoked_by(c); /* whichever rank this one waits for */
+    if (by >= 0) {
+        snprintf(w, sizeof w, "rank %d revoked the communicator while rank %d waited on shm", by, c->rank);
+        shm__p2p_fail_all(c, PLX_ERR_REVOKED, w);
+        shm__fail(c, PLX_ERR_REVOKED, by);
+        return;
+    }
     for (struct req *r = p->all, *n; r; r = n) {
         n = r->anext;
         if (!r->deadline || now < r->deadline)
@@ -299,13 +309,17 @@ static void sweep(struct shm_comm *c, int now_too)
 static int refuse(struct shm_comm *c)
 {
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-        return plx_plugin_error(host, PLX_ERR_ABORTED, "shm: communicator '%s' was aborted", c->name);
+        return plx_plugin_error(host, shm__stop_status(c), "shm: communicator '%s' was %s", c->name,
+                                shm__stop_status(c) == PLX_ERR_REVOKED ? "revoked" : "aborted");
     if (c->p2p->broken)
         return plx_plugin_error(host, c->p2p->broken, "shm: communicator '%s' failed earlier: %s", c->name,
                                 c->p2p->broken_msg);
     if (c->failed && c->mismatch_msg[0])
         return plx_plugin_error(host, PLX_ERR_MISMATCH, "shm: communicator '%s' failed earlier: %s", c->name,
                                 c->mismatch_msg);
+    int by = c->failed ? shm__revoked_by(c) : -1;
+    if (by >= 0)
+        return plx_plugin_error(host, PLX_ERR_REVOKED, "shm: communicator '%s' was revoked by rank %d", c->name, by);
     if (c->failed)
         return plx_plugin_error(host, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
                                 c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");

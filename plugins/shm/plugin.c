@@ -188,7 +188,9 @@ static int comm_destroy(void *comm)
     struct shm_comm *c = comm;
     if (!c)
         return 0;
-    if (c->base && !c->failed) {
+    /* A revoke stays in the segment: a peer still waiting must read
+     * "revoked", not "left". */
+    if (c->base && !c->failed && !__atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE)) {
         __atomic_store_n(&shm__ctl(c, c->rank)->state, SHM_STATE_LEFT, __ATOMIC_SEQ_CST);
         shm__wake_all(c);
     }
@@ -205,6 +207,21 @@ static int comm_abort(void *comm)
     shm__wake_all(c); /* the sleeper in this process wakes and sees the flag */
     if (c->base && c->p2p)
         shm__bell_ring(c, c->rank); /* and a point-to-point waiter */
+    return 0;
+}
+
+/* Peers see this rank FAILED with REVOKED (naming it) in their next slow
+ * check, pass it on by failing the same way, and stop. */
+static int comm_revoke(void *comm)
+{
+    struct shm_comm *c = comm;
+    __atomic_store_n(&c->revoked, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
+    if (c->base)
+        shm__mark_failed(c, PLX_ERR_REVOKED, c->rank);
+    shm__wake_all(c);
+    if (c->base && c->p2p)
+        shm__bell_ring(c, c->rank);
     return 0;
 }
 
@@ -296,6 +313,7 @@ static const struct plx_backend shm_backend = { /* description filled at entry *
     .wait_until = wait_until,
     .mem_alloc = mem_alloc,
     .mem_free = mem_free,
+    .comm_revoke = comm_revoke,
 };
 
 /* ABI 1.3 at least: shm reads its keys typed, through the communicator's view. */

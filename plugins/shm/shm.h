@@ -152,6 +152,7 @@ struct shm_comm {
     uint32_t epoch;         /* this rank's barrier count */
     uint32_t round;         /* rounds so far: picks the slot half */
     int aborted;            /* atomic */
+    int revoked;            /* atomic; this rank revoked comm (aborted is set too) */
     int failed;             /* sticky: the segment's state is no longer shared */
     int cma;                /* single-copy agreed by every rank */
     uint64_t cma_word;      /* what peers read to probe CMA */
@@ -206,6 +207,10 @@ uint64_t shm__mono_ns(void);
 void shm__fail(struct shm_comm *c, int status, int lost_rank);
 /* The segment part alone, safe from any thread (plx_comm_abort's): peers learn why. */
 void shm__mark_failed(struct shm_comm *c, int status, int lost_rank);
+/* The rank that revoked comm, as some rank's control block says, or -1. */
+int shm__revoked_by(struct shm_comm *c);
+/* What a local stop (comm->aborted) fails work with: ABORTED, or REVOKED. */
+int shm__stop_status(struct shm_comm *c);
 void shm__wake_all(struct shm_comm *c);
 
 /* cma.c: single-copy collectives with process_vm_readv (CMA). */

@@ -53,10 +53,39 @@ void shm__fail(struct shm_comm *c, int status, int lost_rank)
 void shm__mark_failed(struct shm_comm *c, int status, int lost_rank)
 {
     struct shm_ctl *me = shm__ctl(c, c->rank);
+    /* A revoke is sticky: a later failure of this rank (its own abort or
+     * timeout) must not hide it from the peers that have not seen it yet. */
+    if (__atomic_load_n(&me->state, __ATOMIC_ACQUIRE) == SHM_STATE_FAILED && me->why_code == PLX_ERR_REVOKED)
+        return;
     __atomic_store_n(&me->why_rank, lost_rank, __ATOMIC_RELAXED);
     __atomic_store_n(&me->why_code, status, __ATOMIC_RELAXED);
     __atomic_store_n(&me->state, SHM_STATE_FAILED, __ATOMIC_SEQ_CST);
     shm__wake_all(c);
+}
+
+/* A rank that revoked comm, or heard of it, is FAILED with that code and
+ * names the rank that revoked in why_rank: whoever sees any of them stops. */
+int shm__revoked_by(struct shm_comm *c)
+{
+    for (int r = 0; r < c->size; r++) {
+        struct shm_ctl *q = shm__ctl(c, r);
+        if (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) == SHM_STATE_FAILED && q->why_code == PLX_ERR_REVOKED)
+            return q->why_rank >= 0 && q->why_rank < c->size ? q->why_rank : r;
+    }
+    return -1;
+}
+
+int shm__stop_status(struct shm_comm *c)
+{
+    return __atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE) ? PLX_ERR_REVOKED : PLX_ERR_ABORTED;
+}
+
+static int revoked(struct shm_op *o, int by)
+{
+    struct shm_comm *c = o->c;
+    shm__fail(c, PLX_ERR_REVOKED, by);
+    return plx_plugin_error(host, PLX_ERR_REVOKED, "%s(seq %llu): rank %d revoked the communicator while rank %d "
+                            "waited on shm", o->what, (unsigned long long)o->a->seq, by, c->rank);
 }
 
 uint64_t shm__mono_ns(void)
@@ -158,6 +187,12 @@ static int lost(struct shm_op *o, int r, uint32_t target)
 static int check(struct shm_op *o, uint32_t target)
 {
     struct shm_comm *c = o->c;
+    if (!__atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE)) {
+        /* a revoke ends this barrier even when the revoking rank arrived */
+        int by = shm__revoked_by(c);
+        if (by >= 0 && verdict_status(verdict(c, target, PLX_ERR_REVOKED)))
+            return revoked(o, by);
+    }
     for (int r = 0; r < c->size; r++) {
         struct shm_ctl *q = shm__ctl(c, r);
         if (r == c->rank || (int32_t)(__atomic_load_n(&q->epoch, __ATOMIC_ACQUIRE) - target) >= 0)
@@ -195,8 +230,12 @@ static int check(struct shm_op *o, uint32_t target)
         }
     }
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
-        if (!verdict_status(verdict(c, target, PLX_ERR_ABORTED)))
+        int stop = shm__stop_status(c);
+        if (!verdict_status(verdict(c, target, stop)))
             return 0;
+        if (stop == PLX_ERR_REVOKED)
+            return plx_plugin_error(host, PLX_ERR_REVOKED, "%s(seq %llu): rank %d revoked communicator '%s'",
+                                    o->what, (unsigned long long)o->a->seq, c->rank, c->name);
         shm__fail(c, PLX_ERR_ABORTED, -1);
         return plx_plugin_error(host, PLX_ERR_ABORTED, "%s(seq %llu): communicator '%s' aborted on rank %d", o->what,
                                 (unsigned long long)o->a->seq, c->name, c->rank);
@@ -225,6 +264,9 @@ static int gave_up(struct shm_op *o, uint64_t v)
     struct shm_comm *c = o->c;
     int r = verdict_rank(v), code = verdict_status(v);
     shm__fail(c, code, r);
+    if (code == PLX_ERR_REVOKED)
+        return plx_plugin_error(host, PLX_ERR_REVOKED, "%s(seq %llu): rank %d revoked the communicator", o->what,
+                                (unsigned long long)o->a->seq, r);
     if (code == PLX_ERR_ABORTED)
         return plx_plugin_error(host, PLX_ERR_ABORTED, "%s(seq %llu): rank %d aborted the communicator", o->what,
                                 (unsigned long long)o->a->seq, r);
@@ -254,7 +296,7 @@ int shm__barrier(struct shm_op *o)
             uint32_t e = __atomic_load_n(&q->epoch, __ATOMIC_ACQUIRE);
             if ((int32_t)(e - target) >= 0)
                 break;
-            if (k >= 64 && k % 256 == 0 && __atomic_load_n(&c->aborted, __ATOMIC_RELAXED)) {
+            if (k >= 64 && k % 256 == 0 && (__atomic_load_n(&c->aborted, __ATOMIC_RELAXED) || shm__revoked_by(c) >= 0)) {
                 int rc = check(o, target);
                 if (rc)
                     return rc;
@@ -289,6 +331,7 @@ const char *shm__status_name(int status)
     case PLX_ERR_TIMEOUT: return "timeout";
     case PLX_ERR_PEER_LOST: return "peer lost";
     case PLX_ERR_ABORTED: return "aborted";
+    case PLX_ERR_REVOKED: return "revoked";
     case PLX_ERR_PROTOCOL: return "protocol error";
     case PLX_ERR_REMOTE: return "a remote rank failed";
     default: return "error";

@@ -58,8 +58,12 @@ enum { OP_SEND_BUFFER = 0, OP_SEND_UNBOUND = 1, OP_NOTIFY_SEND_READY = 2, OP_NOT
 /* Its offset field says why (older plexus peers send 0 and ignore it). */
 /* TCP_LOST_ABORTED: the rank named is the sender, which called plx_comm_abort;
  * TCP_LOST_GAVE_UP: the sender, whose core abandoned a collective in progress
- * (its timeout, or a mismatch it found): no peer may complete that one. */
-enum { TCP_LOST_CONNECTION = 0, TCP_LOST_RENDEZVOUS = 1, TCP_LOST_ABORTED = 2, TCP_LOST_GAVE_UP = 3 };
+ * (its timeout, or a mismatch it found): no peer may complete that one.
+ * TCP_LOST_REVOKED: the rank named called plx_comm_revoke; whoever hears it
+ * passes it on to every peer before closing, so no rank reads a bare
+ * shutdown first. */
+enum { TCP_LOST_CONNECTION = 0, TCP_LOST_RENDEZVOUS = 1, TCP_LOST_ABORTED = 2, TCP_LOST_GAVE_UP = 3,
+       TCP_LOST_REVOKED = 4 };
 /* How long a failing rank may spend getting its notices out. */
 #define TCP_NOTICE_NS 250000000u
 
@@ -164,6 +168,7 @@ struct tcp_comm {
     pthread_t io;
     int io_started, stop;
     int aborted;
+    int revoked_by;        /* the rank that revoked this communicator, -1: none */
     int gave_up;           /* this rank told its peers it abandoned a collective */
     /* Input is read by a waiting thread (the "leader") while there is one:
      * it sleeps in ppoll on every connection and reads what arrives, so a

@@ -396,6 +396,16 @@ static void lost_notice(struct tcp_comm *c, struct tcp_peer *p, int lost, uint64
         tcp__fail_all(c, PLX_ERR_ABORTED, msg);
         return;
     }
+    if (why == TCP_LOST_REVOKED) {
+        if (lost == p->rank)
+            snprintf(msg, sizeof msg, "tcp: rank %d revoked the communicator", lost);
+        else
+            snprintf(msg, sizeof msg, "tcp: rank %d revoked the communicator (heard from rank %d)", lost, p->rank);
+        if (!c->broken)
+            c->revoked_by = lost;
+        tcp__fail_all(c, PLX_ERR_REVOKED, msg);
+        return;
+    }
     if (why == TCP_LOST_GAVE_UP && lost == p->rank) {
         snprintf(msg, sizeof msg, "tcp: rank %d gave up on a collective in progress (it timed out waiting, or found "
                  "an error) before this rank completed it", p->rank);
@@ -864,10 +874,11 @@ void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
     /* A local plx_comm_abort tells every peer (c->aborted: not an abort
      * this rank only heard of). */
     int aborting = status == PLX_ERR_ABORTED && c->aborted;
-    for (int i = 0; first && (status == PLX_ERR_PEER_LOST || aborting) && i < c->size; i++)
+    int revoking = status == PLX_ERR_REVOKED && c->revoked_by >= 0;
+    for (int i = 0; first && (status == PLX_ERR_PEER_LOST || aborting || revoking) && i < c->size; i++)
         if (i != c->rank)
-            notify_lost(&c->peers[i], aborting ? c->rank : c->lost_rank,
-                        aborting ? TCP_LOST_ABORTED : TCP_LOST_CONNECTION, notice_by);
+            notify_lost(&c->peers[i], revoking ? c->revoked_by : aborting ? c->rank : c->lost_rank,
+                        revoking ? TCP_LOST_REVOKED : aborting ? TCP_LOST_ABORTED : TCP_LOST_CONNECTION, notice_by);
     /* The streams may be mid-frame now: close every connection so the other
      * ranks learn about the failure at once instead of at their timeout. */
     for (int i = 0; i < c->size; i++) {

@@ -384,6 +384,11 @@ struct plx_backend {
      * out ordinary memory. */
     int (*mem_alloc)(void *comm, size_t bytes, void **ptr);
     int (*mem_free)(void *comm, void *ptr);
+    /* Optional, any thread, never blocks long: fail every pending and
+     * future request on comm with PLX_ERR_REVOKED, and tell every peer so
+     * that theirs fail the same way (a peer that hears of it passes it on
+     * or fails at once). NULL: plx_comm_revoke is PLX_ERR_UNSUPPORTED. */
+    int (*comm_revoke)(void *comm);
 };
 
 typedef int (*plx_backend_entry_v1_fn)(const struct plx_host *host, uint32_t *abi_minor_inout,

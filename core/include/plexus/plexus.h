@@ -53,7 +53,8 @@ extern "C" {
     X(PROTOCOL, -15, "protocol error from a peer")                                       \
     X(REMOTE, -16, "a remote rank failed")                                               \
     X(AUTH, -17, "authentication failed")                                                \
-    X(MISMATCH, -18, "ranks called different collectives")
+    X(MISMATCH, -18, "ranks called different collectives")                               \
+    X(REVOKED, -19, "communicator was revoked")
 
 enum plx_status {
     PLX_OK = 0,
@@ -250,6 +251,14 @@ PLX_API int plx_comm_destroy(struct plx_comm *comm);
 /* Make every pending and future operation on comm fail with PLX_ERR_ABORTED.
  * Safe to call from any thread while others wait. */
 PLX_API int plx_comm_abort(struct plx_comm *comm);
+
+/* Make every pending and future operation on comm fail with PLX_ERR_REVOKED
+ * on every rank, including ranks blocked in a collective or a receive:
+ * the backend tells the peers, so they stop within its failure-detection
+ * time, not at the operation's timeout. Any rank may call it, from any
+ * thread; plx_comm_destroy still works afterwards. PLX_ERR_UNSUPPORTED
+ * (naming the backend) where the backend cannot revoke. */
+PLX_API int plx_comm_revoke(struct plx_comm *comm);
 
 /* Collective: split comm by color; ranks with the same color form a new
  * communicator ordered by (key, old rank). color PLX_UNDEFINED takes no part

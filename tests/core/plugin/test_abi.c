@@ -73,10 +73,11 @@ int main(void)
     PIN(offsetof(struct plx_p2p_args, tag), 24);
     PIN(offsetof(struct plx_p2p_args, timeout_ms), 48);
 
-    PIN(sizeof(struct plx_backend), 200); /* 176 up to ABI 1.4 */
+    PIN(sizeof(struct plx_backend), 208); /* 176 up to ABI 1.4 */
     PIN(offsetof(struct plx_backend, req_size), 176); /* ABI 1.5 */
     PIN(offsetof(struct plx_backend, mem_alloc), 184);
     PIN(offsetof(struct plx_backend, mem_free), 192);
+    PIN(offsetof(struct plx_backend, comm_revoke), 200);
     PIN(offsetof(struct plx_backend, name), 8);
     PIN(offsetof(struct plx_backend, params), 32);
     PIN(offsetof(struct plx_backend, probe), 40);
