@@ -66,12 +66,6 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
         pthread_mutex_unlock(&w->mu);
         return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
     }
-    if (w->broken && (a->tag & PLX_TAG_CORE_BIT)) {
-        int st = w->broken;
-        sim_req_release_locked(c, r);
-        pthread_mutex_unlock(&w->mu);
-        return sim_error(st, "sim: rank %d: %s", c->rank, w->broken_msg);
-    }
     if (is_send && c->cfg.model.on && sim_model_send(c, r)) {
         sim_req_release_locked(c, r);
         pthread_mutex_unlock(&w->mu);
@@ -128,16 +122,6 @@ void sim_p2p_cancel(struct impl *c, struct sim_req *r)
                 *p = r->next;
                 break;
             }
-        /* A pending step of the core's collective is released only when the
-         * core gives up on the collective: fail the world, so a rank that
-         * comes late does not complete it (as tcp's give-up notice does). */
-        if ((r->tag & PLX_TAG_CORE_BIT) && !c->aborted && !w->broken) {
-            w->broken = PLX_ERR_TIMEOUT;
-            snprintf(w->broken_msg, sizeof w->broken_msg,
-                     "rank %d gave up on a collective in progress (it timed out waiting, or found an error) "
-                     "before this rank completed it", c->rank);
-            sim_wake_members_locked(w);
-        }
     } else {
         while (!r->done)
             pthread_cond_wait(&c->cv, &w->mu);

@@ -123,7 +123,6 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c);
 void sim_world_leave(struct impl *c);
 int sim_barrier(struct impl *c, const char *what, uint64_t deadline_ns, int64_t timeout_ms);
 void sim_linger(struct impl *c, uint64_t deadline_ns);
-void sim_wake_members_locked(struct world *w);
 void sim_world_break(struct world *w, int status, const char *msg);
 void sim_wake_all(struct world *w);
 int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms);

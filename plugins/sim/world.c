@@ -25,15 +25,6 @@ static uint64_t deadline_after(int64_t ms)
     return sim_host->clock_ns() + (uint64_t)(ms < 0 ? 0 : ms) * 1000000u;
 }
 
-/* Every member's waits (p2p waiters sleep on their rank's cv); w->mu held. */
-void sim_wake_members_locked(struct world *w)
-{
-    for (int i = 0; i < w->size; i++)
-        if (w->members[i])
-            pthread_cond_broadcast(&w->members[i]->cv);
-    pthread_cond_broadcast(&w->cv);
-}
-
 void sim_wake_all(struct world *w)
 {
     pthread_mutex_lock(&w->mu);
@@ -311,11 +302,6 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
         if (c->aborted) {
             pthread_mutex_unlock(&w->mu);
             return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
-        }
-        if (w->broken && !r->is_coll && (r->tag & PLX_TAG_CORE_BIT)) { /* a rank gave up (p2p.c) */
-            int st = w->broken;
-            pthread_mutex_unlock(&w->mu);
-            return sim_error(st, "sim: rank %d: %s", c->rank, w->broken_msg);
         }
         if (timeout_ms == PLX_TIMEOUT_INFINITE) {
             pthread_cond_wait(cv, &w->mu);
