@@ -227,12 +227,12 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     if (plx__hier_wants(c, a)) { /* intra-host and inter-host backends composed (hier.c) */
         /* On the executor like a generic op: nonblocking returns at once,
          * and every op of c keeps its issue order. */
-        struct plx__fp none = {0};
-        a->seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
+        a->seq = user.seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
         a->flags |= PLX__COLL_FLAG_HIER;
+        struct plx__fp ufp = plx__fp_of(c, &user); /* checked before the steps (hier.c) */
         if (!w)
-            return plx__lowp_avg_end(lowp, plx__run_generic_blocking(c, a, &none));
-        return plx__work_generic(c, a, lowp, &none, w);
+            return plx__lowp_avg_end(lowp, plx__run_generic_blocking(c, a, &ufp));
+        return plx__work_generic(c, a, lowp, &ufp, w);
     }
     int scale_avg = 0;
     int native = !staged && native_ok(c, a, &scale_avg);

@@ -21,7 +21,7 @@ static int run_generic(struct plx_comm *c, const struct plx_coll_args *a, const 
                        size_t errlen)
 {
     if (a->flags & PLX__COLL_FLAG_HIER)
-        return plx__hier_run_failing(c, a, errmsg, errlen);
+        return plx__hier_run_failing(c, a, fp, errmsg, errlen);
     int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
     uint64_t deadline = plx__deadline_ms(t);
     plx__ledger_state(c, a->seq, PLX__OP_RUNNING);

@@ -26,13 +26,22 @@
  * run flat. AVG divides in each level (by L, then by the host count). The
  * steps use their children's default timeout. Selected by `backend =
  * INTRA+INTER` (e.g. shm+tcp) or by auto when the intra backend refuses a
- * communicator that spans hosts (comm.c). */
+ * communicator that spans hosts (comm.c).
+ *
+ * The steps are not the user's calls, so a mismatch between ranks would
+ * surface as the steps' (or not at all: 8 against 6 elements on 3 ranks
+ * run the same reduce_scatter). With [core] fingerprint on, the user's call
+ * is checked first: an intra allgather of the fingerprints, then a cross
+ * allgather of each host's verdict (its call, or the first pair of its
+ * ranks that differ). Every rank reads the same table, so every rank fails
+ * alike with PLX_ERR_MISMATCH naming both calls. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
 #include "config.h"
+#include "diag.h"
 #include "error.h"
 #include "hier.h"
 #include "hostid.h"
@@ -166,6 +175,95 @@ static int cross_rank(const struct plx__hier *h, int r)
     return k;
 }
 
+/* A fingerprint as u64 words for an allgather; a host's verdict is two of
+ * them with their world ranks (rank b = NONE: the host agrees). */
+enum { FPW = 4, VERDICT = 2 * FPW + 2 };
+#define NONE UINT64_MAX
+
+static void fp_put(const struct plx__fp *f, uint64_t *w)
+{
+    w[0] = f->seq;
+    w[1] = f->count;
+    w[2] = (uint64_t)(uint32_t)f->coll << 32 | (uint32_t)f->dtype;
+    w[3] = (uint64_t)(uint32_t)f->op << 32 | (uint32_t)f->root;
+}
+
+static struct plx__fp fp_get(const uint64_t *w)
+{
+    return (struct plx__fp){.seq = w[0], .count = w[1], .coll = (int32_t)(uint32_t)(w[2] >> 32),
+                            .dtype = (int32_t)(uint32_t)w[2], .op = (int32_t)(uint32_t)(w[3] >> 32),
+                            .root = (int32_t)(uint32_t)w[3]};
+}
+
+/* The world rank of local index j on host k. */
+static int world_rank(const struct plx_comm *c, const struct plx__hier *h, int k, int j)
+{
+    for (int r = 0; r < c->size; r++)
+        if (h->host_of[r] == k && h->local_of[r] == j)
+            return r;
+    return -1;
+}
+
+static int mismatch(const uint64_t *v, char *msg, size_t len)
+{
+    struct plx__fp a = fp_get(v), b = fp_get(v + FPW + 1);
+    plx__fp_mismatch_msg(&a, (int)v[FPW], &b, (int)v[2 * FPW + 1], msg, len);
+    return plx__err(PLX_ERR_MISMATCH, "%s", msg);
+}
+
+/* 0 if every rank makes the call fp; PLX_ERR_MISMATCH naming two calls
+ * that differ (the same pair on every rank), or a step's error. */
+static int check_call(struct plx_comm *c, const struct plx__fp *fp, const char **step)
+{
+    struct plx__hier *h = c->hier;
+    int L = h->nlocal, H = h->nhosts, rc = 0;
+    uint64_t *loc = calloc((size_t)L * FPW + (size_t)(H + 1) * VERDICT, sizeof *loc);
+    if (!loc)
+        return plx__err(PLX_ERR_NOMEM, "hierarchical call check on '%s': out of memory", c->name);
+    uint64_t *mine = loc + (size_t)L * FPW, *all = mine + VERDICT;
+    fp_put(fp, mine);
+    mine[FPW] = (uint64_t)world_rank(c, h, h->host, 0);
+    mine[2 * FPW + 1] = NONE;
+    if (L > 1) {
+        uint64_t w[FPW];
+        fp_put(fp, w);
+        *step = "call check (intra)";
+        if ((rc = plx_allgather(h->intra, w, loc, FPW, PLX_U64)) != 0)
+            goto out;
+        memcpy(mine, loc, FPW * sizeof *loc); /* local index 0's call stands for the host */
+        for (int j = 1; j < L; j++)
+            if (memcmp(loc, loc + (size_t)j * FPW, FPW * sizeof *loc)) {
+                memcpy(mine + FPW + 1, loc + (size_t)j * FPW, FPW * sizeof *loc);
+                mine[2 * FPW + 1] = (uint64_t)world_rank(c, h, h->host, j);
+                break;
+            }
+    }
+    if (H > 1) {
+        *step = "call check (cross)";
+        if ((rc = plx_allgather(h->cross, mine, all, VERDICT, PLX_U64)) != 0)
+            goto out;
+    } else {
+        memcpy(all, mine, VERDICT * sizeof *all);
+    }
+    char msg[400];
+    for (int k = 0; k < H; k++)
+        if (all[(size_t)k * VERDICT + 2 * FPW + 1] != NONE) {
+            rc = mismatch(all + (size_t)k * VERDICT, msg, sizeof msg);
+            goto out;
+        }
+    for (int k = 1; k < H; k++)
+        if (memcmp(all, all + (size_t)k * VERDICT, FPW * sizeof *all)) {
+            uint64_t v[VERDICT];
+            memcpy(v, all, (FPW + 1) * sizeof *v);
+            memcpy(v + FPW + 1, all + (size_t)k * VERDICT, (FPW + 1) * sizeof *v);
+            rc = mismatch(v, msg, sizeof msg);
+            goto out;
+        }
+out:
+    free(loc);
+    return rc;
+}
+
 #define STEP(call, what)                                                                                 \
     do {                                                                                                 \
         if ((rc = (call)) != 0) {                                                                        \
@@ -174,7 +272,7 @@ static int cross_rank(const struct plx__hier *h, int r)
         }                                                                                                \
     } while (0)
 
-int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a)
+int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp)
 {
     struct plx__hier *h = c->hier;
     size_t es = plx_dtype_size(a->dtype), n = a->count, L = (size_t)h->nlocal;
@@ -182,6 +280,8 @@ int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a)
     char *d = a->recv;
     const char *step = "";
     int rc = 0;
+    if (c->diag && c->diag->inband && (h->nlocal > 1 || h->nhosts > 1) && (rc = check_call(c, fp, &step)) != 0)
+        goto fail;
     switch (a->coll) {
     case PLX_COLL_ALLREDUCE: {
         size_t q = n / L, tail = n % L;
@@ -234,9 +334,10 @@ fail:
     return rc;
 }
 
-int plx__hier_run_failing(struct plx_comm *c, const struct plx_coll_args *a, char *errmsg, size_t errlen)
+int plx__hier_run_failing(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp, char *errmsg,
+                          size_t errlen)
 {
-    int rc = plx__hier_run(c, a);
+    int rc = plx__hier_run(c, a, fp);
     if (rc) {
         snprintf(errmsg, errlen, "%s", plx_last_error());
         rc = plx__comm_fail(c, rc, errmsg, errlen);

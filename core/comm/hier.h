@@ -4,6 +4,7 @@
 #define PLX_CORE_HIER_H
 
 #include "comm.h"
+#include "diag.h"
 
 /* Choose the backends for spec: "INTRA+INTER" gives both (the communicator
  * runs on inter, *intra is set); anything else is plx__loader_select's
@@ -16,12 +17,14 @@ int plx__hier_select(const char *spec, struct plx__backend **inter, struct plx__
 int plx__hier_setup(struct plx_comm *c, struct plx__backend *intra_be);
 /* 1 if the hierarchy runs a (host memory, a covered collective). */
 int plx__hier_wants(const struct plx_comm *c, const struct plx_coll_args *a);
-/* Run a to completion in the calling thread. */
-int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a);
+/* Run a to completion in the calling thread; fp is the user's call (a may
+ * be rewritten), checked on every rank before the steps. */
+int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp);
 /* The same, for the executor (blocking calls run it in the caller's thread,
  * nonblocking ones in the executor's, in issue order): a failure's message
  * goes to errmsg and fails c. */
-int plx__hier_run_failing(struct plx_comm *c, const struct plx_coll_args *a, char *errmsg, size_t errlen);
+int plx__hier_run_failing(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp, char *errmsg,
+                          size_t errlen);
 void plx__hier_abort(struct plx_comm *c);
 void plx__hier_destroy(struct plx_comm *c);
 

@@ -11,7 +11,17 @@
  * mismatch before it returns), from its next operation. After that the
  * communicator refuses new work, naming the mismatch.
  *
- * Usage: mismatch sim|sim-generic|tcp|shm   (3 ranks: threads, or processes)
+ * The hierarchy (backend shm+tcp) runs steps that are not the user's calls
+ * (8 against 6 elements on 3 ranks of one host run the same reduce_scatter):
+ * hier is 3 processes on one host (the ranks' calls compared inside it);
+ * hier-hosts is 4 processes as 2 "hosts" of 2 (each host its own UTS
+ * namespace, which tells hosts apart for shm and the hierarchy; loopback
+ * tcp between them), where both ranks of the second host differ, so only
+ * the comparison across hosts sees it (exit 77 where no UTS namespace can
+ * be made).
+ *
+ * Usage: mismatch sim|sim-generic|tcp|shm|hier   (3 ranks: threads, or processes)
+ *        mismatch hier-hosts                     (4 processes, 2 "hosts")
  *        mismatch mpi BACKEND            (under mpirun, 2 ranks or more:
  *                                         [core] fingerprint_native = every)
  *
@@ -19,7 +29,9 @@
  * a blocking collective as a blocking MPI call, so a mismatch wedges inside
  * MPI and no core timeout fires; plexus-top still shows where each rank
  * is.) */
+#include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +42,7 @@
 #include "procs.h"
 
 #define NCASE 5
-#define NRANK 3
+#define NRANK 4 /* at most */
 #define TIMEOUT_MS 30000
 
 static const char *const case_name[NCASE] = {"count", "kind", "dtype", "op", "root"};
@@ -46,6 +58,7 @@ static const char *const call_last[NCASE] = {
 
 struct shared {
     const char *mode;
+    int nrank, first_odd; /* ranks first_odd.. call the other collective */
     char url[NCASE][96];
     int failures;
     int arrived[NCASE];
@@ -53,6 +66,32 @@ struct shared {
 };
 
 #define FAIL(...) procs_report(log, cap, failures, __VA_ARGS__)
+
+/* The hierarchy's set-up runs collectives on the communicator (host ids,
+ * the splits), so the user's first call there is not seq 0: in hier modes a
+ * call matches whatever its seq, the same on both sides of the message. */
+static int any_seq;
+
+/* Does msg name call ("kind(seq 0, rest")? */
+static int names(const char *msg, const char *call)
+{
+    if (!any_seq)
+        return strstr(msg, call) != NULL;
+    const char *zero = strstr(call, "seq 0");
+    size_t head = (size_t)(zero - call) + 4; /* "kind(seq " */
+    for (const char *at = msg; *at; at++) {
+        if (strncmp(at, call, head))
+            continue;
+        const char *p = at + head;
+        if (*p < '0' || *p > '9')
+            continue;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (!strncmp(p, zero + 5, strlen(zero + 5)))
+            return 1;
+    }
+    return 0;
+}
 
 static const char *mpi_backend = "mpi";
 
@@ -70,9 +109,9 @@ static int call(struct plx_comm *c, int cs, int last)
 }
 
 /* One case on communicator c; returns after checking this rank. */
-static void check_case(struct plx_comm *c, int cs, int rank, int size, char *log, size_t cap, int *failures)
+static void check_case(struct plx_comm *c, int cs, int rank, int first_odd, char *log, size_t cap, int *failures)
 {
-    int last = rank == size - 1;
+    int last = rank >= first_odd;
     double t0 = now_s();
     int rc = call(c, cs, last), in_op = 1;
     char msg[1024];
@@ -85,8 +124,8 @@ static void check_case(struct plx_comm *c, int cs, int rank, int size, char *log
     double s = now_s() - t0;
     procs_report(log, cap, NULL, "rank %d %-5s: %s after %.2f s%s: %s\n", rank, case_name[cs], plx_err_name(rc), s,
                  in_op ? "" : " (in the next op)", msg);
-    if (rc != PLX_ERR_MISMATCH || !strstr(msg, "does not match") || !strstr(msg, call_others[cs]) ||
-        !strstr(msg, call_last[cs]))
+    if (rc != PLX_ERR_MISMATCH || !strstr(msg, "does not match") || !names(msg, call_others[cs]) ||
+        !names(msg, call_last[cs]))
         FAIL("rank %d %s: expected PLX_ERR_MISMATCH naming '%s' and '%s'\n", rank, case_name[cs], call_others[cs],
              call_last[cs]);
     if (s > 5)
@@ -111,10 +150,14 @@ static int open_comm(const char *mode, const char *url, const char *name, int ra
         o.backend = mpi_backend;
         o.overrides = every;
     } else {
-        o.backend = !strcmp(mode, "tcp") || !strcmp(mode, "shm") ? mode : "sim";
+        o.backend = !strcmp(mode, "tcp") || !strcmp(mode, "shm") ? mode : !strncmp(mode, "hier", 4) ? "shm+tcp" : "sim";
         o.init = url;
         o.rank = o.local_rank = rank;
         o.size = o.local_size = size;
+        if (!strcmp(mode, "hier-hosts")) { /* 2 "hosts" of size / 2 */
+            o.local_rank = rank % (size / 2);
+            o.local_size = size / 2;
+        }
         if (!strcmp(mode, "sim-generic"))
             o.overrides = generic;
     }
@@ -129,20 +172,53 @@ static void wait_all(struct shared *sh, int cs, int size)
         usleep(2000);
 }
 
+/* This process on "host" host: a UTS namespace of its own named after it
+ * (as root, or in a user namespace that maps this uid to itself). */
+static int become_host(int host)
+{
+    if (unshare(CLONE_NEWUTS) != 0) {
+        char map[64];
+        int uid = (int)getuid(), gid = (int)getgid();
+        if (unshare(CLONE_NEWUSER | CLONE_NEWUTS) != 0)
+            return -1;
+        const char *files[3] = {"/proc/self/setgroups", "/proc/self/uid_map", "/proc/self/gid_map"};
+        for (int i = 0; i < 3; i++) {
+            if (i == 0)
+                snprintf(map, sizeof map, "deny");
+            else
+                snprintf(map, sizeof map, "%d %d 1", i == 1 ? uid : gid, i == 1 ? uid : gid);
+            int fd = open(files[i], O_WRONLY);
+            if (fd < 0 || write(fd, map, strlen(map)) < 0) {
+                if (fd >= 0)
+                    close(fd);
+                return -1;
+            }
+            close(fd);
+        }
+    }
+    char name[32];
+    snprintf(name, sizeof name, "plexus-test-host-%d", host);
+    return sethostname(name, strlen(name));
+}
+
 static int rank_main(int rank, void *arg)
 {
     struct shared *sh = arg;
     char *log = sh->log[rank];
     size_t cap = sizeof sh->log[0];
     int *failures = &sh->failures;
+    if (!strcmp(sh->mode, "hier-hosts") && become_host(rank / (sh->nrank / 2)) != 0) {
+        FAIL("rank %d: cannot make a UTS namespace\n", rank);
+        return 1;
+    }
     for (int cs = 0; cs < NCASE; cs++) {
         struct plx_comm *c = NULL;
-        if (open_comm(sh->mode, sh->url[cs], case_name[cs], rank, NRANK, &c) != 0) {
+        if (open_comm(sh->mode, sh->url[cs], case_name[cs], rank, sh->nrank, &c) != 0) {
             FAIL("rank %d %s: init: %s\n", rank, case_name[cs], plx_last_error());
             return 1;
         }
-        check_case(c, cs, rank, NRANK, log, cap, failures);
-        wait_all(sh, cs, NRANK); /* rank 0 hosts the store the others may still read */
+        check_case(c, cs, rank, sh->first_odd, log, cap, failures);
+        wait_all(sh, cs, sh->nrank); /* rank 0 hosts the store the others may still read */
         plx_comm_destroy(c);
     }
     return 0;
@@ -167,7 +243,7 @@ static int mpi_main(void)
             printf("init: %s\n", plx_last_error());
             return 1;
         }
-        check_case(c, cs, plx_comm_rank(c), plx_comm_size(c), log, cap, failures);
+        check_case(c, cs, plx_comm_rank(c), plx_comm_size(c) - 1, log, cap, failures);
         plx_comm_destroy(c);
     }
     printf("%s", log);
@@ -183,24 +259,38 @@ int main(int argc, char **argv)
             mpi_backend = argv[2];
         return mpi_main();
     }
-    int procs_mode = !strcmp(mode, "tcp") || !strcmp(mode, "shm");
+    int hosts = !strcmp(mode, "hier-hosts");
+    int procs_mode = !strcmp(mode, "tcp") || !strcmp(mode, "shm") || !strcmp(mode, "hier") || hosts;
     if (!procs_mode && strcmp(mode, "sim") && strcmp(mode, "sim-generic")) {
-        fprintf(stderr, "usage: mismatch sim|sim-generic|tcp|shm|mpi\n");
+        fprintf(stderr, "usage: mismatch sim|sim-generic|tcp|shm|hier|hier-hosts|mpi\n");
         return 2;
+    }
+    if (hosts) { /* can a child make a UTS namespace? */
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(become_host(0) != 0);
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) {
+            printf("SKIP: no UTS namespace can be made here (needs root or unprivileged user namespaces)\n");
+            return 77;
+        }
     }
     struct shared *sh = shared_alloc(sizeof *sh);
     if (!sh)
         return 1;
     sh->mode = mode;
+    any_seq = !strncmp(mode, "hier", 4);
+    sh->nrank = hosts ? 4 : 3;
+    sh->first_odd = hosts ? 2 : sh->nrank - 1;
     int bad = 0;
     if (procs_mode) {
         for (int cs = 0; cs < NCASE; cs++)
             snprintf(sh->url[cs], sizeof sh->url[cs], "tcp://127.0.0.1:%d", free_port());
         struct procs p;
-        if (procs_start(&p, NRANK, rank_main, sh) != 0)
+        if (procs_start(&p, sh->nrank, rank_main, sh) != 0)
             return 1;
         procs_wait(&p, now_s() + 100);
-        for (int r = 0; r < NRANK; r++)
+        for (int r = 0; r < sh->nrank; r++)
             if (p.hung[r] || !WIFEXITED(p.status[r]) || WEXITSTATUS(p.status[r])) {
                 printf("rank %d: %s\n", r, procs_describe(&p, r));
                 bad = 1;
@@ -210,15 +300,15 @@ int main(int argc, char **argv)
             snprintf(sh->url[cs], sizeof sh->url[cs], "mem://mismatch-%d-%d", (int)getpid(), cs);
         pthread_t th[NRANK];
         void *args[NRANK][2];
-        for (int r = 0; r < NRANK; r++) {
+        for (int r = 0; r < sh->nrank; r++) {
             args[r][0] = sh;
             args[r][1] = (void *)(intptr_t)r;
             pthread_create(&th[r], NULL, thread_main, args[r]);
         }
-        for (int r = 0; r < NRANK; r++)
+        for (int r = 0; r < sh->nrank; r++)
             pthread_join(th[r], NULL);
     }
-    for (int r = 0; r < NRANK; r++)
+    for (int r = 0; r < sh->nrank; r++)
         printf("%s", sh->log[r]);
     if (sh->failures || bad) {
         printf("FAIL: %d failure(s)\n", sh->failures);
