@@ -224,6 +224,7 @@ static int read_bytes(struct client *c, void **val, size_t *len, uint64_t deadli
         return plx__err(PLX_ERR_NOMEM, "store: out of memory");
     if ((rc = xfer(c, 0, *val, n, deadline)) != 0) {
         free(*val);
+        *val = NULL; /* a caller that frees what it was given on error too must not free it twice */
         return rc;
     }
     *len = n;
