@@ -113,19 +113,7 @@ static void futex_wait_private(uint32_t *w, uint32_t val, uint64_t ns)
 /* What every collective checks before it starts; run with busy held. */
 static int usable(struct shm_comm *c)
 {
-    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-        return plx_plugin_error(host, shm__stop_status(c), "shm: communicator '%s' was %s", c->name,
-                                shm__stop_status(c) == PLX_ERR_REVOKED ? "revoked" : "aborted");
-    if (c->failed && c->mismatch_msg[0])
-        return plx_plugin_error(host, PLX_ERR_MISMATCH, "shm: communicator '%s' failed earlier: %s", c->name,
-                                c->mismatch_msg);
-    int by = c->failed ? shm__revoked_by(c) : -1;
-    if (by >= 0)
-        return plx_plugin_error(host, PLX_ERR_REVOKED, "shm: communicator '%s' was revoked by rank %d", c->name, by);
-    if (c->failed)
-        return plx_plugin_error(host, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
-                                c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");
-    return 0;
+    return shm__refusal(c, 0);
 }
 
 static int run(struct shm_comm *c, const struct plx_coll_args *a)

@@ -306,12 +306,14 @@ static void sweep(struct shm_comm *c, int now_too)
 
 /* ---- requests ------------------------------------------------------------- */
 
-static int refuse(struct shm_comm *c)
+/* Why new work on c is refused (an error), or 0: the same words for
+ * collectives and point-to-point, which adds its own broken state. */
+int shm__refusal(struct shm_comm *c, int p2p)
 {
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
         return plx_plugin_error(host, shm__stop_status(c), "shm: communicator '%s' was %s", c->name,
                                 shm__stop_status(c) == PLX_ERR_REVOKED ? "revoked" : "aborted");
-    if (c->p2p->broken)
+    if (p2p && c->p2p->broken)
         return plx_plugin_error(host, c->p2p->broken, "shm: communicator '%s' failed earlier: %s", c->name,
                                 c->p2p->broken_msg);
     if (c->failed && c->mismatch_msg[0])
@@ -361,7 +363,7 @@ static int check_args(struct shm_comm *c, const struct plx_p2p_args *a, int is_s
                                 c->name, c->size);
     if (a->bytes > SIZE_MAX / 2 || (a->bytes && !a->buf))
         return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "shm: bad buffer or size %zu", a->bytes);
-    return refuse(c);
+    return shm__refusal(c, 1);
 }
 
 int shm__p2p_isend(struct shm_comm *c, const struct plx_p2p_args *a, void **out)

@@ -230,6 +230,10 @@ int shm__expect_all(struct shm_op *o, uint32_t half);
 int shm__mismatch(struct shm_comm *c, int r, uint32_t half, char *msg, size_t len);
 void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s1);
 
+/* p2p.c: why new work on c is refused (the error), or 0; p2p also checks
+ * point-to-point's own broken state. */
+int shm__refusal(struct shm_comm *c, int p2p);
+
 /* coll.c: run a collective to completion in the calling thread. */
 int shm__collective(struct shm_comm *c, const struct plx_coll_args *a);
 
