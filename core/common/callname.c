@@ -11,12 +11,12 @@ static const char *const dtypes[PLX_DTYPE_COUNT] = {"i8", "u8", "i32", "u32", "i
                                                     "f64"};
 static const char *const redops[PLX_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
 
-static int has_op(int coll)
+int plx__call_has_op(int coll)
 {
     return coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER;
 }
 
-static int has_root(int coll)
+int plx__call_has_root(int coll)
 {
     return coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE || coll == PLX_COLL_GATHER ||
            coll == PLX_COLL_SCATTER;
@@ -25,7 +25,7 @@ static int has_root(int coll)
 int plx__call_valid(int coll, int dtype, int op)
 {
     return coll >= 0 && coll < PLX_COLL_COUNT && dtype >= 0 && dtype < PLX_DTYPE_COUNT &&
-           (!has_op(coll) || (op >= 0 && op < PLX_REDOP_COUNT));
+           (!plx__call_has_op(coll) || (op >= 0 && op < PLX_REDOP_COUNT));
 }
 
 void plx__call_describe(int coll, uint64_t seq, int dtype, int op, uint64_t count, int root, char *out, size_t len)
@@ -36,9 +36,9 @@ void plx__call_describe(int coll, uint64_t seq, int dtype, int op, uint64_t coun
         return;
     }
     char o[24] = "", r[24] = "";
-    if (has_op(coll))
+    if (plx__call_has_op(coll))
         snprintf(o, sizeof o, ", %s", op >= 0 && op < PLX_REDOP_COUNT ? redops[op] : "?");
-    if (has_root(coll))
+    if (plx__call_has_root(coll))
         snprintf(r, sizeof r, ", root %d", root);
     snprintf(out, len, "%s(seq %llu, %s%s, count %llu%s)", kind, (unsigned long long)seq,
              dtype >= 0 && dtype < PLX_DTYPE_COUNT ? dtypes[dtype] : "?", o, (unsigned long long)count, r);
