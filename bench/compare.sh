@@ -100,16 +100,8 @@ done
 if [ -n "${RESULTS:-}" ]; then
     mkdir -p "$RESULTS" || exit 1
     . "$src/bench/results_csv.sh"
-    for peer in plexus gloo ompi; do
-        case $peer in plexus) tool=plexus-bench be=tcp ;; gloo) tool=torch be=gloo ;; ompi) tool=openmpi be=ob1-tcp ;; esac
-        for np in $nps; do
-            f="$RESULTS/$peer-np$np.csv"
-            results_file "$f"
-            for s in $sizes; do
-                results_row "$f" "$tool" "$be" "$np" "$s" "$(iters_for "$s")" in "$(results_median "$out/$peer.$np.$s."*)"
-            done
-            [ "$(wc -l <"$f")" -gt 1 ] || rm -f "$f"
-        done
-    done
+    results_peer plexus plexus-bench tcp
+    results_peer gloo torch gloo
+    results_peer ompi openmpi ob1-tcp
     echo "# result files: $(ls "$RESULTS" | tr '\n' ' ')"
 fi

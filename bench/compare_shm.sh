@@ -118,18 +118,10 @@ done
 if [ -n "${RESULTS:-}" ]; then
     mkdir -p "$RESULTS" || exit 1
     . "$src/bench/results_csv.sh"
-    for peer in shm reg tcp ompi mpich; do
-        case $peer in shm|tcp) tool=plexus-bench be=$peer ;; reg) tool=plexus-bench be=shm-registered ;; ompi) tool=openmpi be=ob1-vader ;; mpich) tool=mpich be=ch4 ;; esac
-        for np in $nps; do
-            f="$RESULTS/$peer-np$np.csv"
-            results_file "$f"
-            for s in $sizes; do
-                m=""
-                [ $peer = shm ] && m=$(results_median "$out/memcpy.$np.$s."*)
-                results_row "$f" "$tool" "$be" "$np" "$s" "$(iters_for "$s")" in "$(results_median "$out/$peer.$np.$s."*)" "$m"
-            done
-            [ "$(wc -l <"$f")" -gt 1 ] || rm -f "$f"
-        done
-    done
+    results_peer shm plexus-bench shm memcpy
+    results_peer reg plexus-bench shm-registered
+    results_peer tcp plexus-bench tcp
+    results_peer ompi openmpi ob1-vader
+    results_peer mpich mpich ch4
     echo "# result files: $(ls "$RESULTS" | tr '\n' ' ')"
 fi

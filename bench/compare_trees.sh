@@ -90,16 +90,8 @@ done
 if [ -n "${RESULTS:-}" ]; then
     mkdir -p "$RESULTS" || exit 1
     . "$src/bench/results_csv.sh"
-    for who in before after ompi; do
-        case $who in before|after) tool=plexus-bench be="tcp ($who)" ;; ompi) tool=openmpi be=ob1-tcp ;; esac
-        for np in $nps; do
-            f="$RESULTS/$who-np$np.csv"
-            results_file "$f"
-            for s in $sizes; do
-                results_row "$f" "$tool" "$be" "$np" "$s" "$(iters_for "$s")" in "$(results_median "$out/$who.$np.$s."*)"
-            done
-            [ "$(wc -l <"$f")" -gt 1 ] || rm -f "$f"
-        done
-    done
+    results_peer before plexus-bench "tcp (before)"
+    results_peer after plexus-bench "tcp (after)"
+    results_peer ompi openmpi ob1-tcp
     echo "# result files: $(ls "$RESULTS" | tr '\n' ' ')"
 fi

@@ -5,6 +5,11 @@
 #   results_median FILE...             the median of the numbers > 0 in the files, or nothing
 #   results_file FILE TOOL BACKEND NP  start FILE with the header
 #   results_row FILE TOOL BACKEND NP BYTES ITERS PLACE US [MEMCPY_GBS]
+#   results_peer NAME TOOL BACKEND [MEMCPY]
+#       $RESULTS/NAME-npN.csv for every N of $nps, a row per size of $sizes from the
+#       rep files $out/NAME.N.SIZE.*, in place, iterations from the caller's iters_for;
+#       MEMCPY non-empty: the memcpy reference from $out/memcpy.N.SIZE.*; a file with
+#       no row is removed.
 
 results_median() {
     cat "$@" 2>/dev/null | awk 'NF == 1 && $1 > 0' | sort -g |
@@ -22,4 +27,17 @@ results_row() {
         'BEGIN { alg = s / t / 1e3
         printf "%s,\"%s\",%d,1,\"%s\",\"%s\",f32,sum,%d,5,allreduce,sum,-1,%s,%d,%d,%.4f,%.6f,%.6f,,%s\n",
             tool, be, np, host, cpu, it, place, s, s / 4, t, alg, alg * 2 * (np - 1) / np, m }' >>"$1"
+}
+
+results_peer() {
+    for np in $nps; do
+        f="$RESULTS/$1-np$np.csv"
+        results_file "$f"
+        for s in $sizes; do
+            m=""
+            [ -n "${4:-}" ] && m=$(results_median "$out/memcpy.$np.$s."*)
+            results_row "$f" "$2" "$3" "$np" "$s" "$(iters_for "$s")" in "$(results_median "$out/$1.$np.$s."*)" "$m"
+        done
+        [ "$(wc -l <"$f")" -gt 1 ] || rm -f "$f"
+    done
 }
