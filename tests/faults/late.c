@@ -77,7 +77,9 @@ static int run_rank(int rank, void *arg)
         procs_report(log, sizeof sh->log[0], &sh->failures, "rank %d: init: %s\n", rank, plx_last_error());
         return 1;
     }
-    static float in[COUNT], out[COUNT];
+    /* One pair of buffers per rank: sim's ranks are threads of one process. */
+    static float bufs[2][2][COUNT];
+    float *in = bufs[rank][0], *out = bufs[rank][1];
     rc = plx_allreduce(c, in, out, COUNT, PLX_F32, PLX_SUM);
     if (rc != 0) {
         procs_report(log, sizeof sh->log[0], &sh->failures, "rank %d: first allreduce: %s\n", rank, plx_last_error());
