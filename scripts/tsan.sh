@@ -38,16 +38,20 @@ list() { meson test -C "$dir" --list "$@" 2>/dev/null | sed -n 's|^plexus:[^ ]* 
 # 50-round kill loop is left out as well: one round takes the paths of
 # tcp_fault_kill_*, which stay. Of the 3-rank sim matrices two stay (one
 # blocking, one nonblocking): TSan looks for races in the sim plugin and the
-# executor, which every algorithm drives the same way; the 4-rank matrices
-# keep every algorithm. The 1,024-rank sim scale test is left out too: one
-# thread per rank under TSan's shadow memory, and the 64-rank model test
-# takes the same paths; so is plexus-whatif's formula check (64 rank
-# threads per sweep point, the same sim paths again).
+# executor, which every algorithm drives the same way. Of the 4-rank ones,
+# native nonblocking and generic blocking stay (the named algorithms run
+# through the same executor as the generic default). The 1,024-rank sim
+# scale test is left out too: one thread per rank under TSan's shadow
+# memory, and the 64-rank model test takes the same paths; so is
+# plexus-whatif's formula check (64 rank threads per sweep point, the same
+# sim paths again).
 tests=$( (list --suite sim --suite tcp --suite multiproc --suite faults --no-suite soak |
               grep -v -e '_P8_' -e '_64M$' -e '^shm_matrix_' -e '^train_' -e '^shm_hier_two_hosts' \
                   -e '^shm_p2p_P[34]' -e '^shm_p2p_.*cma_on' -e '^collv_shm_P[34]' -e '^faults_kill_loop$' \
                   -e '^sim_matrix_P3_generic_\(nonblocking\|recdbl\|tree\|ring\|rabenseifner\)$' \
                   -e '^sim_matrix_P3_native_blocking$' -e '^test_sim_model_scale$' \
+                  -e '^sim_matrix_P4_generic_\(nonblocking\|recdbl\|tree\|ring\|rabenseifner\)$' \
+                  -e '^sim_matrix_P4_native_blocking$' \
                   -e '^sim_whatif_formula$'
           list --suite unit | grep -e '^test_store' -e '^test_rendezvous' -e '^test_ledger'
           list --suite strategy | grep -e '^rpc_sim' -e '^ddp_reducer_P4' -e '^ddp_order_sim') | sort -u)

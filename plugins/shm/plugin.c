@@ -26,8 +26,10 @@ static char description[400];
 /* Every key shm reads, typed: the core checks values where they are set,
  * and shm reads them through the communicator's view (segment.c). */
 static const struct plx_key keys[] = {
-    {"slot_bytes", PLX_KEY_SIZE, "256K", NULL,
-     "Bytes of one half of a rank's slot: the size of one round of a large collective"},
+    {"slot_bytes", PLX_KEY_SIZE, "1M", NULL,
+     "Bytes of one half of a rank's slot: the size of one round of a large collective (each round ends in "
+     "barriers, and each barrier waits for a peer to be scheduled: fewer rounds hold up when other work "
+     "shares the cores)"},
     {"small_bytes", PLX_KEY_SIZE, "16K", NULL,
      "allreduce/reduce up to this size run in one phase (every rank reduces all)"},
     {"spin_ns", PLX_KEY_DURATION, "0", NULL,

@@ -37,7 +37,7 @@ _Static_assert(sizeof(struct shm_seg_header) <= SHM_HDR_BYTES, "segment header o
 
 void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg)
 {
-    cfg->slot_bytes = (size_t)plx_plugin_config_int(host, config, "slot_bytes", 256 << 10);
+    cfg->slot_bytes = (size_t)plx_plugin_config_int(host, config, "slot_bytes", 1 << 20);
     cfg->small_bytes = (size_t)plx_plugin_config_int(host, config, "small_bytes", 16 << 10);
     cfg->spin_ns = (uint64_t)plx_plugin_config_int(host, config, "spin_ns", 0);
     cfg->yield_ns = (uint64_t)plx_plugin_config_int(host, config, "yield_ns", 1000000);
