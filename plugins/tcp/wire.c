@@ -185,6 +185,32 @@ static size_t frame_len(const struct tcp_frame *f)
 static void lost_notice(struct tcp_comm *c, struct tcp_peer *p, int lost, uint64_t why);
 static int salvage_notice(struct tcp_comm *c, struct tcp_peer *p, uint64_t *why);
 
+static void peer_closed(struct tcp_comm *c, struct tcp_peer *p, const char *why);
+
+/* p's queue holds notices only (no data of any request): a peer that has
+ * already sent all it owed this rank and left needs none of them. */
+static int only_notices(const struct tcp_peer *p)
+{
+    for (const struct tcp_frame *f = p->tx; f; f = f->next)
+        if (f->req)
+            return 0;
+    return 1;
+}
+
+/* Writing notices to p failed because p has left (an eager sender finishes
+ * before its receivers' RECV_READY arrive): drop them and treat p as closed,
+ * so only work that still needs p fails. */
+static void left_early(struct tcp_comm *c, struct tcp_peer *p, const char *why)
+{
+    while (p->tx) {
+        struct tcp_frame *f = p->tx;
+        p->tx = f->next;
+        tcp__frame_put(p, f);
+    }
+    p->tx_tail = NULL;
+    peer_closed(c, p, why);
+}
+
 /* Write as much of p's queue as the socket takes, in one sendmsg per batch. */
 static void flush(struct tcp_comm *c, struct tcp_peer *p)
 {
@@ -217,6 +243,8 @@ static void flush(struct tcp_comm *c, struct tcp_peer *p)
             uint64_t why = 0;
             if (p->eager && !c->broken && (lost = salvage_notice(c, p, &why)) >= 0)
                 lost_notice(c, p, lost, why);
+            else if (only_notices(p))
+                left_early(c, p, strerror(e));
             else
                 tcp__drop_peer(c, p, strerror(e));
             return;
