@@ -16,15 +16,11 @@
 # Run from the source root: sh bench/tuning.sh build [segment] [spin]
 build=$(cd "${1:-build}" && pwd) || exit 2
 [ $# -gt 0 ] && shift
+src=$(cd "$(dirname "$0")/.." && pwd)
 sections=${*:-"segment spin"}
 reps=${REPS:-5}
 out=$(mktemp -d)
-spinners=""
-stop_spinners() {
-    for p in $spinners; do kill "$p" 2>/dev/null; done
-    for p in $spinners; do wait "$p" 2>/dev/null; done
-    spinners=""
-}
+. "$src/bench/spinners.sh"
 trap 'stop_spinners; rm -rf "$out"' EXIT
 
 iters_for() { # bytes -> iterations (runs of tens to hundreds of ms)
@@ -80,10 +76,7 @@ for s in $sections; do
         table segment PLEXUS_CORE_SEGMENT_BYTES "${SEG_SIZE:-67108864}" "${SEG_NP:-2 4}" 131072 1048576 ;;
     spin)
         if [ "${BUSY:-0}" = 1 ]; then
-            for _ in $(seq "$(nproc)"); do
-                sh -c 'while :; do :; done' &
-                spinners="$spinners $!"
-            done
+            start_spinners
             echo "# with one busy process per core"
         fi
         table spin PLEXUS_TCP_BUSY_POLL_US "${SPIN_SIZE:-8}" "${SPIN_NP:-2 4}" 0 20us 1000us auto
