@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "callname.h"
 #include "collv.h"
 #include "comm.h"
 #include "hier.h"
@@ -14,17 +15,6 @@
 static int elem_ok(int dtype)
 {
     return dtype >= 0 && dtype < PLX_DTYPE_COUNT;
-}
-
-static int has_op(int coll)
-{
-    return coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER;
-}
-
-static int has_root(int coll)
-{
-    return coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE || coll == PLX_COLL_GATHER ||
-           coll == PLX_COLL_SCATTER;
 }
 
 /* Elements in the larger of the two buffers of coll, for overflow checks. */
@@ -150,7 +140,7 @@ static int native_ok(struct plx_comm *c, struct plx_coll_args *a, int *scale_avg
     if (a->coll != PLX_COLL_BARRIER && !(k->dtypes & PLX_BIT(a->dtype)))
         return 0;
     int op = a->op;
-    if (has_op(a->coll)) {
+    if (plx__call_has_op(a->coll)) {
         if (op == PLX_AVG && !(k->redops & PLX_BIT(PLX_AVG))) {
             op = PLX_SUM;
             *scale_avg = 1;
@@ -182,9 +172,9 @@ static int check_args(const struct plx_comm *c, const struct plx_coll_args *a, c
     size_t total;
     if (!elem_ok(a->dtype))
         return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': invalid dtype %d", what, c->name, a->dtype);
-    if (has_op(a->coll) && (a->op < 0 || a->op >= PLX_REDOP_COUNT))
+    if (plx__call_has_op(a->coll) && (a->op < 0 || a->op >= PLX_REDOP_COUNT))
         return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': invalid reduction op %d", what, c->name, a->op);
-    if (has_root(a->coll) && (a->root < 0 || a->root >= c->size))
+    if (plx__call_has_root(a->coll) && (a->root < 0 || a->root >= c->size))
         return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': root %d is not a rank of a communicator of size %d",
                         what, c->name, a->root, c->size);
     if (total_elems(c, a->coll, a->count, &total) != 0 || total > SIZE_MAX / plx_dtype_size(a->dtype))
@@ -291,7 +281,7 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
         return plx__lowp_avg_end(lowp, plx__err(PLX_ERR_UNSUPPORTED,
                         "%s(%s, %s) on '%s': backend '%s' cannot run it natively and has no point-to-point "
                         "for the core's generic algorithm (choose one that has, e.g. PLEXUS_BACKEND=tcp)", what, plx_dtype_name(a->dtype),
-                        has_op(a->coll) ? plx_redop_name(a->op) : "-", c->name, c->be->name));
+                        plx__call_has_op(a->coll) ? plx_redop_name(a->op) : "-", c->name, c->be->name));
     a->seq = user.seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
     if (!w)
         a->flags |= PLX_COLL_FLAG_BLOCKING;
