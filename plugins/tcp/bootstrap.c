@@ -118,19 +118,10 @@ static int dial(const struct tcp_comm *c, const struct sockaddr_storage *to, uin
 /* The job secret, or NULL for the plain Gloo pair protocol. */
 static int job_secret(const struct tcp_comm *c, const char **out)
 {
-    const char *mode = plx_plugin_config_str(c->host, c->config, "auth"), *s = getenv(PLX__AUTH_ENV);
-    *out = NULL;
-    if (mode && !strcasecmp(mode, "off"))
-        return 0;
-    if (!s || !*s) {
-        if (mode && !strcasecmp(mode, "on"))
-            return err(c, PLX_ERR_CONFIG, "tcp: [tcp] auth = on, but %s is not set (plexus-run sets one)", PLX__AUTH_ENV);
-        return 0;
-    }
-    char why[160];
-    if (plx__auth_secret_ok(s, why, sizeof why))
+    char why[200];
+    if (plx__auth_policy("tcp", plx_plugin_config_str(c->host, c->config, "auth"), getenv(PLX__AUTH_ENV), out, why,
+                         sizeof why))
         return err(c, PLX_ERR_CONFIG, "tcp: %s", why);
-    *out = s;
     return 0;
 }
 
