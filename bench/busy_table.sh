@@ -22,12 +22,7 @@ reps=${REPS:-5}
 peers=${PEERS:-"shm tcp vader ompitcp gloo"}
 cores=$(nproc)
 out=$(mktemp -d)
-spinners=""
-stop_spinners() {
-    for p in $spinners; do kill "$p" 2>/dev/null; done
-    for p in $spinners; do wait "$p" 2>/dev/null; done
-    spinners=""
-}
+. "$src/bench/spinners.sh"
 trap 'stop_spinners; rm -rf "$out"' EXIT
 trap 'exit 130' INT TERM
 
@@ -76,15 +71,7 @@ floor() { # np bytes iters -> us per op
 rep=1
 while [ "$rep" -le "$reps" ]; do
     for load in quiet busy; do
-        if [ $load = busy ]; then
-            i=0
-            while [ $i -lt "$cores" ]; do
-                sh -c 'while :; do :; done' &
-                spinners="$spinners $!"
-                i=$((i + 1))
-            done
-            sleep 0.2
-        fi
+        [ $load = busy ] && start_spinners
         [ "$rep" = 1 ] && echo "# $load: load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $cores cores" >"$out/load.$load"
         for np in $nps; do
             for s in $sizes; do

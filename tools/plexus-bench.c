@@ -345,112 +345,140 @@ static void free_buf(struct plx_comm *c, void *p)
         free(p);
 }
 
-static int bench(struct plx_comm *c)
+/* Send and receive buffers of b->bytes each, from plx_mem_alloc with
+ * --registered (memory every rank of the host maps), else from malloc. */
+static int alloc_bufs(struct plx_comm *c, struct bufs *b)
 {
-    int P = plx_comm_size(c), me = plx_comm_rank(c), failed = 0;
-    size_t es = plx_dtype_size(O.dtype);
-    struct bufs b;
-    b.bytes = O.maxb + (size_t)P * es; /* room for rounding up to whole elements per rank */
-    if (O.registered) { /* memory every rank of the host maps */
+    if (O.registered) {
         void *sp = NULL, *rp = NULL;
-        int rc = plx_mem_alloc(c, b.bytes, &sp);
-        if (rc || (rc = plx_mem_alloc(c, b.bytes, &rp)) != 0) {
+        int rc = plx_mem_alloc(c, b->bytes, &sp);
+        if (rc || (rc = plx_mem_alloc(c, b->bytes, &rp)) != 0) {
             fprintf(stderr, "plexus-bench: plx_mem_alloc: %s: %s\n", plx_err_name(rc), plx_last_error());
             return 1;
         }
-        b.send = sp;
-        b.recv = rp;
+        b->send = sp;
+        b->recv = rp;
     } else {
-        b.send = malloc(b.bytes);
-        b.recv = malloc(b.bytes);
+        b->send = malloc(b->bytes);
+        b->recv = malloc(b->bytes);
     }
-    if (!b.send || !b.recv) {
+    if (!b->send || !b->recv) {
         fprintf(stderr, "plexus-bench: out of memory\n");
         return 1;
     }
-    memset(b.send, 1, b.bytes);
-    memset(b.recv, 1, b.bytes);
+    memset(b->send, 1, b->bytes);
+    memset(b->recv, 1, b->bytes);
+    return 0;
+}
+
+static void print_header(struct plx_comm *c, int P)
+{
+    printf("# plexus-bench: backend %s, %d ranks, dtype %s, op %s, %d iterations (+%d warm-up)%s\n",
+           plx_comm_backend(c), P, plx_dtype_name(O.dtype), plx_redop_name(O.op), O.iters, O.warmup,
+           O.check ? ", checked" : "");
+    printf("#\n# %10s %12s %6s %6s %5s", "size", "count", "type", "redop", "root");
+    if (!O.inplace_only)
+        printf(" %10s %8s %8s %7s", "time", "algbw", "busbw", "#wrong");
+    printf(" %10s %8s %8s %7s%s\n", "time", "algbw", "busbw", "#wrong", O.memcpy_col ? "   memcpy" : "");
+    printf("# %10s %12s %6s %6s %5s", "(B)", "(elements)", "", "", "");
+    if (!O.inplace_only)
+        printf(" %10s %8s %8s %7s", "(us)", "(GB/s)", "(GB/s)", "");
+    printf(" %10s %8s %8s %7s%s\n", "(us)", "(GB/s)", "(GB/s)", "", O.memcpy_col ? "   (GB/s)" : "");
+}
+
+/* One row of the table, and its records in the result file (rank 0):
+ * times t and wrong-element counts w per column (out of place, in place). */
+static void report_row(int coll, int P, size_t row_bytes, size_t n, const double t[2], const long w[2])
+{
+    double f = busbw_factor(coll, P);
+    const char *redop = (coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER)
+                            ? plx_redop_name(O.op) : "none";
+    int root = (coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE || coll == PLX_COLL_GATHER ||
+                coll == PLX_COLL_SCATTER) ? O.root : -1;
+    printf("  %10zu %12zu %6s %6s %5d", row_bytes, n, plx_dtype_name(O.dtype), redop, root);
+    for (int ip = O.inplace_only; ip < 2; ip++) {
+        double algbw = t[ip] > 0 ? (double)row_bytes / t[ip] / 1e3 : 0;
+        printf(" %10.2f %8.3f %8.3f", t[ip], algbw, algbw * f);
+        if (O.check)
+            printf(" %7ld", w[ip]);
+        else
+            printf(" %7s", "N/A");
+    }
+    double mc = O.memcpy_col ? memcpy_gbs(row_bytes) : -1;
+    if (O.memcpy_col)
+        printf(" %8.2f", mc);
+    printf("\n");
+    fflush(stdout);
+    for (int ip = O.inplace_only; ip < 2; ip++) {
+        double algbw = t[ip] > 0 ? (double)row_bytes / t[ip] / 1e3 : 0;
+        struct bench_record r = {.coll = plx_coll_name(coll), .redop = redop, .root = root, .inplace = ip,
+                                 .bytes = row_bytes, .count = n, .time_us = t[ip], .algbw_gbs = algbw,
+                                 .busbw_gbs = algbw * f, .memcpy_gbs = mc, .wrong = O.check ? w[ip] : -1};
+        bench_output_record(&r);
+    }
+}
+
+/* The next row's size: times the step factor, at least one byte more. */
+static size_t next_size(size_t bytes)
+{
+    size_t grown = (size_t)((double)bytes * O.factor);
+    return grown > bytes ? grown : bytes + 1;
+}
+
+/* Every row of one collective, adding its wrong elements to *wrong.
+ * Returns 0, or 1 when an operation failed (said on stderr). */
+static int bench_coll(struct plx_comm *c, int coll, struct bufs *b, long *wrong)
+{
+    int P = plx_comm_size(c), me = plx_comm_rank(c);
+    size_t es = plx_dtype_size(O.dtype);
+    if (me == 0 && O.ncolls > 1)
+        printf("# %s\n", plx_coll_name(coll));
+    for (size_t bytes = O.minb; bytes <= O.maxb; bytes = next_size(bytes)) {
+        size_t n = coll == PLX_COLL_BARRIER ? 0 : count_for(coll, bytes, es, P);
+        int per_rank = coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE;
+        size_t row_bytes = n * es * (per_rank ? 1 : (size_t)P);
+        if (coll == PLX_COLL_ALLTOALLV || coll == PLX_COLL_ALLGATHERV)
+            row_bytes = v_row_elems(coll, n, P) * es;
+        double t[2] = {0, 0};
+        long w[2] = {0, 0};
+        for (int ip = O.inplace_only; ip < 2; ip++) {
+            int rc = measure(c, coll, ip, b, n, &t[ip], &w[ip]);
+            if (rc) {
+                fprintf(stderr, "plexus-bench: rank %d: %s of %zu bytes failed: %s: %s\n", me, plx_coll_name(coll),
+                        row_bytes, plx_err_name(rc), plx_last_error());
+                return 1;
+            }
+            *wrong += w[ip];
+        }
+        if (me == 0)
+            report_row(coll, P, row_bytes, n, t, w);
+        if (coll == PLX_COLL_BARRIER)
+            break;
+    }
+    return 0;
+}
+
+static int bench(struct plx_comm *c)
+{
+    int P = plx_comm_size(c), me = plx_comm_rank(c), failed = 0;
+    struct bufs b;
+    b.bytes = O.maxb + (size_t)P * plx_dtype_size(O.dtype); /* room for rounding up to whole elements per rank */
+    if (alloc_bufs(c, &b) != 0)
+        return 1;
     if (bench_output_enabled() && output_begin(c, P, me) != 0) {
         free_buf(c, b.send);
         free_buf(c, b.recv);
         return 1;
     }
-    if (me == 0) {
-        printf("# plexus-bench: backend %s, %d ranks, dtype %s, op %s, %d iterations (+%d warm-up)%s\n",
-               plx_comm_backend(c), P, plx_dtype_name(O.dtype), plx_redop_name(O.op), O.iters, O.warmup,
-               O.check ? ", checked" : "");
-        printf("#\n# %10s %12s %6s %6s %5s", "size", "count", "type", "redop", "root");
-        if (!O.inplace_only)
-            printf(" %10s %8s %8s %7s", "time", "algbw", "busbw", "#wrong");
-        printf(" %10s %8s %8s %7s%s\n", "time", "algbw", "busbw", "#wrong", O.memcpy_col ? "   memcpy" : "");
-        printf("# %10s %12s %6s %6s %5s", "(B)", "(elements)", "", "", "");
-        if (!O.inplace_only)
-            printf(" %10s %8s %8s %7s", "(us)", "(GB/s)", "(GB/s)", "");
-        printf(" %10s %8s %8s %7s%s\n", "(us)", "(GB/s)", "(GB/s)", "", O.memcpy_col ? "   (GB/s)" : "");
-    }
+    if (me == 0)
+        print_header(c, P);
     long total_wrong = 0;
-    for (int k = 0; k < O.ncolls; k++) {
-        int coll = O.colls[k];
-        if (me == 0 && O.ncolls > 1)
-            printf("# %s\n", plx_coll_name(coll));
-        for (size_t bytes = O.minb;; bytes = (size_t)((double)bytes * O.factor) > bytes
-                                                 ? (size_t)((double)bytes * O.factor) : bytes + 1) {
-            if (bytes > O.maxb)
-                break;
-            size_t n = coll == PLX_COLL_BARRIER ? 0 : count_for(coll, bytes, es, P);
-            int per_rank = coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE;
-            size_t row_bytes = n * es * (per_rank ? 1 : (size_t)P);
-            if (coll == PLX_COLL_ALLTOALLV || coll == PLX_COLL_ALLGATHERV)
-                row_bytes = v_row_elems(coll, n, P) * es;
-            double t[2] = {0, 0};
-            long w[2] = {0, 0};
-            for (int ip = O.inplace_only; ip < 2; ip++) {
-                int rc = measure(c, coll, ip, &b, n, &t[ip], &w[ip]);
-                if (rc) {
-                    fprintf(stderr, "plexus-bench: rank %d: %s of %zu bytes failed: %s: %s\n", me,
-                            plx_coll_name(coll), row_bytes, plx_err_name(rc), plx_last_error());
-                    free_buf(c, b.send);
-                    free_buf(c, b.recv);
-                    return 1;
-                }
-                total_wrong += w[ip];
-            }
-            if (me == 0) {
-                double f = busbw_factor(coll, P);
-                printf("  %10zu %12zu %6s %6s %5d", row_bytes, n, plx_dtype_name(O.dtype),
-                       (coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER)
-                           ? plx_redop_name(O.op) : "none",
-                       (coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE || coll == PLX_COLL_GATHER ||
-                        coll == PLX_COLL_SCATTER) ? O.root : -1);
-                for (int ip = O.inplace_only; ip < 2; ip++) {
-                    double algbw = t[ip] > 0 ? (double)row_bytes / t[ip] / 1e3 : 0;
-                    printf(" %10.2f %8.3f %8.3f", t[ip], algbw, algbw * f);
-                    if (O.check)
-                        printf(" %7ld", w[ip]);
-                    else
-                        printf(" %7s", "N/A");
-                }
-                double mc = O.memcpy_col ? memcpy_gbs(row_bytes) : -1;
-                if (O.memcpy_col)
-                    printf(" %8.2f", mc);
-                printf("\n");
-                fflush(stdout);
-                for (int ip = O.inplace_only; ip < 2; ip++) {
-                    double algbw = t[ip] > 0 ? (double)row_bytes / t[ip] / 1e3 : 0;
-                    struct bench_record r = {
-                        .coll = plx_coll_name(coll),
-                        .redop = (coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE ||
-                                  coll == PLX_COLL_REDUCE_SCATTER) ? plx_redop_name(O.op) : "none",
-                        .root = (coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE || coll == PLX_COLL_GATHER ||
-                                 coll == PLX_COLL_SCATTER) ? O.root : -1,
-                        .inplace = ip, .bytes = row_bytes, .count = n, .time_us = t[ip], .algbw_gbs = algbw,
-                        .busbw_gbs = algbw * f, .memcpy_gbs = mc, .wrong = O.check ? w[ip] : -1};
-                    bench_output_record(&r);
-                }
-            }
-            if (coll == PLX_COLL_BARRIER)
-                break;
-        }
+    for (int k = 0; k < O.ncolls && !failed; k++)
+        failed = bench_coll(c, O.colls[k], &b, &total_wrong);
+    if (failed) {
+        free_buf(c, b.send);
+        free_buf(c, b.recv);
+        return 1;
     }
     if (me == 0 && O.check)
         printf("# total wrong elements: %ld\n", total_wrong);
@@ -517,7 +545,31 @@ static void usage(FILE *f)
             "Without --ranks, each process is one rank of a job started by plexus-run, torchrun or mpirun.\n");
 }
 
-int main(int argc, char **argv)
+/* --coll's comma-separated list into O.colls ("all": every collective
+ * below the v-collectives). Returns 0, or 2 for a name it does not know. */
+static int parse_colls(char *list)
+{
+    O.ncolls = 0;
+    for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        int found = 0;
+        for (int k = 0; k < PLX_COLL_COUNT; k++) {
+            if (k == PLX_COLL_SEND || k == PLX_COLL_RECV || O.ncolls == PLX_COLL_COUNT)
+                continue;
+            if ((!strcmp(name, "all") && k < PLX_COLL_SEND) || !strcmp(name, plx_coll_name(k))) {
+                O.colls[O.ncolls++] = k;
+                found = 1;
+            }
+        }
+        if (!found) {
+            fprintf(stderr, "plexus-bench: unknown collective '%s'\n", name);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* The command line into O. Returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv)
 {
     static const struct option longs[] = {
         {"minbytes", 1, 0, 'b'}, {"maxbytes", 1, 0, 'e'}, {"stepfactor", 1, 0, 'f'}, {"iters", 1, 0, 'n'},
@@ -553,22 +605,8 @@ int main(int argc, char **argv)
             O.check = optarg ? atoi(optarg) : 1;
             break;
         case 'C':
-            O.ncolls = 0;
-            for (char *save = NULL, *name = strtok_r(optarg, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-                int found = 0;
-                for (int k = 0; k < PLX_COLL_COUNT; k++) {
-                    if (k == PLX_COLL_SEND || k == PLX_COLL_RECV || O.ncolls == PLX_COLL_COUNT)
-                        continue;
-                    if ((!strcmp(name, "all") && k < PLX_COLL_SEND) || !strcmp(name, plx_coll_name(k))) {
-                        O.colls[O.ncolls++] = k;
-                        found = 1;
-                    }
-                }
-                if (!found) {
-                    fprintf(stderr, "plexus-bench: unknown collective '%s'\n", name);
-                    return 2;
-                }
-            }
+            if (parse_colls(optarg) != 0)
+                return 2;
             break;
         case 'I': O.inplace_only = 1; break;
         case 'B': O.backend = optarg; break;
@@ -591,26 +629,40 @@ int main(int argc, char **argv)
         fprintf(stderr, "plexus-bench: need -n >= 1, -f > 1 and -b <= -e\n");
         return 2;
     }
-    if (O.ranks > 0) {
-        snprintf(world_name, sizeof world_name, "mem://plexus-bench-%d", (int)getpid());
-        pthread_t th[256];
-        struct thread_arg args[256];
-        if (O.ranks > 256) {
-            fprintf(stderr, "plexus-bench: at most 256 ranks\n");
-            return 2;
-        }
-        for (int i = 0; i < O.ranks; i++) {
-            args[i] = (struct thread_arg){i, 0};
-            pthread_create(&th[i], NULL, rank_main, &args[i]);
-        }
-        int status = 0;
-        for (int i = 0; i < O.ranks; i++) {
-            pthread_join(th[i], NULL);
-            if (args[i].status > status)
-                status = args[i].status;
-        }
-        return status;
+    return -1;
+}
+
+/* --ranks: O.ranks ranks as threads of this process, on a mem:// store;
+ * the exit status is the worst rank's. */
+static int run_threads(void)
+{
+    snprintf(world_name, sizeof world_name, "mem://plexus-bench-%d", (int)getpid());
+    pthread_t th[256];
+    struct thread_arg args[256];
+    if (O.ranks > 256) {
+        fprintf(stderr, "plexus-bench: at most 256 ranks\n");
+        return 2;
     }
+    for (int i = 0; i < O.ranks; i++) {
+        args[i] = (struct thread_arg){i, 0};
+        pthread_create(&th[i], NULL, rank_main, &args[i]);
+    }
+    int status = 0;
+    for (int i = 0; i < O.ranks; i++) {
+        pthread_join(th[i], NULL);
+        if (args[i].status > status)
+            status = args[i].status;
+    }
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    int status = parse_args(argc, argv);
+    if (status >= 0)
+        return status;
+    if (O.ranks > 0)
+        return run_threads();
     struct plx_comm_options opt;
     plx_comm_options_init(&opt);
     opt.backend = O.backend;
@@ -620,7 +672,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "plexus-bench: %s: %s\n", plx_err_name(rc), plx_last_error());
         return 2;
     }
-    int status = bench(c);
+    status = bench(c);
     plx_comm_destroy(c);
     plx_finalize(); /* e.g. MPI_Finalize when plexus initialised MPI */
     return status;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "auth.h"
 #include "plexus/backend.h"
 #include "plexus/info.h"
 #include "plexus/plugin.h"
@@ -171,51 +172,46 @@ static const char *config_value(const char *section, const char *key)
 }
 
 /* Whether the tcp:// store and the tcp transport authenticate their peers,
- * decided as they decide it: a secret in PLEXUS_JOB_SECRET (16 characters
- * or more) unless [core] auth / [tcp] auth is off. *why explains "off". */
-static void auth_state(int *store, int *tcp, const char **why)
+ * decided by the policy they apply themselves (plx__auth_policy): per side
+ * 1 (it proves the job secret), 0 (plain protocol) or -1 (plx_comm_init
+ * refuses to start), and why. */
+struct auth_side {
+    int state;
+    char why[200];
+};
+
+static void auth_state(struct auth_side *store, struct auth_side *tcp)
 {
-    const char *secret = getenv("PLEXUS_JOB_SECRET"), *core = config_value("core", "auth"),
-               *t = config_value("tcp", "auth");
-    int have = secret && strlen(secret) >= 16;
-    *store = have && !(core && !strcasecmp(core, "off"));
-    *tcp = have && !(t && !strcasecmp(t, "off"));
-    if (!secret || !*secret)
-        *why = "no PLEXUS_JOB_SECRET in the environment (plexus-run sets one; --no-auth leaves it out)";
-    else if (!have)
-        *why = "PLEXUS_JOB_SECRET is shorter than 16 characters: plx_comm_init refuses it";
-    else
-        *why = "turned off by the configuration";
+    const char *secret = getenv(PLX__AUTH_ENV), *use = NULL;
+    int rc = plx__auth_policy("core", config_value("core", "auth"), secret, &use, store->why, sizeof store->why);
+    store->state = rc ? -1 : use != NULL;
+    rc = plx__auth_policy("tcp", config_value("tcp", "auth"), secret, &use, tcp->why, sizeof tcp->why);
+    tcp->state = rc ? -1 : use != NULL;
 }
 
-/* The reason one side is off: the configuration names its own key. */
-static const char *secret_reason(const char *why, const char *section)
+static const char *side_state(const struct auth_side *s, const char *plain)
 {
-    if (strcmp(why, "turned off by the configuration"))
-        return why;
-    return !strcmp(section, "core") ? "[core] auth = off" : "[tcp] auth = off";
+    return s->state > 0 ? "authenticated" : s->state < 0 ? "REFUSED (plx_comm_init fails)" : plain;
 }
 
 static void show_auth_text(void)
 {
-    int store, tcp;
-    const char *why;
-    auth_state(&store, &tcp, &why);
-    if (store && tcp) {
+    struct auth_side store, tcp;
+    auth_state(&store, &tcp);
+    if (store.state > 0 && tcp.state > 0) {
         printf("rendezvous: authenticated: tcp:// store and tcp transport connections prove PLEXUS_JOB_SECRET\n"
                "            (HMAC-SHA256 challenge-response, both ways)\n");
         return;
     }
-    if (!store && !tcp && strcmp(why, "turned off by the configuration")) {
+    if (!store.state && !tcp.state && !strcmp(store.why, tcp.why)) {
         printf("rendezvous: UNAUTHENTICATED (torch-compatible: plain TCPStore and Gloo pair protocol):\n"
-               "            %s\n", why);
+               "            %s\n", store.why);
     } else {
-        printf("rendezvous: tcp:// store %s: %s\n", store ? "authenticated" : "UNAUTHENTICATED (plain TCPStore)",
-               store ? "it proves PLEXUS_JOB_SECRET" : secret_reason(why, "core"));
-        printf("            tcp transport %s: %s\n", tcp ? "authenticated" : "UNAUTHENTICATED (plain Gloo pairs)",
-               tcp ? "it proves PLEXUS_JOB_SECRET" : secret_reason(why, "tcp"));
+        printf("rendezvous: tcp:// store %s: %s\n", side_state(&store, "UNAUTHENTICATED (plain TCPStore)"), store.why);
+        printf("            tcp transport %s: %s\n", side_state(&tcp, "UNAUTHENTICATED (plain Gloo pairs)"), tcp.why);
     }
-    printf("            any process that reaches an unauthenticated port can join the job\n");
+    if (!store.state || !tcp.state)
+        printf("            any process that reaches an unauthenticated port can join the job\n");
 }
 
 /* The sample plexus.ini: every [core] key at its default, with its help. */
@@ -324,12 +320,12 @@ int main(int argc, char **argv)
         }
     }
     if (json) {
-        int store, tcp;
-        const char *why;
-        auth_state(&store, &tcp, &why);
-        printf("], \"auth\": {\"store\": %s, \"tcp\": %s, \"reason\": ", store ? "true" : "false",
-               tcp ? "true" : "false");
-        json_str(store && tcp ? "PLEXUS_JOB_SECRET (HMAC-SHA256 challenge-response, both ways)" : why);
+        struct auth_side store, tcp;
+        auth_state(&store, &tcp);
+        printf("], \"auth\": {\"store\": %s, \"tcp\": %s, \"reason\": ", store.state > 0 ? "true" : "false",
+               tcp.state > 0 ? "true" : "false");
+        json_str(store.state > 0 && tcp.state > 0 ? "PLEXUS_JOB_SECRET (HMAC-SHA256 challenge-response, both ways)"
+                 : store.state <= 0 ? store.why : tcp.why);
         char boot[1024];
         plx_bootstrap_describe(NULL, boot, sizeof boot);
         printf("}, \"bootstrap\": ");

@@ -9,9 +9,11 @@
 
 size_t plx__seg_elems(const struct algo_ctx *x, size_t max_elems)
 {
-    /* Measured on loopback with plexus-bench: 2 ranks allreduce 64 MiB in
-     * 24-32 ms with 128 KiB segments, 44-60 ms with 1 MiB; 4 ranks on 2
-     * cores are 5-20 % faster with 1 MiB. */
+    /* Smaller segments start the overlap of receiving, reducing and
+     * sending sooner; larger ones mean fewer messages, and fewer waits for a
+     * peer that is not running when ranks outnumber the cores. Two ranks
+     * gain more from the first, more ranks from the second:
+     * `sh bench/tuning.sh build segment` measures both (bench/tuning.md). */
     size_t bytes = x->t->segment_bytes ? x->t->segment_bytes : x->size == 2 ? 128u << 10 : 1u << 20;
     size_t seg = bytes / x->esize;
     if (seg == 0)

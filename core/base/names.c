@@ -51,8 +51,9 @@ static const struct {
 static const char *const redops[PLX_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
 
 static const char *const colls[PLX_COLL_COUNT] = {
-    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "gather",
-    "scatter", "alltoall", "barrier", "send", "recv", "alltoallv", "allgatherv",
+#define COLL_NAME(kind, val, name, op, root, v) [PLX_COLL_##kind] = name,
+    PLX_COLL_MAP(COLL_NAME)
+#undef COLL_NAME
 };
 
 PLX_API size_t plx_dtype_size(int dtype)

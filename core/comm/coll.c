@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "callname.h"
 #include "collv.h"
 #include "comm.h"
 #include "hier.h"
@@ -14,17 +15,6 @@
 static int elem_ok(int dtype)
 {
     return dtype >= 0 && dtype < PLX_DTYPE_COUNT;
-}
-
-static int has_op(int coll)
-{
-    return coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER;
-}
-
-static int has_root(int coll)
-{
-    return coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE || coll == PLX_COLL_GATHER ||
-           coll == PLX_COLL_SCATTER;
 }
 
 /* Elements in the larger of the two buffers of coll, for overflow checks. */
@@ -150,7 +140,7 @@ static int native_ok(struct plx_comm *c, struct plx_coll_args *a, int *scale_avg
     if (a->coll != PLX_COLL_BARRIER && !(k->dtypes & PLX_BIT(a->dtype)))
         return 0;
     int op = a->op;
-    if (has_op(a->coll)) {
+    if (plx__call_has_op(a->coll)) {
         if (op == PLX_AVG && !(k->redops & PLX_BIT(PLX_AVG))) {
             op = PLX_SUM;
             *scale_avg = 1;
@@ -174,11 +164,80 @@ static int generic_ok(const struct plx_comm *c, const struct plx_coll_args *a)
     return c->be->ops.isend && c->be->ops.irecv && a->mem_kind == PLX_MEM_HOST;
 }
 
+/* The arguments of a collective other than barrier: element type,
+ * reduction, root, a count the address space holds, and the buffers this
+ * rank needs. */
+static int check_args(const struct plx_comm *c, const struct plx_coll_args *a, const char *what)
+{
+    size_t total;
+    if (!elem_ok(a->dtype))
+        return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': invalid dtype %d", what, c->name, a->dtype);
+    if (plx__call_has_op(a->coll) && (a->op < 0 || a->op >= PLX_REDOP_COUNT))
+        return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': invalid reduction op %d", what, c->name, a->op);
+    if (plx__call_has_root(a->coll) && (a->root < 0 || a->root >= c->size))
+        return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': root %d is not a rank of a communicator of size %d",
+                        what, c->name, a->root, c->size);
+    if (total_elems(c, a->coll, a->count, &total) != 0 || total > SIZE_MAX / plx_dtype_size(a->dtype))
+        return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': count %zu overflows the address space", what, c->name,
+                        a->count);
+    if (!a->count)
+        return 0;
+    /* Which buffers must exist on this rank. */
+    int need_send = !(a->coll == PLX_COLL_SCATTER && c->rank != a->root) && a->coll != PLX_COLL_BROADCAST;
+    int need_recv = !((a->coll == PLX_COLL_REDUCE || a->coll == PLX_COLL_GATHER) && c->rank != a->root);
+    if ((need_send && !a->send) || (need_recv && !a->recv))
+        return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': %s buffer is NULL with count %zu", what, c->name,
+                        need_send && !a->send ? "send" : "receive", a->count);
+    return 0;
+}
+
+/* Run a on the backend's own collective (fingerprint checked first where
+ * the communicator checks every native call); w NULL means blocking. */
+static int run_native(struct plx_comm *c, struct plx_coll_args *a, const char *what, const struct plx__fp *fp,
+                      int scale_avg, struct plx__lowp_avg *lowp, struct plx_work **w)
+{
+    int rc;
+    void *req = NULL;
+    if (plx__fp_native_mode(c) == PLX__FP_NATIVE_EVERY && (rc = plx__fp_native_check(c, fp)) != 0) {
+        char msg[sizeof c->failed_msg];
+        plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", what, (unsigned long long)a->seq, c->name, c->be->name);
+        snprintf(msg, sizeof msg, "%s", plx_last_error());
+        rc = plx__comm_fail(c, rc, msg, sizeof msg);
+        plx__ledger_state(c, a->seq, PLX__OP_FAILED);
+        return plx__lowp_avg_end(lowp, rc);
+    }
+    plx__ledger_state(c, a->seq, PLX__OP_RUNNING);
+    if ((rc = c->be->ops.collective(c->bc, a, &req)) != 0) {
+        plx__ledger_state(c, a->seq, PLX__OP_FAILED);
+        plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", what, (unsigned long long)a->seq, c->name, c->be->name);
+        return plx__lowp_avg_end(lowp, rc);
+    }
+    if (w)
+        return plx__work_native(c, a, scale_avg, lowp, req, w);
+    struct plx_work ws, *tmp = &ws;
+    plx__work_native_init(tmp, c, a, scale_avg, lowp, req);
+    /* The backend enforces the op's timeout itself and can say which rank
+     * is missing; the core's wait is a backstop a little later. */
+    int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
+    rc = plx_work_wait(tmp, t + t / 4 + 500);
+    if (!tmp->done) {
+        char msg[sizeof c->failed_msg];
+        snprintf(msg, sizeof msg, "%s", plx_last_error());
+        rc = plx__comm_fail(c, rc, msg, sizeof msg);
+        plx__ledger_state(c, a->seq, PLX__OP_FAILED);
+        c->be->ops.req_free(c->bc, tmp->req); /* cancel: the caller's buffers are returned */
+        tmp->req = NULL;
+        tmp->done = 1;
+        plx__err(rc, "%s", msg);
+    }
+    plx__work_native_release(tmp);
+    return rc;
+}
+
 /* Validate and run a collective; w NULL means blocking. */
 static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_op_options *o, struct plx_work **w)
 {
     const char *what = plx_coll_name(a->coll);
-    size_t total;
     plx__err_clear();
     if (!c)
         return plx__err(PLX_ERR_INVALID_ARG, "%s: comm is NULL", what);
@@ -187,26 +246,8 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     int rc = check_usable(c, what);
     if (rc)
         return rc;
-    if (a->coll != PLX_COLL_BARRIER) {
-        if (!elem_ok(a->dtype))
-            return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': invalid dtype %d", what, c->name, a->dtype);
-        if (has_op(a->coll) && (a->op < 0 || a->op >= PLX_REDOP_COUNT))
-            return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': invalid reduction op %d", what, c->name, a->op);
-        if (has_root(a->coll) && (a->root < 0 || a->root >= c->size))
-            return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': root %d is not a rank of a communicator of size %d",
-                            what, c->name, a->root, c->size);
-        if (total_elems(c, a->coll, a->count, &total) != 0 || total > SIZE_MAX / plx_dtype_size(a->dtype))
-            return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': count %zu overflows the address space", what,
-                            c->name, a->count);
-        if (a->count) {
-            /* Which buffers must exist on this rank. */
-            int need_send = !(a->coll == PLX_COLL_SCATTER && c->rank != a->root) && a->coll != PLX_COLL_BROADCAST;
-            int need_recv = !((a->coll == PLX_COLL_REDUCE || a->coll == PLX_COLL_GATHER) && c->rank != a->root);
-            if ((need_send && !a->send) || (need_recv && !a->recv))
-                return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': %s buffer is NULL with count %zu", what, c->name,
-                                need_send && !a->send ? "send" : "receive", a->count);
-        }
-    }
+    if (a->coll != PLX_COLL_BARRIER && (rc = check_args(c, a, what)) != 0)
+        return rc;
     int staged;
     if ((rc = resolve_mem(c, o, what, a->send, a->recv, &a->mem_kind, &staged)) != 0)
         return rc;
@@ -240,50 +281,15 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
         return plx__lowp_avg_end(lowp, plx__err(PLX_ERR_UNSUPPORTED,
                         "%s(%s, %s) on '%s': backend '%s' cannot run it natively and has no point-to-point "
                         "for the core's generic algorithm (choose one that has, e.g. PLEXUS_BACKEND=tcp)", what, plx_dtype_name(a->dtype),
-                        has_op(a->coll) ? plx_redop_name(a->op) : "-", c->name, c->be->name));
+                        plx__call_has_op(a->coll) ? plx_redop_name(a->op) : "-", c->name, c->be->name));
     a->seq = user.seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
     if (!w)
         a->flags |= PLX_COLL_FLAG_BLOCKING;
     struct plx__fp fp = plx__fp_of(c, &user);
     plx__ledger_post(c, &fp, a->coll == PLX_COLL_BARRIER ? 0 : user.count * plx_dtype_size(user.dtype));
 
-    if (native) {
-        void *req = NULL;
-        if (plx__fp_native_mode(c) == PLX__FP_NATIVE_EVERY && (rc = plx__fp_native_check(c, &fp)) != 0) {
-            char msg[sizeof c->failed_msg];
-            plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", what, (unsigned long long)a->seq, c->name, c->be->name);
-            snprintf(msg, sizeof msg, "%s", plx_last_error());
-            rc = plx__comm_fail(c, rc, msg, sizeof msg);
-            plx__ledger_state(c, a->seq, PLX__OP_FAILED);
-            return plx__lowp_avg_end(lowp, rc);
-        }
-        plx__ledger_state(c, a->seq, PLX__OP_RUNNING);
-        if ((rc = c->be->ops.collective(c->bc, a, &req)) != 0) {
-            plx__ledger_state(c, a->seq, PLX__OP_FAILED);
-            plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", what, (unsigned long long)a->seq, c->name, c->be->name);
-            return plx__lowp_avg_end(lowp, rc);
-        }
-        if (w)
-            return plx__work_native(c, a, scale_avg, lowp, req, w);
-        struct plx_work ws, *tmp = &ws;
-        plx__work_native_init(tmp, c, a, scale_avg, lowp, req);
-        /* The backend enforces the op's timeout itself and can say which rank
-         * is missing; the core's wait is a backstop a little later. */
-        int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
-        rc = plx_work_wait(tmp, t + t / 4 + 500);
-        if (!tmp->done) {
-            char msg[sizeof c->failed_msg];
-            snprintf(msg, sizeof msg, "%s", plx_last_error());
-            rc = plx__comm_fail(c, rc, msg, sizeof msg);
-            plx__ledger_state(c, a->seq, PLX__OP_FAILED);
-            c->be->ops.req_free(c->bc, tmp->req); /* cancel: the caller's buffers are returned */
-            tmp->req = NULL;
-            tmp->done = 1;
-            plx__err(rc, "%s", msg);
-        }
-        plx__work_native_release(tmp);
-        return rc;
-    }
+    if (native)
+        return run_native(c, a, what, &fp, scale_avg, lowp, w);
     if (!w)
         return plx__lowp_avg_end(lowp, plx__run_generic_blocking(c, a, &fp));
     return plx__work_generic(c, a, lowp, &fp, w);

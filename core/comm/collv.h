@@ -9,11 +9,12 @@
 
 #include <stddef.h>
 
+#include "callname.h"
 #include "plexus/backend.h"
 
 static inline int plx__coll_is_v(int coll)
 {
-    return coll == PLX_COLL_ALLTOALLV || coll == PLX_COLL_ALLGATHERV;
+    return plx__call_is_v(coll);
 }
 
 /* Free a's layout block (work.c, executor.c, when a work is freed). No-op

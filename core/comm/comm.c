@@ -391,6 +391,47 @@ static int cmp_split(const void *a, const void *b)
     return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
+/* Where this rank lands in its color: every rank learns every (color,
+ * key), since both split paths need the child's rank and size; ranks of a
+ * color order by key, then by parent rank. */
+static int split_place(struct plx_comm *c, int color, int key, int *new_rank, int *size)
+{
+    struct split_entry mine = {color, key, c->rank, 0};
+    struct split_entry *all = calloc((size_t)c->size, sizeof *all);
+    if (!all)
+        return plx__err(PLX_ERR_NOMEM, "plx_comm_split: out of memory");
+    int rc = plx_allgather(c, &mine, all, 4, PLX_I32);
+    if (rc != 0) {
+        free(all);
+        plx__err_prefix("plx_comm_split(rank %d): ", c->rank);
+        return rc;
+    }
+    int n = 0;
+    for (int i = 0; i < c->size; i++)
+        if (all[i].color == color)
+            all[n++] = all[i];
+    qsort(all, (size_t)n, sizeof *all, cmp_split);
+    for (int i = 0; i < n; i++)
+        if (all[i].rank == c->rank)
+            *new_rank = i;
+    *size = n;
+    free(all);
+    return 0;
+}
+
+/* The child's store: the parent's, under the parent's keys and the child's
+ * name, so a split of the next generation never meets this one's. */
+static int split_store(const struct plx_comm *c, struct plx_comm *child)
+{
+    plx__store_retain(c->base_store);
+    child->base_store = c->base_store;
+    size_t n = strlen(c->key_root) + strlen(child->name) - strlen(c->name) + 1;
+    if (!(child->key_root = malloc(n)))
+        return plx__err(PLX_ERR_NOMEM, "plx_comm_split: out of memory");
+    snprintf(child->key_root, n, "%s%s", c->key_root, child->name + strlen(c->name));
+    return plx__store_prefixed(c->base_store, child->key_root, &child->store);
+}
+
 PLX_API int plx_comm_split(struct plx_comm *c, int color, int key, struct plx_comm **out)
 {
     return plx__comm_split_on(c, color, key, c ? c->be : NULL, out);
@@ -404,28 +445,11 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
     if (color < 0 && color != PLX_UNDEFINED)
         return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_split: color %d is negative (use PLX_UNDEFINED)", color);
 
-    struct split_entry mine = {color, key, c->rank, 0};
-    struct split_entry *all = calloc((size_t)c->size, sizeof *all);
-    if (!all)
-        return plx__err(PLX_ERR_NOMEM, "plx_comm_split: out of memory");
-    /* Everyone learns every (color, key): both paths need rank and size of the child. */
-    int rc = plx_allgather(c, &mine, all, 4, PLX_I32);
-    if (rc != 0) {
-        free(all);
-        plx__err_prefix("plx_comm_split(rank %d): ", c->rank);
+    int new_rank = -1, n = 0;
+    int rc = split_place(c, color, key, &new_rank, &n);
+    if (rc != 0)
         return rc;
-    }
     uint64_t seq = c->split_seq++;
-    int n = 0;
-    for (int i = 0; i < c->size; i++)
-        if (all[i].color == color)
-            all[n++] = all[i];
-    qsort(all, (size_t)n, sizeof *all, cmp_split);
-    int new_rank = -1;
-    for (int i = 0; i < n; i++)
-        if (all[i].rank == c->rank)
-            new_rank = i;
-    free(all);
 
     char name[512];
     snprintf(name, sizeof name, "%s/split%llu.%d", c->name, (unsigned long long)seq, color);
@@ -454,20 +478,8 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
     child->local_rank = new_rank; /* refined by a device mesh, not known here */
     child->local_size = n;
     child->timeout_ms = c->timeout_ms;
-    if (c->base_store) {
-        plx__store_retain(c->base_store);
-        child->base_store = c->base_store;
-        /* Under the parent's keys: a split of the next generation never
-         * meets this one's. */
-        size_t n = strlen(c->key_root) + strlen(name) - strlen(c->name) + 1;
-        if (!(child->key_root = malloc(n))) {
-            rc = plx__err(PLX_ERR_NOMEM, "plx_comm_split: out of memory");
-            goto fail;
-        }
-        snprintf(child->key_root, n, "%s%s", c->key_root, name + strlen(c->name));
-        if ((rc = plx__store_prefixed(c->base_store, child->key_root, &child->store)) != 0)
-            goto fail;
-    }
+    if (c->base_store && (rc = split_store(c, child)) != 0)
+        goto fail;
     /* The child inherits the parent's options: the backend reads them now. */
     const struct plx_config *outer = plx__config_use(child->config);
     if (native) {

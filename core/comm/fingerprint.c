@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "callname.h"
 #include "comm.h"
 #include "error.h"
 #include "host.h"
@@ -69,17 +70,6 @@ struct plx__fp_io {
 #define IO_BOUNCE_AT ((sizeof(struct plx__fp_io) + 63) & ~(size_t)63)
 #define IO_REQS_AT (IO_BOUNCE_AT + ((sizeof(struct fp_wire) + FP_INLINE + 63) & ~(size_t)63))
 
-static int has_op(int coll)
-{
-    return coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER;
-}
-
-static int has_root(int coll)
-{
-    return coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE || coll == PLX_COLL_GATHER ||
-           coll == PLX_COLL_SCATTER;
-}
-
 struct plx__fp plx__fp_of(const struct plx_comm *c, const struct plx_coll_args *a)
 {
     (void)c;
@@ -88,9 +78,9 @@ struct plx__fp plx__fp_of(const struct plx_comm *c, const struct plx_coll_args *
         f.count = 0;
         f.dtype = -1;
     }
-    if (has_op(a->coll))
+    if (plx__call_has_op(a->coll))
         f.op = a->op;
-    if (has_root(a->coll))
+    if (plx__call_has_root(a->coll))
         f.root = a->root;
     return f;
 }
@@ -115,25 +105,9 @@ uint32_t plx__fp_hash(const struct plx__fp *f)
     return (uint32_t)(h ^ (h >> 32));
 }
 
-static const char *safe_name(const char *s)
-{
-    return s ? s : "?";
-}
-
 char *plx__fp_format(const struct plx__fp *f, char *buf, size_t len)
 {
-    const char *kind = f->coll >= 0 && f->coll < PLX_COLL_COUNT ? plx_coll_name(f->coll) : "unknown";
-    if (f->coll == PLX_COLL_BARRIER) {
-        snprintf(buf, len, "%s(seq %llu)", kind, (unsigned long long)f->seq);
-        return buf;
-    }
-    char op[32] = "", root[32] = "";
-    if (f->op >= 0)
-        snprintf(op, sizeof op, ", %s", safe_name(plx_redop_name(f->op)));
-    if (f->root >= 0)
-        snprintf(root, sizeof root, ", root %d", f->root);
-    snprintf(buf, len, "%s(seq %llu, %s%s, count %llu%s)", kind, (unsigned long long)f->seq,
-             safe_name(plx_dtype_name(f->dtype)), op, (unsigned long long)f->count, root);
+    plx__call_describe(f->coll, f->seq, f->dtype, f->op, f->count, f->root, buf, len);
     return buf;
 }
 

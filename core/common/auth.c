@@ -7,6 +7,7 @@
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -32,6 +33,31 @@ int plx__auth_secret_ok(const char *secret, char *why, size_t why_len)
                  PLX__AUTH_ENV, n, PLX__AUTH_MIN_SECRET);
         return -1;
     }
+    return 0;
+}
+
+int plx__auth_policy(const char *section, const char *mode, const char *secret, const char **use, char *why,
+                     size_t why_len)
+{
+    *use = NULL;
+    if (mode && !strcasecmp(mode, "off")) {
+        snprintf(why, why_len, "[%s] auth = off", section);
+        return 0;
+    }
+    if (!secret || !*secret) {
+        if (mode && !strcasecmp(mode, "on")) {
+            snprintf(why, why_len, "[%s] auth = on, but %s is not set (plexus-run sets one)", section,
+                     PLX__AUTH_ENV);
+            return -1;
+        }
+        snprintf(why, why_len, "no %s in the environment (plexus-run sets one; --no-auth leaves it out)",
+                 PLX__AUTH_ENV);
+        return 0;
+    }
+    if (plx__auth_secret_ok(secret, why, why_len))
+        return -1;
+    snprintf(why, why_len, "it proves %s", PLX__AUTH_ENV);
+    *use = secret;
     return 0;
 }
 

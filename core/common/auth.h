@@ -53,6 +53,17 @@ struct plx__auth {
 /* Check a secret's form: 0, or -1 with why filled. */
 int plx__auth_secret_ok(const char *secret, char *why, size_t why_len);
 
+/* The job's one authentication policy, for each side that may ask for it
+ * (the tcp:// store reads [core] auth, the tcp transport [tcp] auth, and
+ * plexus-info reports both as they will decide): mode is that section's
+ * auth value (auto, on or off; NULL: auto), secret what PLX__AUTH_ENV holds
+ * (NULL: unset). Returns 0 with *use the secret to prove, or NULL for the
+ * plain protocol (off, or auto without a secret) with why saying which;
+ * -1 with why filled where the job must not start: on without a secret, or
+ * a secret too short. */
+int plx__auth_policy(const char *section, const char *mode, const char *secret, const char **use, char *why,
+                     size_t why_len);
+
 /* Start a handshake for role with secret (borrowed) and ctx (copied; at
  * most 127 bytes are used). Returns 0, or -1 if libsodium cannot start. */
 int plx__auth_init(struct plx__auth *a, int role, const char *secret, const char *ctx);

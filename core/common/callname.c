@@ -5,21 +5,31 @@
 
 #include "plexus/plexus.h"
 
-static const char *const colls[PLX_COLL_COUNT] = {"allreduce", "broadcast", "reduce", "allgather", "reduce_scatter",
-                                                  "gather", "scatter", "alltoall", "barrier", "send", "recv"};
+static const struct {
+    const char *name;
+    unsigned char op, root, v;
+} colls[PLX_COLL_COUNT] = {
+#define COLL(kind, val, name, op, root, v) [PLX_COLL_##kind] = {name, op, root, v},
+    PLX_COLL_MAP(COLL)
+#undef COLL
+};
 static const char *const dtypes[PLX_DTYPE_COUNT] = {"i8", "u8", "i32", "u32", "i64", "u64", "f16", "bf16", "f32",
                                                     "f64"};
 static const char *const redops[PLX_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
 
 int plx__call_has_op(int coll)
 {
-    return coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER;
+    return coll >= 0 && coll < PLX_COLL_COUNT && colls[coll].op;
 }
 
 int plx__call_has_root(int coll)
 {
-    return coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE || coll == PLX_COLL_GATHER ||
-           coll == PLX_COLL_SCATTER;
+    return coll >= 0 && coll < PLX_COLL_COUNT && colls[coll].root;
+}
+
+int plx__call_is_v(int coll)
+{
+    return coll >= 0 && coll < PLX_COLL_COUNT && colls[coll].v;
 }
 
 int plx__call_valid(int coll, int dtype, int op)
@@ -30,7 +40,7 @@ int plx__call_valid(int coll, int dtype, int op)
 
 void plx__call_describe(int coll, uint64_t seq, int dtype, int op, uint64_t count, int root, char *out, size_t len)
 {
-    const char *kind = coll >= 0 && coll < PLX_COLL_COUNT ? colls[coll] : "?";
+    const char *kind = coll >= 0 && coll < PLX_COLL_COUNT ? colls[coll].name : "?";
     if (coll == PLX_COLL_BARRIER) {
         snprintf(out, len, "barrier(seq %llu)", (unsigned long long)seq);
         return;

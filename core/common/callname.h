@@ -9,9 +9,11 @@
 
 /* Fields out of range print as "?" (a corrupt header stays readable). */
 void plx__call_describe(int coll, uint64_t seq, int dtype, int op, uint64_t count, int root, char *out, size_t len);
-/* 1 if the collective takes a reduction op / a root (what two calls must agree on). */
+/* 1 if the collective takes a reduction op / a root (what two calls must
+ * agree on) / per-rank counts; from PLX_COLL_MAP (plexus.h). */
 int plx__call_has_op(int coll);
 int plx__call_has_root(int coll);
+int plx__call_is_v(int coll);
 /* 1 if every field names something real. */
 int plx__call_valid(int coll, int dtype, int op);
 

@@ -200,7 +200,8 @@ HALF_KERNEL(f16_kernel_generic, h2f, f2h)
 HALF_KERNEL(bf16_kernel_generic, bf2f, f2bf)
 
 /* x86-64 with F16C: the conversion instructions (round to nearest even,
- * subnormals, NaN quietened), 8 at a time; ~5x the generic loop. */
+ * subnormals, NaN quietened), 8 at a time, where the generic loop converts
+ * each element with integer arithmetic. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #include <immintrin.h>

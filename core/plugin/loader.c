@@ -105,39 +105,46 @@ static int required_env_set(struct plx__backend *b)
     return 0;
 }
 
-/* Load, negotiate, validate and probe one backend; the outcome is its state. */
-static void load_one(struct plx__backend *b)
+/* The library's entry point, or NULL with the backend marked broken (no
+ * library, not loadable, not a plexus backend, or one of another ABI major). */
+static plx_backend_entry_v1_fn open_entry(struct plx__backend *b)
 {
-    if (!required_env_set(b))
-        return;
     struct stat st;
     if (stat(b->library, &st) != 0) {
         set_state(b, PLX_STATE_BROKEN, "library %s not found (from %s)", b->library, b->dropin);
-        return;
+        return NULL;
     }
     void *h = dlopen(b->library, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
         set_state(b, PLX_STATE_BROKEN, "cannot load %s: %s (not a shared object, or a dependency is missing?)",
                   b->library, e ? e : "unknown error");
-        return;
+        return NULL;
     }
     plx_backend_entry_v1_fn entry = (plx_backend_entry_v1_fn)dlsym(h, PLX_BACKEND_ENTRY_V1_NAME);
-    if (!entry) {
-        for (int major = 9; major >= 2; major--) {
-            char sym[64];
-            snprintf(sym, sizeof sym, "plx_backend_entry_v%d", major);
-            if (dlsym(h, sym)) {
-                set_state(b, PLX_STATE_BROKEN,
-                          "%s is built for plugin ABI major %d; this plexus supports major %d (no %s)", b->library,
-                          major, PLX_ABI_MAJOR, PLX_BACKEND_ENTRY_V1_NAME);
-                return;
-            }
+    if (entry)
+        return entry;
+    for (int major = 9; major >= 2; major--) {
+        char sym[64];
+        snprintf(sym, sizeof sym, "plx_backend_entry_v%d", major);
+        if (dlsym(h, sym)) {
+            set_state(b, PLX_STATE_BROKEN,
+                      "%s is built for plugin ABI major %d; this plexus supports major %d (no %s)", b->library,
+                      major, PLX_ABI_MAJOR, PLX_BACKEND_ENTRY_V1_NAME);
+            return NULL;
         }
-        set_state(b, PLX_STATE_BROKEN, "%s is not a plexus backend: no symbol %s", b->library,
-                  PLX_BACKEND_ENTRY_V1_NAME);
-        return;
     }
+    set_state(b, PLX_STATE_BROKEN, "%s is not a plexus backend: no symbol %s", b->library,
+              PLX_BACKEND_ENTRY_V1_NAME);
+    return NULL;
+}
+
+/* Call the entry point, agree on the minor and take the plugin's table into
+ * b->ops, checked: the minor it answers, the table's size, the required
+ * operations, the request size, its name. Returns 0 and the minor the
+ * plugin was built for, or -1 with the backend marked broken. */
+static int negotiate(struct plx__backend *b, plx_backend_entry_v1_fn entry, uint32_t *built_for)
+{
     b->host_ctx = (struct plx__host_ctx){.be = b};
     plx__host_init(&b->host, &b->host_ctx);
     uint32_t minor = PLX_ABI_MINOR;
@@ -147,17 +154,17 @@ static void load_one(struct plx__backend *b)
     if (rc != 0 || !desc) {
         set_state(b, PLX_STATE_BROKEN, "%s: entry point failed: %s%s%s", b->library, plx_err_name(rc),
                   plx_last_error()[0] ? ": " : "", plx_last_error());
-        return;
+        return -1;
     }
     if (minor > PLX_ABI_MINOR) {
         set_state(b, PLX_STATE_BROKEN, "%s answered ABI minor %u, newer than this plexus's %u (it must answer the "
                   "smaller of the two)", b->library, minor, PLX_ABI_MINOR);
-        return;
+        return -1;
     }
     if (desc->struct_size < ABI_1_0_SIZE) {
         set_state(b, PLX_STATE_BROKEN, "%s: struct plx_backend is %u bytes, smaller than ABI 1.0's %zu",
                   b->library, desc->struct_size, (size_t)ABI_1_0_SIZE);
-        return;
+        return -1;
     }
     /* Copy what the plugin has; fields beyond its size read as NULL/0. A size
      * that ends inside a field must not leave part of a pointer behind, so it
@@ -169,34 +176,33 @@ static void load_one(struct plx__backend *b)
     b->ops.struct_size = (uint32_t)sizeof b->ops;
     b->abi_major = PLX_ABI_MAJOR;
     b->abi_minor = minor;
+    *built_for = desc->abi_minor;
     int miss = missing_required(&b->ops);
     if (miss >= 0) {
         set_state(b, PLX_STATE_BROKEN, "%s lacks the required operation '%s'", b->library, required_ops[miss]);
-        return;
+        return -1;
     }
     if (minor < 5)
         b->ops.req_size = 0; /* a field of a newer minor than the one agreed */
     if (b->ops.req_size > PLX__REQ_SIZE_MAX) {
         set_state(b, PLX_STATE_BROKEN, "%s asks for %zu-byte requests; ABI 1.5 allows at most %d", b->library,
                   b->ops.req_size, PLX__REQ_SIZE_MAX);
-        return;
+        return -1;
     }
     if (!b->ops.name || strcmp(b->ops.name, b->name)) {
         set_state(b, PLX_STATE_BROKEN, "%s declares the name '%s' but its drop-in section is [%s] (%s)", b->library,
                   b->ops.name ? b->ops.name : "(null)", b->name, b->dropin);
-        return;
+        return -1;
     }
-    if ((rc = declare_keys(b)) != 0) {
-        set_state(b, PLX_STATE_BROKEN, "%s", plx_last_error());
-        return;
-    }
-    plx__log(PLX_LOG_DEBUG, "loader", "loaded %s: backend '%s' %s, ABI %u.%u (plugin built for %u.%u, core %u.%u)",
-             b->library, b->name, b->ops.version ? b->ops.version : "?", b->abi_major, b->abi_minor, PLX_ABI_MAJOR,
-             desc->abi_minor, PLX_ABI_MAJOR, PLX_ABI_MINOR);
-    b->state = PLX_STATE_LOADED;
+    return 0;
+}
 
+/* A loaded backend's capabilities and its probe's verdict, as its state. */
+static void probe_one(struct plx__backend *b)
+{
     b->caps = (struct plx_caps){.struct_size = sizeof b->caps};
-    if ((rc = b->ops.get_caps(NULL, &b->caps)) != 0) {
+    int rc = b->ops.get_caps(NULL, &b->caps);
+    if (rc != 0) {
         set_state(b, PLX_STATE_BROKEN, "get_caps failed: %s", plx_err_name(rc));
         return;
     }
@@ -211,6 +217,26 @@ static void load_one(struct plx__backend *b)
         set_state(b, PLX_STATE_UNAVAILABLE, "%s", pr.reason);
     else
         set_state(b, PLX_STATE_BROKEN, "%s", pr.reason[0] ? pr.reason : "probe says broken");
+}
+
+/* Load, negotiate, validate and probe one backend; the outcome is its state. */
+static void load_one(struct plx__backend *b)
+{
+    if (!required_env_set(b))
+        return;
+    plx_backend_entry_v1_fn entry = open_entry(b);
+    uint32_t built_for = 0;
+    if (!entry || negotiate(b, entry, &built_for) != 0)
+        return;
+    if (declare_keys(b) != 0) {
+        set_state(b, PLX_STATE_BROKEN, "%s", plx_last_error());
+        return;
+    }
+    plx__log(PLX_LOG_DEBUG, "loader", "loaded %s: backend '%s' %s, ABI %u.%u (plugin built for %u.%u, core %u.%u)",
+             b->library, b->name, b->ops.version ? b->ops.version : "?", b->abi_major, b->abi_minor, PLX_ABI_MAJOR,
+             built_for, PLX_ABI_MAJOR, PLX_ABI_MINOR);
+    b->state = PLX_STATE_LOADED;
+    probe_one(b);
 }
 
 static struct plx__backend *find_locked(const char *name)

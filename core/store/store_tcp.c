@@ -67,19 +67,11 @@ int plx__store_limits_from_config(struct plx__store_limits *lim)
     if (lim->max_clients < 1 || lim->max_pending < 1 || lim->max_key < 1)
         return plx__err(PLX_ERR_CONFIG, "[core] store_max_clients, store_max_pending and store_max_key_bytes "
                                         "must be at least 1");
-    const char *mode = plx__config_get("core", "auth"), *secret = getenv(PLX__AUTH_ENV);
-    if (mode && !strcasecmp(mode, "off"))
-        return 0; /* torch-compatible: plain TCPStore */
-    if (!secret || !*secret) {
-        if (mode && !strcasecmp(mode, "on"))
-            return plx__err(PLX_ERR_CONFIG, "%s: [core] auth = on, but %s is not set (plexus-run sets one)",
-                            plx__config_origin("core", "auth"), PLX__AUTH_ENV);
-        return 0;
-    }
-    char why[160];
-    if (plx__auth_secret_ok(secret, why, sizeof why))
-        return plx__err(PLX_ERR_CONFIG, "store: %s", why);
-    lim->secret = secret;
+    /* Without a secret: torch-compatible, a plain TCPStore. */
+    char why[200];
+    if (plx__auth_policy("core", plx__config_get("core", "auth"), getenv(PLX__AUTH_ENV), &lim->secret, why,
+                         sizeof why))
+        return plx__err(PLX_ERR_CONFIG, "store: %s ([core] auth from %s)", why, plx__config_origin("core", "auth"));
     return 0;
 }
 

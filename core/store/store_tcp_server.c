@@ -285,6 +285,110 @@ static void wake_waiters(struct plx__store_server *s)
     }
 }
 
+/* COMPARE_SET: the new value goes in when the current one is the expected
+ * one (no key counts as an empty expected value); the answer is the value
+ * the key holds afterwards (the expected one if the key is missing). */
+static int compare_set(struct plx__store_server *s, struct conn *c, const struct plx__store_req *q)
+{
+    struct kv *e = kv_find(s, q->str[0], q->len[0]);
+    const char *cur = e ? e->val : NULL;
+    size_t cl = e ? e->vlen : 0;
+    if ((!e && q->len[1] == 0) || (e && cl == q->len[1] && !memcmp(cur, q->str[1], cl))) {
+        if (kv_set(s, q->str[0], q->len[0], q->str[2], q->len[2]))
+            return -1;
+        wake_waiters(s);
+        return reply_bytes(c, q->str[2], q->len[2]);
+    }
+    return e ? reply_bytes(c, cur, cl) : reply_bytes(c, q->str[1], q->len[1]);
+}
+
+/* ADD: the key holds a decimal number (a missing one counts as 0); the
+ * sum wraps as torch's does and is both stored and answered. */
+static int add_number(struct plx__store_server *s, struct conn *c, const struct plx__store_req *q)
+{
+    struct kv *e = kv_find(s, q->str[0], q->len[0]);
+    int64_t v = 0;
+    if (e) {
+        char tmp[32] = {0};
+        memcpy(tmp, e->val, e->vlen < 31 ? e->vlen : 31);
+        v = strtoll(tmp, NULL, 10);
+    }
+    v = (int64_t)((uint64_t)v + (uint64_t)q->delta);
+    char text[32];
+    int n = snprintf(text, sizeof text, "%lld", (long long)v);
+    if (kv_set(s, q->str[0], q->len[0], text, (size_t)n))
+        return -1;
+    wake_waiters(s);
+    return reply(c, &v, 8);
+}
+
+/* CHECK: READY when every key exists. */
+static int check_keys(struct plx__store_server *s, struct conn *c, const struct plx__store_req *q)
+{
+    uint8_t r = PLX__READY;
+    for (size_t i = 0; i < q->nkeys; i++) {
+        const char *k;
+        size_t l;
+        plx__store_req_key(q, i, &k, &l);
+        if (!kv_find(s, k, l))
+            r = PLX__NOT_READY;
+    }
+    return reply(c, &r, 1);
+}
+
+/* WAIT: c keeps the keys and is answered (wake_waiters) once all exist;
+ * at most [core] store_max_pending keys, so a client cannot make the
+ * server hold without bound. */
+static int wait_keys(struct plx__store_server *s, struct conn *c, const struct plx__store_req *q)
+{
+    if (q->nkeys > s->lim.max_pending) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "WAIT on %zu keys: more than [core] store_max_pending = %zu; refused", q->nkeys,
+                 s->lim.max_pending);
+        drop(c, msg);
+        return 0;
+    }
+    c->wait_keys = calloc(q->nkeys ? q->nkeys : 1, sizeof *c->wait_keys);
+    c->wait_lens = calloc(q->nkeys ? q->nkeys : 1, sizeof *c->wait_lens);
+    if (!c->wait_keys || !c->wait_lens)
+        return -1;
+    for (size_t i = 0; i < q->nkeys; i++) {
+        const char *k;
+        size_t l;
+        plx__store_req_key(q, i, &k, &l);
+        if (!(c->wait_keys[i] = malloc(l ? l : 1)))
+            return -1;
+        memcpy(c->wait_keys[i], k, l);
+        c->wait_lens[i] = l;
+        c->nwait = i + 1;
+    }
+    if (q->nkeys == 0) {
+        uint8_t r = PLX__STOP_WAITING;
+        return reply(c, &r, 1);
+    }
+    wake_waiters(s);
+    return 0;
+}
+
+/* DELETE_KEY: answers 1 if the key existed, else 0. */
+static int delete_key(struct plx__store_server *s, struct conn *c, const struct plx__store_req *q)
+{
+    int64_t n = 0;
+    for (struct kv **p = &s->kvs; *p; p = &(*p)->next)
+        if ((*p)->klen == q->len[0] && !memcmp((*p)->key, q->str[0], q->len[0])) {
+            struct kv *e = *p;
+            *p = e->next;
+            free(e->key);
+            free(e->val);
+            free(e);
+            n = 1;
+            break;
+        }
+    return reply(c, &n, 8);
+}
+
+/* Serve one decoded request of c. Returns 0, or -1 when c cannot be
+ * answered (out of memory, or the reply does not go): the caller drops c. */
 static int handle(struct plx__store_server *s, struct conn *c, const struct plx__store_req *q)
 {
     switch (q->type) {
@@ -293,18 +397,8 @@ static int handle(struct plx__store_server *s, struct conn *c, const struct plx_
             return -1;
         wake_waiters(s);
         return 0;
-    case PLX__Q_COMPARE_SET: {
-        struct kv *e = kv_find(s, q->str[0], q->len[0]);
-        const char *cur = e ? e->val : NULL;
-        size_t cl = e ? e->vlen : 0;
-        if ((!e && q->len[1] == 0) || (e && cl == q->len[1] && !memcmp(cur, q->str[1], cl))) {
-            if (kv_set(s, q->str[0], q->len[0], q->str[2], q->len[2]))
-                return -1;
-            wake_waiters(s);
-            return reply_bytes(c, q->str[2], q->len[2]);
-        }
-        return e ? reply_bytes(c, cur, cl) : reply_bytes(c, q->str[1], q->len[1]);
-    }
+    case PLX__Q_COMPARE_SET:
+        return compare_set(s, c, q);
     case PLX__Q_GET: {
         struct kv *e = kv_find(s, q->str[0], q->len[0]);
         if (!e) { /* as torch's server: clients WAIT first, so this is a protocol error */
@@ -313,82 +407,20 @@ static int handle(struct plx__store_server *s, struct conn *c, const struct plx_
         }
         return reply_bytes(c, e->val, e->vlen);
     }
-    case PLX__Q_ADD: {
-        struct kv *e = kv_find(s, q->str[0], q->len[0]);
-        int64_t v = 0;
-        if (e) {
-            char tmp[32] = {0};
-            memcpy(tmp, e->val, e->vlen < 31 ? e->vlen : 31);
-            v = strtoll(tmp, NULL, 10);
-        }
-        v = (int64_t)((uint64_t)v + (uint64_t)q->delta);
-        char text[32];
-        int n = snprintf(text, sizeof text, "%lld", (long long)v);
-        if (kv_set(s, q->str[0], q->len[0], text, (size_t)n))
-            return -1;
-        wake_waiters(s);
-        return reply(c, &v, 8);
-    }
-    case PLX__Q_CHECK: {
-        uint8_t r = PLX__READY;
-        for (size_t i = 0; i < q->nkeys; i++) {
-            const char *k;
-            size_t l;
-            plx__store_req_key(q, i, &k, &l);
-            if (!kv_find(s, k, l))
-                r = PLX__NOT_READY;
-        }
-        return reply(c, &r, 1);
-    }
-    case PLX__Q_WAIT: {
-        if (q->nkeys > s->lim.max_pending) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "WAIT on %zu keys: more than [core] store_max_pending = %zu; refused", q->nkeys,
-                     s->lim.max_pending);
-            drop(c, msg);
-            return 0;
-        }
-        c->wait_keys = calloc(q->nkeys ? q->nkeys : 1, sizeof *c->wait_keys);
-        c->wait_lens = calloc(q->nkeys ? q->nkeys : 1, sizeof *c->wait_lens);
-        if (!c->wait_keys || !c->wait_lens)
-            return -1;
-        for (size_t i = 0; i < q->nkeys; i++) {
-            const char *k;
-            size_t l;
-            plx__store_req_key(q, i, &k, &l);
-            if (!(c->wait_keys[i] = malloc(l ? l : 1)))
-                return -1;
-            memcpy(c->wait_keys[i], k, l);
-            c->wait_lens[i] = l;
-            c->nwait = i + 1;
-        }
-        if (q->nkeys == 0) {
-            uint8_t r = PLX__STOP_WAITING;
-            return reply(c, &r, 1);
-        }
-        wake_waiters(s);
-        return 0;
-    }
+    case PLX__Q_ADD:
+        return add_number(s, c, q);
+    case PLX__Q_CHECK:
+        return check_keys(s, c, q);
+    case PLX__Q_WAIT:
+        return wait_keys(s, c, q);
     case PLX__Q_GETNUMKEYS: {
         int64_t n = 0;
         for (struct kv *e = s->kvs; e; e = e->next)
             n++;
         return reply(c, &n, 8);
     }
-    case PLX__Q_DELETE_KEY: {
-        int64_t n = 0;
-        for (struct kv **p = &s->kvs; *p; p = &(*p)->next)
-            if ((*p)->klen == q->len[0] && !memcmp((*p)->key, q->str[0], q->len[0])) {
-                struct kv *e = *p;
-                *p = e->next;
-                free(e->key);
-                free(e->val);
-                free(e);
-                n = 1;
-                break;
-            }
-        return reply(c, &n, 8);
-    }
+    case PLX__Q_DELETE_KEY:
+        return delete_key(s, c, q);
     default:
         drop(c, "WATCH_KEY is not supported by this server");
         return 0;

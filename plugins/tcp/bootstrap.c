@@ -118,19 +118,10 @@ static int dial(const struct tcp_comm *c, const struct sockaddr_storage *to, uin
 /* The job secret, or NULL for the plain Gloo pair protocol. */
 static int job_secret(const struct tcp_comm *c, const char **out)
 {
-    const char *mode = plx_plugin_config_str(c->host, c->config, "auth"), *s = getenv(PLX__AUTH_ENV);
-    *out = NULL;
-    if (mode && !strcasecmp(mode, "off"))
-        return 0;
-    if (!s || !*s) {
-        if (mode && !strcasecmp(mode, "on"))
-            return err(c, PLX_ERR_CONFIG, "tcp: [tcp] auth = on, but %s is not set (plexus-run sets one)", PLX__AUTH_ENV);
-        return 0;
-    }
-    char why[160];
-    if (plx__auth_secret_ok(s, why, sizeof why))
+    char why[200];
+    if (plx__auth_policy("tcp", plx_plugin_config_str(c->host, c->config, "auth"), getenv(PLX__AUTH_ENV), out, why,
+                         sizeof why))
         return err(c, PLX_ERR_CONFIG, "tcp: %s", why);
-    *out = s;
     return 0;
 }
 
@@ -479,16 +470,216 @@ static int check_reachable(const struct tcp_comm *c, const struct plx_comm_args 
                peer, theirs, shown, c->rank, mine, peer);
 }
 
+/* One listener per pair (gloo gen-1), on the chosen address only, each
+ * listener's address written into this rank's slice of the list it
+ * publishes. The backlog leaves room for strangers ahead of the peer. */
+static int open_listeners(struct mesh *m, const struct tcp_addr *me, const char *shown, struct sockaddr_storage *mine,
+                          unsigned char *blob)
+{
+    struct tcp_comm *c = m->c;
+    int fam = me->ss.ss_family;
+    socklen_t alen = tcp__sockaddr_len((const struct sockaddr *)&me->ss);
+    for (int i = 0, k = 0; i < c->size; i++) {
+        if (i == c->rank)
+            continue;
+        struct sockaddr_storage sa = me->ss;
+        socklen_t sl = sizeof sa;
+        int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd >= 0)
+            set_bufs(c, fd); /* accepted sockets inherit them */
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, alen) || listen(fd, m->secret ? 16 : 1) ||
+            getsockname(fd, (struct sockaddr *)&sa, &sl)) {
+            int rc = err(c, PLX_ERR_SYSTEM, "tcp: rank %d cannot listen on %s (%s): %s", c->rank, shown, me->why,
+                         strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            return rc;
+        }
+        m->lfd[i] = fd;
+        mine[i] = sa;
+        unsigned char *slice = blob + (size_t)k++ * TCP_ADDR_BYTES;
+        memcpy(slice, &sa, alen);
+        memcpy(slice + marker_at(fam), marker, sizeof marker);
+        memset(slice + 128, 0xff, 8); /* seq = -1 */
+    }
+    return 0;
+}
+
+/* This rank's host name (which check_reachable compares) and its address
+ * list, under the keys gloo uses. */
+static int publish(const struct tcp_comm *c, const struct plx_comm_args *a, const unsigned char *blob)
+{
+    char key[32], hostname[256] = "localhost";
+    gethostname(hostname, sizeof hostname - 1);
+    snprintf(key, sizeof key, "rank_%d", c->rank);
+    int rc = c->host->store_set(a->store, key, hostname, strlen(hostname));
+    if (rc == 0) {
+        snprintf(key, sizeof key, "%d", c->rank);
+        rc = c->host->store_set(a->store, key, blob, (size_t)(c->size - 1) * TCP_ADDR_BYTES);
+    }
+    return rc;
+}
+
+/* Rank i's listener for this rank, out of the list rank i published; marks
+ * the peer eager when the list carries plexus's marker (a gloo peer's does
+ * not). t0: when this rank started waiting, for the timeout's message. */
+static int peer_address(struct mesh *m, int i, uint64_t deadline, uint64_t t0, int fam,
+                        struct sockaddr_storage *peer)
+{
+    struct tcp_comm *c = m->c;
+    int P = c->size, r = c->rank;
+    void *val = NULL;
+    size_t len = 0;
+    char key[32];
+    snprintf(key, sizeof key, "%d", i);
+    int64_t wait = left_ms(deadline);
+    int grc = c->host->store_get(m->args->store, key, &val, &len, wait > 0 ? wait : 1);
+    if (grc == PLX_ERR_TIMEOUT) {
+        m->blame = i;
+        return err(c, PLX_ERR_TIMEOUT, "tcp: rank %d never published its address (waited %lld ms)", i,
+                   (long long)((c->host->clock_ns() - t0) / 1000000u));
+    }
+    if (grc) /* the store itself failed (the core adds its reason) */
+        return err(c, grc, "tcp: rank %d lost the store while waiting for rank %d's address", r, i);
+    if (len != (size_t)(P - 1) * TCP_ADDR_BYTES) {
+        c->host->free(val);
+        return err(c, PLX_ERR_PROTOCOL, "tcp: rank %d published a %zu-byte address list, expected %d x %d bytes "
+                                        "(a gloo gen-2 peer, or a different world size?)",
+                   i, len, P - 1, TCP_ADDR_BYTES);
+    }
+    const unsigned char *slice = (const unsigned char *)val + (size_t)(r > i ? r - 1 : r) * TCP_ADDR_BYTES;
+    memcpy(peer, slice, sizeof *peer);
+    c->peers[i].eager = !memcmp(slice + marker_at(peer->ss_family), marker, sizeof marker);
+    c->host->free(val);
+    if (peer->ss_family != fam)
+        return err(c, PLX_ERR_UNSUPPORTED,
+                   "tcp: rank %d published an address of family %s, this rank one of %s (set [tcp] address or "
+                   "ifname so that every rank uses the same IP version)",
+                   i, peer->ss_family == AF_INET6 ? "IPv6" : peer->ss_family == AF_INET ? "IPv4" : "unknown",
+                   fam == AF_INET6 ? "IPv6" : "IPv4");
+    return 0;
+}
+
+/* gloo Pair::connect: compare addresses, then the raw (network order) port
+ * values; the larger side connects. Above zero: this side (mine) dials;
+ * below: it listens; zero: both are the same address. */
+static int pair_order(const struct sockaddr_storage *mine, const struct sockaddr_storage *peer)
+{
+    int cmp, mport, pport;
+    if (mine->ss_family == AF_INET) {
+        const struct sockaddr_in *m4 = (const struct sockaddr_in *)mine, *p4 = (const struct sockaddr_in *)peer;
+        cmp = memcmp(&m4->sin_addr, &p4->sin_addr, sizeof(struct in_addr));
+        mport = m4->sin_port;
+        pport = p4->sin_port;
+    } else {
+        const struct sockaddr_in6 *m6 = (const struct sockaddr_in6 *)mine, *p6 = (const struct sockaddr_in6 *)peer;
+        cmp = memcmp(&m6->sin6_addr, &p6->sin6_addr, sizeof(struct in6_addr));
+        mport = m6->sin6_port;
+        pport = p6->sin6_port;
+    }
+    return cmp != 0 ? cmp : mport - pport;
+}
+
+/* This rank is the larger side of the pair with rank i: its listener for i
+ * closes and it connects; with a secret, the connection first goes through
+ * the handshake, whose hello leaves now (the listener's clock runs from its
+ * accept). */
+static int dial_peer(struct mesh *m, int i, const struct sockaddr_storage *peer, const struct tcp_addr *me,
+                     uint64_t deadline)
+{
+    struct tcp_comm *c = m->c;
+    struct tcp_peer *p = &c->peers[i];
+    close(m->lfd[i]);
+    m->lfd[i] = -1;
+    int fd = -1, e = dial(c, peer, deadline, &fd);
+    if (e) {
+        m->blame = i;
+        return err(c, e == ETIMEDOUT ? PLX_ERR_TIMEOUT : PLX_ERR_PEER_LOST,
+                   "tcp: rank %d cannot connect to rank %d at %s: %s%s", c->rank, i, p->addr, strerror(e),
+                   tcp__is_loopback((const struct sockaddr *)peer) && !tcp__is_loopback((const struct sockaddr *)&me->ss)
+                       ? " (a loopback address: if that rank runs on another host, set [tcp] ifname or "
+                         "address there, e.g. PLEXUS_TCP_IFNAME=eth0)"
+                       : "");
+    }
+    if (!m->secret) {
+        p->fd = fd;
+        return 0;
+    }
+    int rc = shake_add(m, fd, i, PLX__AUTH_CLIENT, deadline, p->addr);
+    return rc ? rc : shake_step(m, m->nsh - 1);
+}
+
+/* Every other rank's address, and for each pair the side that dials does
+ * so now; the other side accepts it in connect_loop. */
+static int meet_peers(struct mesh *m, const struct tcp_addr *me, const struct sockaddr_storage *mine,
+                      uint64_t deadline)
+{
+    struct tcp_comm *c = m->c;
+    uint64_t t0 = c->host->clock_ns();
+    for (int i = 0; i < c->size; i++) {
+        if (i == c->rank)
+            continue;
+        struct sockaddr_storage peer;
+        struct tcp_peer *p = &c->peers[i];
+        int rc = peer_address(m, i, deadline, t0, me->ss.ss_family, &peer);
+        if (rc)
+            return rc;
+        fmt_addr(p->addr, sizeof p->addr, &peer);
+        if ((rc = check_reachable(c, m->args, i, me, &peer, p->addr)) != 0)
+            return rc;
+        int order = pair_order(&mine[i], &peer);
+        if (order == 0)
+            return err(c, PLX_ERR_PROTOCOL, "tcp: rank %d published this rank's own address %s", i, p->addr);
+        if (order < 0)
+            m->accepting[i] = 1;
+        else if ((rc = dial_peer(m, i, &peer, me, deadline)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* After the rendezvous: on failure, the peers still connected hear which
+ * rank it failed for; what the rendezvous opened closes; on success the
+ * connections are set for the data path (no Nagle, non-blocking). */
+static void finish_mesh(struct mesh *m, int rc)
+{
+    struct tcp_comm *c = m->c;
+    int P = c->size, r = c->rank;
+    /* Failed for want of a store or a peer nobody can name: a connected
+     * peer that has gone is the likely cause (the store's host died). */
+    int why = TCP_LOST_RENDEZVOUS;
+    for (int i = 0; rc && m->blame < 0 && i < P; i++)
+        if (i != r && tcp__hung_up(c->peers[i].fd)) {
+            m->blame = i;
+            why = TCP_LOST_CONNECTION;
+        }
+    if (rc && m->blame >= 0)
+        tell_peers(c, m->blame, why);
+    for (int k = 0; k < m->nsh; k++)
+        shake_close(m, k);
+    free(m->sh);
+    for (int i = 0; i < P; i++) {
+        if (m->lfd[i] >= 0)
+            close(m->lfd[i]);
+        struct tcp_peer *p = &c->peers[i];
+        if (rc == 0 && i != r) {
+            int one = 1;
+            setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            fcntl(p->fd, F_SETFL, fcntl(p->fd, F_GETFL) | O_NONBLOCK);
+        }
+    }
+}
+
 int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
 {
-    int P = c->size, r = c->rank, rc = 0;
+    int P = c->size, rc = 0;
     struct tcp_addr me;
     struct mesh m = {.c = c, .args = a, .blame = -1};
     if ((rc = tcp__choose_address(c->host, c->config, &me)) != 0 || (rc = job_secret(c, &m.secret)) != 0)
         return rc;
     char shown[80];
     fmt_addr(shown, sizeof shown, &me.ss);
-    c->host->log(c->host->ctx, PLX_LOG_DEBUG, "rank %d publishes %s: %s", r, shown, me.why);
+    c->host->log(c->host->ctx, PLX_LOG_DEBUG, "rank %d publishes %s: %s", c->rank, shown, me.why);
     /* Durations come in nanoseconds. */
     int64_t conn_ms = config_int(c, "connect_timeout_ms", a->timeout_ms * 1000000) / 1000000;
     m.auth_ms = config_int(c, "auth_timeout_ms", (int64_t)10000 * 1000000) / 1000000;
@@ -508,154 +699,15 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
     }
     for (int i = 0; i < P; i++)
         m.lfd[i] = -1;
-    /* One listener per pair (gloo gen-1), on the chosen address only. The
-     * backlog leaves room for strangers ahead of the peer. */
-    int fam = me.ss.ss_family;
-    socklen_t alen = tcp__sockaddr_len((struct sockaddr *)&me.ss);
-    for (int i = 0, k = 0; i < P && rc == 0; i++) {
-        if (i == r)
-            continue;
-        struct sockaddr_storage sa = me.ss;
-        socklen_t sl = sizeof sa;
-        int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd >= 0)
-            set_bufs(c, fd); /* accepted sockets inherit them */
-        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, alen) || listen(fd, m.secret ? 16 : 1) ||
-            getsockname(fd, (struct sockaddr *)&sa, &sl)) {
-            rc = err(c, PLX_ERR_SYSTEM, "tcp: rank %d cannot listen on %s (%s): %s", r, shown, me.why, strerror(errno));
-            if (fd >= 0)
-                close(fd);
-            break;
-        }
-        m.lfd[i] = fd;
-        mine[i] = sa;
-        unsigned char *slice = blob + (size_t)k++ * TCP_ADDR_BYTES;
-        memcpy(slice, &sa, alen);
-        memcpy(slice + marker_at(fam), marker, sizeof marker);
-        memset(slice + 128, 0xff, 8); /* seq = -1 */
-    }
-    char key[32], hostname[256] = "localhost";
-    gethostname(hostname, sizeof hostname - 1);
-    if (rc == 0) {
-        snprintf(key, sizeof key, "rank_%d", r);
-        rc = c->host->store_set(a->store, key, hostname, strlen(hostname));
-    }
-    if (rc == 0) {
-        snprintf(key, sizeof key, "%d", r);
-        rc = c->host->store_set(a->store, key, blob, (size_t)(P - 1) * TCP_ADDR_BYTES);
-    }
-    uint64_t t0 = c->host->clock_ns();
+    rc = open_listeners(&m, &me, shown, mine, blob);
+    if (rc == 0)
+        rc = publish(c, a, blob);
     uint64_t deadline = plx_plugin_deadline(conn_ms > 0 ? conn_ms : a->timeout_ms);
-    for (int i = 0; i < P && rc == 0; i++) {
-        if (i == r)
-            continue;
-        void *val = NULL;
-        size_t len = 0;
-        snprintf(key, sizeof key, "%d", i);
-        int64_t wait = left_ms(deadline);
-        int grc = c->host->store_get(a->store, key, &val, &len, wait > 0 ? wait : 1);
-        if (grc == PLX_ERR_TIMEOUT) {
-            m.blame = i;
-            rc = err(c, PLX_ERR_TIMEOUT, "tcp: rank %d never published its address (waited %lld ms)", i,
-                     (long long)((c->host->clock_ns() - t0) / 1000000u));
-            break;
-        }
-        if (grc) { /* the store itself failed (the core adds its reason) */
-            rc = err(c, grc, "tcp: rank %d lost the store while waiting for rank %d's address", r, i);
-            break;
-        }
-        if (len != (size_t)(P - 1) * TCP_ADDR_BYTES) {
-            c->host->free(val);
-            rc = err(c, PLX_ERR_PROTOCOL, "tcp: rank %d published a %zu-byte address list, expected %d x %d bytes "
-                                       "(a gloo gen-2 peer, or a different world size?)",
-                     i, len, P - 1, TCP_ADDR_BYTES);
-            break;
-        }
-        const unsigned char *slice = (const unsigned char *)val + (size_t)(r > i ? r - 1 : r) * TCP_ADDR_BYTES;
-        struct sockaddr_storage peer;
-        memcpy(&peer, slice, sizeof peer);
-        struct tcp_peer *p = &c->peers[i];
-        p->eager = !memcmp(slice + marker_at(peer.ss_family), marker, sizeof marker);
-        c->host->free(val);
-        if (peer.ss_family != fam) {
-            rc = err(c, PLX_ERR_UNSUPPORTED,
-                     "tcp: rank %d published an address of family %s, this rank one of %s (set [tcp] address or "
-                     "ifname so that every rank uses the same IP version)",
-                     i, peer.ss_family == AF_INET6 ? "IPv6" : peer.ss_family == AF_INET ? "IPv4" : "unknown",
-                     fam == AF_INET6 ? "IPv6" : "IPv4");
-            break;
-        }
-        fmt_addr(p->addr, sizeof p->addr, &peer);
-        if ((rc = check_reachable(c, a, i, &me, &peer, p->addr)) != 0)
-            break;
-        /* gloo Pair::connect: compare addresses, then the raw (network
-         * order) port values; the larger side connects. */
-        int cmp, mport, pport;
-        if (fam == AF_INET) {
-            cmp = memcmp(&((struct sockaddr_in *)&mine[i])->sin_addr, &((struct sockaddr_in *)&peer)->sin_addr,
-                          sizeof(struct in_addr));
-            mport = ((struct sockaddr_in *)&mine[i])->sin_port;
-            pport = ((struct sockaddr_in *)&peer)->sin_port;
-        } else {
-            cmp = memcmp(&((struct sockaddr_in6 *)&mine[i])->sin6_addr, &((struct sockaddr_in6 *)&peer)->sin6_addr,
-                          sizeof(struct in6_addr));
-            mport = ((struct sockaddr_in6 *)&mine[i])->sin6_port;
-            pport = ((struct sockaddr_in6 *)&peer)->sin6_port;
-        }
-        if (cmp == 0)
-            cmp = mport - pport;
-        if (cmp == 0) {
-            rc = err(c, PLX_ERR_PROTOCOL, "tcp: rank %d published this rank's own address %s", i, p->addr);
-            break;
-        }
-        if (cmp > 0) {
-            close(m.lfd[i]);
-            m.lfd[i] = -1;
-            int fd = -1, e = dial(c, &peer, deadline, &fd);
-            if (e) {
-                m.blame = i;
-                rc = err(c, e == ETIMEDOUT ? PLX_ERR_TIMEOUT : PLX_ERR_PEER_LOST,
-                         "tcp: rank %d cannot connect to rank %d at %s: %s%s", r, i, p->addr, strerror(e),
-                         tcp__is_loopback((struct sockaddr *)&peer) && !tcp__is_loopback((struct sockaddr *)&me.ss)
-                             ? " (a loopback address: if that rank runs on another host, set [tcp] ifname or "
-                               "address there, e.g. PLEXUS_TCP_IFNAME=eth0)"
-                             : "");
-                break;
-            }
-            if (!m.secret) {
-                p->fd = fd;
-            } else if ((rc = shake_add(&m, fd, i, PLX__AUTH_CLIENT, deadline, p->addr)) == 0) {
-                rc = shake_step(&m, m.nsh - 1); /* the hello goes now: the listener's clock runs from its accept */
-            }
-        } else {
-            m.accepting[i] = 1;
-        }
-    }
+    if (rc == 0)
+        rc = meet_peers(&m, &me, mine, deadline);
     if (rc == 0)
         rc = connect_loop(&m, deadline, conn_ms);
-    /* Failed for want of a store or a peer nobody can name: a connected
-     * peer that has gone is the likely cause (the store's host died). */
-    int why = TCP_LOST_RENDEZVOUS;
-    for (int i = 0; rc && m.blame < 0 && i < P; i++)
-        if (i != r && tcp__hung_up(c->peers[i].fd)) {
-            m.blame = i;
-            why = TCP_LOST_CONNECTION;
-        }
-    if (rc && m.blame >= 0)
-        tell_peers(c, m.blame, why);
-    for (int k = 0; k < m.nsh; k++)
-        shake_close(&m, k);
-    free(m.sh);
-    for (int i = 0; i < P; i++) {
-        if (m.lfd[i] >= 0)
-            close(m.lfd[i]);
-        struct tcp_peer *p = &c->peers[i];
-        if (rc == 0 && i != r) {
-            int one = 1;
-            setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            fcntl(p->fd, F_SETFL, fcntl(p->fd, F_GETFL) | O_NONBLOCK);
-        }
-    }
+    finish_mesh(&m, rc);
     free(m.accepting);
     free(m.lfd);
     free(mine);

@@ -119,20 +119,18 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     c->lost_rank = -1;
     c->revoked_by = -1;
     c->timeout_ms = a->timeout_ms;
-    /* Spinning before sleeping saves a scheduler wake-up (about 7 us of a
-     * 20 us round trip here). While every local rank has a core of its own
-     * the spin is plain and covers a wait between segments too (2 ranks,
-     * interleaved against Open MPI, median time ratios: 8 B 1.53 with a
-     * 20 us spin, 0.89 with 1000 us; 1 MiB 1.34 and 0.87). Oversubscribed,
-     * a plain spin would steal the peers' time, so the spin yields the core
-     * between looks: the peer that shares it runs at once instead of after
-     * a sleep and a wake-up (4 ranks on 2 cores, 8 B allreduce, 4000-op
-     * runs: 61-72 us without spinning, 47-55 us with it). The cores are
-     * those this process may run on (sched_getaffinity: taskset, cgroups'
-     * cpusets), not the machine's. On a machine busy with other work a
-     * fixed spin holds a core the peer needs for a whole time slice (2
-     * ranks, 2 cores, load 5: 350-650 us per 8 B allreduce with a 1000 us
-     * spin, 20 us without), so auto adapts the budget (spin_adapt). */
+    /* Spinning before sleeping saves a scheduler wake-up, a large part of a
+     * small message's round trip. While every local rank has a core of its
+     * own the spin is plain and long enough to cover the wait between two
+     * segments of a large message too. Oversubscribed, a plain spin would
+     * steal the peers' time, so the spin yields the core between looks: the
+     * peer that shares it runs at once instead of after a sleep and a
+     * wake-up. The cores are those this process may run on
+     * (sched_getaffinity: taskset, cgroups' cpusets), not the machine's. On
+     * a machine busy with other work a fixed spin holds a core the peer
+     * needs for a whole time slice, so auto adapts the budget (spin_adapt).
+     * `sh bench/tuning.sh build spin` measures each case, BUSY=1 the busy
+     * machine (bench/tuning.md). */
     c->config = a->config;
     int64_t bp = plx_plugin_config_int(host, c->config, "busy_poll_us", -1); /* ns; -1: auto */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -329,11 +327,11 @@ static int test(void *comm, void *req, int *done)
  * ended within that counts towards doubling the budget again (up to the
  * configured spin): the full spin would have caught it. The bound is the
  * full spin, not the current one: once the budget is small, a wait that
- * sleeps pays the wake-up itself (tens of us here), so a bound of twice a
- * small budget would keep a budget that fell to none there for good (a
- * torch process, preempted now and then, stayed at 55-94 us per 8 B
- * allreduce against 15 us). An idle machine keeps the full spin, a loaded
- * one sleeps. */
+ * sleeps pays the wake-up itself, longer than twice a small budget, so
+ * such a bound would keep a budget that fell to none there for good (a
+ * process preempted now and then, as a torch rank is, would pay a wake-up
+ * on every operation from then on). An idle machine keeps the full spin, a
+ * loaded one sleeps. */
 static void spin_adapt(struct tcp_comm *c, int slept, int preempted, uint64_t waited_ns)
 {
     uint64_t reach = 2 * (c->spin_max_ns > TCP_SPIN_MIN_NS ? c->spin_max_ns : TCP_SPIN_MIN_NS);
@@ -391,9 +389,8 @@ static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
         int k = ppoll(c->pfds, (nfds_t)n, &ts, NULL);
         /* A look that took long: this thread lost its core while spinning.
          * Yielding counts too: a peer rank given the core hands it back
-         * within microseconds; other work keeps it for a time slice (4
-         * ranks on 2 cores busy building: 2.4-4.1 ms per 8 B allreduce
-         * when yields went unchecked, 0.1-0.25 ms checked). */
+         * within microseconds; other work keeps it for a time slice, and a
+         * spin that went on yielding to it would pay a slice per look. */
         if (left == 0 && c->busy_poll_us < 0 &&
             host->clock_ns() - now > (c->spin_yield ? TCP_SPIN_YIELD_NS : TCP_SPIN_PREEMPT_NS)) {
             preempted = 1;

@@ -500,6 +500,150 @@ static int salvage_notice(struct tcp_comm *c, struct tcp_peer *p, uint64_t *why)
     }
 }
 
+/* Peer p will send on slot (gloo's SEND_READY): a receive from it that
+ * expected the notice counts it off; else an any-source receive on the
+ * slot binds to p (gloo's findRecvFromAny); else the send is remembered. */
+static void on_send_ready(struct tcp_comm *c, struct tcp_peer *p, struct tcp_slot *s, uint64_t slot)
+{
+    if (s->expect_send) {
+        s->expect_send--;
+        return;
+    }
+    struct tcp_req *r = c->any;
+    while (r && r->slot != slot)
+        r = r->next;
+    if (!r) {
+        s->remote_send++;
+        return;
+    }
+    remove_req(&c->any, &c->any_tail, r);
+    r->linked--;
+    if (bind_recv(c, p, r, 0))
+        complete(c, r, PLX_ERR_NOMEM, "tcp: out of memory");
+}
+
+/* Peer p posted a receive on slot (RECV_READY): it answers a receive
+ * announced earlier, or a send waiting for it leaves now, or it is
+ * remembered for the next send. */
+static void on_recv_ready(struct tcp_comm *c, struct tcp_peer *p, struct tcp_slot *s, uint64_t slot)
+{
+    if (s->owed) {
+        s->owed--;
+    } else if (s->pending) {
+        struct tcp_req *r = pop_req(&s->pending, &s->pending_tail);
+        if (enqueue(p, OP_SEND_UNBOUND, slot, r->bytes, r))
+            complete(c, r, PLX_ERR_NOMEM, "tcp: out of memory");
+        unlink_req(r); /* the frame holds it now */
+        flush(c, p);
+    } else {
+        s->recv_ready++;
+    }
+}
+
+static int on_notify(struct tcp_comm *c, struct tcp_peer *p, uint64_t op, uint64_t nbytes, uint64_t slot)
+{
+    struct tcp_slot *s;
+    if (nbytes != TCP_HDR_BYTES) {
+        reject(c, p, "notification with nbytes %llu (opcode %llu)", (unsigned long long)nbytes,
+               (unsigned long long)op);
+        return -1;
+    }
+    if (!(s = slot_get(p, slot, 1))) {
+        tcp__drop_peer(c, p, "out of memory");
+        return -1;
+    }
+    if (op == OP_NOTIFY_SEND_READY)
+        on_send_ready(c, p, s, slot);
+    else
+        on_recv_ready(c, p, s, slot);
+    if (c->broken) /* a write above failed and freed the slots */
+        return -1;
+    slot_release(p, s);
+    return 0;
+}
+
+/* A payload of len bytes for the receive posted first on slot s. One that
+ * does not fit fails that receive and drops p, unless the receive has a
+ * head: then it takes the part that fits and fails after it. Returns 0, or
+ * -1 after dropping p. */
+static int into_posted(struct tcp_comm *c, struct tcp_peer *p, struct tcp_slot *s, uint64_t slot, uint64_t len)
+{
+    struct tcp_req *r = pop_req(&s->posted, &s->posted_tail);
+    r->overflow = len > msg_len(r) && r->head_bytes;
+    if (len > msg_len(r) && !r->head_bytes) {
+        size_t want = r->bytes; /* r may be gone after unlink_req */
+        char msg[200];
+        snprintf(msg, sizeof msg, "tcp: rank %d sent %llu bytes into a %zu-byte receive (slot %#llx)", p->rank,
+                 (unsigned long long)len, want, (unsigned long long)slot);
+        complete(c, r, PLX_ERR_INVALID_ARG, msg);
+        unlink_req(r); /* frees r if its owner already let it go */
+        reject(c, p, "%llu bytes for a %llu-byte receive", (unsigned long long)len, (unsigned long long)want);
+        return -1;
+    }
+    p->dst_req = r;
+    p->dst = r->freed ? NULL : r->head_bytes ? r->head : r->buf; /* with a head: req_fill scatters */
+    slot_release(p, s);
+    return 0;
+}
+
+/* A payload nobody has asked for yet, from a plexus peer: kept in an early
+ * record until a receive is posted, within [tcp] max_early_bytes. Returns
+ * 0, or -1 after dropping p. */
+static int into_early(struct tcp_comm *c, struct tcp_peer *p, uint64_t slot, uint64_t len)
+{
+    struct tcp_slot *s;
+    if (p->early_bytes + len > c->max_early_bytes) {
+        /* A peer that keeps sending what nobody receives would make this
+         * rank buffer without end. */
+        char why[200];
+        snprintf(why, sizeof why, "it sent %zu bytes that no posted receive took ([tcp] max_early_bytes %zu)",
+                 p->early_bytes + (size_t)len, c->max_early_bytes);
+        tcp__drop_peer(c, p, why); /* logs it with the peer's address */
+        return -1;
+    }
+    struct tcp_early *e = tcp__early_get(p, (size_t)len);
+    if (!e || !(s = slot_get(p, slot, 1))) {
+        tcp__early_put(p, e);
+        tcp__drop_peer(c, p, "out of memory");
+        return -1;
+    }
+    e->len = len;
+    p->early_bytes += len;
+    p->dst_early = e;
+    p->dst_slot = s;
+    p->dst = e->data;
+    return 0;
+}
+
+/* A SEND_UNBOUND header: pick where its payload goes, then read it. */
+static int on_send(struct tcp_comm *c, struct tcp_peer *p, uint64_t nbytes, uint64_t slot, uint64_t len)
+{
+    if (nbytes < TCP_HDR_BYTES || nbytes - TCP_HDR_BYTES != len) {
+        reject(c, p, "nbytes %llu does not match length %llu", (unsigned long long)nbytes, (unsigned long long)len);
+        return -1;
+    }
+    struct tcp_slot *s = slot_get(p, slot, 0);
+    int rc;
+    if (s && s->posted) {
+        rc = into_posted(c, p, s, slot, len);
+    } else if (p->eager && len <= TCP_EAGER_MAX) {
+        rc = into_early(c, p, slot, len);
+    } else {
+        reject(c, p, "%llu bytes for slot %#llx, where no receive was posted", (unsigned long long)len,
+               (unsigned long long)slot);
+        rc = -1;
+    }
+    if (rc)
+        return -1;
+    p->in_payload = 1;
+    p->pay_len = len;
+    p->pay_got = 0;
+    p->bulk = len >= TCP_BULK_BYTES;
+    if (len == 0)
+        payload_done(c, p);
+    return 0;
+}
+
 /* A whole preamble is in p->hdr. Returns 0, or -1 after dropping p. */
 static int on_header(struct tcp_comm *c, struct tcp_peer *p)
 {
@@ -509,108 +653,13 @@ static int on_header(struct tcp_comm *c, struct tcp_peer *p)
         h[i] = le64toh(h[i]);
     uint64_t nbytes = h[0], op = h[1], slot = h[2], len = h[4];
     p->hdr_got = 0;
-    struct tcp_slot *s;
     switch (op) {
     case OP_NOTIFY_SEND_READY:
     case OP_NOTIFY_RECV_READY:
-        if (nbytes != TCP_HDR_BYTES) {
-            reject(c, p, "notification with nbytes %llu (opcode %llu)", (unsigned long long)nbytes,
-                   (unsigned long long)op);
-            return -1;
-        }
-        if (!(s = slot_get(p, slot, 1))) {
-            tcp__drop_peer(c, p, "out of memory");
-            return -1;
-        }
-        if (op == OP_NOTIFY_SEND_READY) {
-            if (s->expect_send) {
-                s->expect_send--;
-            } else {
-                struct tcp_req *r = c->any;
-                while (r && r->slot != slot)
-                    r = r->next;
-                if (r) { /* gloo's findRecvFromAny: bind it to this peer */
-                    remove_req(&c->any, &c->any_tail, r);
-                    r->linked--;
-                    if (bind_recv(c, p, r, 0))
-                        complete(c, r, PLX_ERR_NOMEM, "tcp: out of memory");
-                } else {
-                    s->remote_send++;
-                }
-            }
-        } else if (s->owed) {
-            s->owed--;
-        } else if (s->pending) {
-            struct tcp_req *r = pop_req(&s->pending, &s->pending_tail);
-            if (enqueue(p, OP_SEND_UNBOUND, slot, r->bytes, r))
-                complete(c, r, PLX_ERR_NOMEM, "tcp: out of memory");
-            unlink_req(r); /* the frame holds it now */
-            flush(c, p);
-        } else {
-            s->recv_ready++;
-        }
-        if (c->broken) /* a write above failed and freed the slots */
-            return -1;
-        slot_release(p, s);
-        return 0;
+        return on_notify(c, p, op, nbytes, slot);
     case OP_SEND_UNBOUND:
-        if (nbytes < TCP_HDR_BYTES || nbytes - TCP_HDR_BYTES != len) {
-            reject(c, p, "nbytes %llu does not match length %llu", (unsigned long long)nbytes,
-                   (unsigned long long)len);
-            return -1;
-        }
-        s = slot_get(p, slot, 0);
-        if (s && s->posted) {
-            struct tcp_req *r = pop_req(&s->posted, &s->posted_tail);
-            r->overflow = len > msg_len(r) && r->head_bytes; /* the part that fits, then the error */
-            if (len > msg_len(r) && !r->head_bytes) {
-                size_t want = r->bytes; /* r may be gone after unlink_req */
-                char msg[200];
-                snprintf(msg, sizeof msg, "tcp: rank %d sent %llu bytes into a %zu-byte receive (slot %#llx)",
-                         p->rank, (unsigned long long)len, want, (unsigned long long)slot);
-                complete(c, r, PLX_ERR_INVALID_ARG, msg);
-                unlink_req(r); /* frees r if its owner already let it go */
-                reject(c, p, "%llu bytes for a %llu-byte receive", (unsigned long long)len,
-                       (unsigned long long)want);
-                return -1;
-            }
-            p->dst_req = r;
-            p->dst = r->freed ? NULL : r->head_bytes ? r->head : r->buf; /* with a head: req_fill scatters */
-            slot_release(p, s);
-        } else if (p->eager && len <= TCP_EAGER_MAX) {
-            if (p->early_bytes + len > c->max_early_bytes) {
-                /* A peer that keeps sending what nobody receives would
-                 * make this rank buffer without end. */
-                char why[200];
-                snprintf(why, sizeof why, "it sent %zu bytes that no posted receive took ([tcp] max_early_bytes %zu)",
-                         p->early_bytes + (size_t)len, c->max_early_bytes);
-                tcp__drop_peer(c, p, why); /* logs it with the peer's address */
-                return -1;
-            }
-            struct tcp_early *e = tcp__early_get(p, (size_t)len);
-            if (!e || !(s = slot_get(p, slot, 1))) {
-                tcp__early_put(p, e);
-                tcp__drop_peer(c, p, "out of memory");
-                return -1;
-            }
-            e->len = len;
-            p->early_bytes += len;
-            p->dst_early = e;
-            p->dst_slot = s;
-            p->dst = e->data;
-        } else {
-            reject(c, p, "%llu bytes for slot %#llx, where no receive was posted", (unsigned long long)len,
-                   (unsigned long long)slot);
-            return -1;
-        }
-        p->in_payload = 1;
-        p->pay_len = len;
-        p->pay_got = 0;
-        p->bulk = len >= TCP_BULK_BYTES;
-        if (len == 0)
-            payload_done(c, p);
-        return 0;
-    case OP_PLX_LOST: {
+        return on_send(c, p, nbytes, slot, len);
+    case OP_PLX_LOST:
         if (!p->eager || nbytes != TCP_HDR_BYTES || slot >= (uint64_t)c->size) {
             reject(c, p, "bad lost-peer notice (nbytes %llu, rank %llu)", (unsigned long long)nbytes,
                    (unsigned long long)slot);
@@ -618,7 +667,6 @@ static int on_header(struct tcp_comm *c, struct tcp_peer *p)
         }
         lost_notice(c, p, (int)slot, h[3]);
         return -1;
-    }
     case OP_SEND_BUFFER:
         reject(c, p, "opcode %llu (bound-buffer SEND_BUFFER, slot %#llx) is not supported", (unsigned long long)op,
                (unsigned long long)slot);

@@ -198,40 +198,69 @@ static void respond_error(struct plx_rpc *rpc, int dst, uint64_t call_id, int st
     respond(rpc, dst, call_id, status, 0, strdup(msg), strlen(msg));
 }
 
+/* The answer to one of this rank's calls: it completes the call (one whose
+ * caller gave up is freed here). */
+static void on_response(struct plx_rpc *rpc, int src, const struct plx__rpc_hdr *h, void *payload)
+{
+    int orphan = 0; /* a value made for a remote() whose caller gave up */
+    pthread_mutex_lock(&rpc->mu);
+    struct plx__rpc_call *c = rpc->calls;
+    while (c && c->id != h->call_id)
+        c = c->next;
+    if (c && !c->done) {
+        orphan = c->abandoned && c->kind == RPC_REMOTE && h->status == 0;
+        c->status = h->status;
+        c->rref_id = h->rref_id;
+        if (h->status) {
+            snprintf(c->err, sizeof c->err, "rpc %s '%s' to rank %d: %.*s", kind_name(c->kind), c->name, c->dst,
+                     (int)(h->payload_len < 600 ? h->payload_len : 600), payload ? (char *)payload : "");
+        } else {
+            c->out = payload;
+            c->out_len = h->payload_len;
+            payload = NULL;
+        }
+        c->done = 1;
+        rpc->outstanding--;
+        if (c->abandoned) {
+            unlink_call(rpc, c);
+            free(c->out);
+            free(c);
+        }
+        pthread_cond_broadcast(&rpc->cv);
+    }
+    pthread_mutex_unlock(&rpc->mu);
+    free(payload);
+    if (orphan) /* nobody holds it: the owner must not keep it forever */
+        plx__rpc_release_id(rpc, src, h->rref_id);
+}
+
+/* A copy of value id that this rank owns, for a holder's fetch. */
+static int fetch_value(struct plx_rpc *rpc, uint64_t id, void **result, size_t *rlen, char *err, size_t err_cap)
+{
+    int rc = 0;
+    pthread_mutex_lock(&rpc->mu);
+    struct plx__rpc_value *v = plx__rpc_value_find(rpc, id);
+    if (!v) {
+        rc = PLX_ERR_NOT_FOUND;
+        snprintf(err, err_cap, "rank %d owns no value %llu (every holder released it?)", rpc->rank,
+                 (unsigned long long)id);
+    } else if (v->len && !(*result = malloc(v->len))) {
+        rc = PLX_ERR_NOMEM;
+        snprintf(err, err_cap, "rank %d: out of memory copying value %llu", rpc->rank, (unsigned long long)id);
+    } else {
+        if (v->len)
+            memcpy(*result, v->data, v->len);
+        *rlen = v->len;
+    }
+    pthread_mutex_unlock(&rpc->mu);
+    return rc;
+}
+
 void plx__rpc_serve(struct plx_rpc *rpc, int src, const struct plx__rpc_hdr *h, void *payload)
 {
     char err[600], name[PLX_RPC_NAME_MAX + 1] = "";
     if (h->kind == RPC_RESP) {
-        int orphan = 0; /* a value made for a remote() whose caller gave up */
-        pthread_mutex_lock(&rpc->mu);
-        struct plx__rpc_call *c = rpc->calls;
-        while (c && c->id != h->call_id)
-            c = c->next;
-        if (c && !c->done) {
-            orphan = c->abandoned && c->kind == RPC_REMOTE && h->status == 0;
-            c->status = h->status;
-            c->rref_id = h->rref_id;
-            if (h->status) {
-                snprintf(c->err, sizeof c->err, "rpc %s '%s' to rank %d: %.*s", kind_name(c->kind), c->name, c->dst,
-                         (int)(h->payload_len < 600 ? h->payload_len : 600), payload ? (char *)payload : "");
-            } else {
-                c->out = payload;
-                c->out_len = h->payload_len;
-                payload = NULL;
-            }
-            c->done = 1;
-            rpc->outstanding--;
-            if (c->abandoned) {
-                unlink_call(rpc, c);
-                free(c->out);
-                free(c);
-            }
-            pthread_cond_broadcast(&rpc->cv);
-        }
-        pthread_mutex_unlock(&rpc->mu);
-        free(payload);
-        if (orphan) /* nobody holds it: the owner must not keep it forever */
-            plx__rpc_release_id(rpc, src, h->rref_id);
+        on_response(rpc, src, h, payload);
         return;
     }
     if (h->name_len > PLX_RPC_NAME_MAX || h->name_len > h->payload_len) {
@@ -264,25 +293,9 @@ void plx__rpc_serve(struct plx_rpc *rpc, int src, const struct plx__rpc_hdr *h, 
             rlen = 0;
         }
         break;
-    case RPC_FETCH: {
-        pthread_mutex_lock(&rpc->mu);
-        struct plx__rpc_value *v = plx__rpc_value_find(rpc, h->rref_id);
-        if (!v) {
-            rc = PLX_ERR_NOT_FOUND;
-            snprintf(err, sizeof err, "rank %d owns no value %llu (every holder released it?)", rpc->rank,
-                     (unsigned long long)h->rref_id);
-        } else if (v->len && !(result = malloc(v->len))) {
-            rc = PLX_ERR_NOMEM;
-            snprintf(err, sizeof err, "rank %d: out of memory copying value %llu", rpc->rank,
-                     (unsigned long long)h->rref_id);
-        } else {
-            if (v->len)
-                memcpy(result, v->data, v->len);
-            rlen = v->len;
-        }
-        pthread_mutex_unlock(&rpc->mu);
+    case RPC_FETCH:
+        rc = fetch_value(rpc, h->rref_id, &result, &rlen, err, sizeof err);
         break;
-    }
     case RPC_INCREF:
     case RPC_DECREF:
         pthread_mutex_lock(&rpc->mu);

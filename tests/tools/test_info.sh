@@ -2,7 +2,8 @@
 # plexus-info on the build tree: sim is listed usable; an unknown backend
 # exits non-zero with the list of known names; --config shows origins;
 # etc/plexus.ini is exactly what --sample-config prints (no drift); tcp's
-# keys (all of them, typed) are listed.
+# keys (all of them, typed) are listed; authentication is reported as the
+# store and tcp decide it.
 set -u
 info="$1"
 src="$2"
@@ -30,6 +31,17 @@ if "$info" --backend tcp >/dev/null 2>&1; then
     PLEXUS_TCP_AUTH_TIMEOUT_MS=2s "$info" --config | grep -q "^tcp.auth_timeout_ms = 2s *# env PLEXUS_TCP_AUTH_TIMEOUT_MS (duration)" ||
         { echo "--config lacks tcp.auth_timeout_ms from the environment"; fail=1; }
 fi
+# Authentication as the store and tcp decide it (one policy): [core] auth =
+# on without a secret is a refusal, not a plain store; a short secret too.
+out=$(env -u PLEXUS_JOB_SECRET PLEXUS_CORE_AUTH=on "$info" 2>&1)
+echo "$out" | grep -q "tcp:// store REFUSED (plx_comm_init fails): \[core\] auth = on, but PLEXUS_JOB_SECRET is not set" ||
+    { echo "auth = on without a secret is not shown as refused"; fail=1; }
+out=$(PLEXUS_JOB_SECRET=short "$info" 2>&1)
+echo "$out" | grep -q "tcp:// store REFUSED (plx_comm_init fails): PLEXUS_JOB_SECRET has 5 characters" ||
+    { echo "a short secret is not shown as refused"; fail=1; }
+out=$(PLEXUS_JOB_SECRET=0123456789abcdef0123 PLEXUS_TCP_AUTH=off "$info" 2>&1)
+echo "$out" | grep -q "tcp:// store authenticated" && echo "$out" | grep -q "tcp transport UNAUTHENTICATED.*\[tcp\] auth = off" ||
+    { echo "[tcp] auth = off with a secret: not shown per side"; fail=1; }
 "$info" --sample-config | diff -u "$src/etc/plexus.ini" - || { echo "etc/plexus.ini differs from --sample-config"; fail=1; }
 [ $fail = 0 ] && echo "plexus-info checks passed"
 exit $fail

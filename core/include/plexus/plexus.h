@@ -99,21 +99,30 @@ enum plx_mem_kind {
     PLX_MEM_CUDA = 2,
 };
 
-/* Collective kinds, used in capability masks (bit 1u << kind) and messages. */
+/* Collective kinds, used in capability masks (bit 1u << kind) and messages.
+ * One table generates the enum, plx_coll_name() and what each kind takes:
+ * X(kind, value, name, takes a reduction op, takes a root, per-rank counts).
+ * The v-collectives run natively only in plugins of ABI 1.4+ (backend.h),
+ * else on the core's generic algorithms. */
+#define PLX_COLL_MAP(X)                                   \
+    X(ALLREDUCE, 0, "allreduce", 1, 0, 0)                 \
+    X(BROADCAST, 1, "broadcast", 0, 1, 0)                 \
+    X(REDUCE, 2, "reduce", 1, 1, 0)                       \
+    X(ALLGATHER, 3, "allgather", 0, 0, 0)                 \
+    X(REDUCE_SCATTER, 4, "reduce_scatter", 1, 0, 0)       \
+    X(GATHER, 5, "gather", 0, 1, 0)                       \
+    X(SCATTER, 6, "scatter", 0, 1, 0)                     \
+    X(ALLTOALL, 7, "alltoall", 0, 0, 0)                   \
+    X(BARRIER, 8, "barrier", 0, 0, 0)                     \
+    X(SEND, 9, "send", 0, 0, 0)                           \
+    X(RECV, 10, "recv", 0, 0, 0)                          \
+    X(ALLTOALLV, 11, "alltoallv", 0, 0, 1)                \
+    X(ALLGATHERV, 12, "allgatherv", 0, 0, 1)
+
 enum plx_coll {
-    PLX_COLL_ALLREDUCE = 0,
-    PLX_COLL_BROADCAST = 1,
-    PLX_COLL_REDUCE = 2,
-    PLX_COLL_ALLGATHER = 3,
-    PLX_COLL_REDUCE_SCATTER = 4,
-    PLX_COLL_GATHER = 5,
-    PLX_COLL_SCATTER = 6,
-    PLX_COLL_ALLTOALL = 7,
-    PLX_COLL_BARRIER = 8,
-    PLX_COLL_SEND = 9,
-    PLX_COLL_RECV = 10,
-    PLX_COLL_ALLTOALLV = 11,  /* native only in plugins of ABI 1.4+ (backend.h), else generic */
-    PLX_COLL_ALLGATHERV = 12, /* native only in plugins of ABI 1.4+ (backend.h), else generic */
+#define PLX__COLL_ENUM(kind, val, name, op, root, v) PLX_COLL_##kind = (val),
+    PLX_COLL_MAP(PLX__COLL_ENUM)
+#undef PLX__COLL_ENUM
     PLX_COLL_COUNT
 };
 

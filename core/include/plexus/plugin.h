@@ -76,12 +76,13 @@ static inline size_t plx_plugin_dtype_size(int dtype)
  * `rep movsb`, which some x86 cores run far slower when the destination's
  * offset from the source is not a multiple of 32 bytes, as between a
  * page-aligned shared-memory slot and a malloc'd buffer (page + 16); others
- * run it at full speed, and there splitting the copy costs half of it. No
+ * run it at full speed, and there splitting the copy only slows it. No
  * fixed choice is right on both, so which copy such offsets get is measured
  * at first use in each module that includes this header (the core, each
  * plugin, a tool): 64 KiB at page + 16, one call against 2 KiB calls (under
  * glibc's rep-movsb threshold, where it uses vector moves), best of 3 each,
- * tens of microseconds; pieces win only when clearly faster. Offsets that
+ * a one-off cost far below a communicator's setup; pieces win only when
+ * clearly faster. Offsets that
  * are multiples of 32 always go in one call. plexus-info prints this
  * process's choice and figures; bench/copy_alias shows all three copies at
  * every offset on the machine at hand. */
