@@ -9,9 +9,11 @@
  * ticket (an atomic add in the store): the first one writes the round's
  * decision, and every survivor reads that one decision, so all take the
  * same set. A rank that dies during the agreement stops beating and is left
- * out by whoever decides after; one that dies after the decision fails the
- * new communicator's rendezvous, and plx__agree_retry moves every survivor
- * to the next round. A decider that dies between its ticket and its
+ * out by whoever decides after. Every member then confirms the decision
+ * before anyone builds on it: a member that goes silent instead makes the
+ * others give the round up and decide again. One that dies after
+ * confirming fails the new communicator's rendezvous (a bounded wait), and
+ * plx__agree_retry moves every survivor to the next round. A decider that dies between its ticket and its
  * decision is waited for one wait, then the round is skipped. Every wait is
  * bounded by the deadline. */
 #include <stdio.h>
@@ -36,6 +38,7 @@ struct agree_state {
     int stop;             /* read by the heartbeat thread */
     int min_round;        /* rounds below this failed here */
     uint64_t entry_ns;
+    uint64_t watched_ns;  /* when this rank last looked at the others */
     int *present;
     int64_t *beats;       /* each rank's last heartbeat value seen */
     uint64_t *changed_ns; /* when it last changed (or was first seen) */
@@ -80,7 +83,7 @@ static int start(struct plx_comm *c, struct plx__agree *a)
     a->st = st;
     st->c = c;
     st->ns = a->ns;
-    st->entry_ns = plx__clock_ns();
+    st->entry_ns = st->watched_ns = plx__clock_ns();
     char key[512];
     key_of(key, sizeof key, st, "in", c->rank);
     int rc = plx__store_set(c->store, key, "1", 1);
@@ -202,6 +205,53 @@ static int current_round(struct plx_comm *c, const char *ns, int *k)
     return rc;
 }
 
+/* An observer that was not looking for a while (it built a communicator,
+ * or the machine stalled it) cannot tell a silent rank from one it did not
+ * watch: every rank starts a new wait. */
+static void watch(struct agree_state *st, uint64_t now, int64_t wait_ns)
+{
+    if (now - st->watched_ns > (uint64_t)wait_ns / 2)
+        for (int i = 0; i < st->c->size; i++)
+            st->changed_ns[i] = now;
+    st->watched_ns = now;
+}
+
+/* Every member of round k's decision confirms it is still there before
+ * any builds the communicator: a member that died after the decision
+ * costs a wait, not a failed rendezvous. 0: all confirmed; 1: the round
+ * was given up (a member went silent), decide again. */
+static int confirm(struct plx_comm *c, struct plx__agree *a, int k)
+{
+    char key[512];
+    snprintf(key, sizeof key, "%s/ack/%d/%d", a->ns, k, c->rank);
+    int rc = plx__store_set(c->store, key, "1", 1);
+    for (int now_k = k; rc == 0; rc = current_round(c, a->ns, &now_k)) {
+        if (now_k != k) {
+            a->st->min_round = k + 1;
+            return 1;
+        }
+        uint64_t now = plx__clock_ns();
+        watch(a->st, now, a->wait_ns);
+        int missing = 0, silent = 0;
+        for (int i = 0; i < c->size; i++) {
+            snprintf(key, sizeof key, "%s/ack/%d/%d", a->ns, k, i);
+            if (!a->alive[i] || c->store->ops->check(c->store, key) == 1)
+                continue;
+            missing++;
+            silent += place(a->st, i, now, a->wait_ns) == 0;
+        }
+        if (!missing)
+            return 0;
+        if (silent && (rc = bump(c, a->ns, k)) != 0)
+            break;
+        if (now > a->deadline_ns)
+            return plx__err(PLX_ERR_TIMEOUT, "rank %d: %d of the agreed survivors never confirmed (round %d)",
+                            c->rank, missing, k);
+        sleep_ns(POLL_NS);
+    }
+    return rc;
+}
+
 static int agree_loop(struct plx_comm *c, struct plx__agree *a)
 {
     int seen = -1, ticket = 0, rc;
@@ -211,16 +261,19 @@ static int agree_loop(struct plx_comm *c, struct plx__agree *a)
         if ((rc = current_round(c, a->ns, &k)) != 0)
             return rc;
         uint64_t now = plx__clock_ns();
+        watch(a->st, now, a->wait_ns);
         if (k >= a->st->min_round) {
             if (k != seen) {
                 seen = k;
                 ticket = 0;
             }
             if (read_decision(c, a, k)) {
-                if (a->alive[c->rank])
-                    return 0;
-                return plx__err(PLX_ERR_PEER_LOST, "the other ranks agreed on the survivors without rank %d "
-                                "(it came later than [core] shrink_wait_ms, or stopped answering)", c->rank);
+                if (!a->alive[c->rank])
+                    return plx__err(PLX_ERR_PEER_LOST, "the other ranks agreed on the survivors without rank %d "
+                                    "(it came later than [core] shrink_wait_ms, or stopped answering)", c->rank);
+                if ((rc = confirm(c, a, k)) <= 0)
+                    return rc;
+                continue;
             }
             int had = ticket;
             if ((rc = try_decide(c, a, k, now, &ticket)) != 0)

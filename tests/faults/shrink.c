@@ -6,7 +6,7 @@
  *
  * argv: kill1 | kill2 (both at once) | during (one in the collective, a
  * second one while it is in the agreement) | loop (PLEXUS_SHRINK_ROUNDS
- * rounds of those, random victims and delays, default 4) | unsupported
+ * rounds of those, random victims and delays, default 10) | unsupported
  * BACKEND (shrink and grow refuse with PLX_ERR_UNSUPPORTED naming it).
  * Rank 0 hosts the job's store, so it is never a victim. Each round must
  * end (every survivor back from shrink with the right result) well within
@@ -33,6 +33,8 @@ struct shared {
     int old_rc[RANKS];
     int shrink_rc[RANKS];
     double shrink_s[RANKS];
+    double shrink_end[RANKS]; /* now_s() when shrink returned */
+    double killed_b;          /* now_s() when the second victim was killed */
     int new_size[RANKS];
     int alive[RANKS][RANKS]; /* the old ranks of the new communicator, as each survivor sees it */
     int failures;
@@ -117,7 +119,8 @@ static int run_rank(int rank, void *arg)
     sh->in_shrink[rank] = t0;
     rc = plx_comm_shrink(c, &n);
     sh->shrink_rc[rank] = rc;
-    sh->shrink_s[rank] = now_s() - t0;
+    sh->shrink_end[rank] = now_s();
+    sh->shrink_s[rank] = sh->shrink_end[rank] - t0;
     procs_report(log, cap, rc ? &sh->failures : NULL, "rank %d: shrink: %s in %.2f s %s\n", rank, plx_err_name(rc),
                  sh->shrink_s[rank], rc ? plx_last_error() : "");
     int bad = rc != 0 || check_new(sh, rank, n);
@@ -145,7 +148,23 @@ static void kill_in_shrink(struct procs *p, struct shared *sh, int v, int delay_
     while (!sh->in_shrink[v] && now_s() < until)
         usleep(1000);
     usleep((useconds_t)delay_ms * 1000);
+    sh->killed_b = now_s();
     kill(p->pid[v], SIGKILL);
+}
+
+/* The second victim must have died while the survivors were agreeing:
+ * after one of them entered plx_comm_shrink, before any returned. */
+static int killed_during(const struct shared *sh, int a, int b)
+{
+    double first_in = 1e300, first_out = 1e300;
+    for (int r = 0; r < RANKS; r++)
+        if (r != a && r != b) {
+            first_in = sh->in_shrink[r] < first_in ? sh->in_shrink[r] : first_in;
+            first_out = sh->shrink_end[r] < first_out ? sh->shrink_end[r] : first_out;
+        }
+    printf("second victim killed %.2f s after the first survivor entered shrink, %.2f s before the first returned\n",
+           sh->killed_b - first_in, first_out - sh->killed_b);
+    return sh->killed_b > first_in && sh->killed_b < first_out;
 }
 
 /* One job: victims a (in the collective) and b (-1: none; in the collective
@@ -182,6 +201,8 @@ static int one_round(const char *what, int a, int b, int during, int delay_ms)
             bad = printf("rank %d: the shrunk comm holds %d ranks (%d %d %d %d), expected %d without %d, %d\n", r,
                          sh->new_size[r], sh->alive[r][0], sh->alive[r][1], sh->alive[r][2], sh->alive[r][3], n, a, b);
     }
+    if (during && !killed_during(sh, a, b))
+        bad = printf("the second victim was not killed during the agreement: this round tests nothing\n");
     printf("%s (victims %d, %d; delay %d ms): %s in %.1f s\n", what, a, b, delay_ms,
            bad || sh->failures ? "FAIL" : "ok", now_s() - t0);
     return bad || sh->failures;
@@ -221,7 +242,7 @@ static int unsupported(const char *backend)
 static int loop(void)
 {
     const char *env = getenv("PLEXUS_SHRINK_ROUNDS");
-    int rounds = env ? atoi(env) : 4, bad = 0;
+    int rounds = env ? atoi(env) : 10, bad = 0;
     srand(12345);
     for (int i = 0; i < rounds && !bad; i++) {
         int kind = i % 3, a = 1 + rand() % 3, b = 1 + (a + rand() % 2) % 3, delay = rand() % 300;
