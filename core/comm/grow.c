@@ -62,15 +62,18 @@ PLX_API int plx_comm_grow(struct plx_comm *c, int size, struct plx_comm **out)
     char name[512], root[1024];
     snprintf(name, sizeof name, "%s/grow%llu", c->name, epoch);
     snprintf(root, sizeof root, "%s/grow%llu", c->key_root, epoch);
-    if (c->rank == 0 && (rc = offer(c, size, name, root)) != 0)
-        return plx__err(rc, "plx_comm_grow on '%s': offering seats to newcomers: %s", c->name, plx_last_error());
+    if (c->rank == 0 && (rc = offer(c, size, name, root)) != 0) {
+        plx__err_prefix("plx_comm_grow on '%s': offering seats to newcomers: ", c->name);
+        return rc;
+    }
     struct plx__rebuild rb = {
         .name = name, .key_root = root, .rank = c->rank, .size = size, .be = c->be, .config = c->config,
         .base_store = c->base_store, .timeout_ms = c->timeout_ms, .create_ms = c->timeout_ms,
     };
-    if ((rc = plx__comm_rebuild(c, &rb, out)) != 0)
-        return plx__err(rc, "plx_comm_grow(rank %d of '%s' to %d ranks): %s", c->rank, c->name, size,
-                        plx_last_error());
+    if ((rc = plx__comm_rebuild(c, &rb, out)) != 0) {
+        plx__err_prefix("plx_comm_grow(rank %d of '%s' to %d ranks): ", c->rank, c->name, size);
+        return rc;
+    }
     plx__log(PLX_LOG_INFO, "core", "comm '%s': rank %d grew to '%s' of %d ranks", c->name, c->rank, name, size);
     return 0;
 }
@@ -91,9 +94,11 @@ static int find_offer(struct plx__job *job, long long seat, uint64_t deadline_ns
         int64_t left = (int64_t)(deadline_ns - plx__clock_ns()) / 1000000;
         grow_key(key, sizeof key, job->name, "offer", g);
         int rc = plx__store_get(job->base_store, key, &val, &len, left > 0 ? left : 1);
-        if (rc != 0)
-            return plx__err(rc, "no communicator '%s' offered seat %lld to a newcomer within the timeout: %s",
-                            job->name, seat, plx_last_error());
+        if (rc != 0) {
+            plx__err_prefix("no communicator '%s' offered seat %lld to a newcomer within the timeout: ", job->name,
+                            seat);
+            return rc;
+        }
         char *text = calloc(1, len + 1);
         if (text)
             memcpy(text, val, len);
