@@ -7,8 +7,10 @@
  * argv: kill1 | kill2 (both at once) | during (one in the collective, a
  * second one while it is in the agreement) | loop (PLEXUS_SHRINK_ROUNDS
  * rounds of those, random victims and delays, default 10) | unsupported
- * BACKEND (shrink and grow refuse with PLX_ERR_UNSUPPORTED naming it).
- * Rank 0 hosts the job's store, so it is never a victim. Each round must
+ * BACKEND (shrink and grow refuse with PLX_ERR_UNSUPPORTED naming it) |
+ * store-host (rank 0, which hosts the job's store, dies: shrink cannot
+ * work without the store, and must fail saying so, not hang). Rank 0 is
+ * otherwise never a victim. Each round must
  * end (every survivor back from shrink with the right result) well within
  * the bound; a hang is killed at the deadline and fails the test. */
 #include <signal.h>
@@ -28,6 +30,7 @@
 
 struct shared {
     int port;
+    int store_lost;          /* rank 0, the store's host, is the victim: shrink must fail, not hang */
     volatile int in_loop[RANKS];
     volatile double in_shrink[RANKS];
     int old_rc[RANKS];
@@ -121,8 +124,15 @@ static int run_rank(int rank, void *arg)
     sh->shrink_rc[rank] = rc;
     sh->shrink_end[rank] = now_s();
     sh->shrink_s[rank] = sh->shrink_end[rank] - t0;
-    procs_report(log, cap, rc ? &sh->failures : NULL, "rank %d: shrink: %s in %.2f s %s\n", rank, plx_err_name(rc),
-                 sh->shrink_s[rank], rc ? plx_last_error() : "");
+    procs_report(log, cap, rc && !sh->store_lost ? &sh->failures : NULL, "rank %d: shrink: %s in %.2f s %s\n", rank,
+                 plx_err_name(rc), sh->shrink_s[rank], rc ? plx_last_error() : "");
+    if (sh->store_lost) {
+        if (rc == 0 || !strstr(plx_last_error(), "store"))
+            procs_report(log, cap, &sh->failures, "rank %d: shrink without the store's host: %s, not an error "
+                         "naming the store\n", rank, plx_err_name(rc));
+        plx_comm_destroy(c);
+        return 0;
+    }
     int bad = rc != 0 || check_new(sh, rank, n);
     plx_comm_destroy(n);
     plx_comm_destroy(c);
@@ -174,6 +184,7 @@ static int one_round(const char *what, int a, int b, int during, int delay_ms)
     struct shared *sh = shared_alloc(sizeof *sh);
     if (!sh || (sh->port = free_port()) < 0)
         return 1;
+    sh->store_lost = a == 0;
     struct procs p;
     double t0 = now_s();
     if (procs_start(&p, RANKS, run_rank, sh) != 0)
@@ -195,7 +206,7 @@ static int one_round(const char *what, int a, int b, int during, int delay_ms)
             bad = printf("rank %d (victim): %s, not killed\n", r, procs_describe(&p, r));
         if (!victim && (p.hung[r] || !WIFEXITED(p.status[r]) || WEXITSTATUS(p.status[r])))
             bad = printf("rank %d: %s\n", r, procs_describe(&p, r));
-        if (victim || sh->shrink_rc[r])
+        if (victim || sh->shrink_rc[r] || sh->store_lost)
             continue;
         if (sh->new_size[r] != n || memcmp(sh->alive[r], expect, sizeof(int) * (size_t)n))
             bad = printf("rank %d: the shrunk comm holds %d ranks (%d %d %d %d), expected %d without %d, %d\n", r,
@@ -263,8 +274,10 @@ int main(int argc, char **argv)
         return one_round("kill2", 1, 3, 0, 100);
     if (argc == 2 && !strcmp(argv[1], "during"))
         return one_round("during", 3, 1, 1, 100);
+    if (argc == 2 && !strcmp(argv[1], "store-host"))
+        return one_round("store-host", 0, -1, 0, 100);
     if (argc == 2 && !strcmp(argv[1], "loop"))
         return loop();
-    fprintf(stderr, "usage: %s kill1|kill2|during|loop|unsupported BACKEND\n", argv[0]);
+    fprintf(stderr, "usage: %s kill1|kill2|during|store-host|loop|unsupported BACKEND\n", argv[0]);
     return 2;
 }
