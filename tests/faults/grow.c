@@ -1,5 +1,5 @@
-/* grow.c - plx_comm_grow with a newcomer that calls plx_comm_join (tcp
- * processes, rank 0 hosts the job's store).
+/* grow.c - plx_comm_grow with a newcomer that calls plx_comm_join (tcp or
+ * shm processes, argv[2]; rank 0 hosts the job's store).
  *
  * argv "grow": 3 ranks run an allreduce, then grow to 4 with a fourth
  * process that joins through the store. argv "shrink-grow": 4 ranks, rank 2
@@ -23,6 +23,7 @@
 
 struct shared {
     int port, shrink_first, victim;
+    char backend[16];
     volatile int in_loop[NEWCOMER + 1];
     volatile int ready;   /* ranks of the communicator about to grow */
     int grown_rank[NEWCOMER + 1];
@@ -35,7 +36,7 @@ static void options(struct shared *sh, struct plx_comm_options *o, char *url, si
     snprintf(url, n, "tcp://127.0.0.1:%d", sh->port);
     plx_comm_options_init(o);
     o->init = url;
-    o->backend = "tcp";
+    o->backend = sh->backend;
     o->timeout_ms = TIMEOUT_MS;
 }
 
@@ -131,14 +132,15 @@ static int run(int who, void *arg)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc != 2 || (strcmp(argv[1], "grow") && strcmp(argv[1], "shrink-grow"))) {
-        fprintf(stderr, "usage: %s grow|shrink-grow\n", argv[0]);
+    if (argc < 2 || argc > 3 || (strcmp(argv[1], "grow") && strcmp(argv[1], "shrink-grow"))) {
+        fprintf(stderr, "usage: %s grow|shrink-grow [BACKEND, default tcp]\n", argv[0]);
         return 2;
     }
     struct shared *sh = shared_alloc(sizeof *sh);
     if (!sh || (sh->port = free_port()) < 0)
         return 1;
     sh->shrink_first = !strcmp(argv[1], "shrink-grow");
+    snprintf(sh->backend, sizeof sh->backend, "%s", argc == 3 ? argv[2] : "tcp");
     sh->victim = sh->shrink_first ? 2 : -1;
     struct procs p;
     double t0 = now_s();
@@ -163,6 +165,6 @@ int main(int argc, char **argv)
             bad = printf("process %d: rank %d in the grown communicator, expected %d\n", r, sh->grown_rank[r],
                          expect[r]);
     }
-    printf("%s: %s in %.1f s\n", argv[1], bad || sh->failures ? "FAIL" : "ok", now_s() - t0);
+    printf("%s on %s: %s in %.1f s\n", argv[1], sh->backend, bad || sh->failures ? "FAIL" : "ok", now_s() - t0);
     return bad || sh->failures;
 }

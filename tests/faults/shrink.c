@@ -28,8 +28,11 @@
 #define COUNT (256u * 1024u) /* 1 MiB of f32 */
 #define ROUND_BOUND_S 90.0
 
+static const char *backend = "tcp";
+
 struct shared {
     int port;
+    const char *backend;     /* tcp, or argv[2] */
     int store_lost;          /* rank 0, the store's host, is the victim: shrink must fail, not hang */
     volatile int in_loop[RANKS];
     volatile double in_shrink[RANKS];
@@ -106,7 +109,7 @@ static int run_rank(int rank, void *arg)
     struct plx_comm_options o;
     plx_comm_options_init(&o);
     o.init = url;
-    o.backend = "tcp";
+    o.backend = sh->backend;
     o.rank = o.local_rank = rank;
     o.size = o.local_size = RANKS;
     o.timeout_ms = TIMEOUT_MS;
@@ -185,6 +188,7 @@ static int one_round(const char *what, int a, int b, int during, int delay_ms)
     if (!sh || (sh->port = free_port()) < 0)
         return 1;
     sh->store_lost = a == 0;
+    sh->backend = backend;
     struct procs p;
     double t0 = now_s();
     if (procs_start(&p, RANKS, run_rank, sh) != 0)
@@ -268,16 +272,20 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 3 && !strcmp(argv[1], "unsupported"))
         return unsupported(argv[2]);
-    if (argc == 2 && !strcmp(argv[1], "kill1"))
+    if (argc == 3)
+        backend = argv[2];
+    if (argc > 3)
+        argc = 0;
+    if (argc >= 2 && !strcmp(argv[1], "kill1"))
         return one_round("kill1", 2, -1, 0, 100);
-    if (argc == 2 && !strcmp(argv[1], "kill2"))
+    if (argc >= 2 && !strcmp(argv[1], "kill2"))
         return one_round("kill2", 1, 3, 0, 100);
-    if (argc == 2 && !strcmp(argv[1], "during"))
+    if (argc >= 2 && !strcmp(argv[1], "during"))
         return one_round("during", 3, 1, 1, 100);
-    if (argc == 2 && !strcmp(argv[1], "store-host"))
+    if (argc >= 2 && !strcmp(argv[1], "store-host"))
         return one_round("store-host", 0, -1, 0, 100);
-    if (argc == 2 && !strcmp(argv[1], "loop"))
+    if (argc >= 2 && !strcmp(argv[1], "loop"))
         return loop();
-    fprintf(stderr, "usage: %s kill1|kill2|during|store-host|loop|unsupported BACKEND\n", argv[0]);
+    fprintf(stderr, "usage: %s kill1|kill2|during|store-host|loop [BACKEND, default tcp] | unsupported BACKEND\n", argv[0]);
     return 2;
 }
