@@ -557,3 +557,89 @@ PLX_API int plx_finalize(void)
     }
     return 0;
 }
+
+/* A communicator built anew for shrink.c and grow.c: the ranks of parent's
+ * job that take part meet under parent's keys + suffix in its store, on its
+ * backend and options, without the old communicator's connections (which
+ * may be broken). parent NULL: opt's store, config and backend (a newcomer
+ * that joins through the store); then key_root is the whole prefix. The
+ * backend's rendezvous waits at most create_ms; the new communicator keeps
+ * the parent's (or opt's) operation timeout. */
+int plx__comm_rebuild(struct plx_comm *parent, const struct plx__rebuild *rb, struct plx_comm **out)
+{
+    *out = NULL;
+    struct plx_comm *c = comm_alloc(rb->name);
+    if (!c)
+        return plx__err(PLX_ERR_NOMEM, "out of memory");
+    c->be = rb->be;
+    c->config = plx__config_retain(rb->config);
+    c->rank = rb->rank;
+    c->size = rb->size;
+    c->local_rank = rb->rank; /* as for a split: a device mesh would refine it */
+    c->local_size = rb->size;
+    c->timeout_ms = rb->timeout_ms;
+    plx__store_retain(rb->base_store);
+    c->base_store = rb->base_store;
+    int rc;
+    if (!(c->key_root = strdup(rb->key_root))) {
+        rc = plx__err(PLX_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((rc = plx__store_prefixed(c->base_store, c->key_root, &c->store)) != 0)
+        goto fail;
+    const struct plx_config *outer = plx__config_use(c->config);
+    c->timeout_ms = rb->create_ms;
+    rc = comm_create_backend(c);
+    c->timeout_ms = rb->timeout_ms;
+    if (rc == 0 && (rc = plx__diag_create(c, parent && parent->diag ? parent->diag->job : NULL)) != 0)
+        c->be->ops.comm_destroy(c->bc);
+    plx__config_use(outer);
+    if (rc != 0)
+        goto fail;
+    plx__family_join(c, NULL);
+    *out = c;
+    return 0;
+fail:
+    add_store_cause(rb->base_store);
+    comm_free(c);
+    return rc;
+}
+
+/* plx_comm_join's start (grow.c): what plx_comm_init does before the
+ * backend, for a process that joins a running job: its options, backend
+ * and the job's store, as a client of the store (the job's rank 0, or a
+ * launcher, hosts it). */
+int plx__comm_open_job(const struct plx_comm_options *user_opt, struct plx__job *job)
+{
+    struct plx_comm_options opt;
+    struct plx__backend *intra = NULL;
+    struct plx__rendezvous rv;
+    copy_options(user_opt, &opt);
+    memset(job, 0, sizeof *job);
+    if (opt.rank < 0)
+        opt.rank = 1; /* no rank yet: anything but the store's host */
+    if (opt.size < 0)
+        opt.size = 2;
+    const struct plx_config *outer = plx__config_current();
+    int rc = init_process_wide(&opt, &job->be, &intra, &job->config);
+    if (rc == 0)
+        rc = plx__rendezvous_resolve(&opt, &rv);
+    if (rc == 0 && intra)
+        rc = plx__err(PLX_ERR_UNSUPPORTED, "plx_comm_join: a hierarchical backend (%s+%s) cannot grow",
+                      intra->name, job->be->name);
+    if (rc == 0 && !rv.url[0] && !opt.store)
+        rc = plx__err(PLX_ERR_UNSUPPORTED, "plx_comm_join: backend %s has no store to meet the job in",
+                      job->be->name);
+    if (rc == 0) {
+        job->timeout_ms = opt.timeout_ms >= 0 ? opt.timeout_ms : config_int("timeout_ms", 300000000000) / 1000000;
+        rv.client_only = 1;
+        rc = plx__rendezvous_store_open(&opt, &rv, -1, rv.size, job->timeout_ms, &job->base_store);
+    }
+    snprintf(job->name, sizeof job->name, "%s", opt.name ? opt.name : "world");
+    plx__config_use(outer);
+    if (rc != 0) {
+        plx__config_release(job->config);
+        job->config = NULL;
+    }
+    return rc;
+}

@@ -27,6 +27,7 @@ struct plx_comm {
     char *key_root;               /* its keys' prefix in base_store: name, and generation after the first */
     uint64_t coll_seq;        /* next collective sequence number (issue order) */
     uint64_t split_seq;
+    uint64_t rebuild_seq;     /* shrinks and grows so far (shrink.c, grow.c): alike on every rank taking part */
     int cuda_staging;
     int aborted;              /* set by plx_comm_abort */
     int revoked;              /* set by plx_comm_revoke on this rank */
@@ -108,6 +109,32 @@ int plx__breaks_comm(int status);
 /* plx_comm_split with the child on backend be (the parent's, or another:
  * hier.c builds its intra-host child this way). */
 int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backend *be, struct plx_comm **out);
+/* What plx__comm_rebuild builds: rank of size, on be with config, meeting
+ * in base_store under key_root. */
+struct plx__rebuild {
+    const char *name, *key_root;
+    int rank, size;
+    struct plx__backend *be;
+    struct plx_config *config;
+    struct plx_store *base_store;
+    int64_t timeout_ms, create_ms;
+};
+int plx__comm_rebuild(struct plx_comm *parent, const struct plx__rebuild *rb, struct plx_comm **out);
+/* shrink.c: why c cannot be rebuilt (what: the caller's name), 0 if it
+ * can; [core] shrink_wait_ms in ns through c's options. */
+int plx__rebuild_refusal(const struct plx_comm *c, const char *what);
+int64_t plx__rebuild_wait_ns(struct plx_comm *c);
+/* comm.c: a process joining a running job (plx_comm_join): its backend,
+ * options and the job's store (as a client), from options like
+ * plx_comm_init's. The caller releases config and base_store. */
+struct plx__job {
+    char name[256];
+    struct plx__backend *be;
+    struct plx_config *config;
+    struct plx_store *base_store;
+    int64_t timeout_ms;
+};
+int plx__comm_open_job(const struct plx_comm_options *opt, struct plx__job *job);
 /* c's instance of its backend's services, handed to comm_create/comm_split. */
 const struct plx_host *plx__comm_instance(struct plx_comm *c);
 /* The p2p adapter the algorithms drive (wraps the backend's isend/irecv). */

@@ -22,6 +22,10 @@ const struct plx__key plx__keys[] = {
      "Generic allreduce algorithm: ring for bandwidth, rabenseifner (recursive halving + doubling: the "
      "ring's traffic in fewer rounds), recdbl (recursive doubling) for latency, tree, or auto (recdbl up to "
      "small_bytes; above, rabenseifner where the world size is a power of two above 2, else ring)."},
+    {"core", "shrink_wait_ms", PLX_KEY_DURATION, "3000", NULL,
+     "plx_comm_shrink and plx_comm_grow: a rank that has not joined the survivors' agreement this long after "
+     "this rank did, or whose heartbeat in it stopped this long, counts as failed (a rank that comes later gets "
+     "PLX_ERR_PEER_LOST). Set it alike on every rank."},
     {"core", "small_bytes", PLX_KEY_SIZE, "64K", NULL,
      "Messages up to this many bytes use the latency algorithm when allreduce_algo = auto."},
     {"core", "segment_bytes", PLX_KEY_SIZE, "0", NULL,

@@ -49,7 +49,7 @@ static int get_caps(void *comm, struct plx_caps *out)
     uint32_t size = out->struct_size;
     struct plx_caps caps = {.struct_size = size,
                             .flags = PLX_CAP_ASYNC | PLX_CAP_ABORT | PLX_CAP_THREAD_SAFE | PLX_CAP_MULTI_NODE |
-                                     PLX_CAP_ANY_SOURCE | PLX_CAP_P2P | PLX_CAP_P2P_HEAD,
+                                     PLX_CAP_ANY_SOURCE | PLX_CAP_P2P | PLX_CAP_P2P_HEAD | PLX_CAP_SHRINK,
                             .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1,
                             .redops = PLX_BIT(PLX_REDOP_COUNT) - 1,
                             .mem_kinds = PLX_BIT(PLX_MEM_HOST)};

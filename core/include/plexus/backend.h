@@ -86,6 +86,10 @@ enum plx_probe_state {
 #define PLX_CAP_IN_PROCESS (1u << 7)  /* all ranks are threads of one process */
 #define PLX_CAP_P2P (1u << 8)         /* isend/irecv provided */
 #define PLX_CAP_P2P_HEAD (1u << 9)    /* ABI 1.5: isend/irecv honour plx_p2p_args.head */
+/* comm_create builds a communicator of any subset of a job's ranks (or
+ * more ranks) from the store alone, while an older communicator of the same
+ * processes is broken or revoked: plx_comm_shrink and plx_comm_grow work. */
+#define PLX_CAP_SHRINK (1u << 10)
 
 /* Bit helpers for the masks below. */
 #define PLX_BIT(x) (1u << (x))

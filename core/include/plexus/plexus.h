@@ -269,6 +269,40 @@ PLX_API int plx_comm_abort(struct plx_comm *comm);
  * (naming the backend) where the backend cannot revoke. */
 PLX_API int plx_comm_revoke(struct plx_comm *comm);
 
+/* Collective over the surviving ranks of comm, usable after a peer was lost
+ * or comm was revoked (or on a healthy comm): the survivors agree, through
+ * the job's store, on which ranks failed, and *out becomes a new
+ * communicator of the survivors, ranks renumbered in their old order. The
+ * dead ranks' help is not needed, and a rank that dies during the agreement
+ * is left out too. A rank that has not joined the agreement
+ * [core] shrink_wait_ms after this one did (or whose heartbeat in it
+ * stopped that long) counts as failed; if it comes later it gets
+ * PLX_ERR_PEER_LOST. The job's store must survive (hosted by a launcher, or
+ * by a surviving rank: under env:// and tcp:// that is rank 0). Everything
+ * is bounded by comm's timeout (PLX_ERR_TIMEOUT). comm stays as it was:
+ * destroy it; the caller destroys *out with plx_comm_destroy() (it is NULL
+ * on an error). PLX_ERR_UNSUPPORTED (naming the backend) on backends without
+ * the shrink capability (plexus-info lists it), hierarchical communicators
+ * and backends without a store; never a hang. */
+PLX_API int plx_comm_shrink(struct plx_comm *comm, struct plx_comm **out);
+
+/* Collective over comm's ranks, at a point they choose: *out becomes a new
+ * communicator of size ranks: comm's ranks keep their numbers and size -
+ * comm's size newcomers, each calling plx_comm_join, follow in the order
+ * they joined. Waits for the newcomers up to comm's timeout. The caller
+ * destroys *out (NULL on an error) with plx_comm_destroy(); comm stays. Same
+ * PLX_ERR_UNSUPPORTED cases as plx_comm_shrink; PLX_ERR_INVALID_ARG if size
+ * is not above comm's size. */
+PLX_API int plx_comm_grow(struct plx_comm *comm, int size, struct plx_comm **out);
+
+/* A new process joins the next plx_comm_grow of the communicator named
+ * opt->name (default "world"; a communicator shrunk or grown from it counts
+ * under the same first name) in the job whose store opt or the environment
+ * names, as plx_comm_init finds it (PLEXUS_INIT, MASTER_ADDR/PORT; rank and
+ * size are not needed). Waits up to the timeout for that grow. opt is
+ * borrowed for the call; the caller destroys *out with plx_comm_destroy(). */
+PLX_API int plx_comm_join(const struct plx_comm_options *opt, struct plx_comm **out);
+
 /* Collective: split comm by color; ranks with the same color form a new
  * communicator ordered by (key, old rank). color PLX_UNDEFINED takes no part
  * and gets *out = NULL. */
