@@ -183,13 +183,135 @@ static void data_done(struct shm_comm *c, struct inbound *in)
     in->ux = NULL;
 }
 
+/* A data frame: the start or the next fragment of message in->seq, copied
+ * to the posted receive or the unexpected message. */
+static int on_data(struct shm_comm *c, int s, const struct frame *f, const char *at, size_t room, size_t *size)
+{
+    struct shm_p2p *p = c->p2p;
+    struct inbound *in = &p->in[s];
+    if (f->len > room - FRAME || FRAME + round64((size_t)f->len) > room || f->len > f->total ||
+        f->off > f->total - f->len || f->total > SIZE_MAX / 2) {
+        corrupt(c, s, "data frame: %llu bytes at offset %llu of %llu, with %zu bytes readable", (unsigned long long)f->len,
+                (unsigned long long)f->off, (unsigned long long)f->total, room - FRAME);
+        return -1;
+    }
+    if (f->off == 0) {
+        if (in->active || f->seq != in->next_seq) {
+            corrupt(c, s, "message %llu starts where message %llu was due%s", (unsigned long long)f->seq,
+                    (unsigned long long)(in->active ? in->seq : in->next_seq), in->active ? " to go on" : "");
+            return -1;
+        }
+        in->next_seq++;
+        in->active = 1;
+        in->seq = f->seq;
+        in->tag = f->tag;
+        in->total = f->total;
+        in->got = 0;
+        shm__p2p_arrive(c, s, f, 0);
+        if (p->broken)
+            return -1;
+    } else if (!in->active || f->seq != in->seq || f->off != in->got || f->total != in->total || f->tag != in->tag) {
+        corrupt(c, s, "fragment of message %llu at offset %llu (expected message %llu at %llu)",
+                (unsigned long long)f->seq, (unsigned long long)f->off, (unsigned long long)in->seq,
+                (unsigned long long)in->got);
+        return -1;
+    }
+    size_t len = (size_t)f->len;
+    if (len && in->req)
+        plx_plugin_copy(in->req->buf + f->off, at + FRAME, len);
+    else if (len && in->ux)
+        plx_plugin_copy(in->ux->data + f->off, at + FRAME, len);
+    in->got += len;
+    if (in->ux)
+        in->ux->got = in->got;
+    if (in->got == in->total)
+        data_done(c, in);
+    *size = FRAME + round64(len);
+    return 0;
+}
+
+/* A single-copy request: the receiver reads the sender's buffer itself. */
+static int on_rts(struct shm_comm *c, int s, const struct frame *f)
+{
+    struct shm_p2p *p = c->p2p;
+    struct inbound *in = &p->in[s];
+    if (f->len || f->off || in->active || f->seq != in->next_seq || f->total > SIZE_MAX / 2) {
+        corrupt(c, s, "single-copy request for message %llu (%llu bytes, payload %llu, offset %llu) where message "
+                "%llu was due%s", (unsigned long long)f->seq, (unsigned long long)f->total,
+                (unsigned long long)f->len, (unsigned long long)f->off, (unsigned long long)in->next_seq,
+                in->active ? " to go on" : "");
+        return -1;
+    }
+    in->next_seq++;
+    shm__p2p_arrive(c, s, f, 1);
+    return p->broken ? -1 : 0;
+}
+
+/* The receiver of a single-copy send is done with this rank's buffer. */
+static int on_ack(struct shm_comm *c, int s, const struct frame *f)
+{
+    struct shm_p2p *p = c->p2p;
+    if (f->len || f->seq >= p->out[s].next_seq) {
+        corrupt(c, s, "acknowledgement of message %llu, which was never sent", (unsigned long long)f->seq);
+        return -1;
+    }
+    struct req *r = p->rndv.head;
+    while (r && !(r->peer == s && r->seq == f->seq))
+        r = r->next;
+    if (!r) /* cancelled here since */
+        return 0;
+    char w[120];
+    int st = f->status == 0 || f->status == PLX_ERR_PEER_LOST || f->status == PLX_ERR_PROTOCOL ? f->status
+                                                                                             : PLX_ERR_PROTOCOL;
+    if (st)
+        shm__p2p_complete(c, r, PLX_ERR_REMOTE, "%s: rank %d could not read this rank's buffer (single copy): %s",
+                          shm__p2p_what(r, w, sizeof w), s, shm__status_name(st));
+    else
+        shm__p2p_complete(c, r, 0, NULL);
+    return 0;
+}
+
+/* The sender gave up message f->seq: fail its receive, or forget it. */
+static int on_cancel(struct shm_comm *c, int s, const struct frame *f)
+{
+    struct shm_p2p *p = c->p2p;
+    struct inbound *in = &p->in[s];
+    if (f->len || f->seq >= in->next_seq) {
+        corrupt(c, s, "cancel of message %llu, which never came", (unsigned long long)f->seq);
+        return -1;
+    }
+    if (!(in->active && in->seq == f->seq)) {
+        for (struct unex *u = p->ux_head; u; u = u->next)
+            if (u->src == s && u->seq == f->seq && u->rndv) {
+                shm__p2p_unex_remove(p, u);
+                free(u);
+                break;
+            }
+        return 0;
+    }
+    if (in->req) {
+        char w[120];
+        shm__p2p_complete(c, in->req, PLX_ERR_REMOTE, "%s: rank %d gave up its send after %llu of %llu bytes",
+                          shm__p2p_what(in->req, w, sizeof w), s, (unsigned long long)in->got,
+                          (unsigned long long)in->total);
+    }
+    if (in->ux) {
+        shm__p2p_unex_remove(p, in->ux);
+        free(in->ux->data);
+        free(in->ux);
+    }
+    in->active = 0;
+    in->req = NULL;
+    in->ux = NULL;
+    return 0;
+}
+
 /* One frame from s at pos (copied to f): 0 and its size in *size, or -1
  * after corrupt(). */
 static int on_frame(struct shm_comm *c, int s, const struct frame *f, const char *at, size_t avail, size_t contig,
                     size_t *size)
 {
-    struct shm_p2p *p = c->p2p;
-    struct inbound *in = &p->in[s];
+    *size = FRAME;
     switch (f->type) {
     case FR_SKIP:
         if (f->len != contig - FRAME || contig > avail) {
@@ -198,111 +320,14 @@ static int on_frame(struct shm_comm *c, int s, const struct frame *f, const char
         }
         *size = contig;
         return 0;
-    case FR_DATA: {
-        size_t room = avail < contig ? avail : contig;
-        if (f->len > room - FRAME || FRAME + round64((size_t)f->len) > room || f->len > f->total ||
-            f->off > f->total - f->len || f->total > SIZE_MAX / 2) {
-            corrupt(c, s, "data frame: %llu bytes at offset %llu of %llu, with %zu bytes readable", (unsigned long long)f->len,
-                    (unsigned long long)f->off, (unsigned long long)f->total, room - FRAME);
-            return -1;
-        }
-        if (f->off == 0) {
-            if (in->active || f->seq != in->next_seq) {
-                corrupt(c, s, "message %llu starts where message %llu was due%s", (unsigned long long)f->seq,
-                        (unsigned long long)(in->active ? in->seq : in->next_seq), in->active ? " to go on" : "");
-                return -1;
-            }
-            in->next_seq++;
-            in->active = 1;
-            in->seq = f->seq;
-            in->tag = f->tag;
-            in->total = f->total;
-            in->got = 0;
-            shm__p2p_arrive(c, s, f, 0);
-            if (p->broken)
-                return -1;
-        } else if (!in->active || f->seq != in->seq || f->off != in->got || f->total != in->total ||
-                   f->tag != in->tag) {
-            corrupt(c, s, "fragment of message %llu at offset %llu (expected message %llu at %llu)",
-                    (unsigned long long)f->seq, (unsigned long long)f->off, (unsigned long long)in->seq,
-                    (unsigned long long)in->got);
-            return -1;
-        }
-        size_t len = (size_t)f->len;
-        if (len && in->req)
-            plx_plugin_copy(in->req->buf + f->off, at + FRAME, len);
-        else if (len && in->ux)
-            plx_plugin_copy(in->ux->data + f->off, at + FRAME, len);
-        in->got += len;
-        if (in->ux)
-            in->ux->got = in->got;
-        if (in->got == in->total)
-            data_done(c, in);
-        *size = FRAME + round64(len);
-        return 0;
-    }
+    case FR_DATA:
+        return on_data(c, s, f, at, avail < contig ? avail : contig, size);
     case FR_RTS:
-        if (f->len || f->off || in->active || f->seq != in->next_seq || f->total > SIZE_MAX / 2) {
-            corrupt(c, s, "single-copy request for message %llu (%llu bytes, payload %llu, offset %llu) where message "
-                    "%llu was due%s", (unsigned long long)f->seq, (unsigned long long)f->total,
-                    (unsigned long long)f->len, (unsigned long long)f->off, (unsigned long long)in->next_seq,
-                    in->active ? " to go on" : "");
-            return -1;
-        }
-        in->next_seq++;
-        shm__p2p_arrive(c, s, f, 1);
-        *size = FRAME;
-        return p->broken ? -1 : 0;
-    case FR_ACK: {
-        if (f->len || f->seq >= p->out[s].next_seq) {
-            corrupt(c, s, "acknowledgement of message %llu, which was never sent", (unsigned long long)f->seq);
-            return -1;
-        }
-        struct req *r = p->rndv.head;
-        while (r && !(r->peer == s && r->seq == f->seq))
-            r = r->next;
-        if (r) { /* else: cancelled here since */
-            char w[120];
-            int st = f->status == 0 || f->status == PLX_ERR_PEER_LOST || f->status == PLX_ERR_PROTOCOL
-                         ? f->status : PLX_ERR_PROTOCOL;
-            if (st)
-                shm__p2p_complete(c, r, PLX_ERR_REMOTE, "%s: rank %d could not read this rank's buffer (single copy): %s",
-                         shm__p2p_what(r, w, sizeof w), s, shm__status_name(st));
-            else
-                shm__p2p_complete(c, r, 0, NULL);
-        }
-        *size = FRAME;
-        return 0;
-    }
+        return on_rts(c, s, f);
+    case FR_ACK:
+        return on_ack(c, s, f);
     case FR_CANCEL:
-        if (f->len || f->seq >= in->next_seq) {
-            corrupt(c, s, "cancel of message %llu, which never came", (unsigned long long)f->seq);
-            return -1;
-        }
-        if (in->active && in->seq == f->seq) {
-            if (in->req) {
-                char w[120];
-                shm__p2p_complete(c, in->req, PLX_ERR_REMOTE, "%s: rank %d gave up its send after %llu of %llu bytes",
-                         shm__p2p_what(in->req, w, sizeof w), s, (unsigned long long)in->got, (unsigned long long)in->total);
-            }
-            if (in->ux) {
-                shm__p2p_unex_remove(p, in->ux);
-                free(in->ux->data);
-                free(in->ux);
-            }
-            in->active = 0;
-            in->req = NULL;
-            in->ux = NULL;
-        } else {
-            for (struct unex *u = p->ux_head; u; u = u->next)
-                if (u->src == s && u->seq == f->seq && u->rndv) {
-                    shm__p2p_unex_remove(p, u);
-                    free(u);
-                    break;
-                }
-        }
-        *size = FRAME;
-        return 0;
+        return on_cancel(c, s, f);
     default:
         corrupt(c, s, "unknown frame type %#x", (unsigned)f->type);
         return -1;
