@@ -65,7 +65,7 @@ int plx__ring_step(struct algo_ctx *x, const struct ring_io *io)
             if (rc)
                 goto fail;
             size_t off = k * seg, len = seg_len(io->relems, k, seg);
-            rc = plx__reduce3(io->dst + off * es, io->src + off * es, io->tmp + (k % RING_WINDOW) * seg * es, len,
+            rc = plx__algo_reduce3(x, io->dst + off * es, io->src + off * es, io->tmp + (k % RING_WINDOW) * seg * es, len,
                               x->a->dtype, x->a->op);
             if (rc)
                 goto fail;
@@ -140,7 +140,7 @@ int plx__reduce_scatter(struct algo_ctx *x)
         return 0;
     if (x->size == 1) {
         if (a->recv != a->send)
-            plx__copy(a->recv, a->send, a->count * x->esize);
+            plx__algo_copy(x, a->recv, a->send, a->count * x->esize);
         return 0;
     }
     struct layout l = {a->count, 1};
@@ -155,7 +155,7 @@ int plx__allgather(struct algo_ctx *x)
     if (bytes == 0)
         return 0;
     if ((const char *)a->send != mine)
-        plx__copy(mine, a->send, bytes);
+        plx__algo_copy(x, mine, a->send, bytes);
     struct layout l = {a->count, 1};
     return plx__ring_allgather(x, a->recv, l, 0);
 }

@@ -13,6 +13,15 @@ static int matches(const struct sim_req *send, const struct sim_req *recv)
            send->tag == recv->tag;
 }
 
+/* Its owner's wait on r may go on (w->mu held). */
+static void wake(struct impl *owner, const struct sim_req *r)
+{
+    if (owner->fiber)
+        sim_fiber_wake(owner->fiber, r->t_done > owner->clock_ns ? r->t_done : owner->clock_ns);
+    else
+        pthread_cond_broadcast(&owner->cv);
+}
+
 /* Copy outside the lock, then complete both. */
 static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
 {
@@ -37,9 +46,9 @@ static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
     send->done = recv->done = 1;
     struct impl *receiver = w->members[recv->owner];
     if (sender)
-        pthread_cond_broadcast(&sender->cv);
+        wake(sender, send);
     if (receiver && receiver != sender)
-        pthread_cond_broadcast(&receiver->cv);
+        wake(receiver, recv);
     pthread_mutex_unlock(&w->mu);
 }
 

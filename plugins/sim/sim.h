@@ -53,6 +53,7 @@ struct sim_config {
 };
 
 struct world;
+struct sim_fiber;
 
 struct impl {
     struct world *w;
@@ -63,6 +64,7 @@ struct impl {
     unsigned ncoll;       /* native collectives run (match.c's parity) */
     int aborted;
     double clock_ns;      /* model: this rank's virtual time (w->mu) */
+    struct sim_fiber *fiber; /* the coroutine it runs on (fiber.c), or NULL: a thread */
     /* The worker that runs this rank's native collectives in order. A
      * blocking collective with nothing queued runs in the caller's thread
      * instead (busy keeps the two from overlapping). */
@@ -142,6 +144,13 @@ void sim_p2p_cancel(struct impl *c, struct sim_req *r);
 int sim_collective(void *comm, const struct plx_coll_args *a, void **req);
 int sim_worker_start(struct impl *c);
 void sim_worker_stop(struct impl *c);
+
+/* fiber.c: the calling coroutine (NULL on a thread of its own); make f
+ * runnable from virtual time at_ns; give the thread to the next runnable
+ * rank until woken (-1: every rank waits, a deadlock). */
+struct sim_fiber *sim_fiber_self(void);
+void sim_fiber_wake(struct sim_fiber *f, double at_ns);
+int sim_fiber_block(void);
 
 /* fault.c */
 void sim_config_read(const struct plx_config *config, struct sim_config *cfg);

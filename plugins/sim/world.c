@@ -134,7 +134,9 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
     w->ever_joined[args->rank] = 1;
     if (++w->joined == w->size) /* waking each joiner would cost size^2 wake-ups */
         pthread_cond_broadcast(&w->cv);
-    while (w->joined < w->size) {
+    /* A coroutine rank goes on at once: the ranks after it join only when
+     * it waits, and a message to a rank not yet joined waits in its list. */
+    while (w->joined < w->size && !c->fiber) {
         if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT && w->joined < w->size) {
             char miss[256];
             missing_ranks(w, miss, sizeof miss);
@@ -303,7 +305,14 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
             pthread_mutex_unlock(&w->mu);
             return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
         }
-        if (timeout_ms == PLX_TIMEOUT_INFINITE) {
+        if (c->fiber) { /* virtual time cannot run out: only a deadlock ends the wait */
+            pthread_mutex_unlock(&w->mu);
+            if (sim_fiber_block() != 0)
+                return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waits for rank %d (%s, tag %llu), and every "
+                                 "rank waits: deadlock", c->rank, r->peer, r->is_send ? "send" : "recv",
+                                 (unsigned long long)r->tag);
+            pthread_mutex_lock(&w->mu);
+        } else if (timeout_ms == PLX_TIMEOUT_INFINITE) {
             pthread_cond_wait(cv, &w->mu);
         } else if (pthread_cond_timedwait(cv, &w->mu, &ts) == ETIMEDOUT && !r->done) {
             pthread_mutex_unlock(&w->mu);

@@ -86,6 +86,7 @@ enum plx_probe_state {
 #define PLX_CAP_IN_PROCESS (1u << 7)  /* all ranks are threads of one process */
 #define PLX_CAP_P2P (1u << 8)         /* isend/irecv provided */
 #define PLX_CAP_P2P_HEAD (1u << 9)    /* ABI 1.5: isend/irecv honour plx_p2p_args.head */
+#define PLX_CAP_TIMING_ONLY (1u << 10) /* messages carry sizes, not data: the core skips its arithmetic */
 
 /* Bit helpers for the masks below. */
 #define PLX_BIT(x) (1u << (x))
