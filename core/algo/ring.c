@@ -14,6 +14,8 @@ size_t plx__seg_elems(const struct algo_ctx *x, size_t max_elems)
      * cores are 5-20 % faster with 1 MiB. */
     size_t bytes = x->t->segment_bytes ? x->t->segment_bytes : x->size == 2 ? 128u << 10 : 1u << 20;
     size_t seg = bytes / x->esize;
+    if (seg > max_elems) /* one segment holds the block: scratch for more is waste */
+        seg = max_elems;
     if (seg == 0)
         seg = 1;
     if (max_elems / seg >= 4096) /* tags hold 4096 segments per step */

@@ -7,6 +7,9 @@
  * virtual-time order charges shared links in the order the model's time
  * says, and a run gives the same answer every time. When no rank can go on,
  * every waiting rank's wait fails (a deadlock), never a hang. */
+/* _longjmp between stacks is what the fortified one refuses. */
+#undef _FORTIFY_SOURCE
+#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,19 +19,24 @@
 
 #include "sim.h"
 
+/* A rank is entered the first time through its ucontext (which sets up
+ * its stack), and from then on with _setjmp/_longjmp, which save no signal
+ * mask: swapcontext's two system calls per switch were a third of a run. */
 struct sim_fiber {
     ucontext_t uc;
+    jmp_buf jb;
+    int started;
     struct sim_sched *s;
     int rank;
     int queued, finished;
+    double clock_ns; /* model: the rank's virtual time, shared by all its communicators */
     double key;      /* virtual ns it may run from */
     uint64_t order;  /* ties: first queued, first run */
-    char *stack;
-    size_t map_bytes;
 };
 
 struct sim_sched {
-    ucontext_t main;
+    ucontext_t main;  /* where the first entry saves the scheduler: never resumed */
+    jmp_buf main_jb;
     void (*body)(int rank, void *arg);
     void *arg;
     struct sim_fiber *fibers;
@@ -36,6 +44,8 @@ struct sim_sched {
     int nheap;
     uint64_t next_order;
     int deadlocked;
+    int n;
+    double *queues; /* the model's link queues (model.c), made on first use */
 };
 
 static _Thread_local struct sim_fiber *current;
@@ -43,6 +53,28 @@ static _Thread_local struct sim_fiber *current;
 struct sim_fiber *sim_fiber_self(void)
 {
     return current;
+}
+
+int sim_fiber_rank(const struct sim_fiber *f)
+{
+    return f->rank;
+}
+
+double *sim_fiber_clock(struct sim_fiber *f)
+{
+    return &f->clock_ns;
+}
+
+int sim_fiber_count(const struct sim_fiber *f)
+{
+    return f->s->n;
+}
+
+double *sim_fiber_queues(struct sim_fiber *f)
+{
+    if (!f->s->queues)
+        f->s->queues = calloc(4 * (size_t)f->s->n, sizeof *f->s->queues);
+    return f->s->queues;
 }
 
 static int before(const struct sim_fiber *x, const struct sim_fiber *y)
@@ -81,6 +113,12 @@ static struct sim_fiber *heap_pop(struct sim_sched *s)
     return top;
 }
 
+static void to_scheduler(struct sim_fiber *f)
+{
+    if (!_setjmp(f->jb))
+        _longjmp(f->s->main_jb, 1);
+}
+
 void sim_fiber_wake(struct sim_fiber *f, double at_ns)
 {
     if (!f || f == current || f->queued || f->finished) /* a running rank looks before it waits */
@@ -96,40 +134,53 @@ int sim_fiber_block(void)
     struct sim_fiber *f = current;
     if (f->s->deadlocked)
         return -1;
-    swapcontext(&f->uc, &f->s->main);
+    to_scheduler(f);
     return f->s->deadlocked ? -1 : 0;
+}
+
+void sim_fiber_yield(void)
+{
+    struct sim_fiber *f = current;
+    f->queued = 1;
+    f->key = f->clock_ns;
+    f->order = f->s->next_order++;
+    heap_push(f->s, f);
+    to_scheduler(f);
 }
 
 static void fiber_main(void)
 {
     struct sim_fiber *f = current;
     f->s->body(f->rank, f->s->arg);
-    f->finished = 1; /* uc_link returns to the scheduler */
+    f->finished = 1;
+    _longjmp(f->s->main_jb, 1);
 }
 
-static int fiber_make(struct sim_sched *s, struct sim_fiber *f, int rank, size_t stack_bytes)
+/* Run f until it waits or ends. */
+static void enter(struct sim_sched *s, struct sim_fiber *f)
 {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    stack_bytes = (stack_bytes + page - 1) / page * page;
+    if (_setjmp(s->main_jb))
+        return;
+    if (f->started)
+        _longjmp(f->jb, 1);
+    f->started = 1;
+    swapcontext(&s->main, &f->uc);
+}
+
+/* Stacks come from one mapping for all ranks: a mapping each (with a
+ * guard page, two) would exhaust the process's mappings (vm.max_map_count,
+ * 65,530) at tens of thousands of ranks, and malloc, refused a mapping,
+ * would then put every large buffer on the heap. Untouched pages cost
+ * nothing. */
+static void fiber_make(struct sim_sched *s, struct sim_fiber *f, int rank, char *stack, size_t stack_bytes)
+{
     f->s = s;
     f->rank = rank;
-    f->map_bytes = stack_bytes + page;
-    /* A guard page below the stack: an overflow faults instead of
-     * writing into the next rank's stack. Untouched pages cost nothing. */
-    void *m = mmap(NULL, f->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED)
-        return -1;
-    mprotect(m, page, PROT_NONE);
-    f->stack = m;
-    if (getcontext(&f->uc) != 0) {
-        munmap(m, f->map_bytes);
-        return -1;
-    }
-    f->uc.uc_stack.ss_sp = (char *)m + page;
+    getcontext(&f->uc);
+    f->uc.uc_stack.ss_sp = stack;
     f->uc.uc_stack.ss_size = stack_bytes;
-    f->uc.uc_link = &s->main;
+    f->uc.uc_link = NULL; /* fiber_main never returns */
     makecontext(&f->uc, fiber_main, 0);
-    return 0;
 }
 
 /* No rank can go on: wake every unfinished one, whose waits now fail. */
@@ -158,13 +209,10 @@ static int schedule(struct sim_sched *s, int n)
         }
         f->queued = 0;
         current = f;
-        swapcontext(&s->main, &f->uc);
+        enter(s, f);
         current = NULL;
-        if (f->finished) {
-            munmap(f->stack, f->map_bytes);
-            f->stack = NULL;
+        if (f->finished)
             live--;
-        }
     }
     return rc;
 }
@@ -181,25 +229,26 @@ PLX_BACKEND_EXPORT int plexus_sim_run_ranks(int nranks, size_t stack_bytes, void
 {
     if (nranks <= 0 || !body || current)
         return PLX_ERR_INVALID_ARG;
-    struct sim_sched s = {.body = body, .arg = arg};
+    struct sim_sched s = {.body = body, .arg = arg, .n = nranks};
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    stack_bytes = (stack_bytes + page - 1) / page * page;
+    size_t map_bytes = stack_bytes * (size_t)nranks;
+    char *stacks = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     s.fibers = calloc((size_t)nranks, sizeof *s.fibers);
     s.heap = calloc((size_t)nranks, sizeof *s.heap);
-    int rc = s.fibers && s.heap ? 0 : PLX_ERR_NOMEM;
-    int made = 0;
-    while (!rc && made < nranks)
-        if (fiber_make(&s, &s.fibers[made], made, stack_bytes) == 0)
-            made++;
-        else
-            rc = PLX_ERR_NOMEM;
-    if (!rc) {
-        for (int i = 0; i < nranks; i++)
+    int rc = PLX_ERR_NOMEM;
+    if (stacks != MAP_FAILED && s.fibers && s.heap) {
+        for (int i = 0; i < nranks; i++) {
+            fiber_make(&s, &s.fibers[i], i, stacks + (size_t)i * stack_bytes, stack_bytes);
             sim_fiber_wake(&s.fibers[i], 0);
+        }
         rc = schedule(&s, nranks);
     } else {
-        fprintf(stderr, "sim: cannot make the stack of rank %d of %d\n", made, nranks);
-        for (int i = 0; i < made; i++)
-            munmap(s.fibers[i].stack, s.fibers[i].map_bytes);
+        fprintf(stderr, "sim: no memory for %d ranks' stacks of %zu bytes\n", nranks, stack_bytes);
     }
+    if (stacks != MAP_FAILED)
+        munmap(stacks, map_bytes);
+    free(s.queues);
     free(s.heap);
     free(s.fibers);
     return rc;

@@ -1,6 +1,7 @@
 /* p2p.c - point-to-point between sim ranks: requests are matched by
  * (source, destination, tag) in post order; the thread that completes the
  * match copies straight from the sender's buffer to the receiver's. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@ static int matches(const struct sim_req *send, const struct sim_req *recv)
 static void wake(struct impl *owner, const struct sim_req *r)
 {
     if (owner->fiber)
-        sim_fiber_wake(owner->fiber, r->t_done > owner->clock_ns ? r->t_done : owner->clock_ns);
+        sim_fiber_wake(owner->fiber, r->t_done > *owner->clock_ns ? r->t_done : *owner->clock_ns);
     else
         pthread_cond_broadcast(&owner->cv);
 }
@@ -52,6 +53,21 @@ static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* The model places a receiver by the rank it runs: a coroutine sender
+ * lets the others run until the receiver has joined (w->mu held). */
+static void await_receiver(struct impl *c, int peer)
+{
+    struct world *w = c->w;
+    if (peer < 0 || peer >= w->size || w->members[peer])
+        return;
+    uint64_t deadline = c->timeout_ms < 0 ? UINT64_MAX : sim_host->clock_ns() + (uint64_t)c->timeout_ms * 1000000u;
+    while (!w->members[peer] && sim_host->clock_ns() < deadline) {
+        pthread_mutex_unlock(&w->mu);
+        sim_fiber_yield();
+        pthread_mutex_lock(&w->mu);
+    }
+}
+
 static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void **out)
 {
     int rc = sim_fault_check(c, is_send ? "send" : "recv");
@@ -75,6 +91,8 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
         pthread_mutex_unlock(&w->mu);
         return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
     }
+    if (is_send && c->fiber && c->cfg.model.on)
+        await_receiver(c, r->peer);
     if (is_send && c->cfg.model.on && sim_model_send(c, r)) {
         sim_req_release_locked(c, r);
         pthread_mutex_unlock(&w->mu);

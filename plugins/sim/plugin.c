@@ -145,8 +145,13 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     c->size = args->size;
     c->timeout_ms = args->timeout_ms;
     sim_config_read(args->config, &c->cfg);
-    if ((c->fiber = sim_fiber_self()) != NULL) /* native collectives need a thread per rank */
+    c->clock_ns = &c->own_clock_ns;
+    c->model_rank = c->rank;
+    if ((c->fiber = sim_fiber_self()) != NULL) { /* native collectives need a thread per rank */
         c->cfg.native = 0;
+        c->clock_ns = sim_fiber_clock(c->fiber);
+        c->model_rank = sim_fiber_rank(c->fiber);
+    }
     if (c->cfg.native && !(c->small = malloc(SIM_SMALL_BYTES))) {
         free(c);
         return sim_error(PLX_ERR_NOMEM, "sim: out of memory");

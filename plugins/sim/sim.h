@@ -63,7 +63,11 @@ struct impl {
     int op_count;         /* ops seen, for fail_after */
     unsigned ncoll;       /* native collectives run (match.c's parity) */
     int aborted;
-    double clock_ns;      /* model: this rank's virtual time (w->mu) */
+    /* model: this rank's virtual time (w->mu): its own, or, on a coroutine,
+     * the coroutine's, so that time spent in one communicator carries to
+     * the next (a hierarchy's intra and cross steps) */
+    double *clock_ns, own_clock_ns;
+    int model_rank;       /* where the model places it: its rank, or its coroutine's */
     struct sim_fiber *fiber; /* the coroutine it runs on (fiber.c), or NULL: a thread */
     /* The worker that runs this rank's native collectives in order. A
      * blocking collective with nothing queued runs in the caller's thread
@@ -151,6 +155,15 @@ void sim_worker_stop(struct impl *c);
 struct sim_fiber *sim_fiber_self(void);
 void sim_fiber_wake(struct sim_fiber *f, double at_ns);
 int sim_fiber_block(void);
+/* Let the other runnable ranks run first, then go on. */
+void sim_fiber_yield(void);
+/* The rank it runs (its rank in the first communicator of the job) and
+ * its virtual clock, which all its communicators share. */
+int sim_fiber_rank(const struct sim_fiber *f);
+double *sim_fiber_clock(struct sim_fiber *f);
+/* The run's ranks, and the model's link queues for them (NULL: no memory). */
+int sim_fiber_count(const struct sim_fiber *f);
+double *sim_fiber_queues(struct sim_fiber *f);
 
 /* fault.c */
 void sim_config_read(const struct plx_config *config, struct sim_config *cfg);

@@ -71,6 +71,22 @@ static void missing_ranks(struct world *w, char *out, size_t len)
         }
 }
 
+/* The id rank 0 published. A coroutine rank must not block the thread
+ * that also runs rank 0: it looks, and lets the others run until rank 0
+ * has made the world (a split's rank 0 may come later than its others). */
+static int world_key(const struct plx_comm_args *args, const struct impl *c, void **val, size_t *len)
+{
+    const struct plx_host *h = sim_host;
+    if (!c->fiber)
+        return h->store_get(args->store, "sim/world", val, len, args->timeout_ms);
+    uint64_t deadline = deadline_after(args->timeout_ms);
+    int rc;
+    while ((rc = h->store_get(args->store, "sim/world", val, len, 0)) == PLX_ERR_TIMEOUT &&
+           h->clock_ns() < deadline)
+        sim_fiber_yield();
+    return rc;
+}
+
 int sim_world_join(const struct plx_comm_args *args, struct impl *c)
 {
     const struct plx_host *h = sim_host;
@@ -97,7 +113,7 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
     } else {
         void *val = NULL;
         size_t len = 0;
-        rc = h->store_get(args->store, "sim/world", &val, &len, args->timeout_ms);
+        rc = world_key(args, c, &val, &len);
         if (rc)
             return sim_error(rc, "sim: rank %d of '%s': rank 0 never created the world (waited %lld ms)",
                             args->rank, args->name, (long long)args->timeout_ms);
