@@ -138,13 +138,16 @@ int sim_fiber_block(void)
     return f->s->deadlocked ? -1 : 0;
 }
 
-void sim_fiber_yield(void)
+void sim_fiber_catch_up(void)
 {
     struct sim_fiber *f = current;
+    struct sim_sched *s = f->s;
+    if (!s->nheap || !(s->heap[0]->key < f->clock_ns))
+        return;
     f->queued = 1;
     f->key = f->clock_ns;
-    f->order = f->s->next_order++;
-    heap_push(f->s, f);
+    f->order = s->next_order++;
+    heap_push(s, f);
     to_scheduler(f);
 }
 

@@ -74,13 +74,14 @@ int sim_model_send(struct impl *c, struct sim_req *r)
     int inter = host != host_of(m, dst ? dst->model_rank : r->peer);
     double beta = inter ? m->inter_beta_ns : m->intra_beta_ns;
     double occupy = (double)r->bytes * max2(beta, m->inject_beta_ns);
-    double depart = max2(*c->clock_ns, QUEUE(q, n, EGRESS, me));
+    double depart = max2(r->t_post, QUEUE(q, n, EGRESS, me));
     if (inter)
         depart = max2(depart, QUEUE(q, n, NIC_OUT, host));
     QUEUE(q, n, EGRESS, me) = depart + occupy;
     if (inter)
         QUEUE(q, n, NIC_OUT, host) = depart + (double)r->bytes * m->inter_beta_ns;
     r->t_depart = depart;
+    r->priced = 1;
     r->t_done = depart + occupy; /* the buffer is free once sent: eager */
     return 0;
 }

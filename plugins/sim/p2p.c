@@ -36,11 +36,16 @@ static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
                             ? SIM_SAMPLE_BYTES : send->bytes);
     pthread_mutex_lock(&w->mu);
     struct impl *sender = w->members[send->owner];
-    if (sender && sender->cfg.model.on)
+    if (sender && sender->cfg.model.on && !send->priced && sim_model_send(sender, send))
+        st = PLX_ERR_NOMEM;
+    if (sender && sender->cfg.model.on && send->priced)
         sim_model_deliver(sender, send, recv);
     if (st) {
-        snprintf(send->err, sizeof send->err, "sim: rank %d sent %zu bytes to rank %d, which posted %zu (tag %llu)",
-                 send->owner, send->bytes, recv->owner, recv->bytes, (unsigned long long)send->tag);
+        if (st == PLX_ERR_NOMEM)
+            snprintf(send->err, sizeof send->err, "sim: out of memory");
+        else
+            snprintf(send->err, sizeof send->err, "sim: rank %d sent %zu bytes to rank %d, which posted %zu (tag %llu)",
+                     send->owner, send->bytes, recv->owner, recv->bytes, (unsigned long long)send->tag);
         memcpy(recv->err, send->err, sizeof recv->err);
     }
     send->status = recv->status = st;
@@ -51,21 +56,6 @@ static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
     if (receiver && receiver != sender)
         wake(receiver, recv);
     pthread_mutex_unlock(&w->mu);
-}
-
-/* The model places a receiver by the rank it runs: a coroutine sender
- * lets the others run until the receiver has joined (w->mu held). */
-static void await_receiver(struct impl *c, int peer)
-{
-    struct world *w = c->w;
-    if (peer < 0 || peer >= w->size || w->members[peer])
-        return;
-    uint64_t deadline = c->timeout_ms < 0 ? UINT64_MAX : sim_host->clock_ns() + (uint64_t)c->timeout_ms * 1000000u;
-    while (!w->members[peer] && sim_host->clock_ns() < deadline) {
-        pthread_mutex_unlock(&w->mu);
-        sim_fiber_yield();
-        pthread_mutex_lock(&w->mu);
-    }
 }
 
 static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void **out)
@@ -91,9 +81,12 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
         pthread_mutex_unlock(&w->mu);
         return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
     }
-    if (is_send && c->fiber && c->cfg.model.on)
-        await_receiver(c, r->peer);
-    if (is_send && c->cfg.model.on && sim_model_send(c, r)) {
+    /* The model prices a send when it is posted, by where the receiver
+     * is; a coroutine's receiver may not have joined yet (a split's world):
+     * then when it is delivered, from the time it was posted. */
+    r->t_post = *c->clock_ns;
+    if (is_send && c->cfg.model.on && (!c->fiber || (r->peer >= 0 && r->peer < w->size && w->members[r->peer])) &&
+        sim_model_send(c, r)) {
         sim_req_release_locked(c, r);
         pthread_mutex_unlock(&w->mu);
         return sim_error(PLX_ERR_NOMEM, "sim: out of memory");

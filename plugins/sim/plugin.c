@@ -40,8 +40,8 @@ static const struct plx_key keys[] = {
      "Model: bytes per second one rank injects, shared by its concurrent messages (0: no limit)"},
     {"model_payload", PLX_KEY_BOOL, "true", NULL,
      "Model: messages carry their bytes (false: timing only, sizes and virtual times and only the first "
-     "64 bytes of each message, and the core skips its reductions and copies, for thousands of ranks; "
-     "results are then meaningless)"},
+     "128 bytes of each message, and the core skips the reductions and copies of collectives over 64 "
+     "bytes per rank, for thousands of ranks; their results are then meaningless)"},
     {NULL, 0, NULL, NULL, NULL},
 };
 

@@ -25,7 +25,8 @@ struct sim_req {
     int status;
     int freed;            /* the core released it; the worker frees it when done */
     char err[256];
-    double t_depart, t_done;  /* model: virtual ns the message left, the request completes */
+    double t_post, t_depart, t_done; /* model: virtual ns it was posted, the message left, it completes */
+    int priced;           /* model: the send's departure is known */
     struct plx_coll_args args; /* collective */
     struct sim_req *next;      /* p2p lists / worker queue */
 };
@@ -90,8 +91,9 @@ struct impl {
  * barriers instead of three). */
 #define SIM_SMALL_BYTES ((size_t)32 << 10)
 /* Timing only: the bytes of a message that are still copied, so that what
- * the core puts in front of a payload (its fingerprint header) arrives. */
-#define SIM_SAMPLE_BYTES ((size_t)64)
+ * the core puts in front of a payload (its fingerprint header) arrives, and
+ * small collectives stay exact (backend.h). */
+#define SIM_SAMPLE_BYTES ((size_t)PLX_TIMING_MESSAGE_BYTES)
 /* Work item of the data phases: big enough to stream, small enough to
  * balance; a multiple of every element size. */
 #define SIM_ITEM_BYTES ((size_t)256 << 10)
@@ -155,8 +157,10 @@ void sim_worker_stop(struct impl *c);
 struct sim_fiber *sim_fiber_self(void);
 void sim_fiber_wake(struct sim_fiber *f, double at_ns);
 int sim_fiber_block(void);
-/* Let the other runnable ranks run first, then go on. */
-void sim_fiber_yield(void);
+/* After the rank's clock moved: let the ranks that are earlier in virtual
+ * time run first, so that every message is posted in virtual-time order
+ * and the model's link queues are charged in that order. */
+void sim_fiber_catch_up(void);
 /* The rank it runs (its rank in the first communicator of the job) and
  * its virtual clock, which all its communicators share. */
 int sim_fiber_rank(const struct sim_fiber *f);

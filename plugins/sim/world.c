@@ -71,22 +71,6 @@ static void missing_ranks(struct world *w, char *out, size_t len)
         }
 }
 
-/* The id rank 0 published. A coroutine rank must not block the thread
- * that also runs rank 0: it looks, and lets the others run until rank 0
- * has made the world (a split's rank 0 may come later than its others). */
-static int world_key(const struct plx_comm_args *args, const struct impl *c, void **val, size_t *len)
-{
-    const struct plx_host *h = sim_host;
-    if (!c->fiber)
-        return h->store_get(args->store, "sim/world", val, len, args->timeout_ms);
-    uint64_t deadline = deadline_after(args->timeout_ms);
-    int rc;
-    while ((rc = h->store_get(args->store, "sim/world", val, len, 0)) == PLX_ERR_TIMEOUT &&
-           h->clock_ns() < deadline)
-        sim_fiber_yield();
-    return rc;
-}
-
 int sim_world_join(const struct plx_comm_args *args, struct impl *c)
 {
     const struct plx_host *h = sim_host;
@@ -95,8 +79,15 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
                         "sim: ranks are threads of one process and meet through an in-process store: "
                         "pass init \"mem://NAME\" (same NAME on every rank)");
     struct world *w = NULL;
-    int rc;
-    if (args->rank == 0) {
+    void *val = NULL;
+    size_t len = 0;
+    int rc, make = args->rank == 0;
+    /* One thread runs every coroutine rank, so none may block here for
+     * another: whichever rank comes first makes the world (a split's rank
+     * 0 may come after its others). */
+    if (c->fiber)
+        make = h->store_get(args->store, "sim/world", &val, &len, 0) != 0;
+    if (make) {
         if (!(w = world_new(args->size)))
             return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
         pthread_mutex_lock(&registry_mu);
@@ -111,10 +102,7 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
             return rc;
         }
     } else {
-        void *val = NULL;
-        size_t len = 0;
-        rc = world_key(args, c, &val, &len);
-        if (rc)
+        if (!c->fiber && (rc = h->store_get(args->store, "sim/world", &val, &len, args->timeout_ms)) != 0)
             return sim_error(rc, "sim: rank %d of '%s': rank 0 never created the world (waited %lld ms)",
                             args->rank, args->name, (long long)args->timeout_ms);
         uint64_t id = 0;
@@ -345,5 +333,7 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
     if (st)
         sim_error(st, "%s", r->err);
     pthread_mutex_unlock(&w->mu);
+    if (c->fiber && c->cfg.model.on)
+        sim_fiber_catch_up();
     return st;
 }

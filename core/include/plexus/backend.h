@@ -86,7 +86,14 @@ enum plx_probe_state {
 #define PLX_CAP_IN_PROCESS (1u << 7)  /* all ranks are threads of one process */
 #define PLX_CAP_P2P (1u << 8)         /* isend/irecv provided */
 #define PLX_CAP_P2P_HEAD (1u << 9)    /* ABI 1.5: isend/irecv honour plx_p2p_args.head */
-#define PLX_CAP_TIMING_ONLY (1u << 10) /* messages carry sizes, not data: the core skips its arithmetic */
+/* Timing only: a message carries its size, but only its first 128 bytes of
+ * data (room for the core's fingerprint header and PLX_TIMING_EXACT_BYTES),
+ * so collectives of up to PLX_TIMING_EXACT_BYTES per rank (the core's own:
+ * a split's allgather) stay exact, and the core skips the reductions and
+ * copies of larger ones, whose results are meaningless. */
+#define PLX_CAP_TIMING_ONLY (1u << 10)
+#define PLX_TIMING_MESSAGE_BYTES 128
+#define PLX_TIMING_EXACT_BYTES 64
 
 /* Bit helpers for the masks below. */
 #define PLX_BIT(x) (1u << (x))
