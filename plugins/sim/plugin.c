@@ -117,7 +117,8 @@ struct sim_req *sim_req_new(struct impl *c)
     pthread_mutex_unlock(&c->w->mu);
     if (!r)
         return calloc(1, sizeof *r);
-    memset(r, 0, sizeof *r);
+    memset(r, 0, offsetof(struct sim_req, err)); /* one per message: not its 256-byte message */
+    r->err[0] = '\0';
     return r;
 }
 

@@ -24,11 +24,12 @@ struct sim_req {
     int done;
     int status;
     int freed;            /* the core released it; the worker frees it when done */
-    char err[256];
     double t_post, t_depart, t_done; /* model: virtual ns it was posted, the message left, it completes */
     int priced;           /* model: the send's departure is known */
-    struct plx_coll_args args; /* collective */
     struct sim_req *next;      /* p2p lists / worker queue */
+    /* Not cleared for a new request (sim_req_new): set where used. */
+    char err[256];
+    struct plx_coll_args args; /* collective */
 };
 
 /* The network model (model.c), [sim] model_* keys. Times in ns. */

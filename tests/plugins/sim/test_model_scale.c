@@ -8,10 +8,10 @@
  * written beyond a message's first bytes, so a 1 GiB buffer costs no memory.
  * The program prints the wall time and the peak memory of each run.
  *
- *   test_model_scale              1,024 ranks: each algorithm against its formula,
- *                                 then an allreduce sweep 8 B - 1 GiB at 16,384 ranks
+ *   test_model_scale              1,024 ranks: each algorithm against its formula
  *   test_model_scale P ALGO N     one allreduce of N bytes at P ranks, printed
- *   test_model_scale sweep P      only the sweep, at P ranks */
+ *   test_model_scale sweep P [S]  an allreduce sweep 1 GiB down to 8 B at P ranks,
+ *                                 each size 2^S times the next (S = 1: every power of two) */
 #include <dlfcn.h>
 #include <malloc.h>
 #include <math.h>
@@ -37,7 +37,7 @@ static double beta_ns; /* 1G per second, as the key reads it: 2^30 bytes */
 #define RANK_STACK ((size_t)256 << 10)
 #define SWEEP_MIN 8
 #define SWEEP_MAX ((size_t)1 << 30)
-#define SWEEP_SIZES 28 /* 8 B, 16 B, ... 1 GiB */
+#define SWEEP_SIZES 28 /* 1 GiB, 512 MiB, ... 8 B at most */
 
 struct job {
     int coll;
@@ -194,20 +194,20 @@ static void check(int P, const char *algo, int coll, size_t count)
  * automatic choice: recursive doubling up to 64 KiB, halving-doubling
  * above), each size against its formula. Largest first: each rank's
  * scratch is then made once, not grown (remapped) at every size. */
-static void sweep(int P)
+static void sweep(int P, int shift)
 {
-    struct job j = {.coll = PLX_COLL_ALLREDUCE, .nops = SWEEP_SIZES, .size = P};
-    for (int k = 0; k < SWEEP_SIZES; k++)
-        j.counts[k] = ((size_t)SWEEP_MIN << (SWEEP_SIZES - 1 - k)) / 4;
+    struct job j = {.coll = PLX_COLL_ALLREDUCE, .size = P};
+    for (size_t n = SWEEP_MAX; n >= SWEEP_MIN && j.nops < SWEEP_SIZES; n >>= shift)
+        j.counts[j.nops++] = n / 4;
     double t[SWEEP_SIZES], wall;
     int rc = run(&j, "auto", t, &wall);
-    for (int k = 0; k < SWEEP_SIZES; k++) {
+    for (int k = 0; k < j.nops; k++) {
         double n = (double)j.counts[k] * 4;
         const char *algo = n <= 64 * 1024 || j.counts[k] < (size_t)P ? "recdbl" : "rabenseifner";
         report(algo, PLX_COLL_ALLREDUCE, P, n, rc ? -1 : t[k], formula(algo, PLX_COLL_ALLREDUCE, P, n));
     }
-    printf("sweep of %d allreduces 8 B - 1 GiB at P=%d: wall %.2f s, peak RSS %ld MiB\n", SWEEP_SIZES, P, wall,
-           peak_rss_mib());
+    printf("sweep of %d allreduces %zu B - 1 GiB at P=%d: wall %.2f s, peak RSS %ld MiB\n", j.nops,
+           j.counts[j.nops - 1] * 4, P, wall, peak_rss_mib());
     fflush(stdout);
 }
 
@@ -229,14 +229,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "no sim plugin with a model and coroutine ranks at %s: %s\n", path, dlerror());
         return 1;
     }
-    if (argc == 4) {
+    if (argc == 4 && strcmp(argv[1], "sweep")) {
         int P = atoi(argv[1]);
         size_t bytes = strtoull(argv[3], NULL, 0);
         check(P, argv[2], PLX_COLL_ALLREDUCE, bytes / 4 ? bytes / 4 : 1);
         return failures ? 1 : 0;
     }
-    if (argc == 3 && !strcmp(argv[1], "sweep")) {
-        sweep(atoi(argv[2]));
+    if ((argc == 3 || argc == 4) && !strcmp(argv[1], "sweep")) {
+        int shift = argc == 4 ? atoi(argv[3]) : 1;
+        sweep(atoi(argv[2]), shift >= 1 && shift <= 8 ? shift : 1);
         return failures ? 1 : 0;
     }
     const int P = 1024;
@@ -246,7 +247,6 @@ int main(int argc, char **argv)
     check(P, "ring", PLX_COLL_ALLREDUCE, 1024 * 16);
     check(P, "ring", PLX_COLL_ALLGATHER, 16);
     check(P, "ring", PLX_COLL_REDUCE_SCATTER, 16);
-    sweep(16384);
     dlclose(h);
     return failures ? 1 : 0;
 }
