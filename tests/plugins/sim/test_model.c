@@ -109,12 +109,18 @@ static void check(const char *algo, int coll, int P, size_t count)
          * costs log2 P (alpha + n beta)). */
         name = "allreduce tree";
         want = 2 * log2i(P) * (ALPHA_NS + n * beta_ns);
+        if (P == 3) /* the root hears from rank 1, then rank 2, whose message queued at its link, and
+                       sends to rank 2, then rank 1, through its one link: each phase alpha + 2 n beta */
+            want = 2 * (ALPHA_NS + 2 * n * beta_ns);
     } else if (!strcmp(algo, "rabenseifner")) {
         /* Recursive halving (blocks n/2, n/4 .. n/P) then recursive doubling
          * back, at a power of two, one segment per block:
          * 2 log2 P alpha + 2 (P-1)/P n beta. */
         name = "allreduce rabenseifner";
-        want = 2 * log2i(P) * ALPHA_NS + 2.0 * (P - 1) / P * n * beta_ns;
+        int p2 = 1 << log2i(P);
+        want = 2 * log2i(P) * ALPHA_NS + 2.0 * (p2 - 1) / p2 * n * beta_ns;
+        if (p2 != P) /* fold the first 2(P - p2) ranks in pairs before, unfold after: a whole buffer each */
+            want += 2 * (ALPHA_NS + n * beta_ns);
     } else {
         /* Recursive doubling at a power of two: log2 P exchanges of the
          * whole buffer. (Elsewhere the fold makes ranks that sent at time 0
@@ -167,6 +173,9 @@ int main(void)
     check("tree", PLX_COLL_ALLREDUCE, 2, 1024);
     check("rabenseifner", PLX_COLL_ALLREDUCE, 2, 2048);
     check("ring", PLX_COLL_ALLGATHER, 2, 1024);
+    /* A non-power of two: the tree's root link shared, halving-doubling's fold. */
+    check("tree", PLX_COLL_ALLREDUCE, 3, 1024);
+    check("rabenseifner", PLX_COLL_ALLREDUCE, 3, 3 * 1024);
     check("ring", PLX_COLL_REDUCE_SCATTER, 2, 1024);
     /* Several segments per ring step. */
     check("ring", PLX_COLL_REDUCE_SCATTER, 2, 128 << 10);
