@@ -5,6 +5,7 @@
  * injection bandwidth), behind the host NIC's other traffic when it leaves
  * the host, and behind the receiver's other arrivals. Nothing sleeps: wall
  * time does not depend on the modelled latency. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "sim.h"
@@ -28,6 +29,8 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->inter_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_inter_bandwidth", 0));
     m->inject_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_injection_bandwidth", 0));
     m->payload = plx_plugin_config_bool(h, config, "model_payload", 1);
+    const char *trace = plx_plugin_config_str(h, config, "model_trace");
+    snprintf(m->trace, sizeof m->trace, "%s", trace ? trace : "");
 }
 
 static int host_of(const struct sim_model *m, int rank)
@@ -86,6 +89,28 @@ int sim_model_send(struct impl *c, struct sim_req *r)
     return 0;
 }
 
+/* The trace: one file per process, opened by the first message, each
+ * message a complete event on its sender's row (Chrome's array format, whose
+ * closing bracket is optional, so a run that stops midway still loads). */
+static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
+static FILE *trace_file;
+
+static void trace_message(const struct sim_model *m, int from, int to, const struct sim_req *send, double arrive)
+{
+    pthread_mutex_lock(&trace_mu);
+    if (!trace_file && (trace_file = fopen(m->trace, "w")) != NULL)
+        fputs("[\n", trace_file);
+    if (trace_file) {
+        fprintf(trace_file,
+                "{\"name\":\"%zu B to %d\",\"cat\":\"message\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,"
+                "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"to\":%d,\"bytes\":%zu,\"tag\":%llu}},\n",
+                send->bytes, to, from, send->t_depart / 1e3, (arrive - send->t_depart) / 1e3, to, send->bytes,
+                (unsigned long long)send->tag);
+        fflush(trace_file);
+    }
+    pthread_mutex_unlock(&trace_mu);
+}
+
 void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *recv)
 {
     const struct sim_model *m = &sc->cfg.model;
@@ -105,6 +130,8 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     }
     QUEUE(q, n, INGRESS, dst) = arrive;
     recv->t_done = arrive;
+    if (m->trace[0])
+        trace_message(m, sc->model_rank, dst, send, arrive);
 }
 
 void sim_model_complete(struct impl *c, const struct sim_req *r)

@@ -42,6 +42,9 @@ static const struct plx_key keys[] = {
      "Model: messages carry their bytes (false: timing only, sizes and virtual times and only the first "
      "128 bytes of each message, and the core skips the reductions and copies of collectives over 64 "
      "bytes per rank, for thousands of ranks; their results are then meaningless)"},
+    {"model_trace", PLX_KEY_STRING, "", NULL,
+     "Model: write every message (sender, receiver, bytes, when it left and arrived in virtual time) to this "
+     "file as Chrome trace JSON, for chrome://tracing or Perfetto; one file per process"},
     {NULL, 0, NULL, NULL, NULL},
 };
 

@@ -40,6 +40,7 @@ struct sim_model {
     double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */
     double inject_beta_ns; /* per rank, shared by its messages (0: no limit) */
     int payload;          /* 0: timing only, messages carry sizes and no bytes */
+    char trace[256];      /* Chrome trace JSON of every message to this file ("": none) */
 };
 
 /* Fault injection and behaviour, read from [sim] at comm_create. */

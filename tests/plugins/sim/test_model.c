@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ranks.h"
 
@@ -146,6 +147,52 @@ static void check(const char *algo, int coll, int P, size_t count)
     free(j.end_ns);
 }
 
+/* sim.model_trace: recursive doubling on 4 ranks is 8 messages, each
+ * lasting alpha + bytes * beta, the last ending when the op does. */
+static void check_trace(void)
+{
+    char path[] = "/tmp/plexus-sim-trace-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        perror("mkstemp");
+        failures++;
+        return;
+    }
+    close(fd);
+    char kv[300];
+    snprintf(kv, sizeof kv, "sim.model_trace=%s", path);
+    const char *ov[] = {"sim.model=true", "sim.model_intra_latency=2us", "sim.model_intra_bandwidth=1G",
+                        "core.allreduce_algo=recdbl", kv, NULL};
+    struct job j = {.coll = PLX_COLL_ALLREDUCE, .count = 1024, .end_ns = calloc(4, sizeof(double))};
+    int rc = run_ranks(4, "sim", ov, 60000, run, &j);
+    double end = 0, last = 0;
+    for (int r = 0; r < 4; r++)
+        end = j.end_ns[r] > end ? j.end_ns[r] : end;
+    FILE *f = fopen(path, "r");
+    char line[512];
+    int events = 0, bad = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        int from, to;
+        double ts, dur;
+        size_t bytes;
+        if (sscanf(line, "{\"name\":\"%*[^\"]\",\"cat\":\"message\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%lf,"
+                         "\"dur\":%lf,\"args\":{\"to\":%d,\"bytes\":%zu", &from, &ts, &dur, &to, &bytes) != 5)
+            continue;
+        events++;
+        bad += fabs(dur * 1e3 - (ALPHA_NS + (double)bytes * beta_ns)) > 1 || from == to || to < 0 || to > 3;
+        last = ts + dur > last ? ts + dur : last;
+    }
+    if (f)
+        fclose(f);
+    unlink(path);
+    int ok = rc == 0 && events == 8 && !bad && fabs(last * 1e3 - end) < 1;
+    printf("%s trace: %d messages (want 8), %d with a wrong duration, last ends %.0f ns, the op %.0f ns\n",
+           ok ? "ok  " : "FAIL", events, bad, last * 1e3, end);
+    if (!ok)
+        failures++;
+    free(j.end_ns);
+}
+
 int main(void)
 {
     beta_ns = 1e9 / (double)(1 << 30);
@@ -177,6 +224,7 @@ int main(void)
     check("tree", PLX_COLL_ALLREDUCE, 3, 1024);
     check("rabenseifner", PLX_COLL_ALLREDUCE, 3, 3 * 1024);
     check("ring", PLX_COLL_REDUCE_SCATTER, 2, 1024);
+    check_trace();
     /* Several segments per ring step. */
     check("ring", PLX_COLL_REDUCE_SCATTER, 2, 128 << 10);
     check("ring", PLX_COLL_ALLREDUCE, 3, (size_t)3 << 20);
