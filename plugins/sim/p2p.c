@@ -23,6 +23,16 @@ static void wake(struct impl *owner, const struct sim_req *r)
         pthread_cond_broadcast(&owner->cv);
 }
 
+/* Timing only (backend.h): the first bytes of a message up to
+ * PLX_TIMING_SAMPLED_BYTES, none of a longer one (touching its pages would
+ * cost thousands of ranks gigabytes). */
+static size_t copied_bytes(const struct impl *c, size_t bytes)
+{
+    if (!c->cfg.model.on || c->cfg.model.payload)
+        return bytes;
+    return bytes > PLX_TIMING_SAMPLED_BYTES ? 0 : bytes > SIM_SAMPLE_BYTES ? SIM_SAMPLE_BYTES : bytes;
+}
+
 /* Copy outside the lock, then complete both. */
 static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
 {
@@ -31,9 +41,7 @@ static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
     if (send->bytes > recv->bytes)
         st = PLX_ERR_INVALID_ARG;
     else if (send->bytes)
-        plx_plugin_copy(recv->buf, send->buf,
-                        c->cfg.model.on && !c->cfg.model.payload && send->bytes > SIM_SAMPLE_BYTES
-                            ? SIM_SAMPLE_BYTES : send->bytes);
+        plx_plugin_copy(recv->buf, send->buf, copied_bytes(c, send->bytes));
     pthread_mutex_lock(&w->mu);
     struct impl *sender = w->members[send->owner];
     if (sender && sender->cfg.model.on && !send->priced && sim_model_send(sender, send))

@@ -94,6 +94,9 @@ enum plx_probe_state {
 #define PLX_CAP_TIMING_ONLY (1u << 10)
 #define PLX_TIMING_MESSAGE_BYTES 128
 #define PLX_TIMING_EXACT_BYTES 64
+/* Messages longer than this carry no data at all: the core puts its header
+ * only in shorter ones. */
+#define PLX_TIMING_SAMPLED_BYTES 16384
 
 /* Bit helpers for the masks below. */
 #define PLX_BIT(x) (1u << (x))
