@@ -29,7 +29,7 @@ static void json_str(const char *s)
 
 static const char *const flag_names[] = {"async", "abort", "split", "thread-safe", "in-place",
                                          "multi-node", "any-source", "in-process", "p2p",
-                                         "p2p-head", "shrink"};
+                                         "p2p-head", "shrink", "timing-only"};
 
 /* Names of the bits set in mask, from name(i). */
 static void print_mask(uint32_t mask, int n, const char *(*name)(int), int json)

@@ -12,7 +12,6 @@
 #include <dlfcn.h>
 #include <getopt.h>
 #include <link.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,32 +38,55 @@ struct job {
     double *end_ns;
     int failed;
 };
-struct rank_arg {
-    struct job *j;
-    int rank;
-};
+
+static int (*run_ranks)(int nranks, size_t stack_bytes, void (*body)(int rank, void *arg), void *arg);
 
 static int find_sim(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
+    (void)data;
     size_t l = strlen(info->dlpi_name);
     if (l >= 14 && !strcmp(info->dlpi_name + l - 14, "/plexus-sim.so")) {
         void *h = dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD);
-        if (h)
-            *(void **)data = dlsym(h, "plexus_sim_model_clock_ns");
+        if (h) {
+            model_clock = (double (*)(void))dlsym(h, "plexus_sim_model_clock_ns");
+            run_ranks = (int (*)(int, size_t, void (*)(int, void *), void *))dlsym(h, "plexus_sim_run_ranks");
+        }
         return 1;
     }
     return 0;
 }
 
-static void *rank_main(void *p)
+/* The sim plugin the core loads, found once a one-rank communicator has
+ * loaded it: its clock and its coroutine ranks. */
+static int load_sim(void)
 {
-    struct rank_arg *ra = p;
-    struct job *j = ra->j;
     struct plx_comm_options o;
     plx_comm_options_init(&o);
     o.backend = "sim";
-    o.rank = ra->rank;
+    o.init = "mem://whatif-load";
+    struct plx_comm *comm = NULL;
+    int rc = plx_comm_init(&o, &comm);
+    if (rc) {
+        fprintf(stderr, "plexus-whatif: no sim backend: %s\n", plx_last_error());
+        return -1;
+    }
+    dl_iterate_phdr(find_sim, NULL);
+    plx_comm_destroy(comm);
+    if (!model_clock || !run_ranks) {
+        fprintf(stderr, "plexus-whatif: the sim plugin has no network model with coroutine ranks\n");
+        return -1;
+    }
+    return 0;
+}
+
+static void rank_main(int rank, void *arg)
+{
+    struct job *j = arg;
+    struct plx_comm_options o;
+    plx_comm_options_init(&o);
+    o.backend = "sim";
+    o.rank = rank;
     o.size = O.ranks;
     o.init = j->init;
     o.overrides = j->ov;
@@ -74,23 +96,13 @@ static void *rank_main(void *p)
     float *buf = calloc(j->count, sizeof *buf);
     if (!rc && !buf)
         rc = PLX_ERR_NOMEM;
-    if (!rc && !__atomic_load_n(&model_clock, __ATOMIC_ACQUIRE)) {
-        void *f = NULL;
-        dl_iterate_phdr(find_sim, &f);
-        __atomic_store_n(&model_clock, (double (*)(void))f, __ATOMIC_RELEASE);
-    }
     if (!rc)
         rc = plx_allreduce(comm, buf, buf, j->count, PLX_F32, PLX_SUM);
-    double (*clk)(void) = __atomic_load_n(&model_clock, __ATOMIC_ACQUIRE);
-    if (!rc && !clk)
-        rc = PLX_ERR_UNSUPPORTED;
-    j->end_ns[ra->rank] = clk ? clk() : 0;
-    if (rc && !__atomic_fetch_add(&j->failed, 1, __ATOMIC_RELAXED))
-        fprintf(stderr, "plexus-whatif: rank %d: %s: %s\n", ra->rank, plx_err_name(rc),
-                rc == PLX_ERR_UNSUPPORTED && !clk ? "the sim plugin has no network model" : plx_last_error());
+    j->end_ns[rank] = model_clock();
+    if (rc && !j->failed++)
+        fprintf(stderr, "plexus-whatif: rank %d: %s: %s\n", rank, plx_err_name(rc), plx_last_error());
     free(buf);
     plx_comm_destroy(comm);
-    return NULL;
 }
 
 /* Modelled ns of one allreduce of count floats with algo, or -1. */
@@ -109,35 +121,19 @@ static double run(const char *algo, size_t count)
                         kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], NULL};
     struct job j = {.ov = ov, .count = count, .end_ns = calloc((size_t)O.ranks, sizeof(double))};
     snprintf(j.init, sizeof j.init, "mem://whatif-%d", ++serial);
-    struct rank_arg *ra = calloc((size_t)O.ranks, sizeof *ra);
-    pthread_t *th = calloc((size_t)O.ranks, sizeof *th);
-    if (!j.end_ns || !ra || !th) {
+    if (!j.end_ns) {
         fprintf(stderr, "plexus-whatif: out of memory\n");
         exit(1);
     }
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, RANK_STACK);
-    int started = 0;
-    for (int i = 0; i < O.ranks; i++) {
-        ra[i] = (struct rank_arg){&j, i};
-        if (pthread_create(&th[i], &attr, rank_main, &ra[i]) != 0) {
-            fprintf(stderr, "plexus-whatif: cannot start the thread of rank %d\n", i);
-            break;
-        }
-        started++;
-    }
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    pthread_attr_destroy(&attr);
+    /* Coroutines in virtual-time order: shared links are charged in the
+     * order the model's time says, so answers across hosts repeat. */
+    int rc = run_ranks(O.ranks, RANK_STACK, rank_main, &j);
     double t = 0;
     for (int i = 0; i < O.ranks; i++)
         t = j.end_ns[i] > t ? j.end_ns[i] : t;
-    if (j.failed || started < O.ranks)
+    if (j.failed || rc)
         t = -1;
     free(j.end_ns);
-    free(ra);
-    free(th);
     return t;
 }
 
@@ -198,6 +194,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "plexus-whatif: need --ranks >= 2 divisible by --hosts, and 4 <= -b <= -e\n");
         return 2;
     }
+    if (load_sim() != 0)
+        return 1;
     FILE *csv = NULL;
     if (O.csv && !(csv = fopen(O.csv, "w"))) {
         perror(O.csv);

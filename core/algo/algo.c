@@ -68,7 +68,7 @@ int plx__sendrecv(struct algo_ctx *x, int to, const void *sbuf, size_t sbytes, i
 static int finish_avg(struct algo_ctx *x)
 {
     const struct plx_coll_args *a = x->a;
-    if (a->op != PLX_AVG)
+    if (a->op != PLX_AVG || plx__algo_timing_only(x))
         return 0;
     switch (a->coll) {
     case PLX_COLL_ALLREDUCE:

@@ -26,6 +26,7 @@ struct plx__p2p {
     int (*wait)(void *ctx, void *req, uint64_t deadline_ns);
     /* Release a request that will not be waited for (after an error). */
     void (*discard)(void *ctx, void *req);
+    int timing_only; /* PLX_CAP_TIMING_ONLY: no reductions or copies */
 };
 
 /* Tuning, from [core] keys (comm.c fills it). */

@@ -26,7 +26,7 @@ static int fold(struct algo_ctx *x, const char *from, char *buf, char *tmp, int 
     *vr = r - rem;
     if (r >= 2 * rem) {
         if (from != buf)
-            plx__copy(buf, from, bytes);
+            plx__algo_copy(x, buf, from, bytes);
         return 0;
     }
     if (r % 2 == 0) {
@@ -36,7 +36,7 @@ static int fold(struct algo_ctx *x, const char *from, char *buf, char *tmp, int 
     *vr = r / 2;
     if ((rc = plx__recv(x, r - 1, tmp, bytes, step_tag(x, 0, 0))) != 0)
         return rc;
-    return plx__reduce3(buf, tmp, from, a->count, a->dtype, a->op);
+    return plx__algo_reduce3(x, buf, tmp, from, a->count, a->dtype, a->op);
 }
 
 /* The folded-out ranks get the result from their partner. */
@@ -74,8 +74,8 @@ static int recursive_doubling(struct algo_ctx *x)
             if ((rc = plx__sendrecv(x, peer, buf, bytes, peer, tmp, bytes, step_tag(x, step, 0))) != 0)
                 return rc;
             /* Lower virtual rank first, so both partners compute the same bits. */
-            rc = vr < vp ? plx__reduce3(buf, buf, tmp, a->count, a->dtype, a->op)
-                         : plx__reduce3(buf, tmp, buf, a->count, a->dtype, a->op);
+            rc = vr < vp ? plx__algo_reduce3(x, buf, buf, tmp, a->count, a->dtype, a->op)
+                         : plx__algo_reduce3(x, buf, tmp, buf, a->count, a->dtype, a->op);
             if (rc)
                 return rc;
         }
@@ -199,7 +199,7 @@ static int pair_allreduce(struct algo_ctx *x)
             if ((rc = pair_wait(x, &st, RAW_RECV)) != 0)
                 goto fail;
             size_t off = (moff + k * seg) * es;
-            if ((rc = plx__reduce3(out + off, src + off, tmp + (k % RING_WINDOW) * seg * es, seg_len(mlen, k, seg),
+            if ((rc = plx__algo_reduce3(x, out + off, src + off, tmp + (k % RING_WINDOW) * seg * es, seg_len(mlen, k, seg),
                                    a->dtype, a->op)) != 0)
                 goto fail;
             if ((rc = p->isend(p->ctx, peer, out + off, seg_len(mlen, k, seg) * es, step_tag(x, 1, (uint32_t)k),
@@ -229,7 +229,7 @@ int plx__allreduce(struct algo_ctx *x)
         return 0;
     if (x->size == 1) {
         if (a->recv != a->send)
-            plx__copy(a->recv, a->send, bytes);
+            plx__algo_copy(x, a->recv, a->send, bytes);
         return 0;
     }
     int algo = x->t->allreduce_algo;

@@ -176,11 +176,11 @@ int plx__alltoallv(struct algo_ctx *x)
         if (ext && !copy)
             return PLX_ERR_NOMEM;
         if (ext)
-            plx__copy(copy, send, ext * es);
+            plx__algo_copy(x, copy, send, ext * es);
         send = copy;
     }
     if (sc[r])
-        plx__copy(recv + rd[r] * es, send + sd[r] * es, sc[r] * es);
+        plx__algo_copy(x, recv + rd[r] * es, send + sd[r] * es, sc[r] * es);
     if (P == 1)
         return 0;
     const char **sp = malloc((size_t)P * sizeof *sp);
@@ -211,7 +211,7 @@ int plx__allgatherv(struct algo_ctx *x)
     const size_t *rc_ = a->recv_counts, *rd = a->recv_displs;
     char *recv = a->recv;
     if (rc_[r] && (const char *)a->send != recv + rd[r] * es)
-        plx__copy(recv + rd[r] * es, a->send, rc_[r] * es);
+        plx__algo_copy(x, recv + rd[r] * es, a->send, rc_[r] * es);
     if (P == 1)
         return 0;
     const char **sp = malloc((size_t)P * sizeof *sp);

@@ -41,7 +41,7 @@ int plx__gather(struct algo_ctx *x)
         return plx__send(x, a->root, a->send, bytes, step_tag(x, 0, 0));
     char *mine = (char *)a->recv + (size_t)x->rank * bytes;
     if ((const char *)a->send != mine)
-        plx__copy(mine, a->send, bytes);
+        plx__algo_copy(x, mine, a->send, bytes);
     return root_fanout(x, 1, a->recv, bytes);
 }
 
@@ -55,7 +55,7 @@ int plx__scatter(struct algo_ctx *x)
         return plx__recv(x, a->root, a->recv, bytes, step_tag(x, 0, 0));
     const char *mine = (const char *)a->send + (size_t)x->rank * bytes;
     if ((char *)a->recv != mine)
-        plx__copy(a->recv, mine, bytes);
+        plx__algo_copy(x, a->recv, mine, bytes);
     return root_fanout(x, 0, (char *)a->send, bytes);
 }
 
@@ -72,10 +72,10 @@ int plx__alltoall(struct algo_ctx *x)
         char *copy = plx__scratch_get(x->scratch, bytes * (size_t)P);
         if (!copy)
             return PLX_ERR_NOMEM;
-        plx__copy(copy, send, bytes * (size_t)P);
+        plx__algo_copy(x, copy, send, bytes * (size_t)P);
         send = copy;
     }
-    plx__copy(recv + (size_t)r * bytes, send + (size_t)r * bytes, bytes);
+    plx__algo_copy(x, recv + (size_t)r * bytes, send + (size_t)r * bytes, bytes);
     for (int s = 1; s < P; s++) {
         int to = mod(r + s, P), from = mod(r - s, P);
         rc = plx__sendrecv(x, to, send + (size_t)to * bytes, bytes, from, recv + (size_t)from * bytes, bytes,

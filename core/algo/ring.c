@@ -16,6 +16,8 @@ size_t plx__seg_elems(const struct algo_ctx *x, size_t max_elems)
      * `sh bench/tuning.sh build segment` measures both (bench/tuning.md). */
     size_t bytes = x->t->segment_bytes ? x->t->segment_bytes : x->size == 2 ? 128u << 10 : 1u << 20;
     size_t seg = bytes / x->esize;
+    if (seg > max_elems) /* one segment holds the block: scratch for more is waste */
+        seg = max_elems;
     if (seg == 0)
         seg = 1;
     if (max_elems / seg >= 4096) /* tags hold 4096 segments per step */
@@ -67,7 +69,7 @@ int plx__ring_step(struct algo_ctx *x, const struct ring_io *io)
             if (rc)
                 goto fail;
             size_t off = k * seg, len = seg_len(io->relems, k, seg);
-            rc = plx__reduce3(io->dst + off * es, io->src + off * es, io->tmp + (k % RING_WINDOW) * seg * es, len,
+            rc = plx__algo_reduce3(x, io->dst + off * es, io->src + off * es, io->tmp + (k % RING_WINDOW) * seg * es, len,
                               x->a->dtype, x->a->op);
             if (rc)
                 goto fail;
@@ -142,7 +144,7 @@ int plx__reduce_scatter(struct algo_ctx *x)
         return 0;
     if (x->size == 1) {
         if (a->recv != a->send)
-            plx__copy(a->recv, a->send, a->count * x->esize);
+            plx__algo_copy(x, a->recv, a->send, a->count * x->esize);
         return 0;
     }
     struct layout l = {a->count, 1};
@@ -157,7 +159,7 @@ int plx__allgather(struct algo_ctx *x)
     if (bytes == 0)
         return 0;
     if ((const char *)a->send != mine)
-        plx__copy(mine, a->send, bytes);
+        plx__algo_copy(x, mine, a->send, bytes);
     struct layout l = {a->count, 1};
     return plx__ring_allgather(x, a->recv, l, 0);
 }

@@ -94,13 +94,13 @@ int plx__tree_reduce(struct algo_ctx *x, const char *send, char *recv, char *acc
         if (vr + mask < P) {
             if ((rc = plx__recv(x, mod(vr + mask + root, P), tmp, bytes, step_tag(x, 0, 0))) != 0)
                 return rc;
-            if ((rc = plx__reduce3(acc_dst, acc, tmp, a->count, a->dtype, a->op)) != 0)
+            if ((rc = plx__algo_reduce3(x, acc_dst, acc, tmp, a->count, a->dtype, a->op)) != 0)
                 return rc;
             acc = acc_dst;
         }
     }
     if (acc != recv) /* root without children (P == 1) */
-        plx__copy(recv, acc, bytes);
+        plx__algo_copy(x, recv, acc, bytes);
     return 0;
 }
 

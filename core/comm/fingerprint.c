@@ -54,6 +54,9 @@ struct fp_wire {
     uint32_t pad;
 };
 
+_Static_assert(sizeof(struct fp_wire) + FP_INLINE <= PLX_TIMING_SAMPLED_BYTES,
+               "a timing-only backend must still deliver every fingerprint header");
+
 /* One per peer and direction in the communicator's diag (a collective has
  * one first message each way with each peer): no allocation per message. */
 struct plx__fp_io {

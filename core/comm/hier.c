@@ -107,7 +107,11 @@ int plx__hier_setup(struct plx_comm *c, struct plx__backend *intra_be)
         return plx__err(PLX_ERR_NOMEM, "hierarchy on '%s': out of memory", c->name);
     }
     char id[256];
-    plx_common_host_identity(id, sizeof id);
+    const char *modelled = plx__config_get("core", "host_identity");
+    if (modelled && *modelled)
+        snprintf(id, sizeof id, "modelled %s", modelled);
+    else
+        plx_common_host_identity(id, sizeof id);
     uint64_t mine = fnv1a(id);
     if ((rc = plx_allgather(c, &mine, ids, 1, PLX_U64)) != 0)
         goto fail;

@@ -228,7 +228,7 @@ static void a_discard(void *ctx, void *req)
 void plx__p2p_init(struct plx_comm *c)
 {
     c->p2p = (struct plx__p2p){
-        .ctx = c, .rank = c->rank, .size = c->size,
+        .ctx = c, .rank = c->rank, .size = c->size, .timing_only = !!(c->caps.flags & PLX_CAP_TIMING_ONLY),
         .isend = a_isend, .irecv = a_irecv, .wait = a_wait, .discard = a_discard,
     };
 }

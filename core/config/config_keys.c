@@ -31,6 +31,9 @@ const struct plx__key plx__keys[] = {
     {"core", "segment_bytes", PLX_KEY_SIZE, "0", NULL,
      "Pipeline segment of the generic ring, rabenseifner and tree algorithms, in bytes; 0: 128 KiB with 2 "
      "ranks, 1 MiB with more (what measured fastest on loopback)."},
+    {"core", "host_identity", PLX_KEY_STRING, "", NULL,
+     "The host this rank counts as in a hierarchical communicator (INTRA+INTER); empty: the real one (boot id, "
+     "host name, namespaces). Ranks of one process (sim) set it per rank to model several hosts."},
     {"core", "cuda_staging", PLX_KEY_BOOL, "false", NULL,
      "Stage CUDA buffers through host memory for backends that take host memory only."},
     {"core", "auth", PLX_KEY_ENUM, "auto", "auto|on|off",

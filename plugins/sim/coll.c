@@ -65,138 +65,204 @@ static void *scratch(struct impl *c, size_t bytes)
     return c->scratch;
 }
 
-#define BARRIER() sim_barrier(c, what, deadline, ms)
+/* One native collective in progress: its call and the cut of its blocks
+ * into work items of per elements (nch items per block). */
+struct phase {
+    struct impl *c;
+    const struct plx_coll_args *a;
+    const char *what;
+    uint64_t deadline;
+    int64_t ms;
+    size_t es, bytes, per, nch;
+};
 
-static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline, int64_t ms)
+static int barrier(const struct phase *x)
 {
-    struct world *w = c->w;
-    int P = c->size, t = c->rank, rc;
-    const char *what = sim_coll_name(a->coll);
-    size_t es = sim_dtype_size(a->dtype), bytes = a->count * es;
-    size_t per = SIM_ITEM_BYTES / es, nch = (a->count + per - 1) / per; /* chunks of a block */
+    return sim_barrier(x->c, x->what, x->deadline, x->ms);
+}
 
+/* Chunk k of a block as a byte offset, and its length in bytes. */
+static size_t at(const struct phase *x, size_t k)
+{
+    return k * x->per * x->es;
+}
+
+static size_t len(const struct phase *x, size_t k)
+{
+    return piece(x->a->count, x->per, k) * x->es;
+}
+
+/* Every rank publishes its call, meets the others, and checks that they
+ * all called the same; an injected failure strikes after that, mid-
+ * collective: this rank stops taking part, so the others time out at the
+ * next barrier. */
+static int rendezvous(const struct phase *x)
+{
+    struct impl *c = x->c;
+    struct world *w = c->w;
+    int rc;
     sim_fault_delay(c);
-    w->slot[t] = a;
+    w->slot[c->rank] = x->a;
     int parity = (int)(c->ncoll++ & 1);
-    w->calls[parity][t] = *a;
-    if ((rc = BARRIER()) != 0)
+    w->calls[parity][c->rank] = *x->a;
+    if ((rc = barrier(x)) != 0)
         return rc;
     char mm[320];
     if (sim_check_match(c, parity, mm, sizeof mm) != 0) {
-        rc = BARRIER(); /* nobody returns while another reads its slot */
+        rc = barrier(x); /* nobody returns while another reads its slot */
         return sim_error(PLX_ERR_MISMATCH, "sim: %s%s", mm, rc ? " (and a rank left)" : "");
     }
-    /* Injected failures strike after the rendezvous, mid-collective: this
-     * rank stops taking part, so the others time out at the next barrier. */
-    if ((rc = sim_fault_check(c, what)) != 0) {
+    if ((rc = sim_fault_check(c, x->what)) != 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", sim_last_error());
-        sim_linger(c, deadline);
+        sim_linger(c, x->deadline);
         return sim_error(rc, "%s", msg);
     }
+    return 0;
+}
 
-    switch (a->coll) {
-    case PLX_COLL_BARRIER:
+/* Up to SIM_SMALL_BYTES every rank reduces everything, in rank order (so
+ * all get the same bits), into its own scratch; after the barrier nobody
+ * reads another rank's buffers, so no third barrier. Above, chunk k is
+ * reduced once, into the receive buffer of rank k % P, then copied to
+ * every other rank's. */
+static int allreduce(const struct phase *x)
+{
+    struct impl *c = x->c;
+    struct world *w = c->w;
+    const struct plx_coll_args *a = x->a;
+    int P = c->size, rc;
+    if (x->bytes <= SIM_SMALL_BYTES) {
+        if ((rc = reduce_into(c, c->small, 0, 0, a->count, a)) != 0 || (rc = barrier(x)) != 0)
+            return rc;
+        plx_plugin_move(a->recv, c->small, x->bytes);
         return 0;
-    case PLX_COLL_ALLREDUCE: {
-        if (bytes <= SIM_SMALL_BYTES) {
-            /* Every rank reduces everything, in rank order (so all get the
-             * same bits), into its own scratch; after the barrier nobody
-             * reads another rank's buffers, so no third barrier. */
-            if ((rc = reduce_into(c, c->small, 0, 0, a->count, a)) != 0)
-                return rc;
-            if ((rc = BARRIER()) != 0)
-                return rc;
-            plx_plugin_move(a->recv, c->small, bytes);
-            return 0;
-        }
-        /* Chunk k is reduced once, into the receive buffer of rank k % P,
-         * then copied to every other rank's. */
-        for (size_t k; (k = claim(w)) < nch;)
-            if ((rc = reduce_into(c, (char *)w->slot[k % P]->recv + k * per * es, (int)(k % P), k * per * es,
-                                  piece(a->count, per, k), a)) != 0)
-                return rc;
-        if ((rc = BARRIER()) != 0)
+    }
+    for (size_t k; (k = claim(w)) < x->nch;)
+        if ((rc = reduce_into(c, (char *)w->slot[k % P]->recv + at(x, k), (int)(k % P), at(x, k),
+                              piece(a->count, x->per, k), a)) != 0)
             return rc;
-        for (size_t i; (i = claim(w)) < nch * (size_t)(P - 1);) {
-            size_t k = i / (size_t)(P - 1);
-            int o = (int)(k % P), d = (o + 1 + (int)(i % (size_t)(P - 1))) % P;
-            plx_plugin_move((char *)w->slot[d]->recv + k * per * es, (const char *)w->slot[o]->recv + k * per * es,
-                 piece(a->count, per, k) * es);
-        }
-        break;
+    if ((rc = barrier(x)) != 0)
+        return rc;
+    for (size_t i; (i = claim(w)) < x->nch * (size_t)(P - 1);) {
+        size_t k = i / (size_t)(P - 1);
+        int o = (int)(k % P), d = (o + 1 + (int)(i % (size_t)(P - 1))) % P;
+        plx_plugin_move((char *)w->slot[d]->recv + at(x, k), (const char *)w->slot[o]->recv + at(x, k), len(x, k));
     }
-    case PLX_COLL_REDUCE: {
-        int root = a->root;
-        for (size_t k; (k = claim(w)) < nch;)
-            if ((rc = reduce_into(c, (char *)w->slot[root]->recv + k * per * es, root, k * per * es,
-                                  piece(a->count, per, k), a)) != 0)
-                return rc;
-        break;
-    }
-    case PLX_COLL_REDUCE_SCATTER: /* item (d, k): chunk k of rank d's block */
-        for (size_t i; (i = claim(w)) < nch * (size_t)P;) {
-            size_t d = i / nch, k = i % nch;
-            if ((rc = reduce_into(c, (char *)w->slot[d]->recv + k * per * es, (int)d, d * bytes + k * per * es,
-                                  piece(a->count, per, k), a)) != 0)
-                return rc;
-        }
-        break;
-    case PLX_COLL_BROADCAST: /* item (d, k) */
-        for (size_t i; (i = claim(w)) < nch * (size_t)P;) {
-            size_t d = i / nch, k = i % nch;
-            plx_plugin_move((char *)w->slot[d]->recv + k * per * es, (const char *)w->slot[a->root]->recv + k * per * es,
-                 piece(a->count, per, k) * es);
-        }
-        break;
-    case PLX_COLL_ALLGATHER: /* item (d, s, k): chunk k of block s of rank d */
-        for (size_t i; (i = claim(w)) < nch * (size_t)P * (size_t)P;) {
-            size_t d = i / (nch * (size_t)P), s = i / nch % (size_t)P, k = i % nch;
-            plx_plugin_move((char *)w->slot[d]->recv + s * bytes + k * per * es, (const char *)w->slot[s]->send + k * per * es,
-                 piece(a->count, per, k) * es);
-        }
-        break;
-    case PLX_COLL_GATHER: /* item (s, k) */
-        for (size_t i; (i = claim(w)) < nch * (size_t)P;) {
-            size_t s = i / nch, k = i % nch;
-            plx_plugin_move((char *)w->slot[a->root]->recv + s * bytes + k * per * es,
-                 (const char *)w->slot[s]->send + k * per * es, piece(a->count, per, k) * es);
-        }
-        break;
-    case PLX_COLL_SCATTER: /* item (d, k) */
-        for (size_t i; (i = claim(w)) < nch * (size_t)P;) {
-            size_t d = i / nch, k = i % nch;
-            plx_plugin_move((char *)w->slot[d]->recv + k * per * es,
-                 (const char *)w->slot[a->root]->send + d * bytes + k * per * es, piece(a->count, per, k) * es);
-        }
-        break;
-    case PLX_COLL_ALLTOALL: {
-        int inplace = 0; /* every rank sees every slot, so all agree */
-        for (int s = 0; s < P; s++)
-            inplace |= w->slot[s]->send == w->slot[s]->recv;
-        if (!inplace) { /* item (d, s, k): chunk k of block s of rank d, from block d of rank s */
-            for (size_t i; (i = claim(w)) < nch * (size_t)P * (size_t)P;) {
-                size_t d = i / (nch * (size_t)P), s = i / nch % (size_t)P, k = i % nch;
-                plx_plugin_move((char *)w->slot[d]->recv + s * bytes + k * per * es,
-                     (const char *)w->slot[s]->send + d * bytes + k * per * es, piece(a->count, per, k) * es);
-            }
-            break;
-        }
-        char *tmp = scratch(c, bytes * (size_t)P);
-        if (!tmp && bytes)
-            return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
-        for (int s = 0; s < P; s++)
-            plx_plugin_move(tmp + (size_t)s * bytes, (const char *)w->slot[s]->send + (size_t)t * bytes, bytes);
-        if ((rc = BARRIER()) != 0)
+    return barrier(x);
+}
+
+static int reduce(const struct phase *x)
+{
+    struct world *w = x->c->w;
+    int root = x->a->root, rc;
+    for (size_t k; (k = claim(w)) < x->nch;)
+        if ((rc = reduce_into(x->c, (char *)w->slot[root]->recv + at(x, k), root, at(x, k),
+                              piece(x->a->count, x->per, k), x->a)) != 0)
             return rc;
-        plx_plugin_move(a->recv, tmp, bytes * (size_t)P);
-        break;
+    return barrier(x);
+}
+
+/* Item (d, k): chunk k of rank d's block. */
+static int reduce_scatter(const struct phase *x)
+{
+    struct world *w = x->c->w;
+    int rc;
+    for (size_t i; (i = claim(w)) < x->nch * (size_t)x->c->size;) {
+        size_t d = i / x->nch, k = i % x->nch;
+        if ((rc = reduce_into(x->c, (char *)w->slot[d]->recv + at(x, k), (int)d, d * x->bytes + at(x, k),
+                              piece(x->a->count, x->per, k), x->a)) != 0)
+            return rc;
     }
-    default:
-        return sim_error(PLX_ERR_UNSUPPORTED, "sim: no native %s", what);
+    return barrier(x);
+}
+
+/* Item (d, k): chunk k to rank d, from the root's receive buffer
+ * (broadcast) or from block d of the root's send buffer (scatter). */
+static int from_root(const struct phase *x, int scatter)
+{
+    struct world *w = x->c->w;
+    const struct plx_coll_args *root = w->slot[x->a->root];
+    for (size_t i; (i = claim(w)) < x->nch * (size_t)x->c->size;) {
+        size_t d = i / x->nch, k = i % x->nch;
+        const char *src = scatter ? (const char *)root->send + d * x->bytes : (const char *)root->recv;
+        plx_plugin_move((char *)w->slot[d]->recv + at(x, k), src + at(x, k), len(x, k));
     }
-    /* Nobody leaves while others may still read its buffers. */
-    return BARRIER();
+    return barrier(x);
+}
+
+/* Item (s, k): chunk k of rank s's block to the root. */
+static int gather(const struct phase *x)
+{
+    struct world *w = x->c->w;
+    for (size_t i; (i = claim(w)) < x->nch * (size_t)x->c->size;) {
+        size_t s = i / x->nch, k = i % x->nch;
+        plx_plugin_move((char *)w->slot[x->a->root]->recv + s * x->bytes + at(x, k),
+                        (const char *)w->slot[s]->send + at(x, k), len(x, k));
+    }
+    return barrier(x);
+}
+
+/* Item (d, s, k): chunk k of block s of rank d, from rank s's send buffer:
+ * its only block (allgather) or its block d (alltoall). */
+static int exchange(const struct phase *x, int alltoall)
+{
+    struct world *w = x->c->w;
+    size_t P = (size_t)x->c->size;
+    for (size_t i; (i = claim(w)) < x->nch * P * P;) {
+        size_t d = i / (x->nch * P), s = i / x->nch % P, k = i % x->nch;
+        plx_plugin_move((char *)w->slot[d]->recv + s * x->bytes + at(x, k),
+                        (const char *)w->slot[s]->send + (alltoall ? d * x->bytes : 0) + at(x, k), len(x, k));
+    }
+    return barrier(x);
+}
+
+/* In place, a rank's blocks are overwritten while others still read them:
+ * each rank first collects its blocks into scratch. Every rank sees every
+ * slot, so all agree on which way to go. */
+static int alltoall(const struct phase *x)
+{
+    struct impl *c = x->c;
+    struct world *w = c->w;
+    int P = c->size, inplace = 0, rc;
+    for (int s = 0; s < P; s++)
+        inplace |= w->slot[s]->send == w->slot[s]->recv;
+    if (!inplace)
+        return exchange(x, 1);
+    char *tmp = scratch(c, x->bytes * (size_t)P);
+    if (!tmp && x->bytes)
+        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+    for (int s = 0; s < P; s++)
+        plx_plugin_move(tmp + (size_t)s * x->bytes, (const char *)w->slot[s]->send + (size_t)c->rank * x->bytes,
+                        x->bytes);
+    if ((rc = barrier(x)) != 0)
+        return rc;
+    plx_plugin_move(x->a->recv, tmp, x->bytes * (size_t)P);
+    return barrier(x);
+}
+
+/* Each data function ends with a barrier: nobody leaves while others may
+ * still read its buffers. */
+static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline, int64_t ms)
+{
+    size_t es = sim_dtype_size(a->dtype), per = SIM_ITEM_BYTES / es;
+    struct phase x = {.c = c, .a = a, .what = sim_coll_name(a->coll), .deadline = deadline, .ms = ms, .es = es,
+                      .bytes = a->count * es, .per = per, .nch = (a->count + per - 1) / per};
+    int rc = rendezvous(&x);
+    if (rc)
+        return rc;
+    switch (a->coll) {
+    case PLX_COLL_BARRIER: return 0;
+    case PLX_COLL_ALLREDUCE: return allreduce(&x);
+    case PLX_COLL_REDUCE: return reduce(&x);
+    case PLX_COLL_REDUCE_SCATTER: return reduce_scatter(&x);
+    case PLX_COLL_BROADCAST: return from_root(&x, 0);
+    case PLX_COLL_SCATTER: return from_root(&x, 1);
+    case PLX_COLL_ALLGATHER: return exchange(&x, 0);
+    case PLX_COLL_GATHER: return gather(&x);
+    case PLX_COLL_ALLTOALL: return alltoall(&x);
+    default: return sim_error(PLX_ERR_UNSUPPORTED, "sim: no native %s", x.what);
+    }
 }
 
 /* Run one collective request to completion in the calling thread (worker

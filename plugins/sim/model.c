@@ -5,6 +5,7 @@
  * injection bandwidth), behind the host NIC's other traffic when it leaves
  * the host, and behind the receiver's other arrivals. Nothing sleeps: wall
  * time does not depend on the modelled latency. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "sim.h"
@@ -28,6 +29,8 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->inter_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_inter_bandwidth", 0));
     m->inject_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_injection_bandwidth", 0));
     m->payload = plx_plugin_config_bool(h, config, "model_payload", 1);
+    const char *trace = plx_plugin_config_str(h, config, "model_trace");
+    snprintf(m->trace, sizeof m->trace, "%s", trace ? trace : "");
 }
 
 static int host_of(const struct sim_model *m, int rank)
@@ -40,75 +43,110 @@ static double max2(double a, double b)
     return a > b ? a : b;
 }
 
-/* Queues by rank and by host, made on first use (w->mu held). */
-static int model_state(struct world *w)
+/* Queues by rank and by host, made on first use (w->mu held): the
+ * world's, or, for coroutine ranks, the run's, which all the communicators
+ * of a rank share (its links are the same whichever communicator sends). */
+static double *model_queues(struct impl *c)
 {
-    if (w->egress_free)
-        return 0;
-    size_t n = (size_t)w->size;
-    w->egress_free = calloc(4 * n, sizeof *w->egress_free);
+    if (c->fiber)
+        return sim_fiber_queues(c->fiber);
+    struct world *w = c->w;
     if (!w->egress_free)
-        return -1;
-    w->ingress_free = w->egress_free + n;
-    w->nic_out_free = w->ingress_free + n;
-    w->nic_in_free = w->nic_out_free + n;
-    return 0;
+        w->egress_free = calloc(4 * (size_t)w->size, sizeof *w->egress_free);
+    return w->egress_free;
+}
+
+/* The four queues of n slots each in one block: egress and ingress by
+ * rank, the NIC's out and in by host. */
+enum { EGRESS, INGRESS, NIC_OUT, NIC_IN };
+#define QUEUE(q, n, which, i) (q)[(size_t)(which) * (size_t)(n) + (size_t)(i)]
+
+static int queue_slots(const struct impl *c)
+{
+    return c->fiber ? sim_fiber_count(c->fiber) : c->w->size;
 }
 
 int sim_model_send(struct impl *c, struct sim_req *r)
 {
     const struct sim_model *m = &c->cfg.model;
-    struct world *w = c->w;
-    if (model_state(w))
+    double *q = model_queues(c);
+    if (!q)
         return -1;
-    int inter = host_of(m, c->rank) != host_of(m, r->peer);
+    int n = queue_slots(c), me = c->model_rank, host = host_of(m, me);
+    const struct impl *dst = c->w->members[r->peer];
+    int inter = host != host_of(m, dst ? dst->model_rank : r->peer);
     double beta = inter ? m->inter_beta_ns : m->intra_beta_ns;
     double occupy = (double)r->bytes * max2(beta, m->inject_beta_ns);
-    double depart = max2(c->clock_ns, w->egress_free[c->rank]);
-    int host = host_of(m, c->rank);
+    double depart = max2(r->t_post, QUEUE(q, n, EGRESS, me));
     if (inter)
-        depart = max2(depart, w->nic_out_free[host]);
-    w->egress_free[c->rank] = depart + occupy;
+        depart = max2(depart, QUEUE(q, n, NIC_OUT, host));
+    QUEUE(q, n, EGRESS, me) = depart + occupy;
     if (inter)
-        w->nic_out_free[host] = depart + (double)r->bytes * m->inter_beta_ns;
+        QUEUE(q, n, NIC_OUT, host) = depart + (double)r->bytes * m->inter_beta_ns;
     r->t_depart = depart;
+    r->priced = 1;
     r->t_done = depart + occupy; /* the buffer is free once sent: eager */
     return 0;
+}
+
+/* The trace: one file per process, opened by the first message, each
+ * message a complete event on its sender's row (Chrome's array format, whose
+ * closing bracket is optional, so a run that stops midway still loads). */
+static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
+static FILE *trace_file;
+
+static void trace_message(const struct sim_model *m, int from, int to, const struct sim_req *send, double arrive)
+{
+    pthread_mutex_lock(&trace_mu);
+    if (!trace_file && (trace_file = fopen(m->trace, "w")) != NULL)
+        fputs("[\n", trace_file);
+    if (trace_file) {
+        fprintf(trace_file,
+                "{\"name\":\"%zu B to %d\",\"cat\":\"message\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,"
+                "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"to\":%d,\"bytes\":%zu,\"tag\":%llu}},\n",
+                send->bytes, to, from, send->t_depart / 1e3, (arrive - send->t_depart) / 1e3, to, send->bytes,
+                (unsigned long long)send->tag);
+        fflush(trace_file);
+    }
+    pthread_mutex_unlock(&trace_mu);
 }
 
 void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *recv)
 {
     const struct sim_model *m = &sc->cfg.model;
-    struct world *w = sc->w;
-    int dst = recv->owner;
-    int inter = host_of(m, send->owner) != host_of(m, dst);
+    double *q = model_queues(sc);
+    const struct impl *rc = sc->w->members[recv->owner];
+    int n = queue_slots(sc), dst = rc ? rc->model_rank : recv->owner, host = host_of(m, dst);
+    int inter = host_of(m, sc->model_rank) != host;
     double alpha = inter ? m->inter_alpha_ns : m->intra_alpha_ns;
     double beta = inter ? m->inter_beta_ns : m->intra_beta_ns;
     double b = (double)send->bytes;
     double arrive = send->t_depart + alpha + b * beta;
     /* Arrivals share the receiver's link (and its host's NIC). */
-    arrive = max2(arrive, w->ingress_free[dst] + b * max2(beta, m->inject_beta_ns));
+    arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + b * max2(beta, m->inject_beta_ns));
     if (inter) {
-        int host = host_of(m, dst);
-        arrive = max2(arrive, w->nic_in_free[host] + b * m->inter_beta_ns);
-        w->nic_in_free[host] = arrive;
+        arrive = max2(arrive, QUEUE(q, n, NIC_IN, host) + b * m->inter_beta_ns);
+        QUEUE(q, n, NIC_IN, host) = arrive;
     }
-    w->ingress_free[dst] = arrive;
+    QUEUE(q, n, INGRESS, dst) = arrive;
     recv->t_done = arrive;
+    if (m->trace[0])
+        trace_message(m, sc->model_rank, dst, send, arrive);
 }
 
 void sim_model_complete(struct impl *c, const struct sim_req *r)
 {
     if (!c->cfg.model.on || r->is_coll)
         return;
-    if (r->t_done > c->clock_ns)
-        c->clock_ns = r->t_done;
-    last_clock_ns = c->clock_ns;
+    if (r->t_done > *c->clock_ns)
+        *c->clock_ns = r->t_done;
+    last_clock_ns = *c->clock_ns;
 }
 
-/* For tests and tools that run ranks as threads: the modelled clock of the
- * calling thread's rank, as of its last completed wait. */
+/* For tests and tools: the modelled clock of the calling rank (a
+ * coroutine's, or a thread's as of its last completed wait). */
 PLX_BACKEND_EXPORT double plexus_sim_model_clock_ns(void)
 {
-    return last_clock_ns;
+    struct sim_fiber *f = sim_fiber_self();
+    return f ? *sim_fiber_clock(f) : last_clock_ns;
 }

@@ -1,6 +1,7 @@
 /* p2p.c - point-to-point between sim ranks: requests are matched by
  * (source, destination, tag) in post order; the thread that completes the
  * match copies straight from the sender's buffer to the receiver's. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,25 @@ static int matches(const struct sim_req *send, const struct sim_req *recv)
            send->tag == recv->tag;
 }
 
+/* Its owner's wait on r may go on (w->mu held). */
+static void wake(struct impl *owner, const struct sim_req *r)
+{
+    if (owner->fiber)
+        sim_fiber_wake(owner->fiber, r->t_done > *owner->clock_ns ? r->t_done : *owner->clock_ns);
+    else
+        pthread_cond_broadcast(&owner->cv);
+}
+
+/* Timing only (backend.h): the first bytes of a message up to
+ * PLX_TIMING_SAMPLED_BYTES, none of a longer one (touching its pages would
+ * cost thousands of ranks gigabytes). */
+static size_t copied_bytes(const struct impl *c, size_t bytes)
+{
+    if (!c->cfg.model.on || c->cfg.model.payload)
+        return bytes;
+    return bytes > PLX_TIMING_SAMPLED_BYTES ? 0 : bytes > SIM_SAMPLE_BYTES ? SIM_SAMPLE_BYTES : bytes;
+}
+
 /* Copy outside the lock, then complete both. */
 static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
 {
@@ -21,25 +41,28 @@ static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
     if (send->bytes > recv->bytes)
         st = PLX_ERR_INVALID_ARG;
     else if (send->bytes)
-        plx_plugin_copy(recv->buf, send->buf,
-                        c->cfg.model.on && !c->cfg.model.payload && send->bytes > SIM_SAMPLE_BYTES
-                            ? SIM_SAMPLE_BYTES : send->bytes);
+        plx_plugin_copy(recv->buf, send->buf, copied_bytes(c, send->bytes));
     pthread_mutex_lock(&w->mu);
     struct impl *sender = w->members[send->owner];
-    if (sender && sender->cfg.model.on)
+    if (sender && sender->cfg.model.on && !send->priced && sim_model_send(sender, send))
+        st = PLX_ERR_NOMEM;
+    if (sender && sender->cfg.model.on && send->priced)
         sim_model_deliver(sender, send, recv);
     if (st) {
-        snprintf(send->err, sizeof send->err, "sim: rank %d sent %zu bytes to rank %d, which posted %zu (tag %llu)",
-                 send->owner, send->bytes, recv->owner, recv->bytes, (unsigned long long)send->tag);
+        if (st == PLX_ERR_NOMEM)
+            snprintf(send->err, sizeof send->err, "sim: out of memory");
+        else
+            snprintf(send->err, sizeof send->err, "sim: rank %d sent %zu bytes to rank %d, which posted %zu (tag %llu)",
+                     send->owner, send->bytes, recv->owner, recv->bytes, (unsigned long long)send->tag);
         memcpy(recv->err, send->err, sizeof recv->err);
     }
     send->status = recv->status = st;
     send->done = recv->done = 1;
     struct impl *receiver = w->members[recv->owner];
     if (sender)
-        pthread_cond_broadcast(&sender->cv);
+        wake(sender, send);
     if (receiver && receiver != sender)
-        pthread_cond_broadcast(&receiver->cv);
+        wake(receiver, recv);
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -66,7 +89,12 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
         pthread_mutex_unlock(&w->mu);
         return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
     }
-    if (is_send && c->cfg.model.on && sim_model_send(c, r)) {
+    /* The model prices a send when it is posted, by where the receiver
+     * is; a coroutine's receiver may not have joined yet (a split's world):
+     * then when it is delivered, from the time it was posted. */
+    r->t_post = *c->clock_ns;
+    if (is_send && c->cfg.model.on && (!c->fiber || (r->peer >= 0 && r->peer < w->size && w->members[r->peer])) &&
+        sim_model_send(c, r)) {
         sim_req_release_locked(c, r);
         pthread_mutex_unlock(&w->mu);
         return sim_error(PLX_ERR_NOMEM, "sim: out of memory");

@@ -40,7 +40,11 @@ static const struct plx_key keys[] = {
      "Model: bytes per second one rank injects, shared by its concurrent messages (0: no limit)"},
     {"model_payload", PLX_KEY_BOOL, "true", NULL,
      "Model: messages carry their bytes (false: timing only, sizes and virtual times and only the first "
-     "64 bytes of each message, for thousands of ranks; results are then meaningless)"},
+     "128 bytes of each message, and the core skips the reductions and copies of collectives over 64 "
+     "bytes per rank, for thousands of ranks; their results are then meaningless)"},
+    {"model_trace", PLX_KEY_STRING, "", NULL,
+     "Model: write every message (sender, receiver, bytes, when it left and arrived in virtual time) to this "
+     "file as Chrome trace JSON, for chrome://tracing or Perfetto; one file per process"},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -96,6 +100,8 @@ static int get_caps(void *comm, struct plx_caps *out)
     };
     if (c && !c->cfg.native)
         caps.collectives = 0;
+    if (c && c->cfg.model.on && !c->cfg.model.payload)
+        caps.flags |= PLX_CAP_TIMING_ONLY;
     size_t n = out->struct_size < sizeof caps ? out->struct_size : sizeof caps;
     uint32_t size = out->struct_size;
     memcpy(out, &caps, n);
@@ -114,7 +120,8 @@ struct sim_req *sim_req_new(struct impl *c)
     pthread_mutex_unlock(&c->w->mu);
     if (!r)
         return calloc(1, sizeof *r);
-    memset(r, 0, sizeof *r);
+    memset(r, 0, offsetof(struct sim_req, err)); /* one per message: not its 256-byte message */
+    r->err[0] = '\0';
     return r;
 }
 
@@ -136,14 +143,23 @@ void sim_req_free_all(struct impl *c)
 static int comm_create(const struct plx_comm_args *args, void **out)
 {
     struct impl *c = calloc(1, sizeof *c);
-    if (!c || !(c->small = malloc(SIM_SMALL_BYTES))) {
-        free(c);
+    if (!c)
         return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
-    }
     c->rank = args->rank;
     c->size = args->size;
     c->timeout_ms = args->timeout_ms;
     sim_config_read(args->config, &c->cfg);
+    c->clock_ns = &c->own_clock_ns;
+    c->model_rank = c->rank;
+    if ((c->fiber = sim_fiber_self()) != NULL) { /* native collectives need a thread per rank */
+        c->cfg.native = 0;
+        c->clock_ns = sim_fiber_clock(c->fiber);
+        c->model_rank = sim_fiber_rank(c->fiber);
+    }
+    if (c->cfg.native && !(c->small = malloc(SIM_SMALL_BYTES))) {
+        free(c);
+        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+    }
     if (c->cfg.absent_rank == c->rank) {
         free(c->small);
         free(c);

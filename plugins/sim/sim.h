@@ -24,10 +24,12 @@ struct sim_req {
     int done;
     int status;
     int freed;            /* the core released it; the worker frees it when done */
-    char err[256];
-    double t_depart, t_done;  /* model: virtual ns the message left, the request completes */
-    struct plx_coll_args args; /* collective */
+    double t_post, t_depart, t_done; /* model: virtual ns it was posted, the message left, it completes */
+    int priced;           /* model: the send's departure is known */
     struct sim_req *next;      /* p2p lists / worker queue */
+    /* Not cleared for a new request (sim_req_new): set where used. */
+    char err[256];
+    struct plx_coll_args args; /* collective */
 };
 
 /* The network model (model.c), [sim] model_* keys. Times in ns. */
@@ -38,6 +40,7 @@ struct sim_model {
     double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */
     double inject_beta_ns; /* per rank, shared by its messages (0: no limit) */
     int payload;          /* 0: timing only, messages carry sizes and no bytes */
+    char trace[256];      /* Chrome trace JSON of every message to this file ("": none) */
 };
 
 /* Fault injection and behaviour, read from [sim] at comm_create. */
@@ -53,6 +56,7 @@ struct sim_config {
 };
 
 struct world;
+struct sim_fiber;
 
 struct impl {
     struct world *w;
@@ -62,7 +66,12 @@ struct impl {
     int op_count;         /* ops seen, for fail_after */
     unsigned ncoll;       /* native collectives run (match.c's parity) */
     int aborted;
-    double clock_ns;      /* model: this rank's virtual time (w->mu) */
+    /* model: this rank's virtual time (w->mu): its own, or, on a coroutine,
+     * the coroutine's, so that time spent in one communicator carries to
+     * the next (a hierarchy's intra and cross steps) */
+    double *clock_ns, own_clock_ns;
+    int model_rank;       /* where the model places it: its rank, or its coroutine's */
+    struct sim_fiber *fiber; /* the coroutine it runs on (fiber.c), or NULL: a thread */
     /* The worker that runs this rank's native collectives in order. A
      * blocking collective with nothing queued runs in the caller's thread
      * instead (busy keeps the two from overlapping). */
@@ -84,8 +93,9 @@ struct impl {
  * barriers instead of three). */
 #define SIM_SMALL_BYTES ((size_t)32 << 10)
 /* Timing only: the bytes of a message that are still copied, so that what
- * the core puts in front of a payload (its fingerprint header) arrives. */
-#define SIM_SAMPLE_BYTES ((size_t)64)
+ * the core puts in front of a payload (its fingerprint header) arrives, and
+ * small collectives stay exact (backend.h). */
+#define SIM_SAMPLE_BYTES ((size_t)PLX_TIMING_MESSAGE_BYTES)
 /* Work item of the data phases: big enough to stream, small enough to
  * balance; a multiple of every element size. */
 #define SIM_ITEM_BYTES ((size_t)256 << 10)
@@ -142,6 +152,24 @@ void sim_p2p_cancel(struct impl *c, struct sim_req *r);
 int sim_collective(void *comm, const struct plx_coll_args *a, void **req);
 int sim_worker_start(struct impl *c);
 void sim_worker_stop(struct impl *c);
+
+/* fiber.c: the calling coroutine (NULL on a thread of its own); make f
+ * runnable from virtual time at_ns; give the thread to the next runnable
+ * rank until woken (-1: every rank waits, a deadlock). */
+struct sim_fiber *sim_fiber_self(void);
+void sim_fiber_wake(struct sim_fiber *f, double at_ns);
+int sim_fiber_block(void);
+/* After the rank's clock moved: let the ranks that are earlier in virtual
+ * time run first, so that every message is posted in virtual-time order
+ * and the model's link queues are charged in that order. */
+void sim_fiber_catch_up(void);
+/* The rank it runs (its rank in the first communicator of the job) and
+ * its virtual clock, which all its communicators share. */
+int sim_fiber_rank(const struct sim_fiber *f);
+double *sim_fiber_clock(struct sim_fiber *f);
+/* The run's ranks, and the model's link queues for them (NULL: no memory). */
+int sim_fiber_count(const struct sim_fiber *f);
+double *sim_fiber_queues(struct sim_fiber *f);
 
 /* fault.c */
 void sim_config_read(const struct plx_config *config, struct sim_config *cfg);

@@ -79,8 +79,15 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
                         "sim: ranks are threads of one process and meet through an in-process store: "
                         "pass init \"mem://NAME\" (same NAME on every rank)");
     struct world *w = NULL;
-    int rc;
-    if (args->rank == 0) {
+    void *val = NULL;
+    size_t len = 0;
+    int rc, make = args->rank == 0;
+    /* One thread runs every coroutine rank, so none may block here for
+     * another: whichever rank comes first makes the world (a split's rank
+     * 0 may come after its others). */
+    if (c->fiber)
+        make = h->store_get(args->store, "sim/world", &val, &len, 0) != 0;
+    if (make) {
         if (!(w = world_new(args->size)))
             return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
         pthread_mutex_lock(&registry_mu);
@@ -95,10 +102,7 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
             return rc;
         }
     } else {
-        void *val = NULL;
-        size_t len = 0;
-        rc = h->store_get(args->store, "sim/world", &val, &len, args->timeout_ms);
-        if (rc)
+        if (!c->fiber && (rc = h->store_get(args->store, "sim/world", &val, &len, args->timeout_ms)) != 0)
             return sim_error(rc, "sim: rank %d of '%s': rank 0 never created the world (waited %lld ms)",
                             args->rank, args->name, (long long)args->timeout_ms);
         uint64_t id = 0;
@@ -134,7 +138,9 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
     w->ever_joined[args->rank] = 1;
     if (++w->joined == w->size) /* waking each joiner would cost size^2 wake-ups */
         pthread_cond_broadcast(&w->cv);
-    while (w->joined < w->size) {
+    /* A coroutine rank goes on at once: the ranks after it join only when
+     * it waits, and a message to a rank not yet joined waits in its list. */
+    while (w->joined < w->size && !c->fiber) {
         if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT && w->joined < w->size) {
             char miss[256];
             missing_ranks(w, miss, sizeof miss);
@@ -303,7 +309,14 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
             pthread_mutex_unlock(&w->mu);
             return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
         }
-        if (timeout_ms == PLX_TIMEOUT_INFINITE) {
+        if (c->fiber) { /* virtual time cannot run out: only a deadlock ends the wait */
+            pthread_mutex_unlock(&w->mu);
+            if (sim_fiber_block() != 0)
+                return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waits for rank %d (%s, tag %llu), and every "
+                                 "rank waits: deadlock", c->rank, r->peer, r->is_send ? "send" : "recv",
+                                 (unsigned long long)r->tag);
+            pthread_mutex_lock(&w->mu);
+        } else if (timeout_ms == PLX_TIMEOUT_INFINITE) {
             pthread_cond_wait(cv, &w->mu);
         } else if (pthread_cond_timedwait(cv, &w->mu, &ts) == ETIMEDOUT && !r->done) {
             pthread_mutex_unlock(&w->mu);
@@ -320,5 +333,7 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
     if (st)
         sim_error(st, "%s", r->err);
     pthread_mutex_unlock(&w->mu);
+    if (c->fiber && c->cfg.model.on)
+        sim_fiber_catch_up();
     return st;
 }

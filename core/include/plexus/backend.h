@@ -90,6 +90,17 @@ enum plx_probe_state {
  * more ranks) from the store alone, while an older communicator of the same
  * processes is broken or revoked: plx_comm_shrink and plx_comm_grow work. */
 #define PLX_CAP_SHRINK (1u << 10)
+/* Timing only: a message carries its size, but only its first 128 bytes of
+ * data (room for the core's fingerprint header and PLX_TIMING_EXACT_BYTES),
+ * so collectives of up to PLX_TIMING_EXACT_BYTES per rank (the core's own:
+ * a split's allgather) stay exact, and the core skips the reductions and
+ * copies of larger ones, whose results are meaningless. */
+#define PLX_CAP_TIMING_ONLY (1u << 11)
+#define PLX_TIMING_MESSAGE_BYTES 128
+#define PLX_TIMING_EXACT_BYTES 64
+/* Messages longer than this carry no data at all: the core puts its header
+ * only in shorter ones. */
+#define PLX_TIMING_SAMPLED_BYTES 16384
 
 /* Bit helpers for the masks below. */
 #define PLX_BIT(x) (1u << (x))

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ranks.h"
 
@@ -109,12 +110,18 @@ static void check(const char *algo, int coll, int P, size_t count)
          * costs log2 P (alpha + n beta)). */
         name = "allreduce tree";
         want = 2 * log2i(P) * (ALPHA_NS + n * beta_ns);
+        if (P == 3) /* the root hears from rank 1, then rank 2, whose message queued at its link, and
+                       sends to rank 2, then rank 1, through its one link: each phase alpha + 2 n beta */
+            want = 2 * (ALPHA_NS + 2 * n * beta_ns);
     } else if (!strcmp(algo, "rabenseifner")) {
         /* Recursive halving (blocks n/2, n/4 .. n/P) then recursive doubling
          * back, at a power of two, one segment per block:
          * 2 log2 P alpha + 2 (P-1)/P n beta. */
         name = "allreduce rabenseifner";
-        want = 2 * log2i(P) * ALPHA_NS + 2.0 * (P - 1) / P * n * beta_ns;
+        int p2 = 1 << log2i(P);
+        want = 2 * log2i(P) * ALPHA_NS + 2.0 * (p2 - 1) / p2 * n * beta_ns;
+        if (p2 != P) /* fold the first 2(P - p2) ranks in pairs before, unfold after: a whole buffer each */
+            want += 2 * (ALPHA_NS + n * beta_ns);
     } else {
         /* Recursive doubling at a power of two: log2 P exchanges of the
          * whole buffer. (Elsewhere the fold makes ranks that sent at time 0
@@ -135,6 +142,52 @@ static void check(const char *algo, int coll, int P, size_t count)
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
     printf("%s %-20s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
            name, P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+    if (!ok)
+        failures++;
+    free(j.end_ns);
+}
+
+/* sim.model_trace: recursive doubling on 4 ranks is 8 messages, each
+ * lasting alpha + bytes * beta, the last ending when the op does. */
+static void check_trace(void)
+{
+    char path[] = "/tmp/plexus-sim-trace-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        perror("mkstemp");
+        failures++;
+        return;
+    }
+    close(fd);
+    char kv[300];
+    snprintf(kv, sizeof kv, "sim.model_trace=%s", path);
+    const char *ov[] = {"sim.model=true", "sim.model_intra_latency=2us", "sim.model_intra_bandwidth=1G",
+                        "core.allreduce_algo=recdbl", kv, NULL};
+    struct job j = {.coll = PLX_COLL_ALLREDUCE, .count = 1024, .end_ns = calloc(4, sizeof(double))};
+    int rc = run_ranks(4, "sim", ov, 60000, run, &j);
+    double end = 0, last = 0;
+    for (int r = 0; r < 4; r++)
+        end = j.end_ns[r] > end ? j.end_ns[r] : end;
+    FILE *f = fopen(path, "r");
+    char line[512];
+    int events = 0, bad = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        int from, to;
+        double ts, dur;
+        size_t bytes;
+        if (sscanf(line, "{\"name\":\"%*[^\"]\",\"cat\":\"message\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%lf,"
+                         "\"dur\":%lf,\"args\":{\"to\":%d,\"bytes\":%zu", &from, &ts, &dur, &to, &bytes) != 5)
+            continue;
+        events++;
+        bad += fabs(dur * 1e3 - (ALPHA_NS + (double)bytes * beta_ns)) > 1 || from == to || to < 0 || to > 3;
+        last = ts + dur > last ? ts + dur : last;
+    }
+    if (f)
+        fclose(f);
+    unlink(path);
+    int ok = rc == 0 && events == 8 && !bad && fabs(last * 1e3 - end) < 1;
+    printf("%s trace: %d messages (want 8), %d with a wrong duration, last ends %.0f ns, the op %.0f ns\n",
+           ok ? "ok  " : "FAIL", events, bad, last * 1e3, end);
     if (!ok)
         failures++;
     free(j.end_ns);
@@ -167,7 +220,11 @@ int main(void)
     check("tree", PLX_COLL_ALLREDUCE, 2, 1024);
     check("rabenseifner", PLX_COLL_ALLREDUCE, 2, 2048);
     check("ring", PLX_COLL_ALLGATHER, 2, 1024);
+    /* A non-power of two: the tree's root link shared, halving-doubling's fold. */
+    check("tree", PLX_COLL_ALLREDUCE, 3, 1024);
+    check("rabenseifner", PLX_COLL_ALLREDUCE, 3, 3 * 1024);
     check("ring", PLX_COLL_REDUCE_SCATTER, 2, 1024);
+    check_trace();
     /* Several segments per ring step. */
     check("ring", PLX_COLL_REDUCE_SCATTER, 2, 128 << 10);
     check("ring", PLX_COLL_ALLREDUCE, 3, (size_t)3 << 20);

@@ -1,19 +1,25 @@
-/* The sim network model at 1,024 ranks in timing-only mode
+/* The sim network model at scale in timing-only mode
  * (sim.model_payload=false: messages carry sizes and virtual times, no
- * bytes), against the closed-form alpha-beta costs of the core's generic
- * algorithms at a power of two with one host and no injection limit (no
- * contention). Ranks are threads with small stacks; the program prints the
- * wall time and the peak memory of each run.
+ * bytes, and the core skips its reductions), against the closed-form
+ * alpha-beta costs of the core's generic algorithms at a power of two with
+ * one host and no injection limit (no contention). Ranks are coroutines of
+ * one thread (the plugin's plexus_sim_run_ranks), run in virtual-time
+ * order. Every rank passes the same send and receive buffers: reserved, never
+ * written beyond a message's first bytes, so a 1 GiB buffer costs no memory.
+ * The program prints the wall time and the peak memory of each run.
  *
- *   test_model_scale            the checks at 1,024 ranks
- *   test_model_scale P ALGO N   one allreduce of N bytes at P ranks, printed */
+ *   test_model_scale              1,024 ranks: each algorithm against its formula
+ *   test_model_scale P ALGO N     one allreduce of N bytes at P ranks, printed
+ *   test_model_scale sweep P [S]  an allreduce sweep 1 GiB down to 8 B at P ranks,
+ *                                 each size 2^S times the next (S = 1: every power of two) */
 #include <dlfcn.h>
+#include <malloc.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -21,58 +27,53 @@
 
 static int failures;
 static double (*model_clock)(void);
+static int (*run_ranks)(int nranks, size_t stack_bytes, void (*body)(int rank, void *arg), void *arg);
 
 #define ALPHA_NS 2000.0
 static double beta_ns; /* 1G per second, as the key reads it: 2^30 bytes */
 
-/* Threads of 256 KiB: 16,384 of them fit in a few GiB of address space. */
+/* Each rank's stack: the core's set-up (the first rank also loads the
+ * plugins) needs tens of KiB; untouched pages cost nothing. */
 #define RANK_STACK ((size_t)256 << 10)
+#define SWEEP_MIN 8
+#define SWEEP_MAX ((size_t)1 << 30)
+#define SWEEP_SIZES 28 /* 1 GiB, 512 MiB, ... 8 B at most */
 
 struct job {
     int coll;
-    size_t count;      /* i32 elements (per rank for allgather) */
+    size_t counts[SWEEP_SIZES]; /* i32 elements of each op (per rank for allgather, reduce-scatter) */
+    int nops;
     const char *const *overrides;
     char init[64];
     int size;
-    double *end_ns;
+    void *in, *out;    /* shared by every rank */
+    double *end_ns;    /* [op * size + rank]: the rank's modelled clock after op */
     int failed;
 };
 
-struct rank_arg {
-    struct job *j;
-    int rank;
-};
-
-static void *rank_main(void *p)
+static void rank_body(int rank, void *arg)
 {
-    struct rank_arg *ra = p;
-    struct job *j = ra->j;
+    struct job *j = arg;
     struct plx_comm_options o;
     plx_comm_options_init(&o);
     o.backend = "sim";
-    o.rank = ra->rank;
+    o.rank = rank;
     o.size = j->size;
     o.init = j->init;
     o.overrides = j->overrides;
     o.timeout_ms = 600000;
     struct plx_comm *comm = NULL;
     int rc = plx_comm_init(&o, &comm);
-    size_t out_n = j->coll == PLX_COLL_ALLGATHER ? j->count * (size_t)j->size : j->count;
-    int32_t *in = calloc(j->count ? j->count : 1, 4), *out = calloc(out_n ? out_n : 1, 4);
-    if (!rc && (!in || !out))
-        rc = PLX_ERR_NOMEM;
-    if (!rc)
-        rc = j->coll == PLX_COLL_ALLGATHER ? plx_allgather(comm, in, out, j->count, PLX_I32)
-                                           : plx_allreduce(comm, in, out, j->count, PLX_I32, PLX_SUM);
-    j->end_ns[ra->rank] = model_clock();
-    if (rc) {
-        if (!__atomic_fetch_add(&j->failed, 1, __ATOMIC_RELAXED))
-            fprintf(stderr, "rank %d: %s\n", ra->rank, plx_last_error());
+    for (int k = 0; k < j->nops && !rc; k++) {
+        size_t n = j->counts[k];
+        rc = j->coll == PLX_COLL_ALLGATHER        ? plx_allgather(comm, j->in, j->out, n, PLX_I32)
+             : j->coll == PLX_COLL_REDUCE_SCATTER ? plx_reduce_scatter(comm, j->in, j->out, n, PLX_I32, PLX_SUM)
+                                                  : plx_allreduce(comm, j->in, j->out, n, PLX_I32, PLX_SUM);
+        j->end_ns[(size_t)k * (size_t)j->size + (size_t)rank] = model_clock();
     }
-    free(in);
-    free(out);
+    if (rc && !j->failed++)
+        fprintf(stderr, "rank %d: %s\n", rank, plx_last_error());
     plx_comm_destroy(comm);
-    return NULL;
 }
 
 static double now_s(void)
@@ -82,46 +83,60 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Runs one collective on P threads; returns the latest rank clock (ns),
- * or -1 on failure. */
-static double run(int P, int coll, const char *algo, size_t count, double *wall_s)
+static long peak_rss_mib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss >> 10;
+}
+
+/* Runs j's ops on P coroutine ranks; times[k]: the modelled time of op k
+ * (the latest rank's clock after it, less the latest after the op before).
+ * Returns 0, or -1 on failure. */
+static int run(struct job *j, const char *algo, double *times, double *wall_s)
 {
     static int counter;
     char algo_kv[64];
     snprintf(algo_kv, sizeof algo_kv, "core.allreduce_algo=%s", algo);
-    /* No ledger files: each rank would scan the folder of all the others. */
-    const char *ov[] = {"core.ledger_entries=0", "sim.model=true", "sim.model_payload=false", "sim.model_intra_latency=2us",
+    /* No ledger files: each rank would scan the folder of all the others.
+     * No fingerprint: its header is not in the formulas. One segment per
+     * step: the formulas count one message per step. */
+    const char *ov[] = {"core.ledger_entries=0", "core.fingerprint=false", "core.segment_bytes=2G",
+                        "sim.model=true", "sim.model_payload=false", "sim.model_intra_latency=2us",
                         "sim.model_intra_bandwidth=1G", algo_kv, NULL};
-    struct job j = {.coll = coll, .count = count, .overrides = ov, .size = P,
-                    .end_ns = calloc((size_t)P, sizeof(double))};
-    snprintf(j.init, sizeof j.init, "mem://scale-%d", ++counter);
-    struct rank_arg *ra = calloc((size_t)P, sizeof *ra);
-    pthread_t *th = calloc((size_t)P, sizeof *th);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, RANK_STACK);
-    double t0 = now_s();
-    int started = 0;
-    for (int i = 0; i < P; i++) {
-        ra[i] = (struct rank_arg){&j, i};
-        if (pthread_create(&th[i], &attr, rank_main, &ra[i]) != 0) {
-            fprintf(stderr, "cannot start the thread of rank %d of %d\n", i, P);
-            break;
-        }
-        started++;
+    j->overrides = ov;
+    snprintf(j->init, sizeof j->init, "mem://scale-%d", ++counter);
+    size_t max_n = 0;
+    for (int k = 0; k < j->nops; k++)
+        max_n = j->counts[k] > max_n ? j->counts[k] : max_n;
+    size_t bytes = max_n * 4 * (j->coll == PLX_COLL_ALLREDUCE ? 1 : (size_t)j->size) + 4096;
+    j->in = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    j->out = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    j->end_ns = calloc((size_t)j->nops * (size_t)j->size, sizeof(double));
+    j->failed = 0;
+    if (j->in == MAP_FAILED || j->out == MAP_FAILED || !j->end_ns) {
+        fprintf(stderr, "cannot reserve %zu bytes of buffers\n", bytes);
+        exit(1);
     }
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
+    double t0 = now_s();
+    int rc = run_ranks(j->size, RANK_STACK, rank_body, j);
     *wall_s = now_s() - t0;
-    pthread_attr_destroy(&attr);
-    double got = 0;
-    for (int r = 0; r < P; r++)
-        got = j.end_ns[r] > got ? j.end_ns[r] : got;
-    int bad = j.failed || started < P;
-    free(j.end_ns);
-    free(ra);
-    free(th);
-    return bad ? -1 : got;
+    double prev = 0;
+    for (int k = 0; k < j->nops; k++) {
+        double last = 0;
+        for (int r = 0; r < j->size; r++) {
+            double t = j->end_ns[(size_t)k * (size_t)j->size + (size_t)r];
+            last = t > last ? t : last;
+        }
+        times[k] = last - prev;
+        prev = last;
+    }
+    munmap(j->in, bytes);
+    munmap(j->out, bytes);
+    free(j->end_ns);
+    if (rc)
+        fprintf(stderr, "the ranks did not finish: error %d\n", rc);
+    return rc || j->failed ? -1 : 0;
 }
 
 static int log2i(int p)
@@ -132,18 +147,12 @@ static int log2i(int p)
     return l;
 }
 
-static long peak_rss_kib(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss;
-}
-
-/* Closed forms at a power of two P = 2^L, one segment per message. */
+/* Closed forms at a power of two P = 2^L, one segment per message; n bytes
+ * per rank (allreduce), per block (allgather, reduce-scatter). */
 static double formula(const char *algo, int coll, int P, double n)
 {
     double L = log2i(P), a = ALPHA_NS, b = beta_ns;
-    if (coll == PLX_COLL_ALLGATHER) /* P - 1 sendrecv steps of one block (n per rank) */
+    if (coll == PLX_COLL_ALLGATHER || coll == PLX_COLL_REDUCE_SCATTER) /* P - 1 ring steps of one block */
         return (P - 1) * (a + n * b);
     if (!strcmp(algo, "recdbl")) /* L exchanges of the whole buffer */
         return L * (a + n * b);
@@ -154,43 +163,90 @@ static double formula(const char *algo, int coll, int P, double n)
     return 2.0 * (P - 1) * a + 2.0 * (P - 1) / P * n * b; /* ring */
 }
 
-static void check(int P, const char *algo, int coll, size_t count)
+static const char *coll_name(int coll)
 {
-    double n = (double)count * 4, wall;
-    double got = run(P, coll, algo, count, &wall);
-    double want = formula(algo, coll, P, n);
+    return coll == PLX_COLL_ALLGATHER ? "allgather" : coll == PLX_COLL_REDUCE_SCATTER ? "reduce_scatter" : "allreduce";
+}
+
+static int report(const char *algo, int coll, int P, double n, double got, double want)
+{
     double err = fabs(got - want) / want;
-    int ok = got >= 0 && err <= 0.02;
-    printf("%s %-9s %-12s P=%-5d bytes=%-8.0f model %12.0f ns formula %12.0f ns (%.2f%%) wall %.2f s, peak RSS %ld MiB\n",
-           ok ? "ok  " : "FAIL", coll == PLX_COLL_ALLGATHER ? "allgather" : "allreduce", algo, P, n, got, want,
-           100 * err, wall, peak_rss_kib() >> 10);
-    fflush(stdout);
+    int ok = got > 0 && err <= 0.02;
+    printf("%s %-14s %-12s P=%-5d bytes=%-10.0f model %14.0f ns formula %14.0f ns (%.2f%%)\n", ok ? "ok  " : "FAIL",
+           coll_name(coll), algo, P, n, got, want, 100 * err);
     if (!ok)
         failures++;
+    return ok;
+}
+
+static void check(int P, const char *algo, int coll, size_t count)
+{
+    struct job j = {.coll = coll, .counts = {count}, .nops = 1, .size = P};
+    double t, wall;
+    if (run(&j, algo, &t, &wall) != 0)
+        t = -1;
+    report(algo, coll, P, (double)count * 4, t, formula(algo, coll, P, (double)count * 4));
+    printf("     wall %.2f s, peak RSS %ld MiB\n", wall, peak_rss_mib());
+    fflush(stdout);
+}
+
+/* The allreduce a user gets at each size from 8 B to 1 GiB (the core's
+ * automatic choice: recursive doubling up to 64 KiB, halving-doubling
+ * above), each size against its formula. Largest first: each rank's
+ * scratch is then made once, not grown (remapped) at every size. */
+static void sweep(int P, int shift)
+{
+    struct job j = {.coll = PLX_COLL_ALLREDUCE, .size = P};
+    for (size_t n = SWEEP_MAX; n >= SWEEP_MIN && j.nops < SWEEP_SIZES; n >>= shift)
+        j.counts[j.nops++] = n / 4;
+    double t[SWEEP_SIZES], wall;
+    int rc = run(&j, "auto", t, &wall);
+    for (int k = 0; k < j.nops; k++) {
+        double n = (double)j.counts[k] * 4;
+        const char *algo = n <= 64 * 1024 || j.counts[k] < (size_t)P ? "recdbl" : "rabenseifner";
+        report(algo, PLX_COLL_ALLREDUCE, P, n, rc ? -1 : t[k], formula(algo, PLX_COLL_ALLREDUCE, P, n));
+    }
+    printf("sweep of %d allreduces %zu B - 1 GiB at P=%d: wall %.2f s, peak RSS %ld MiB\n", j.nops,
+           j.counts[j.nops - 1] * 4, P, wall, peak_rss_mib());
+    fflush(stdout);
 }
 
 int main(int argc, char **argv)
 {
     beta_ns = 1e9 / (double)(1 << 30);
+    /* A fixed threshold: glibc raises it past each large block freed (the
+     * set-up frees some), and then every rank's scratch, grown by realloc,
+     * comes from the heap, copied (touched) at each growth: gigabytes at
+     * thousands of ranks, where mappings stay untouched but for a
+     * message's first bytes. */
+    mallopt(M_MMAP_THRESHOLD, 64 << 10);
     const char *root = getenv("PLEXUS_BUILD_ROOT");
     char path[4096];
     snprintf(path, sizeof path, "%s/plugins/sim/plexus-sim.so", root ? root : ".");
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h || !(model_clock = (double (*)(void))dlsym(h, "plexus_sim_model_clock_ns"))) {
-        fprintf(stderr, "no sim plugin with a model at %s: %s\n", path, dlerror());
+    if (!h || !(model_clock = (double (*)(void))dlsym(h, "plexus_sim_model_clock_ns")) ||
+        !(run_ranks = (int (*)(int, size_t, void (*)(int, void *), void *))dlsym(h, "plexus_sim_run_ranks"))) {
+        fprintf(stderr, "no sim plugin with a model and coroutine ranks at %s: %s\n", path, dlerror());
         return 1;
     }
-    if (argc == 4) {
+    if (argc == 4 && strcmp(argv[1], "sweep")) {
         int P = atoi(argv[1]);
         size_t bytes = strtoull(argv[3], NULL, 0);
         check(P, argv[2], PLX_COLL_ALLREDUCE, bytes / 4 ? bytes / 4 : 1);
         return failures ? 1 : 0;
     }
+    if ((argc == 3 || argc == 4) && !strcmp(argv[1], "sweep")) {
+        int shift = argc == 4 ? atoi(argv[3]) : 1;
+        sweep(atoi(argv[2]), shift >= 1 && shift <= 8 ? shift : 1);
+        return failures ? 1 : 0;
+    }
     const int P = 1024;
-    check(P, "rabenseifner", PLX_COLL_ALLREDUCE, 1024);
+    check(P, "rabenseifner", PLX_COLL_ALLREDUCE, 1024 * 16);
     check(P, "recdbl", PLX_COLL_ALLREDUCE, 1024);
     check(P, "tree", PLX_COLL_ALLREDUCE, 1024);
+    check(P, "ring", PLX_COLL_ALLREDUCE, 1024 * 16);
     check(P, "ring", PLX_COLL_ALLGATHER, 16);
+    check(P, "ring", PLX_COLL_REDUCE_SCATTER, 16);
     dlclose(h);
     return failures ? 1 : 0;
 }

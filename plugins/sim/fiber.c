@@ -1,0 +1,258 @@
+/* fiber.c - ranks as coroutines: plexus_sim_run_ranks runs every rank of a
+ * world on the calling thread, each on a small stack of its own, so that
+ * tens of thousands of ranks fit in one process where a thread per rank
+ * does not. A rank runs until it waits for a message that has not arrived;
+ * then the rank with the earliest virtual time among those that can go on
+ * runs next. Messages are priced as they are posted, so running ranks in
+ * virtual-time order charges shared links in the order the model's time
+ * says, and a run gives the same answer every time. When no rank can go on,
+ * every waiting rank's wait fails (a deadlock), never a hang. */
+/* _longjmp between stacks is what the fortified one refuses. */
+#undef _FORTIFY_SOURCE
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "sim.h"
+
+/* A rank is entered the first time through its ucontext (which sets up
+ * its stack), and from then on with _setjmp/_longjmp, which save no signal
+ * mask: swapcontext's two system calls per switch were a third of a run. */
+struct sim_fiber {
+    ucontext_t uc;
+    jmp_buf jb;
+    int started;
+    struct sim_sched *s;
+    int rank;
+    int queued, finished;
+    double clock_ns; /* model: the rank's virtual time, shared by all its communicators */
+    double key;      /* virtual ns it may run from */
+    uint64_t order;  /* ties: first queued, first run */
+};
+
+struct sim_sched {
+    ucontext_t main;  /* where the first entry saves the scheduler: never resumed */
+    jmp_buf main_jb;
+    void (*body)(int rank, void *arg);
+    void *arg;
+    struct sim_fiber *fibers;
+    struct sim_fiber **heap; /* runnable fibers, earliest key first */
+    int nheap;
+    uint64_t next_order;
+    int deadlocked;
+    int n;
+    double *queues; /* the model's link queues (model.c), made on first use */
+};
+
+static _Thread_local struct sim_fiber *current;
+
+struct sim_fiber *sim_fiber_self(void)
+{
+    return current;
+}
+
+int sim_fiber_rank(const struct sim_fiber *f)
+{
+    return f->rank;
+}
+
+double *sim_fiber_clock(struct sim_fiber *f)
+{
+    return &f->clock_ns;
+}
+
+int sim_fiber_count(const struct sim_fiber *f)
+{
+    return f->s->n;
+}
+
+double *sim_fiber_queues(struct sim_fiber *f)
+{
+    if (!f->s->queues)
+        f->s->queues = calloc(4 * (size_t)f->s->n, sizeof *f->s->queues);
+    return f->s->queues;
+}
+
+static int before(const struct sim_fiber *x, const struct sim_fiber *y)
+{
+    return x->key < y->key || (x->key == y->key && x->order < y->order);
+}
+
+static void heap_push(struct sim_sched *s, struct sim_fiber *f)
+{
+    int i = s->nheap++;
+    while (i > 0 && before(f, s->heap[(i - 1) / 2])) {
+        s->heap[i] = s->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    s->heap[i] = f;
+}
+
+static struct sim_fiber *heap_pop(struct sim_sched *s)
+{
+    if (!s->nheap)
+        return NULL;
+    struct sim_fiber *top = s->heap[0], *last = s->heap[--s->nheap];
+    int i = 0, n = s->nheap;
+    for (;;) {
+        int k = 2 * i + 1;
+        if (k >= n)
+            break;
+        if (k + 1 < n && before(s->heap[k + 1], s->heap[k]))
+            k++;
+        if (!before(s->heap[k], last))
+            break;
+        s->heap[i] = s->heap[k];
+        i = k;
+    }
+    s->heap[i] = last;
+    return top;
+}
+
+static void to_scheduler(struct sim_fiber *f)
+{
+    if (!_setjmp(f->jb))
+        _longjmp(f->s->main_jb, 1);
+}
+
+void sim_fiber_wake(struct sim_fiber *f, double at_ns)
+{
+    if (!f || f == current || f->queued || f->finished) /* a running rank looks before it waits */
+        return;
+    f->queued = 1;
+    f->key = at_ns;
+    f->order = f->s->next_order++;
+    heap_push(f->s, f);
+}
+
+int sim_fiber_block(void)
+{
+    struct sim_fiber *f = current;
+    if (f->s->deadlocked)
+        return -1;
+    to_scheduler(f);
+    return f->s->deadlocked ? -1 : 0;
+}
+
+void sim_fiber_catch_up(void)
+{
+    struct sim_fiber *f = current;
+    struct sim_sched *s = f->s;
+    if (!s->nheap || !(s->heap[0]->key < f->clock_ns))
+        return;
+    f->queued = 1;
+    f->key = f->clock_ns;
+    f->order = s->next_order++;
+    heap_push(s, f);
+    to_scheduler(f);
+}
+
+static void fiber_main(void)
+{
+    struct sim_fiber *f = current;
+    f->s->body(f->rank, f->s->arg);
+    f->finished = 1;
+    _longjmp(f->s->main_jb, 1);
+}
+
+/* Run f until it waits or ends. */
+static void enter(struct sim_sched *s, struct sim_fiber *f)
+{
+    if (_setjmp(s->main_jb))
+        return;
+    if (f->started)
+        _longjmp(f->jb, 1);
+    f->started = 1;
+    swapcontext(&s->main, &f->uc);
+}
+
+/* Stacks come from one mapping for all ranks: a mapping each (with a
+ * guard page, two) would exhaust the process's mappings (vm.max_map_count,
+ * 65,530) at tens of thousands of ranks, and malloc, refused a mapping,
+ * would then put every large buffer on the heap. Untouched pages cost
+ * nothing. */
+static void fiber_make(struct sim_sched *s, struct sim_fiber *f, int rank, char *stack, size_t stack_bytes)
+{
+    f->s = s;
+    f->rank = rank;
+    getcontext(&f->uc);
+    f->uc.uc_stack.ss_sp = stack;
+    f->uc.uc_stack.ss_size = stack_bytes;
+    f->uc.uc_link = NULL; /* fiber_main never returns */
+    makecontext(&f->uc, fiber_main, 0);
+}
+
+/* No rank can go on: wake every unfinished one, whose waits now fail. */
+static int wake_deadlocked(struct sim_sched *s, int n)
+{
+    s->deadlocked = 1;
+    int woken = 0;
+    for (int i = 0; i < n; i++)
+        if (!s->fibers[i].finished) {
+            sim_fiber_wake(&s->fibers[i], 0);
+            woken++;
+        }
+    return woken;
+}
+
+static int schedule(struct sim_sched *s, int n)
+{
+    int live = n, rc = 0;
+    while (live > 0) {
+        struct sim_fiber *f = heap_pop(s);
+        if (!f) {
+            if (s->deadlocked || !wake_deadlocked(s, n))
+                break; /* cannot happen: woken fibers finish or wait no more */
+            rc = PLX_ERR_TIMEOUT;
+            continue;
+        }
+        f->queued = 0;
+        current = f;
+        enter(s, f);
+        current = NULL;
+        if (f->finished)
+            live--;
+    }
+    return rc;
+}
+
+/* Runs body(rank, arg) for ranks 0..nranks-1 as coroutines of the calling
+ * thread, each on a stack of stack_bytes, rank 0 first. A sim communicator
+ * created inside body joins its world without waiting for the others, and
+ * its waits hand the thread to the next rank instead of blocking; native
+ * collectives are off (the core's algorithms run over point-to-point).
+ * Returns 0, PLX_ERR_TIMEOUT when the ranks deadlocked (their waits
+ * failed), or another error when the coroutines could not be made. */
+PLX_BACKEND_EXPORT int plexus_sim_run_ranks(int nranks, size_t stack_bytes, void (*body)(int rank, void *arg),
+                                            void *arg)
+{
+    if (nranks <= 0 || !body || current)
+        return PLX_ERR_INVALID_ARG;
+    struct sim_sched s = {.body = body, .arg = arg, .n = nranks};
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    stack_bytes = (stack_bytes + page - 1) / page * page;
+    size_t map_bytes = stack_bytes * (size_t)nranks;
+    char *stacks = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    s.fibers = calloc((size_t)nranks, sizeof *s.fibers);
+    s.heap = calloc((size_t)nranks, sizeof *s.heap);
+    int rc = PLX_ERR_NOMEM;
+    if (stacks != MAP_FAILED && s.fibers && s.heap) {
+        for (int i = 0; i < nranks; i++) {
+            fiber_make(&s, &s.fibers[i], i, stacks + (size_t)i * stack_bytes, stack_bytes);
+            sim_fiber_wake(&s.fibers[i], 0);
+        }
+        rc = schedule(&s, nranks);
+    } else {
+        fprintf(stderr, "sim: no memory for %d ranks' stacks of %zu bytes\n", nranks, stack_bytes);
+    }
+    if (stacks != MAP_FAILED)
+        munmap(stacks, map_bytes);
+    free(s.queues);
+    free(s.heap);
+    free(s.fibers);
+    return rc;
+}
