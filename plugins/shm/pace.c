@@ -14,20 +14,23 @@
  * while a futex sleeper is woken (and preempts it) as soon as its peer
  * arrives. So each yield is timed: one that lost the core for longer than
  * SHM_PACE_LOST_NS (well below any scheduler's time slice, well above a
- * peer rank's hand-back) turns yielding off for this wait and for the next
- * `backoff` waits, which go from the spin straight to the futex. The
- * backoff doubles while yields keep losing the core (up to
- * SHM_PACE_BACKOFF_MAX) and starts again from SHM_PACE_BACKOFF_MIN after a
- * yield that came back in time, so a rank tries yielding again now and
- * then and returns to it once the foreign work is gone. */
+ * peer rank's hand-back) stops yielding for backoff_ns of clock time, in
+ * which waits go from the spin straight to the futex. The backoff doubles
+ * with each lost yield (up to SHM_PACE_BACKOFF_MAX_NS) and halves with each
+ * yield that came back in time (down to SHM_PACE_BACKOFF_MIN_NS): a yield
+ * that happened to find no foreign task beside it (the scheduler moved
+ * it) must not bring back a yield per wait while the foreign work goes on,
+ * and once it is gone a rank returns to yielding within a few backoffs.
+ * Clock time, not a count of waits: how often a rank waits depends on the
+ * sizes it moves, the cost of a lost yield does not. */
 #include <sched.h>
 
 #include "shm.h"
 
 #define host shm__host
 #define SHM_PACE_LOST_NS 200000u
-#define SHM_PACE_BACKOFF_MIN 16u
-#define SHM_PACE_BACKOFF_MAX 1024u
+#define SHM_PACE_BACKOFF_MIN_NS (20 * UINT64_C(1000000))
+#define SHM_PACE_BACKOFF_MAX_NS (2 * UINT64_C(1000000000))
 
 /* The fields of struct shm_pace are hints shared by the threads that wait
  * on one communicator (a collective, point-to-point): relaxed atomics, a
@@ -47,13 +50,8 @@ int shm__pace(struct shm_comm *c, struct shm_pace_wait *w)
     if (!w->started) {
         w->started = 1;
         w->spin_until = now + c->cfg.spin_ns;
-        uint64_t yield_ns = c->cfg.yield_ns;
-        uint32_t skip = LOAD(p->skip);
-        if (skip) { /* recent yields lost the core: sleep instead */
-            STORE(p->skip, skip - 1);
-            yield_ns = 0;
-        }
-        w->yield_until = w->spin_until + yield_ns;
+        /* recent yields lost the core: sleep instead */
+        w->yield_until = now < LOAD(p->calm_at) ? w->spin_until : w->spin_until + c->cfg.yield_ns;
     }
     if (now < w->spin_until) {
         for (int i = 0; i < 32; i++)
@@ -62,21 +60,21 @@ int shm__pace(struct shm_comm *c, struct shm_pace_wait *w)
     }
     if (now < w->yield_until) {
         sched_yield();
-        uint64_t back = host->clock_ns();
+        uint64_t back = host->clock_ns(), backoff = LOAD(p->backoff_ns);
         if (back - now > SHM_PACE_LOST_NS) {
-            uint32_t backoff = LOAD(p->backoff);
-            backoff = backoff ? backoff * 2 : SHM_PACE_BACKOFF_MIN;
-            if (backoff > SHM_PACE_BACKOFF_MAX)
-                backoff = SHM_PACE_BACKOFF_MAX;
-            STORE(p->backoff, backoff);
-            STORE(p->skip, backoff);
+            backoff = backoff ? backoff * 2 : SHM_PACE_BACKOFF_MIN_NS;
+            if (backoff > SHM_PACE_BACKOFF_MAX_NS)
+                backoff = SHM_PACE_BACKOFF_MAX_NS;
+            STORE(p->backoff_ns, backoff);
+            STORE(p->calm_at, back + backoff);
             __atomic_add_fetch(&p->lost, 1, __ATOMIC_RELAXED);
             w->yield_until = 0;
-        } else if (LOAD(p->backoff)) {
-            STORE(p->backoff, 0u);
+        } else if (backoff) {
+            STORE(p->backoff_ns, backoff / 2 < SHM_PACE_BACKOFF_MIN_NS ? 0 : backoff / 2);
         }
         return SHM_PACE_AGAIN;
     }
     __atomic_add_fetch(&p->sleeps, 1, __ATOMIC_RELAXED);
     return SHM_PACE_SLEEP;
 }
+

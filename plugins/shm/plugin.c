@@ -34,7 +34,7 @@ static const struct plx_key keys[] = {
      "allreduce/reduce up to this size run in one phase (every rank reduces all)"},
     {"spin_ns", PLX_KEY_DURATION, "0", NULL,
      "A waiting rank spins this long (bare numbers: ns) after its first few looks, ..."},
-    {"yield_ns", PLX_KEY_DURATION, "1ms", NULL,
+    {"yield_ns", PLX_KEY_DURATION, "0", NULL,
      "... then yields its core between looks this long (bare numbers: ns), then sleeps on the futex"},
     {"cma", PLX_KEY_BOOL, "false", NULL, cma_help},
     {"cma_min_bytes", PLX_KEY_SIZE, "256K", NULL,

@@ -127,10 +127,10 @@ struct shm_cfg {
 
 /* pace.c: how waits go, learned over this communicator's waits. */
 struct shm_pace {
-    uint32_t skip;     /* waits left that sleep instead of yielding */
-    uint32_t backoff;  /* what skip is set to when a yield loses the core */
-    uint64_t lost;     /* yields that lost the core (foreign work on it) */
-    uint64_t sleeps;   /* futex sleeps */
+    uint64_t calm_at;    /* no yielding before this clock_ns: a yield lost the core */
+    uint64_t backoff_ns; /* how long the next lost yield stops yielding */
+    uint64_t lost;       /* yields that lost the core (foreign work on it) */
+    uint64_t sleeps;     /* futex sleeps */
 };
 
 /* One wait's progress through look, spin, yield, sleep: starts zeroed. */
