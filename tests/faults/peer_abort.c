@@ -31,21 +31,11 @@ struct shared {
 static int run_rank(int rank, void *arg)
 {
     struct shared *sh = arg;
-    char *log = sh->log[rank], url[64];
+    char *log = sh->log[rank];
     size_t cap = sizeof sh->log[0];
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", sh->port);
-    struct plx_comm_options o;
-    plx_comm_options_init(&o);
-    o.init = url;
-    o.backend = sh->backend;
-    o.rank = o.local_rank = rank;
-    o.size = o.local_size = NRANK;
-    o.timeout_ms = TIMEOUT_MS;
     struct plx_comm *c = NULL;
-    if (plx_comm_init(&o, &c) != 0) {
-        procs_report(log, cap, &sh->failures, "rank %d: init: %s\n", rank, plx_last_error());
+    if (procs_open(rank, NRANK, sh->port, sh->backend, TIMEOUT_MS, log, cap, &sh->failures, &c) != 0)
         return 1;
-    }
     __atomic_add_fetch(&sh->joined, 1, __ATOMIC_ACQ_REL);
     double until = now_s() + 30;
     while (__atomic_load_n(&sh->joined, __ATOMIC_ACQUIRE) < NRANK && now_s() < until)

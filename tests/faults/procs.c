@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "plexus/plexus.h"
+
 double now_s(void)
 {
     struct timespec ts;
@@ -149,4 +151,23 @@ void procs_report(char *log, size_t cap, int *failures, const char *fmt, ...)
     va_end(ap);
     if (failures)
         __atomic_add_fetch(failures, 1, __ATOMIC_RELAXED);
+}
+
+int procs_open(int rank, int size, int port, const char *backend, int timeout_ms, char *log, size_t cap,
+               int *failures, struct plx_comm **c)
+{
+    char url[64];
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+    struct plx_comm_options o;
+    plx_comm_options_init(&o);
+    o.init = url;
+    o.backend = backend;
+    o.rank = o.local_rank = rank;
+    o.size = o.local_size = size;
+    o.timeout_ms = timeout_ms;
+    *c = NULL;
+    int rc = plx_comm_init(&o, c);
+    if (rc != 0)
+        procs_report(log, cap, failures, "rank %d: init: %s\n", rank, plx_last_error());
+    return rc;
 }

@@ -38,4 +38,12 @@ const char *procs_describe(const struct procs *p, int r);
  * memory); with failures non-NULL it also counts one failure there. */
 void procs_report(char *log, size_t cap, int *failures, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* Rank rank of size ranks on backend, through a tcp:// store on
+ * 127.0.0.1:port (hosted by rank 0), timeout_ms for every operation:
+ * plx_comm_init's status, and on failure a line "rank R: init: ..." in the
+ * rank's report (counted as a failure). */
+struct plx_comm;
+int procs_open(int rank, int size, int port, const char *backend, int timeout_ms, char *log, size_t cap,
+               int *failures, struct plx_comm **c);
+
 #endif

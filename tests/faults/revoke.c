@@ -103,21 +103,11 @@ static void after(struct shared *sh, int rank, struct plx_comm *c)
 static int run_rank(int rank, void *arg)
 {
     struct shared *sh = arg;
-    char *log = sh->log[rank], url[64];
+    char *log = sh->log[rank];
     size_t cap = sizeof sh->log[0];
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", sh->port);
-    struct plx_comm_options o;
-    plx_comm_options_init(&o);
-    o.init = url;
-    o.backend = sh->backend;
-    o.rank = o.local_rank = rank;
-    o.size = o.local_size = sh->nrank;
-    o.timeout_ms = TIMEOUT_MS;
     struct plx_comm *c = NULL;
-    if (plx_comm_init(&o, &c) != 0) {
-        procs_report(log, cap, &sh->failures, "rank %d: init: %s\n", rank, plx_last_error());
+    if (procs_open(rank, sh->nrank, sh->port, sh->backend, TIMEOUT_MS, log, cap, &sh->failures, &c) != 0)
         return 1;
-    }
     /* the 64 MiB buffers are ready (allocated, touched) before any clock starts */
     float *in = NULL, *out = NULL;
     if (rank != 0 && !sh->recv_case) {

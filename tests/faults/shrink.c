@@ -106,21 +106,11 @@ static int run_until_broken(struct shared *sh, int rank, struct plx_comm *c)
 static int run_rank(int rank, void *arg)
 {
     struct shared *sh = arg;
-    char *log = sh->log[rank], url[64];
+    char *log = sh->log[rank];
     size_t cap = sizeof sh->log[0];
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", sh->port);
-    struct plx_comm_options o;
-    plx_comm_options_init(&o);
-    o.init = url;
-    o.backend = sh->backend;
-    o.rank = o.local_rank = rank;
-    o.size = o.local_size = RANKS;
-    o.timeout_ms = TIMEOUT_MS;
     struct plx_comm *c = NULL, *n = NULL;
-    if (plx_comm_init(&o, &c) != 0) {
-        procs_report(log, cap, &sh->failures, "rank %d: init: %s\n", rank, plx_last_error());
+    if (procs_open(rank, RANKS, sh->port, sh->backend, TIMEOUT_MS, log, cap, &sh->failures, &c) != 0)
         return 1;
-    }
     int rc = run_until_broken(sh, rank, c);
     sh->broke_at[rank] = now_s();
     sh->old_rc[rank] = rc;
