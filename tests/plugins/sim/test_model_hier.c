@@ -26,7 +26,6 @@
  *
  *   test_model_hier          the checks
  *   test_model_hier BYTES    both at one size, printed */
-#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +33,7 @@
 #include <string.h>
 
 #include "plexus/plexus.h"
+#include "sim_fibers.h"
 
 #define HOSTS 16
 #define LOCAL 8
@@ -165,15 +165,11 @@ static double compare(size_t n)
 
 int main(int argc, char **argv)
 {
-    const char *root = getenv("PLEXUS_BUILD_ROOT");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/plugins/sim/plexus-sim.so", root ? root : ".");
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h || !(model_clock = (double (*)(void))dlsym(h, "plexus_sim_model_clock_ns")) ||
-        !(run_ranks = (int (*)(int, size_t, void (*)(int, void *), void *))dlsym(h, "plexus_sim_run_ranks"))) {
-        fprintf(stderr, "no sim plugin with a model and coroutine ranks at %s: %s\n", path, dlerror());
+    struct sim_fibers f;
+    if (sim_fibers_load(&f) != 0)
         return 1;
-    }
+    model_clock = f.model_clock;
+    run_ranks = f.run_ranks;
     if (argc == 2) {
         compare(strtoull(argv[1], NULL, 0));
         return failures ? 1 : 0;
@@ -199,6 +195,5 @@ int main(int argc, char **argv)
         printf("FAIL the hierarchy does not match the flat ring at 256 MiB (%.3f)\n", large);
         failures++;
     }
-    dlclose(h);
     return failures ? 1 : 0;
 }

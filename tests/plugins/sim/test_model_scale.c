@@ -12,7 +12,6 @@
  *   test_model_scale P ALGO N     one allreduce of N bytes at P ranks, printed
  *   test_model_scale sweep P [S]  an allreduce sweep 1 GiB down to 8 B at P ranks,
  *                                 each size 2^S times the next (S = 1: every power of two) */
-#include <dlfcn.h>
 #include <malloc.h>
 #include <math.h>
 #include <stdint.h>
@@ -24,6 +23,7 @@
 #include <time.h>
 
 #include "plexus/plexus.h"
+#include "sim_fibers.h"
 
 static int failures;
 static double (*model_clock)(void);
@@ -220,15 +220,11 @@ int main(int argc, char **argv)
      * thousands of ranks, where mappings stay untouched but for a
      * message's first bytes. */
     mallopt(M_MMAP_THRESHOLD, 64 << 10);
-    const char *root = getenv("PLEXUS_BUILD_ROOT");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/plugins/sim/plexus-sim.so", root ? root : ".");
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h || !(model_clock = (double (*)(void))dlsym(h, "plexus_sim_model_clock_ns")) ||
-        !(run_ranks = (int (*)(int, size_t, void (*)(int, void *), void *))dlsym(h, "plexus_sim_run_ranks"))) {
-        fprintf(stderr, "no sim plugin with a model and coroutine ranks at %s: %s\n", path, dlerror());
+    struct sim_fibers f;
+    if (sim_fibers_load(&f) != 0)
         return 1;
-    }
+    model_clock = f.model_clock;
+    run_ranks = f.run_ranks;
     if (argc == 4 && strcmp(argv[1], "sweep")) {
         int P = atoi(argv[1]);
         size_t bytes = strtoull(argv[3], NULL, 0);
@@ -247,6 +243,5 @@ int main(int argc, char **argv)
     check(P, "ring", PLX_COLL_ALLREDUCE, 1024 * 16);
     check(P, "ring", PLX_COLL_ALLGATHER, 16);
     check(P, "ring", PLX_COLL_REDUCE_SCATTER, 16);
-    dlclose(h);
     return failures ? 1 : 0;
 }
