@@ -21,6 +21,14 @@ uint64_t plx__deadline_ms(int64_t timeout_ms)
     return ms >= (PLX__NEVER - now) / 1000000u ? PLX__NEVER : now + ms * 1000000u;
 }
 
+int64_t plx__ms_left(uint64_t deadline_ns)
+{
+    if (deadline_ns == PLX__NEVER)
+        return PLX_TIMEOUT_INFINITE;
+    uint64_t now = plx__clock_ns();
+    return deadline_ns > now + 1000000u ? (int64_t)((deadline_ns - now) / 1000000u) : 1;
+}
+
 uint64_t plx__clock_coarse_ns(void)
 {
     struct timespec ts;

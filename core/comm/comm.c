@@ -38,6 +38,13 @@ static int64_t config_int(const char *key, int64_t def)
     return v;
 }
 
+/* A communicator's timeout: the options', else [core] timeout_ms (a
+ * duration: ns). */
+static int64_t options_timeout_ms(const struct plx_comm_options *opt)
+{
+    return opt->timeout_ms >= 0 ? opt->timeout_ms : config_int("timeout_ms", 300000000000) / 1000000;
+}
+
 static void load_tuning(struct plx_comm *c)
 {
     const char *algo = plx__config_get("core", "allreduce_algo");
@@ -270,7 +277,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     c->size = rv.size;
     c->local_rank = rv.local_rank;
     c->local_size = rv.local_size;
-    c->timeout_ms = opt.timeout_ms >= 0 ? opt.timeout_ms : config_int("timeout_ms", 300000000000) / 1000000; /* a duration: ns */
+    c->timeout_ms = options_timeout_ms(&opt);
 
     /* A backend whose ranks are threads of one process (sim) cannot serve
      * ranks that a launcher started as processes (rank and size from its
@@ -631,7 +638,7 @@ int plx__comm_open_job(const struct plx_comm_options *user_opt, struct plx__job 
         rc = plx__err(PLX_ERR_UNSUPPORTED, "plx_comm_join: backend %s has no store to meet the job in",
                       job->be->name);
     if (rc == 0) {
-        job->timeout_ms = opt.timeout_ms >= 0 ? opt.timeout_ms : config_int("timeout_ms", 300000000000) / 1000000;
+        job->timeout_ms = options_timeout_ms(&opt);
         rv.client_only = 1;
         rc = plx__rendezvous_store_open(&opt, &rv, -1, rv.size, job->timeout_ms, &job->base_store);
     }

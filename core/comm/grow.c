@@ -91,9 +91,8 @@ static int find_offer(struct plx__job *job, long long seat, uint64_t deadline_ns
         char key[600];
         void *val = NULL;
         size_t len = 0;
-        int64_t left = (int64_t)(deadline_ns - plx__clock_ns()) / 1000000;
         grow_key(key, sizeof key, job->name, "offer", g);
-        int rc = plx__store_get(job->base_store, key, &val, &len, left > 0 ? left : 1);
+        int rc = plx__store_get(job->base_store, key, &val, &len, plx__ms_left(deadline_ns));
         if (rc != 0) {
             plx__err_prefix("no communicator '%s' offered seat %lld to a newcomer within the timeout: ", job->name,
                             seat);
@@ -132,17 +131,16 @@ PLX_API int plx_comm_join(const struct plx_comm_options *opt, struct plx_comm **
         plx__err_prefix("plx_comm_join: ");
         return rc;
     }
-    uint64_t deadline = plx__clock_ns() + (uint64_t)(job.timeout_ms > 0 ? job.timeout_ms : 1) * 1000000;
+    uint64_t deadline = plx__deadline_ms(job.timeout_ms);
     char key[600];
     int64_t seat = 0;
     struct seat_offer o;
     grow_key(key, sizeof key, job.name, "seats", -1);
     if ((rc = plx__store_add(job.base_store, key, 1, &seat)) == 0 && (rc = find_offer(&job, seat, deadline, &o)) == 0) {
-        int64_t left = (int64_t)(deadline - plx__clock_ns()) / 1000000;
         struct plx__rebuild rb = {
             .name = o.name, .key_root = o.root, .rank = o.old_size + (int)(seat - o.first), .size = o.size,
             .be = job.be, .config = job.config, .base_store = job.base_store, .timeout_ms = job.timeout_ms,
-            .create_ms = left > 0 ? left : 1,
+            .create_ms = plx__ms_left(deadline),
         };
         rc = plx__comm_rebuild(NULL, &rb, out);
     }

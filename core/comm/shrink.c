@@ -44,11 +44,11 @@ int64_t plx__rebuild_wait_ns(struct plx_comm *c)
  * bounded delay before the next round. */
 static int64_t create_ms(const struct plx__agree *a)
 {
-    int64_t left = (int64_t)(a->deadline_ns - plx__clock_ns()) / 1000000;
+    int64_t left = plx__ms_left(a->deadline_ns);
     int64_t want = 4 * a->wait_ns / 1000000;
     if (want < 10000)
         want = 10000;
-    return left < want ? (left > 0 ? left : 1) : want;
+    return left != PLX_TIMEOUT_INFINITE && left < want ? left : want;
 }
 
 /* Build round a->round's communicator of the ranks in a->alive. */
@@ -117,7 +117,7 @@ PLX_API int plx_comm_shrink(struct plx_comm *c, struct plx_comm **out)
     char ns[64];
     snprintf(ns, sizeof ns, "shrink%llu", epoch);
     struct plx__agree a = {.ns = ns, .wait_ns = plx__rebuild_wait_ns(c)};
-    a.deadline_ns = plx__clock_ns() + (uint64_t)(c->timeout_ms > 0 ? c->timeout_ms : 1) * 1000000;
+    a.deadline_ns = plx__deadline_ms(c->timeout_ms);
     if (!(a.alive = calloc((size_t)c->size, 1)))
         return plx__err(PLX_ERR_NOMEM, "plx_comm_shrink: out of memory");
     rc = shrink_rounds(c, &a, epoch, out);

@@ -4,9 +4,11 @@
  *
  * A rank first looks 64 times with a pause between, then spins for
  * spin_ns, then looks between sched_yield()s for yield_ns, then sleeps on
- * a futex (the caller's). Yielding is what lets ranks outnumber cores: the
- * core goes to a peer rank, which gives it back as soon as it waits in
- * turn, and when nobody else wants the core the yield returns at once.
+ * a futex (the caller's). Both spin_ns and yield_ns are 0 by default: a
+ * futex sleeper is woken as soon as its peer arrives, which serves ranks
+ * that outnumber cores and ranks beside foreign work alike. Yielding, when
+ * set, hands the core to a peer rank, which gives it back as soon as it
+ * waits in turn.
  *
  * Yielding goes wrong when the other runnable task is foreign work (a
  * compute process, a training job's intra-op threads): it keeps the core

@@ -49,6 +49,11 @@ int main(void)
     CHECK(plx__deadline_ms(-1) <= plx__clock_ns());   /* any other negative value: already passed */
     uint64_t d = plx__deadline_ms(5000);
     CHECK(d >= now + 5000000000u && d < plx__clock_ns() + 6000000000u);
+    /* ... and turns back into a timeout the same way */
+    CHECK(plx__ms_left(PLX__NEVER) == PLX_TIMEOUT_INFINITE);
+    CHECK(plx__ms_left(plx__clock_ns() - 1) == 1); /* passed: one more look */
+    int64_t left = plx__ms_left(d);
+    CHECK(left > 4000 && left <= 5000);
 
     port = free_port();
     pthread_t t;
