@@ -4,6 +4,9 @@ order: P processes (argv[1], default 2) run max(3, P) rounds of
 init_process_group, all_reduce, destroy_process_group; in round k rank
 k mod P sleeps 1 s before its destroy, so it leaves last while the others
 already wait in the next round's rendezvous (rank 0 hosts torch's store).
+Each round has its own MASTER_PORT: with one port, the others' next
+rendezvous could reach the late rank 0's old store, which torch closes under
+them ("Connection reset by peer"), a race in torch's env:// and not plexus's.
 Under PLEXUS_BACKEND tcp and shm. Exit 0 if every round passes on every
 rank, 1 if not, 77 without torch or plexus.torch.
 """
@@ -22,10 +25,16 @@ def skip(why):
     sys.exit(77)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free ports: every socket stays bound until all are chosen."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def rank_main(rank, P):
@@ -33,7 +42,9 @@ def rank_main(rank, P):
     import torch.distributed as dist
     import plexus.torch  # noqa: F401
 
+    ports = os.environ["RECREATE_PORTS"].split(",")
     for rnd in range(max(3, P)):
+        os.environ["MASTER_PORT"] = ports[rnd]
         dist.init_process_group("plexus", init_method="env://", rank=rank, world_size=P,
                                 timeout=datetime.timedelta(seconds=30))
         t = torch.arange(1000, dtype=torch.float32) + (rank + 1) * (rnd + 1)
@@ -60,7 +71,8 @@ def main():
     P = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     failed = 0
     for backend in ("tcp", "shm"):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1",
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1",
+                   RECREATE_PORTS=",".join(map(str, free_ports(max(3, P)))),
                    PYTHONWARNINGS="ignore", PLEXUS_BACKEND=backend)
         procs = [subprocess.Popen([sys.executable, "-B", __file__, "--rank", str(r), str(P)], env=env)
                  for r in range(P)]
