@@ -22,6 +22,10 @@ command -v perf >/dev/null || { echo "needs perf (apt-get install linux-perf)"; 
 export PLEXUS_CONFIG_PATH=${PLEXUS_CONFIG_PATH:-$build/devconfig}
 export PLEXUS_BACKEND=${PLEXUS_BACKEND:-tcp}
 secs=${SECONDS_SAMPLED:-3}
+# loops long enough to outlast their sampling (with the warning below where
+# they did not), and no longer: a short sample needs only a short loop
+iters_torch=$((secs * 500000 / 3))
+iters_bench=$((secs * 800000 / 3))
 freq=${FREQ:-2000} # samples per second per core: more perturbs the loop it samples
 out=$(mktemp -d)
 [ -n "${KEEP:-}" ] && echo "# perf data kept in $out" || trap 'rm -rf "$out"' EXIT
@@ -43,7 +47,7 @@ groups() {
 
 # torch on plexus: wait for the timed loop, sample the middle of it
 env PYTHONUNBUFFERED=1 meson devenv -C "$build" /usr/bin/python3 "$src/bench/torch_8b_loop.py" --np 2 \
-    --iters 500000 --ready-file "$out/ready" >"$out/torch.txt" 2>&1 &
+    --iters "$iters_torch" --ready-file "$out/ready" >"$out/torch.txt" 2>&1 &
 pid=$!
 i=0
 while [ ! -e "$out/ready" ] && [ $i -lt 600 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
@@ -54,7 +58,7 @@ wait $pid
 t_torch=$(awk '/us\/call/ { print $2 }' "$out/torch.txt")
 
 # plexus-bench, same transport, the same kind of loop
-"$build/tools/plexus-run" -n 2 "$build/tools/plexus-bench" --inplace -b 8 -e 8 -n 800000 -w 1000 \
+"$build/tools/plexus-run" -n 2 "$build/tools/plexus-bench" --inplace -b 8 -e 8 -n "$iters_bench" -w 1000 \
     >"$out/bench.txt" 2>&1 &
 pid=$!
 sleep 1
@@ -63,9 +67,9 @@ wait $pid
 t_bench=$(awk '$1 == "[rank" && $2 == "0]" && $3 == "8" { print $8 }' "$out/bench.txt")
 [ -n "$t_torch" ] && [ -n "$t_bench" ] || { cat "$out/torch.txt" "$out/bench.txt"; exit 1; }
 # A loop that ended inside its sampling window leaves its teardown in the shares.
-awk -v a="$t_torch" -v b="$t_bench" -v s="$secs" 'BEGIN {
-    if (500000 * a / 1e6 < s + 0.5) print "# warning: the torch loop ended before its sampling did"
-    if (800000 * b / 1e6 < s + 1) print "# warning: the plexus-bench loop ended before its sampling did" }'
+awk -v a="$t_torch" -v b="$t_bench" -v s="$secs" -v it="$iters_torch" -v ib="$iters_bench" 'BEGIN {
+    if (it * a / 1e6 < s + 0.5) print "# warning: the torch loop ended before its sampling did"
+    if (ib * b / 1e6 < s + 1) print "# warning: the plexus-bench loop ended before its sampling did" }'
 
 groups python3 "$out/torch.data" >"$out/torch.g"
 groups plexus-bench "$out/bench.data" >"$out/bench.g"
