@@ -120,12 +120,12 @@ int shm__expect_all(struct shm_op *o, uint32_t half)
 /* d[0, k) = first_in op slot[first+1] op ... op slot[first+P-1], the slots
  * read at byte offset boff; AVG divided here. first_in is rank first's
  * input (its slot, or its own buffer) and may be d itself. */
-static int reduce_piece(struct shm_op *o, char *d, const char *first_in, int first, uint32_t half, size_t boff,
-                        size_t k)
+int shm__reduce_piece(struct shm_op *o, char *d, const char *first_in, int first, uint32_t half, size_t boff, size_t k)
 {
     struct shm_comm *c = o->c;
     const struct plx_coll_args *a = o->a;
-    plx_plugin_move(d, first_in, k * o->es);
+    if (d != first_in)
+        plx_plugin_move(d, first_in, k * o->es);
     for (int s = 1; s < c->size; s++) {
         int q = (first + s) % c->size;
         int rc = host->reduce(d, shm__slot(c, q, half) + boff, k, a->dtype, a->op);
@@ -143,7 +143,7 @@ static int reduce_slots(struct shm_op *o, char *out, uint32_t half, size_t boff,
     size_t es = o->es, piece = PIECE_BYTES / es;
     for (size_t base = 0; base < n; base += piece) {
         size_t k = min_sz(piece, n - base), at = boff + base * es;
-        int rc = reduce_piece(o, out + base * es, shm__slot(o->c, first, half) + at, first, half, at, k);
+        int rc = shm__reduce_piece(o, out + base * es, shm__slot(o->c, first, half) + at, first, half, at, k);
         if (rc)
             return rc;
     }
@@ -174,7 +174,7 @@ static int reduce_own_slice(struct shm_op *o, char *mine, uint32_t half, size_t 
     for (size_t base = s0; base < s1; base += piece) {
         size_t k = min_sz(piece, s1 - base);
         char *d = mine + base * es;
-        int rc = reduce_piece(o, d, (const char *)a->send + (off + base) * es, o->c->rank, half, base * es, k);
+        int rc = shm__reduce_piece(o, d, (const char *)a->send + (off + base) * es, o->c->rank, half, base * es, k);
         if (rc)
             return rc;
         if (receives)
@@ -205,6 +205,12 @@ static int reduction(struct shm_op *o, int all)
     /* Rounds of one slot: a reduce-scatter (slice q of the round is reduced
      * by rank q alone) then an all-gather, both through the slots. */
     size_t per = c->seg->slot_bytes / es;
+    if (all && c->seg->steal) {
+        for (size_t off = 0; off < a->count; off += per)
+            if ((rc = shm__steal_round(o, off, min_sz(per, a->count - off))) != 0)
+                return rc;
+        return 0;
+    }
     for (size_t off = 0; off < a->count; off += per) {
         size_t len = min_sz(per, a->count - off), s0, s1;
         uint32_t half = c->round & 1;

@@ -39,6 +39,7 @@ void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg)
 {
     cfg->slot_bytes = (size_t)plx_plugin_config_int(host, config, "slot_bytes", 1 << 20);
     cfg->small_bytes = (size_t)plx_plugin_config_int(host, config, "small_bytes", 16 << 10);
+    cfg->steal = plx_plugin_config_bool(host, config, "steal", 1);
     cfg->spin_ns = (uint64_t)plx_plugin_config_int(host, config, "spin_ns", 0);
     cfg->yield_ns = (uint64_t)plx_plugin_config_int(host, config, "yield_ns", 0);
     cfg->cma = plx_plugin_config_bool(host, config, "cma", 0);
@@ -131,6 +132,7 @@ static int create_segment(struct shm_comm *c)
     h->nranks = (uint32_t)c->size;
     h->slot_bytes = slot;
     h->small_bytes = c->cfg.small_bytes;
+    h->steal = c->cfg.steal ? 1 : 0;
     h->ctl_off = ctl_off;
     h->slot_off = slot_off;
     h->total_bytes = total;

@@ -36,8 +36,8 @@
 #include "plexus/backend.h"
 #include "plexus/plugin.h"
 
-#define SHM_MAGIC UINT64_C(0x706c78736873d002) /* "plxshs" + layout version */
-#define SHM_CTL_BYTES 256
+#define SHM_MAGIC UINT64_C(0x706c78736873d003) /* "plxshs" + layout version */
+#define SHM_CTL_BYTES 320
 #define SHM_HDR_BYTES 4096
 #define SHM_MAX_RANKS 256 /* a slot (>= 4 KiB) holds one 8-byte element per rank */
 
@@ -71,6 +71,13 @@ struct shm_ctl {
     uint64_t pos_ns;   /* when it published that round (CLOCK_MONOTONIC: one host) */
     uint32_t pad1[12];
     struct shm_slot_hdr hdr[2]; /* one per slot half */
+    /* steal.c: the pieces of this rank's slice of a large allreduce round,
+     * per slot half. The owner sets both before it publishes the round;
+     * any rank then takes pieces and counts them done. */
+    uint64_t claim[2];      /* low 32 bits: next piece from the front (the owner's); high: end of those left (thieves take from there) */
+    uint32_t done[2];       /* pieces reduced: a futex word */
+    uint32_t done_sleepers; /* ranks asleep on done */
+    uint32_t pad2[9];
 };
 
 enum { SHM_STATE_ACTIVE = 0, SHM_STATE_FAILED = 1, SHM_STATE_LEFT = 2 };
@@ -84,6 +91,7 @@ struct shm_seg_header {
     uint64_t ctl_off, slot_off, total_bytes;
     uint64_t ring_bytes; /* data bytes of one pair's ring */
     uint64_t p2p_off, ring_off;
+    uint32_t steal;       /* large allreduce rounds run steal.c's protocol (rank 0's [shm] steal) */
 };
 
 #define SHM_P2P_CTL_BYTES 128
@@ -111,6 +119,7 @@ struct shm_ring {
 
 struct shm_cfg {
     size_t slot_bytes, small_bytes;
+    int steal;          /* large allreduce rounds: running ranks reduce pieces nobody took yet */
     uint64_t spin_ns;   /* spin this long, */
     uint64_t yield_ns;  /* then yield the core this long, then sleep on the futex */
     int cma;            /* 0: never single-copy; 1: when every rank can (probed at create) */
@@ -224,7 +233,15 @@ int shm__cma_agree(struct shm_op *o);
 /* 1 if o runs single-copy; then shm__cma_run does it. */
 int shm__cma_wants(const struct shm_op *o);
 int shm__cma_run(struct shm_op *o);
-/* coll.c helpers cma.c shares */
+/* steal.c: one round [off, off + len) of a large allreduce, work-stealing:
+ * copy in, one barrier, reduce every piece nobody took yet, copy out. */
+int shm__steal_round(struct shm_op *o, size_t off, size_t len);
+/* sync.c: wait until *done reaches want (q's pieces of a round), failing
+ * on a lost or failed peer, a stop or the deadline. */
+int shm__wait_pieces(struct shm_op *o, struct shm_ctl *q, uint32_t half, uint32_t want);
+void shm__wake_pieces(struct shm_ctl *q, uint32_t half);
+/* coll.c helpers cma.c and steal.c share */
+int shm__reduce_piece(struct shm_op *o, char *d, const char *first_in, int first, uint32_t half, size_t boff, size_t k);
 uint32_t shm__publish(struct shm_op *o, size_t off, size_t len);
 int shm__expect_all(struct shm_op *o, uint32_t half);
 int shm__mismatch(struct shm_comm *c, int r, uint32_t half, char *msg, size_t len);

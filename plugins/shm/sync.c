@@ -317,6 +317,72 @@ int shm__barrier(struct shm_op *o)
     return verdict_status(v) ? gave_up(o, v) : 0;
 }
 
+/* Why a wait for pieces cannot end: a peer died or failed (it may hold a
+ * piece), a stop, the deadline; 0 while it still can. */
+static int pieces_stalled(struct shm_op *o, int owner)
+{
+    struct shm_comm *c = o->c;
+    for (int r = 0; r < c->size; r++) {
+        struct shm_ctl *q = shm__ctl(c, r);
+        if (r == c->rank)
+            continue;
+        if (shm__peer_dead(c, r)) {
+            shm__fail(c, PLX_ERR_PEER_LOST, r);
+            return plx_plugin_error(host, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d (pid %d) died while rank %d waited for "
+                                    "rank %d's slice to be reduced on shm", o->what, (unsigned long long)o->a->seq, r,
+                                    (int)q->pid, c->rank, owner);
+        }
+        if (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) == SHM_STATE_FAILED) {
+            int code = q->why_code;
+            shm__fail(c, PLX_ERR_REMOTE, r);
+            return plx_plugin_error(host, PLX_ERR_REMOTE, "%s(seq %llu): rank %d failed (%s) while rank %d waited for rank "
+                                    "%d's slice to be reduced on shm", o->what, (unsigned long long)o->a->seq, r,
+                                    shm__status_name(code), c->rank, owner);
+        }
+    }
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+        int stop = shm__stop_status(c);
+        shm__fail(c, stop, -1);
+        return plx_plugin_error(host, stop, "%s(seq %llu): communicator '%s' %s on rank %d", o->what,
+                                (unsigned long long)o->a->seq, c->name, stop == PLX_ERR_REVOKED ? "revoked" : "aborted",
+                                c->rank);
+    }
+    if (host->clock_ns() >= o->deadline) {
+        shm__fail(c, PLX_ERR_TIMEOUT, -1);
+        return plx_plugin_error(host, PLX_ERR_TIMEOUT, "%s(seq %llu): rank %d timed out waiting for rank %d's slice to be "
+                                "reduced on shm", o->what, (unsigned long long)o->a->seq, c->rank, owner);
+    }
+    return 0;
+}
+
+int shm__wait_pieces(struct shm_op *o, struct shm_ctl *q, uint32_t half, uint32_t want)
+{
+    struct shm_comm *c = o->c;
+    int owner = (int)(((char *)q - (c->base + c->seg->ctl_off)) / SHM_CTL_BYTES);
+    struct shm_pace_wait w = {0};
+    for (;;) {
+        uint32_t d = __atomic_load_n(&q->done[half], __ATOMIC_ACQUIRE);
+        if (d >= want)
+            return 0;
+        if (shm__pace(c, &w) == SHM_PACE_AGAIN)
+            continue;
+        int rc = pieces_stalled(o, owner);
+        if (rc)
+            return rc;
+        __atomic_add_fetch(&q->done_sleepers, 1, __ATOMIC_SEQ_CST);
+        d = __atomic_load_n(&q->done[half], __ATOMIC_SEQ_CST);
+        if (d < want)
+            futex_wait(&q->done[half], d, SLICE_MS);
+        __atomic_sub_fetch(&q->done_sleepers, 1, __ATOMIC_SEQ_CST);
+    }
+}
+
+void shm__wake_pieces(struct shm_ctl *q, uint32_t half)
+{
+    if (__atomic_load_n(&q->done_sleepers, __ATOMIC_SEQ_CST))
+        futex_wake(&q->done[half]);
+}
+
 const char *shm__coll_name(int coll)
 {
     static const char *const names[PLX_COLL_COUNT] = {"allreduce", "broadcast", "reduce", "allgather",
