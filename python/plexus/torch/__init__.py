@@ -35,3 +35,33 @@ if not hasattr(_dist.Backend, BACKEND.upper()):
         _dist.Backend.register_backend(BACKEND, _create)
 
 ProcessGroupPlexus = _C.ProcessGroupPlexus
+
+
+def _plexus_of(group):
+    """The ProcessGroupPlexus behind group (the default group if None)."""
+    if group is None:
+        group = _dist.distributed_c10d._get_default_group()
+    if isinstance(group, ProcessGroupPlexus):  # torch 1.x: the group is the backend
+        return group
+    get = getattr(group, "_get_backend", None)  # torch 2.x: a ProcessGroup dispatching to backends
+    if get is not None:
+        import torch
+        try:
+            backend = get(torch.device("cpu"))
+        except RuntimeError:
+            backend = None
+        if isinstance(backend, ProcessGroupPlexus):
+            return backend
+    raise ValueError("plexus.torch.alloc: the group does not run on the backend \"plexus\"")
+
+
+def alloc(size, dtype=None, group=None):
+    """A zeroed CPU tensor of shape size in memory that every rank of this
+    host maps (plx_mem_alloc on the group's communicator): collectives on
+    tensors that live there may run in one pass, without staging copies
+    (shm's allreduce). Collective over group (default: the default group):
+    every rank calls it with the same shape and dtype, in the same order as
+    its other operations on the group. The memory is freed when the tensor
+    is, and stays valid after the group is destroyed."""
+    import torch
+    return _plexus_of(group).alloc([int(d) for d in size], dtype or torch.get_default_dtype())

@@ -25,12 +25,14 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/sparse_coo_tensor.h>
 #include <pybind11/chrono.h>
@@ -698,6 +700,37 @@ class ProcessGroupPlexus : public GroupBase {
     uint64_t getSequenceNumberForGroup() override { return seq_; }
     std::string transport() const { return plx_comm_backend(comm_->comm); }
 
+    // A CPU tensor in memory that every rank of this host maps
+    // (plx_mem_alloc): collectives whose tensors live there may go single
+    // pass (shm's allreduce). Collective, like any operation on the group:
+    // every rank asks for the same shape and dtype, in the same order. The
+    // tensor keeps the communicator alive; freeing is local.
+    at::Tensor alloc(const std::vector<int64_t> &sizes, const pybind11::object &dtype)
+    {
+        if (!THPDtype_Check(dtype.ptr()))
+            refuse("alloc: dtype must be a torch.dtype");
+        at::ScalarType st = reinterpret_cast<THPDtype *>(dtype.ptr())->scalar_type;
+        int64_t n = 1;
+        for (int64_t d : sizes) {
+            if (d < 0)
+                refuse("alloc: negative dimension " + std::to_string(d));
+            n *= d;
+        }
+        size_t bytes = (size_t)std::max<int64_t>(n, 1) * c10::elementSize(st);
+        comm_->flush();
+        void *p = nullptr;
+        int rc;
+        {
+            pybind11::gil_scoped_release nogil;
+            rc = plx_mem_alloc(c(), bytes, &p);
+        }
+        if (rc != 0)
+            fail(rc, "alloc");
+        intrusive_ptr<Comm> keep = comm_;
+        return at::from_blob(p, sizes, [keep](void *q) { plx_mem_free(keep->comm, q); },
+                             at::TensorOptions().dtype(st).device(at::kCPU));
+    }
+
     intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors, const c10d::BroadcastOptions &opts) override
     {
         const at::Tensor &t = one(tensors, "broadcast");
@@ -1266,6 +1299,9 @@ PYBIND11_MODULE(_C, m)
              "name: the backend name torch knows the group by, which the profiler's events carry "
              "(\"<name>:all_reduce\")")
         .def_property_readonly("transport", &ProcessGroupPlexus::transport,
-                               "the plexus backend carrying the traffic (tcp, mpi-openmpi, ...)");
+                               "the plexus backend carrying the traffic (tcp, mpi-openmpi, ...)")
+        .def("alloc", &ProcessGroupPlexus::alloc, pybind11::arg("sizes"), pybind11::arg("dtype"),
+             "a zeroed CPU tensor in memory every rank of this host maps (plx_mem_alloc); collective: "
+             "every rank calls it with the same shape and dtype, in the same order");
     m.def("version", [] { return std::string(plx_version()); });
 }
