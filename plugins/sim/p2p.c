@@ -89,6 +89,11 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
         pthread_mutex_unlock(&w->mu);
         return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
     }
+    if (sim_revoked(w)) { /* under the lock that a revoke's sweep of the lists takes */
+        sim_req_release_locked(c, r);
+        pthread_mutex_unlock(&w->mu);
+        return sim_revoked_error(c, is_send ? "send" : "recv");
+    }
     /* The model prices a send when it is posted, by where the receiver
      * is; a coroutine's receiver may not have joined yet (a split's world):
      * then when it is delivered, from the time it was posted. */

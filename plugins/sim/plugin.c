@@ -254,6 +254,7 @@ static const struct plx_backend sim_backend = {
     .comm_create = comm_create,
     .comm_destroy = comm_destroy,
     .comm_abort = comm_abort,
+    .comm_revoke = sim_revoke,
     .isend = sim_isend,
     .irecv = sim_irecv,
     .collective = sim_collective,

@@ -171,6 +171,12 @@ double *sim_fiber_clock(struct sim_fiber *f);
 int sim_fiber_count(const struct sim_fiber *f);
 double *sim_fiber_queues(struct sim_fiber *f);
 
+/* revoke.c: the backend's comm_revoke; whether w was revoked (w->mu
+ * held); the error for an operation refused for it. */
+int sim_revoke(void *comm);
+int sim_revoked(const struct world *w);
+int sim_revoked_error(struct impl *c, const char *what);
+
 /* fault.c */
 void sim_config_read(const struct plx_config *config, struct sim_config *cfg);
 /* Nonzero (an error status, message in *r) if this op should fail now. */

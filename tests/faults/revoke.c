@@ -17,8 +17,9 @@
  * with PLX_ERR_REVOKED at once, and plx_comm_destroy must succeed.
  *
  * argv "unsupported BACKEND": on a backend without revoke (one rank, in
- * process), plx_comm_revoke is PLX_ERR_UNSUPPORTED naming the backend and
- * the communicator stays usable. */
+ * process; sim under PLEXUS_SIM_ABI_MINOR=0 presents a table without
+ * comm_revoke), plx_comm_revoke is PLX_ERR_UNSUPPORTED naming the backend
+ * and the communicator stays usable. Sim's revoke is revoke_sim.c's. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
