@@ -24,7 +24,7 @@ are predictions the fit never saw.
     bench/calibrate.py --quick ...   one repetition, 2 ranks, small sizes (for the test)
     bench/calibrate.py --measured DIR/calib-measured.json ...   fit again without measuring
 """
-import argparse, csv, datetime, io, json, os, socket, statistics, subprocess, sys, tempfile
+import argparse, csv, datetime, json, os, socket, statistics, subprocess, sys, tempfile
 
 SIZES = [8 << (3 * i) for i in range(8)]  # 8 B .. 16 MiB, by factors of 8
 QUICK_SIZES = [8, 512, 32768]
@@ -75,14 +75,12 @@ class Bench:
             raise RuntimeError(f"plexus-bench wrote no {coll} row for {size} B")
         return float(rows[0]["time_us"])
 
-    def predict_us(self, model, coll, ranks, sizes, reduce_bw=None):
+    def predict_us(self, model, coll, ranks, sizes):
         """plexus-whatif's modelled time per size (the core's own algorithm choice)."""
         path = os.path.join(self.tmp, "whatif.csv")
         cmd = [self.whatif, "--model", model, "--ranks", str(ranks), "--coll", coll, "--algos", "auto",
                "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(sizes[1] // sizes[0] if len(sizes) > 1 else 2),
                "--csv", path]
-        if reduce_bw is not None:
-            cmd += ["--reduce-bandwidth", str(reduce_bw)]
         run(cmd)
         with open(path, newline="") as f:
             return {int(r["bytes"]): float(r["time_us"]) for r in csv.DictReader(f)}
@@ -148,7 +146,7 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, note):
                 f"model_reduce_bandwidth = {reduce_bw}\n")
 
 
-def unit_coefficients(b, tmp, keys, colls, rank_counts, sizes):
+def unit_coefficients(b, tmp, colls, rank_counts, sizes):
     """The model's time is alpha, beta and gamma times what each alone costs on the critical path (exactly so
     without contention): per (coll, ranks, size), plexus-whatif's time with each at one unit (1 us; 1 ns/B)."""
     units = [("1000ns", "0", "0"), ("0ns", "1000000000", "0"), ("0ns", "0", "1000000000")]
@@ -216,6 +214,7 @@ def main():
             with open(a.measured) as f:
                 doc = json.load(f)
             load, reps = doc["load"], doc["reps"]
+            print(f"# the measurements of {a.measured}: {reps} repetition(s), load average {load[0]:.1f} at their start")
             raw_pp = {t: {int(n): v for n, v in d.items()} for t, d in doc["one_way"].items()}
             raw = {(k.split("/")[0], k.split("/")[1], int(k.split("/")[2]), int(k.split("/")[3])): v
                    for k, v in doc["collectives"].items()}
@@ -226,7 +225,7 @@ def main():
                            "collectives": {"/".join(map(str, k)): v for k, v in raw.items()}}, f, indent=1)
         pp = {t: {n: statistics.median(v) for n, v in d.items()} for t, d in raw_pp.items()}
         med = {k: statistics.median(v) for k, v in raw.items()}
-        coef = unit_coefficients(b, tmp, None, colls, rank_counts, sizes)
+        coef = unit_coefficients(b, tmp, colls, rank_counts, sizes)
         worst, within, held, spreads = 0.0, 0, 0, []
         for t in transports:
             p_alpha, p_beta = fit_alpha_beta(pp[t])
