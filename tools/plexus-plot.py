@@ -2,6 +2,7 @@
 """plexus-plot - draw plexus-bench result files (--output csv|json) on one
 PNG: bus bandwidth and time against message size, log axes, one line per
 file's backend (or peer), and the memcpy reference where a file has it.
+A plexus-whatif CSV (--csv) draws one line per modelled algorithm.
 
     plexus-plot [--coll allreduce] [--place out|in] [--title T] -o out.png FILE...
 """
@@ -16,7 +17,20 @@ def load(path):
         doc = json.loads(text)
         ctx = {k: v for k, v in doc.items() if k != "results"}
         return [dict(ctx, **r) for r in doc["results"]]
-    return list(csv.DictReader(text.splitlines()))
+    recs = list(csv.DictReader(text.splitlines()))
+    for r in recs:
+        if "algorithm" in r:  # plexus-whatif: modelled, in place, one line per algorithm
+            r.update(tool="plexus-whatif", backend=f"sim {r['algorithm']}", size_bytes=r["bytes"],
+                     place="in", coll=r.get("coll") or "allreduce", host="modelled", cpu=f"{r['hosts']} hosts")
+    return recs
+
+
+def lines(recs, path):
+    """The records of one file by line: plexus-bench's file is one, plexus-whatif's one per algorithm."""
+    by = {}
+    for r in recs:
+        by.setdefault(r.get("backend", path) if r.get("tool") == "plexus-whatif" else path, []).append(r)
+    return by.values()
 
 
 def num(v):
@@ -45,24 +59,26 @@ def main():
             recs = load(path)
         except (OSError, ValueError, KeyError) as e:
             sys.exit(f"plexus-plot: {path}: not a plexus-bench result file ({e})")
-        recs = [r for r in recs if r.get("coll") == a.coll and r.get("place", "out") == a.place]
+        place = "in" if recs and recs[0].get("tool") == "plexus-whatif" else a.place
+        recs = [r for r in recs if r.get("coll") == a.coll and r.get("place", "out") == place]
         if not recs:
             print(f"plexus-plot: {path}: no {a.coll} ({a.place} of place) records, left out", file=sys.stderr)
             continue
-        r0 = recs[0]
-        label = f"{r0.get('backend', path)} ({r0.get('ranks', '?')} ranks)"
-        if r0.get("tool") and r0["tool"] != "plexus-bench":
-            label = f"{r0['tool']}: {label}"
-        context.add(f"{r0.get('host', '?')}, {r0.get('cpu', '?')}")
-        recs.sort(key=lambda r: int(r["size_bytes"]))
-        sizes = [int(r["size_bytes"]) for r in recs]
-        bw.plot(sizes, [num(r["busbw_gbs"]) for r in recs], marker=".", label=label)
-        tm.plot(sizes, [num(r["time_us"]) for r in recs], marker=".", label=label)
-        for r in recs:
-            m = num(r.get("memcpy_gbs"))
-            if m is not None:
-                memcpy[int(r["size_bytes"])] = max(m, memcpy.get(int(r["size_bytes"]), 0))
-        drawn += 1
+        for recs in lines(recs, path):
+            r0 = recs[0]
+            label = f"{r0.get('backend', path)} ({r0.get('ranks', '?')} ranks)"
+            if r0.get("tool") and r0["tool"] != "plexus-bench":
+                label = f"{r0['tool']}: {label}"
+            context.add(f"{r0.get('host', '?')}, {r0.get('cpu', '?')}")
+            recs.sort(key=lambda r: int(r["size_bytes"]))
+            sizes = [int(r["size_bytes"]) for r in recs]
+            bw.plot(sizes, [num(r["busbw_gbs"]) for r in recs], marker=".", label=label)
+            tm.plot(sizes, [num(r["time_us"]) for r in recs], marker=".", label=label)
+            for r in recs:
+                m = num(r.get("memcpy_gbs"))
+                if m is not None:
+                    memcpy[int(r["size_bytes"])] = max(m, memcpy.get(int(r["size_bytes"]), 0))
+            drawn += 1
     if not drawn:
         sys.exit(f"plexus-plot: no file has {a.coll} records")
     if memcpy:

@@ -1,17 +1,23 @@
 /* plexus-whatif - which allreduce algorithm is fastest at this scale? Runs
  * the core's generic algorithms over the sim backend's network model in
- * timing-only mode (ranks are threads; messages carry sizes and virtual
- * times, not their bytes) and prints, per size, each algorithm's modelled
- * time, algbw and busbw (nccl-tests columns) and the fastest one.
+ * timing-only mode (ranks are coroutines of one thread; messages carry sizes
+ * and virtual times, not their bytes) and prints, per size, each
+ * algorithm's modelled time, algbw and busbw (nccl-tests columns) and the
+ * fastest one.
  *
  *   plexus-whatif --ranks 1024 --hosts 128 --inter-latency 5us \
  *                 --inter-bandwidth 12G -b 8 -e 64M --csv out.csv
+ *   plexus-whatif --model calib-tcp.ini --ranks 4 --coll allgather --algos auto
+ *
+ * With --model, the model's keys come from that [sim] drop-in (as
+ * bench/calibrate.py writes it) and only the options given override them.
  *
  * Each row is one run on fresh communicators: the modelled time is the
  * latest rank's virtual clock when the operation returns. */
 #include <dlfcn.h>
 #include <getopt.h>
 #include <link.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,22 +25,35 @@
 
 #include "plexus/plexus.h"
 
-static const char *const ALGOS[] = {"ring", "recdbl", "tree", "rabenseifner"};
-enum { NALGO = 4 };
+enum { MAX_ALGOS = 8, N_MODEL_KEYS = 6 };
 #define RANK_STACK ((size_t)256 << 10)
 
+/* The model's keys and their defaults without --model; given[i]: on the
+ * command line, so it overrides the model file too. */
+static const char *const MODEL_KEYS[N_MODEL_KEYS] = {
+    "model_ranks_per_host", "model_intra_latency", "model_intra_bandwidth", "model_inter_latency",
+    "model_inter_bandwidth", "model_injection_bandwidth"};
+enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW };
+
 struct opts {
-    int ranks, hosts;
+    int ranks, hosts, allgather;
     size_t minb, maxb;
-    const char *intra_lat, *intra_bw, *inter_lat, *inter_bw, *inject_bw, *csv;
+    double factor;
+    const char *val[N_MODEL_KEYS];
+    int given[N_MODEL_KEYS];
+    const char *csv, *model, *reduce_bw;
+    const char *algos[MAX_ALGOS];
+    int nalgo;
 };
-static struct opts O = {1024, 1, 8, 64u << 20, "1us", "50G", "5us", "12G", "0", NULL};
+static struct opts O = {.ranks = 1024, .hosts = 1, .minb = 8, .maxb = 64u << 20, .factor = 2,
+                        .val = {NULL, "1us", "50G", "5us", "12G", "0"},
+                        .algos = {"ring", "recdbl", "tree", "rabenseifner"}, .nalgo = 4};
 static double (*model_clock)(void);
 
 struct job {
     const char *const *ov;
     char init[64];
-    size_t count;
+    size_t count; /* per rank: the allreduce's, or one block of the allgather */
     double *end_ns;
     int failed;
 };
@@ -93,10 +112,13 @@ static void rank_main(int rank, void *arg)
     o.timeout_ms = 600000;
     struct plx_comm *comm = NULL;
     int rc = plx_comm_init(&o, &comm);
-    float *buf = calloc(j->count, sizeof *buf);
+    size_t n = O.allgather ? j->count * (size_t)O.ranks : j->count;
+    float *buf = calloc(n ? n : 1, sizeof *buf);
     if (!rc && !buf)
         rc = PLX_ERR_NOMEM;
-    if (!rc)
+    if (!rc && O.allgather)
+        rc = plx_allgather(comm, buf + (size_t)rank * j->count, buf, j->count, PLX_F32);
+    else if (!rc)
         rc = plx_allreduce(comm, buf, buf, j->count, PLX_F32, PLX_SUM);
     j->end_ns[rank] = model_clock();
     if (rc && !j->failed++)
@@ -105,20 +127,28 @@ static void rank_main(int rank, void *arg)
     plx_comm_destroy(comm);
 }
 
-/* Modelled ns of one allreduce of count floats with algo, or -1. */
+/* Modelled ns of one collective of count floats per rank with algo
+ * ("auto": the core's choice), or -1. */
 static double run(const char *algo, size_t count)
 {
     static int serial;
-    char kv[8][96];
-    snprintf(kv[0], sizeof kv[0], "core.allreduce_algo=%s", algo);
-    snprintf(kv[1], sizeof kv[1], "sim.model_ranks_per_host=%d", O.ranks / O.hosts);
-    snprintf(kv[2], sizeof kv[2], "sim.model_intra_latency=%s", O.intra_lat);
-    snprintf(kv[3], sizeof kv[3], "sim.model_intra_bandwidth=%s", O.intra_bw);
-    snprintf(kv[4], sizeof kv[4], "sim.model_inter_latency=%s", O.inter_lat);
-    snprintf(kv[5], sizeof kv[5], "sim.model_inter_bandwidth=%s", O.inter_bw);
-    snprintf(kv[6], sizeof kv[6], "sim.model_injection_bandwidth=%s", O.inject_bw);
-    const char *ov[] = {"sim.model=true", "sim.model_payload=false", "core.ledger_entries=0",
-                        kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], NULL};
+    char kv[N_MODEL_KEYS + 2][128];
+    const char *ov[N_MODEL_KEYS + 8] = {"sim.model=true", "sim.model_payload=false", "core.ledger_entries=0"};
+    int n = 3;
+    if (strcmp(algo, "auto")) {
+        snprintf(kv[N_MODEL_KEYS], sizeof kv[0], "core.allreduce_algo=%s", algo);
+        ov[n++] = kv[N_MODEL_KEYS];
+    }
+    if (O.reduce_bw) {
+        snprintf(kv[N_MODEL_KEYS + 1], sizeof kv[0], "sim.model_reduce_bandwidth=%s", O.reduce_bw);
+        ov[n++] = kv[N_MODEL_KEYS + 1];
+    }
+    for (int k = 0; k < N_MODEL_KEYS; k++)
+        if (O.given[k] || !O.model) {
+            snprintf(kv[k], sizeof kv[k], "sim.%s=%s", MODEL_KEYS[k], O.val[k]);
+            ov[n++] = kv[k];
+        }
+    ov[n] = NULL;
     struct job j = {.ov = ov, .count = count, .end_ns = calloc((size_t)O.ranks, sizeof(double))};
     snprintf(j.init, sizeof j.init, "mem://whatif-%d", ++serial);
     if (!j.end_ns) {
@@ -154,45 +184,141 @@ static void usage(FILE *f)
     fprintf(f, "usage: plexus-whatif [options]\n"
                "  --ranks N               simulated ranks (default 1024)\n"
                "  --hosts H               hosts, N/H consecutive ranks each (default 1)\n"
+               "  --model FILE            the model's keys from this [sim] drop-in; the options below\n"
+               "                          that are given override it\n"
+               "  --coll C                allreduce (default) or allgather (rows: bytes each rank receives)\n"
+               "  --algos LIST            allreduce algorithms, comma-separated (default ring,recdbl,tree,\n"
+               "                          rabenseifner; auto: the core's own choice)\n"
                "  --intra-latency T       within a host (default 1us)\n"
                "  --intra-bandwidth B/s   within a host (default 50G)\n"
                "  --inter-latency T       across hosts (default 5us)\n"
                "  --inter-bandwidth B/s   a host's NIC (default 12G, about 100 Gb/s)\n"
                "  --injection-bandwidth B/s  per rank (default 0: no limit)\n"
+               "  --reduce-bandwidth B/s  bytes a rank reduces per second (gamma; default: the model's, 0)\n"
                "  -b, --minbytes SIZE     smallest allreduce (default 8)\n"
-               "  -e, --maxbytes SIZE     largest (default 64M); sizes double\n"
-               "  --csv FILE              also write size,algorithm,time_us,algbw,busbw rows\n"
+               "  -e, --maxbytes SIZE     largest (default 64M)\n"
+               "  -f, --stepfactor F      each size F times the last (default 2)\n"
+               "  --csv FILE              also write ranks,hosts,bytes,algorithm,time_us,algbw,busbw,coll rows\n"
                "Bandwidths take K, M, G suffixes (powers of 1024, bytes per second).\n");
 }
 
-int main(int argc, char **argv)
+/* Split a comma-separated list of algorithms into O.algos; 0 or -1. */
+static int parse_algos(char *list)
+{
+    static const char *const known[] = {"auto", "ring", "recdbl", "tree", "rabenseifner"};
+    O.nalgo = 0;
+    for (char *save = NULL, *a = strtok_r(list, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+        int ok = 0;
+        for (size_t k = 0; k < sizeof known / sizeof *known; k++)
+            ok |= !strcmp(a, known[k]);
+        if (!ok || O.nalgo == MAX_ALGOS) {
+            fprintf(stderr, "plexus-whatif: --algos: '%s' is not one of auto, ring, recdbl, tree, rabenseifner\n", a);
+            return -1;
+        }
+        O.algos[O.nalgo++] = a;
+    }
+    return O.nalgo ? 0 : -1;
+}
+
+static void set_key(int k, const char *v)
+{
+    O.val[k] = v;
+    O.given[k] = 1;
+}
+
+/* Options into O; -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv)
 {
     static const struct option longs[] = {
         {"ranks", 1, 0, 'R'},         {"hosts", 1, 0, 'H'},           {"intra-latency", 1, 0, 'a'},
         {"intra-bandwidth", 1, 0, 'w'}, {"inter-latency", 1, 0, 'A'}, {"inter-bandwidth", 1, 0, 'W'},
         {"injection-bandwidth", 1, 0, 'J'}, {"minbytes", 1, 0, 'b'}, {"maxbytes", 1, 0, 'e'},
-        {"csv", 1, 0, 'C'},           {"help", 0, 0, 'h'},            {0, 0, 0, 0},
+        {"csv", 1, 0, 'C'},           {"help", 0, 0, 'h'},            {"model", 1, 0, 'M'},
+        {"coll", 1, 0, 'c'},          {"algos", 1, 0, 'g'},           {"reduce-bandwidth", 1, 0, 'G'},
+        {"stepfactor", 1, 0, 'f'},    {0, 0, 0, 0},
     };
-    int ch;
-    while ((ch = getopt_long(argc, argv, "b:e:h", longs, NULL)) != -1) {
+    int ch, hosts_given = 0;
+    while ((ch = getopt_long(argc, argv, "b:e:f:h", longs, NULL)) != -1) {
         switch (ch) {
         case 'R': O.ranks = atoi(optarg); break;
-        case 'H': O.hosts = atoi(optarg); break;
-        case 'a': O.intra_lat = optarg; break;
-        case 'w': O.intra_bw = optarg; break;
-        case 'A': O.inter_lat = optarg; break;
-        case 'W': O.inter_bw = optarg; break;
-        case 'J': O.inject_bw = optarg; break;
+        case 'H': O.hosts = atoi(optarg); hosts_given = 1; break;
+        case 'a': set_key(K_INTRA_LAT, optarg); break;
+        case 'w': set_key(K_INTRA_BW, optarg); break;
+        case 'A': set_key(K_INTER_LAT, optarg); break;
+        case 'W': set_key(K_INTER_BW, optarg); break;
+        case 'J': set_key(K_INJECT_BW, optarg); break;
+        case 'G': O.reduce_bw = optarg; break;
         case 'b': O.minb = parse_size(optarg); break;
         case 'e': O.maxb = parse_size(optarg); break;
+        case 'f': O.factor = atof(optarg); break;
         case 'C': O.csv = optarg; break;
+        case 'M': O.model = optarg; break;
+        case 'c':
+            if (strcmp(optarg, "allreduce") && strcmp(optarg, "allgather")) {
+                fprintf(stderr, "plexus-whatif: --coll takes allreduce or allgather, not '%s'\n", optarg);
+                return 2;
+            }
+            O.allgather = !strcmp(optarg, "allgather");
+            break;
+        case 'g':
+            if (parse_algos(optarg) != 0)
+                return 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    if (O.ranks < 2 || O.hosts < 1 || O.ranks % O.hosts || O.minb < 4 || O.minb > O.maxb) {
-        fprintf(stderr, "plexus-whatif: need --ranks >= 2 divisible by --hosts, and 4 <= -b <= -e\n");
+    if (optind < argc || O.ranks < 2 || O.hosts < 1 || O.ranks % O.hosts || O.minb < 4 || O.minb > O.maxb ||
+        O.factor <= 1) {
+        fprintf(stderr, "plexus-whatif: need --ranks >= 2 divisible by --hosts, 4 <= -b <= -e and -f > 1\n");
         return 2;
+    }
+    static char rph[32];
+    snprintf(rph, sizeof rph, "%d", O.ranks / O.hosts);
+    O.val[K_RPH] = rph;
+    O.given[K_RPH] = hosts_given;
+    return -1;
+}
+
+static void print_header(const char *coll)
+{
+    if (O.model)
+        printf("# plexus-whatif: %d ranks; model %s%s\n", O.ranks, O.model,
+               O.given[K_RPH] || O.given[K_INTRA_LAT] || O.given[K_INTRA_BW] || O.given[K_INTER_LAT] ||
+                       O.given[K_INTER_BW] || O.given[K_INJECT_BW] || O.reduce_bw
+                   ? " with the options given over it"
+                   : "");
+    else
+        printf("# plexus-whatif: %d ranks on %d host(s); intra %s, %s B/s; inter %s, %s B/s; injection %s B/s%s%s\n",
+               O.ranks, O.hosts, O.val[K_INTRA_LAT], O.val[K_INTRA_BW], O.val[K_INTER_LAT], O.val[K_INTER_BW],
+               O.val[K_INJECT_BW], O.reduce_bw ? "; reduction B/s " : "", O.reduce_bw ? O.reduce_bw : "");
+    printf("# modelled %s (float%s, in place); time in us, algbw and busbw in GB/s\n", coll,
+           O.allgather ? "" : " sum");
+    printf("# %10s", "size(B)");
+    for (int a = 0; a < O.nalgo; a++)
+        printf(" %12s %8s %8s", O.algos[a], "algbw", "busbw");
+    printf("  fastest\n");
+}
+
+int main(int argc, char **argv)
+{
+    int status = parse_args(argc, argv);
+    if (status >= 0)
+        return status;
+    /* Each rank's buffer must stay an untouched mapping (timing only writes
+     * a message's first bytes): glibc raises its mmap threshold past large
+     * blocks freed, and then takes them from the heap, where calloc writes
+     * them. A 1,024-rank sweep to 32 MiB reached 7 GiB that way. */
+    mallopt(M_MMAP_THRESHOLD, 64 << 10);
+    if (O.model) {
+        FILE *f = fopen(O.model, "r");
+        if (!f) {
+            perror(O.model);
+            return 2;
+        }
+        fclose(f);
+        /* Read with the process's configuration: the drop-in layers over it. */
+        setenv("PLEXUS_CONFIG", O.model, 1);
     }
     if (load_sim() != 0)
         return 1;
@@ -201,39 +327,36 @@ int main(int argc, char **argv)
         perror(O.csv);
         return 2;
     }
+    const char *coll = O.allgather ? "allgather" : "allreduce";
     if (csv)
-        fprintf(csv, "ranks,hosts,bytes,algorithm,time_us,algbw_gbs,busbw_gbs\n");
-    printf("# plexus-whatif: %d ranks on %d host(s); intra %s, %s B/s; inter %s, %s B/s; injection %s B/s\n",
-           O.ranks, O.hosts, O.intra_lat, O.intra_bw, O.inter_lat, O.inter_bw, O.inject_bw);
-    printf("# modelled allreduce (float sum, in place); time in us, algbw and busbw in GB/s\n");
-    printf("# %10s", "size(B)");
-    for (int a = 0; a < NALGO; a++)
-        printf(" %12s %8s %8s", ALGOS[a], "algbw", "busbw");
-    printf("  fastest\n");
-    int status = 0;
-    for (size_t bytes = O.minb; bytes <= O.maxb; bytes *= 2) {
-        size_t count = bytes / 4;
+        fprintf(csv, "ranks,hosts,bytes,algorithm,time_us,algbw_gbs,busbw_gbs,coll\n");
+    print_header(coll);
+    status = 0;
+    double busf = O.allgather ? (O.ranks - 1.0) / O.ranks : 2.0 * (O.ranks - 1) / O.ranks;
+    for (size_t bytes = O.minb; bytes <= O.maxb; bytes = (size_t)((double)bytes * O.factor)) {
+        size_t count = O.allgather ? bytes / 4 / (size_t)O.ranks : bytes / 4;
+        size_t total = O.allgather ? count * 4 * (size_t)O.ranks : count * 4;
         double best = -1;
         int best_a = -1;
-        printf("  %10zu", count * 4);
-        for (int a = 0; a < NALGO; a++) {
-            double ns = run(ALGOS[a], count);
-            if (ns <= 0) {
-                printf(" %12s %8s %8s", "failed", "-", "-");
+        printf("  %10zu", total);
+        for (int a = 0; a < O.nalgo; a++) {
+            double ns = count ? run(O.algos[a], count) : -1;
+            if (ns < 0) { /* 0 is a time: a model whose costs are all 0 */
+                printf(" %12s %8s %8s", count ? "failed" : "too small", "-", "-");
                 status = 1;
                 continue;
             }
-            double us = ns / 1e3, algbw = (double)(count * 4) / ns, busbw = algbw * 2.0 * (O.ranks - 1) / O.ranks;
+            double us = ns / 1e3, algbw = (double)total / ns, busbw = algbw * busf;
             printf(" %12.2f %8.3f %8.3f", us, algbw, busbw);
             if (csv)
-                fprintf(csv, "%d,%d,%zu,%s,%.3f,%.4f,%.4f\n", O.ranks, O.hosts, count * 4, ALGOS[a], us, algbw,
-                        busbw);
+                fprintf(csv, "%d,%d,%zu,%s,%.3f,%.4f,%.4f,%s\n", O.ranks, O.hosts, total, O.algos[a], us, algbw,
+                        busbw, coll);
             if (best < 0 || ns < best) {
                 best = ns;
                 best_a = a;
             }
         }
-        printf("  %s\n", best_a >= 0 ? ALGOS[best_a] : "-");
+        printf("  %s\n", best_a >= 0 ? O.algos[best_a] : "-");
         fflush(stdout);
         if (csv)
             fflush(csv);

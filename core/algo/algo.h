@@ -27,6 +27,8 @@ struct plx__p2p {
     /* Release a request that will not be waited for (after an error). */
     void (*discard)(void *ctx, void *req);
     int timing_only; /* PLX_CAP_TIMING_ONLY: no reductions or copies */
+    /* The backend's charge_reduce, or NULL: bytes reduced on this rank. */
+    void (*charge_reduce)(void *ctx, size_t bytes);
 };
 
 /* Tuning, from [core] keys (comm.c fills it). */

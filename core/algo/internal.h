@@ -83,6 +83,8 @@ static inline int plx__algo_timing_only(const struct algo_ctx *x)
 static inline int plx__algo_reduce3(const struct algo_ctx *x, void *out, const void *a, const void *b, size_t count,
                                     int dtype, int op)
 {
+    if (x->p->charge_reduce)
+        x->p->charge_reduce(x->p->ctx, count * x->esize);
     return plx__algo_timing_only(x) ? 0 : plx__reduce3(out, a, b, count, dtype, op);
 }
 

@@ -3,7 +3,8 @@
  * completes; a message costs alpha + beta * bytes on its link (within a host
  * or across hosts), queues behind the sender's earlier messages (the rank's
  * injection bandwidth), behind the host NIC's other traffic when it leaves
- * the host, and behind the receiver's other arrivals. Nothing sleeps: wall
+ * the host, and behind the receiver's other arrivals; a reduction the core
+ * runs costs gamma * bytes on the rank's clock. Nothing sleeps: wall
  * time does not depend on the modelled latency. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->inter_alpha_ns = (double)plx_plugin_config_int(h, config, "model_inter_latency", 0);
     m->inter_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_inter_bandwidth", 0));
     m->inject_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_injection_bandwidth", 0));
+    m->reduce_gamma_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_reduce_bandwidth", 0));
     m->payload = plx_plugin_config_bool(h, config, "model_payload", 1);
     const char *trace = plx_plugin_config_str(h, config, "model_trace");
     snprintf(m->trace, sizeof m->trace, "%s", trace ? trace : "");
@@ -141,6 +143,21 @@ void sim_model_complete(struct impl *c, const struct sim_req *r)
     if (r->t_done > *c->clock_ns)
         *c->clock_ns = r->t_done;
     last_clock_ns = *c->clock_ns;
+}
+
+/* A reduction runs between a rank's waits, so it only delays the rank's
+ * next message: its clock moves, and ranks now earlier run first. */
+void sim_model_charge_reduce(void *comm, size_t bytes)
+{
+    struct impl *c = comm;
+    if (!c->cfg.model.on || c->cfg.model.reduce_gamma_ns <= 0)
+        return;
+    pthread_mutex_lock(&c->w->mu);
+    *c->clock_ns += (double)bytes * c->cfg.model.reduce_gamma_ns;
+    last_clock_ns = *c->clock_ns;
+    pthread_mutex_unlock(&c->w->mu);
+    if (c->fiber)
+        sim_fiber_catch_up();
 }
 
 /* For tests and tools: the modelled clock of the calling rank (a

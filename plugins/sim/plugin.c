@@ -38,6 +38,9 @@ static const struct plx_key keys[] = {
      "Model: bytes per second of a host's NIC, shared by its ranks (0: infinite)"},
     {"model_injection_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second one rank injects, shared by its concurrent messages (0: no limit)"},
+    {"model_reduce_bandwidth", PLX_KEY_SIZE, "0", NULL,
+     "Model: bytes per second one rank reduces in the core's generic algorithms (1/gamma, charged to the "
+     "rank's clock per reduction; 0: reductions take no time)"},
     {"model_payload", PLX_KEY_BOOL, "true", NULL,
      "Model: messages carry their bytes (false: timing only, sizes and virtual times and only the first "
      "128 bytes of each message, and the core skips the reductions and copies of collectives over 64 "
@@ -261,6 +264,7 @@ static const struct plx_backend sim_backend = {
     .test = test,
     .wait = wait_op,
     .req_free = req_free,
+    .charge_reduce = sim_model_charge_reduce,
 };
 
 /* The same table presented as ABI 1.0 (shorter struct), for negotiation tests. */

@@ -39,6 +39,7 @@ struct sim_model {
     double intra_alpha_ns, intra_beta_ns; /* within a host: latency, ns per byte */
     double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */
     double inject_beta_ns; /* per rank, shared by its messages (0: no limit) */
+    double reduce_gamma_ns; /* ns per byte the core reduces on a rank (0: free) */
     int payload;          /* 0: timing only, messages carry sizes and no bytes */
     char trace[256];      /* Chrome trace JSON of every message to this file ("": none) */
 };
@@ -194,6 +195,8 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m);
 int sim_model_send(struct impl *c, struct sim_req *r);
 void sim_model_deliver(struct impl *sender, struct sim_req *send, struct sim_req *recv);
 void sim_model_complete(struct impl *c, const struct sim_req *r);
+/* The backend's charge_reduce: the rank's clock moves by gamma * bytes. */
+void sim_model_charge_reduce(void *comm, size_t bytes);
 
 size_t sim_dtype_size(int dtype);
 const char *sim_coll_name(int coll);

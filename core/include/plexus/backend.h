@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define PLX_ABI_MAJOR 1
-#define PLX_ABI_MINOR 5
+#define PLX_ABI_MINOR 6
 
 /* The entry symbol of ABI major 1. */
 #define PLX_BACKEND_ENTRY_V1 plx_backend_entry_v1
@@ -404,6 +404,13 @@ struct plx_backend {
      * that theirs fail the same way (a peer that hears of it passes it on
      * or fails at once). NULL: plx_comm_revoke is PLX_ERR_UNSUPPORTED. */
     int (*comm_revoke)(void *comm);
+
+    /* ---- ABI 1.6 ---- */
+    /* Optional, for a backend whose time is modelled (sim): the core's
+     * generic algorithm on comm has just reduced bytes bytes (one input's)
+     * on this rank, or would have, over PLX_CAP_TIMING_ONLY; the backend
+     * charges the rank's clock for it. NULL: reductions take no modelled time. */
+    void (*charge_reduce)(void *comm, size_t bytes);
 };
 
 typedef int (*plx_backend_entry_v1_fn)(const struct plx_host *host, uint32_t *abi_minor_inout,

@@ -574,7 +574,7 @@ static int run_case(const struct casedef *c)
     int coll = c->coll, root = c->root;
     for (int r = 0; r < P; r++) {
         ep[r] = (struct endpoint){&w, r};
-        p2p[r] = (struct plx__p2p){&ep[r], r, P, t_isend, t_irecv, t_wait, t_discard, 0};
+        p2p[r] = (struct plx__p2p){&ep[r], r, P, t_isend, t_irecv, t_wait, t_discard, 0, NULL};
         struct plx_coll_args *a = &job[r].a;
         memset(&job[r], 0, sizeof job[r]);
         job[r].p = &p2p[r];
@@ -847,7 +847,7 @@ static void back_to_back(int P, int eager)
     pthread_t th[MAXP];
     for (int r = 0; r < P; r++) {
         ep[r] = (struct endpoint){&w, r};
-        p2p[r] = (struct plx__p2p){&ep[r], r, P, t_isend, t_irecv, t_wait, t_discard, 0};
+        p2p[r] = (struct plx__p2p){&ep[r], r, P, t_isend, t_irecv, t_wait, t_discard, 0, NULL};
         b[r] = (struct b2b_arg){.p = &p2p[r], .t = &t, .rank = r, .P = P, .iters = 60};
         pthread_create(&th[r], NULL, b2b_main, &b[r]);
     }
@@ -885,7 +885,7 @@ static void fault_case(int P, int coll, int algo, int absent, int fail_rank, lon
     for (int r = 0; r < P; r++) {
         bufs[r] = calloc(n * (size_t)P, sizeof(float));
         ep[r] = (struct endpoint){&w, r};
-        p2p[r] = (struct plx__p2p){&ep[r], r, P, t_isend, t_irecv, t_wait, t_discard, 0};
+        p2p[r] = (struct plx__p2p){&ep[r], r, P, t_isend, t_irecv, t_wait, t_discard, 0, NULL};
         memset(&job[r], 0, sizeof job[r]);
         job[r] = (struct rank_job){.p = &p2p[r], .t = &t, .scratch = &scratch[r], .deadline = deadline,
                                    .skip = r == absent};
@@ -956,7 +956,7 @@ static void bad_input(void)
     struct world w;
     world_init(&w, 1, 0);
     struct endpoint ep = {&w, 0};
-    struct plx__p2p p = {&ep, 0, 1, t_isend, t_irecv, t_wait, t_discard, 0};
+    struct plx__p2p p = {&ep, 0, 1, t_isend, t_irecv, t_wait, t_discard, 0, NULL};
     struct plx__algo_tuning t = {0};
     struct plx_coll_args a = {.struct_size = sizeof a, .coll = PLX_COLL_SEND, .count = 1, .dtype = PLX_F32};
     if (plx__algo_run(&p, &t, &scratch[0], &a, 0) != PLX_ERR_INVALID_ARG)

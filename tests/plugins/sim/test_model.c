@@ -20,6 +20,10 @@ static double (*model_clock)(void);
 
 #define ALPHA_NS 2000.0
 static double beta_ns; /* 1G per second, as the key reads it: 2^30 bytes */
+/* Reduction cost per byte (sim.model_reduce_bandwidth=2G), 0: off. A rank
+ * reduces a received block before it sends what depends on it, so each
+ * reduction on the critical path adds its bytes * gamma. */
+static double gamma_ns;
 
 struct job {
     int coll;          /* PLX_COLL_ALLREDUCE, _ALLGATHER, _REDUCE_SCATTER */
@@ -95,13 +99,13 @@ static void check(const char *algo, int coll, int P, size_t count)
     } else if (coll == PLX_COLL_REDUCE_SCATTER) {
         /* (P-1) ring steps of one block, segmented. */
         name = "reduce_scatter ring";
-        want = (P - 1) * (nseg(P, n) * ALPHA_NS + n * beta_ns);
+        want = (P - 1) * (nseg(P, n) * ALPHA_NS + n * (beta_ns + gamma_ns));
     } else if (!strcmp(algo, "ring")) {
         /* Reduce-scatter then allgather of blocks n/P: 2(P-1) alpha + 2(P-1)/P n beta
          * when a block is one segment. */
         name = "allreduce ring";
         double m = n / P;
-        want = (P - 1) * (nseg(P, m) * ALPHA_NS + m * beta_ns) + (P - 1) * (ALPHA_NS + m * beta_ns);
+        want = (P - 1) * (nseg(P, m) * ALPHA_NS + m * (beta_ns + gamma_ns)) + (P - 1) * (ALPHA_NS + m * beta_ns);
     } else if (!strcmp(algo, "tree")) {
         /* Binomial reduce to rank 0, then binomial broadcast, at a power of
          * two: each log2 P hops of the whole buffer on the critical path
@@ -109,7 +113,7 @@ static void check(const char *algo, int coll, int P, size_t count)
          * sent last has the smallest subtree, so the deepest path still
          * costs log2 P (alpha + n beta)). */
         name = "allreduce tree";
-        want = 2 * log2i(P) * (ALPHA_NS + n * beta_ns);
+        want = 2 * log2i(P) * (ALPHA_NS + n * beta_ns) + log2i(P) * n * gamma_ns;
         if (P == 3) /* the root hears from rank 1, then rank 2, whose message queued at its link, and
                        sends to rank 2, then rank 1, through its one link: each phase alpha + 2 n beta */
             want = 2 * (ALPHA_NS + 2 * n * beta_ns);
@@ -119,7 +123,7 @@ static void check(const char *algo, int coll, int P, size_t count)
          * 2 log2 P alpha + 2 (P-1)/P n beta. */
         name = "allreduce rabenseifner";
         int p2 = 1 << log2i(P);
-        want = 2 * log2i(P) * ALPHA_NS + 2.0 * (p2 - 1) / p2 * n * beta_ns;
+        want = 2 * log2i(P) * ALPHA_NS + 2.0 * (p2 - 1) / p2 * n * beta_ns + (p2 - 1.0) / p2 * n * gamma_ns;
         if (p2 != P) /* fold the first 2(P - p2) ranks in pairs before, unfold after: a whole buffer each */
             want += 2 * (ALPHA_NS + n * beta_ns);
     } else {
@@ -127,12 +131,12 @@ static void check(const char *algo, int coll, int P, size_t count)
          * whole buffer. (Elsewhere the fold makes ranks that sent at time 0
          * queue at a folded rank's link: contention, not checked here.) */
         name = "allreduce recdbl";
-        want = log2i(P) * (ALPHA_NS + n * beta_ns);
+        want = log2i(P) * (ALPHA_NS + n * (beta_ns + gamma_ns));
     }
     char algo_kv[64];
     snprintf(algo_kv, sizeof algo_kv, "core.allreduce_algo=%s", algo);
     const char *ov[] = {"sim.model=true", "sim.model_intra_latency=2us", "sim.model_intra_bandwidth=1G",
-                        algo_kv, NULL};
+                        algo_kv, gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
     struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
     int rc = run_ranks(P, "sim", ov, 60000, run, &j);
     double got = 0;
@@ -140,8 +144,8 @@ static void check(const char *algo, int coll, int P, size_t count)
         got = j.end_ns[r] > got ? j.end_ns[r] : got;
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
-    printf("%s %-20s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
-           name, P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+    printf("%s %-20s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
+           name, gamma_ns > 0 ? " +gamma" : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
     if (!ok)
         failures++;
     free(j.end_ns);
@@ -228,6 +232,15 @@ int main(void)
     /* Several segments per ring step. */
     check("ring", PLX_COLL_REDUCE_SCATTER, 2, 128 << 10);
     check("ring", PLX_COLL_ALLREDUCE, 3, (size_t)3 << 20);
+    /* The reduction cost: each algorithm's reductions on its critical path. */
+    gamma_ns = 1e9 / (double)(2u << 30);
+    check("ring", PLX_COLL_ALLREDUCE, 8, 8 * 1024);
+    check("recdbl", PLX_COLL_ALLREDUCE, 8, 1024);
+    check("tree", PLX_COLL_ALLREDUCE, 8, 1024);
+    check("rabenseifner", PLX_COLL_ALLREDUCE, 8, 8 * 1024);
+    check("ring", PLX_COLL_REDUCE_SCATTER, 5, 1024);
+    check("ring", PLX_COLL_ALLGATHER, 5, 1024);
+    gamma_ns = 0;
     dlclose(h);
     return failures ? 1 : 0;
 }

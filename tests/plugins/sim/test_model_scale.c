@@ -1,7 +1,8 @@
 /* The sim network model at scale in timing-only mode
  * (sim.model_payload=false: messages carry sizes and virtual times, no
  * bytes, and the core skips its reductions), against the closed-form
- * alpha-beta costs of the core's generic algorithms at a power of two with
+ * alpha-beta costs of the core's generic algorithms (at a power of two, and
+ * the tree and halving-doubling at others too) with
  * one host and no injection limit (no contention). Ranks are coroutines of
  * one thread (the plugin's plexus_sim_run_ranks), run in virtual-time
  * order. Every rank passes the same send and receive buffers: reserved, never
@@ -147,19 +148,56 @@ static int log2i(int p)
     return l;
 }
 
-/* Closed forms at a power of two P = 2^L, one segment per message; n bytes
- * per rank (allreduce), per block (allgather, reduce-scatter). */
+static double max2(double x, double y)
+{
+    return x > y ? x : y;
+}
+
+/* The binomial tree on P ranks, P not a power of two: the root's children
+ * are complete subtrees of 1, 2, .. 2^(L-2) ranks and the ranks from
+ * 2^(L-1) on, a binomial tree of P' = P - 2^(L-1) (L = ceil(log2 P)).
+ * Reduce: a complete subtree of 2^j ranks is done at j (a + n b); the root
+ * takes its children in that order, and the last one's message, sent while
+ * the root's link still carried the others', queues there behind them (nb). */
+static double tree_reduce_ns(int P, double a, double nb)
+{
+    if (P <= 1)
+        return 0;
+    int L = log2i(P - 1) + 1, top = 1 << (L - 1);
+    return max2(tree_reduce_ns(P - top, a, nb) + a + nb, (L - 1) * (a + nb) + (L > 1 ? nb : 0));
+}
+
+/* Broadcast: the root sends to its children one after another through its
+ * link, the largest subtree (the P' ranks) first; the complete subtree of
+ * 2^j ranks gets it at (L - j) n b + a and needs j (a + n b) more. */
+static double tree_bcast_ns(int P, double a, double nb)
+{
+    if (P <= 1)
+        return 0;
+    int L = log2i(P - 1) + 1, top = 1 << (L - 1);
+    return max2(a + nb + tree_bcast_ns(P - top, a, nb), (L - 1) * a + L * nb);
+}
+
+/* Closed forms, one segment per message; n bytes per rank (allreduce), per
+ * block (allgather, reduce-scatter). Recursive doubling at a power of two
+ * P = 2^L; tree and halving-doubling at any P. */
 static double formula(const char *algo, int coll, int P, double n)
 {
     double L = log2i(P), a = ALPHA_NS, b = beta_ns;
+    int p2 = 1 << log2i(P);
     if (coll == PLX_COLL_ALLGATHER || coll == PLX_COLL_REDUCE_SCATTER) /* P - 1 ring steps of one block */
         return (P - 1) * (a + n * b);
     if (!strcmp(algo, "recdbl")) /* L exchanges of the whole buffer */
         return L * (a + n * b);
-    if (!strcmp(algo, "tree")) /* binomial reduce then broadcast: each L(a + n b) */
-        return 2 * L * (a + n * b);
-    if (!strcmp(algo, "rabenseifner")) /* halving then doubling: blocks n/2 .. n/P */
-        return 2 * L * a + 2.0 * (P - 1) / P * n * b;
+    if (!strcmp(algo, "tree")) /* binomial reduce then broadcast: each L(a + n b) at P = 2^L */
+        return tree_reduce_ns(P, a, n * b) + tree_bcast_ns(P, a, n * b);
+    /* Halving then doubling on p2 = 2^L ranks: blocks n/2 .. n/p2. Else
+     * first each of the first 2(P - p2) even ranks hands its whole buffer
+     * to the odd one above, which takes part in its place and hands the
+     * result back at the end: 2 (a + n b) more. A partner that did not fold
+     * sent its first block to a folding rank meanwhile, off the critical path. */
+    if (!strcmp(algo, "rabenseifner"))
+        return 2 * L * a + 2.0 * (p2 - 1) / p2 * n * b + (p2 != P ? 2 * (a + n * b) : 0);
     return 2.0 * (P - 1) * a + 2.0 * (P - 1) / P * n * b; /* ring */
 }
 
@@ -243,5 +281,11 @@ int main(int argc, char **argv)
     check(P, "ring", PLX_COLL_ALLREDUCE, 1024 * 16);
     check(P, "ring", PLX_COLL_ALLGATHER, 16);
     check(P, "ring", PLX_COLL_REDUCE_SCATTER, 16);
+    /* Non-powers of two: the tree's short subtrees, halving-doubling's fold. */
+    static const int odd[] = {5, 6, 12, 1000};
+    for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+        check(odd[i], "tree", PLX_COLL_ALLREDUCE, 1024);
+        check(odd[i], "rabenseifner", PLX_COLL_ALLREDUCE, 1024 * 16);
+    }
     return failures ? 1 : 0;
 }

@@ -1,0 +1,271 @@
+#!/usr/bin/python3
+"""calibrate.py - fit sim's network model to this machine, then check it.
+
+For each transport (tcp, shm) on real processes (plexus-run):
+  1. measure: one-way point-to-point times by size (calib_pingpong, 2 ranks)
+     and plexus-bench allreduce and allgather times (in place, float) at 2
+     and 4 ranks, every measurement repeated --reps times, the transports
+     and runs interleaved within each repetition, medians kept;
+  2. fit: alpha, beta and gamma (a message's latency and ns per byte, and
+     the ns per byte a rank reduces) to the collectives at --fit-ranks
+     (default 2), least squares in relative error with none negative. The
+     model's time is linear in the three where nothing contends, so three
+     plexus-whatif runs with one unit of each give every row's coefficients;
+     the one-way times get their own alpha + beta n fit, printed for
+     comparison (the core's collectives add their own cost per message);
+  3. write the model as a [sim] drop-in, calib-<transport>.ini in --out;
+  4. predict every measured collective with plexus-whatif --model and print
+     predicted against measured, with the error.
+
+Rows whose measurement went into the fit are marked "fit"; "held out" rows
+are predictions the fit never saw.
+
+    bench/calibrate.py [--build build] [--transports tcp,shm] [--reps 5] [--out DIR]
+    bench/calibrate.py --quick ...   one repetition, 2 ranks, small sizes (for the test)
+    bench/calibrate.py --measured DIR/calib-measured.json ...   fit again without measuring
+"""
+import argparse, csv, datetime, json, os, socket, statistics, subprocess, sys, tempfile
+
+SIZES = [8 << (3 * i) for i in range(8)]  # 8 B .. 16 MiB, by factors of 8
+QUICK_SIZES = [8, 512, 32768]
+
+
+def run(cmd, timeout=600):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()[-600:]}")
+    return p.stdout
+
+
+def iters_for(size):
+    """plexus-bench iterations: tens of milliseconds per size, at least."""
+    return 2000 if size <= 512 else 500 if size <= 32768 else 50 if size <= 2 << 20 else 10
+
+
+class Bench:
+    def __init__(self, build, tmp):
+        self.run_ = os.path.join(build, "tools", "plexus-run")
+        self.bench = os.path.join(build, "tools", "plexus-bench")
+        self.pingpong = os.path.join(build, "bench", "calib_pingpong")
+        self.whatif = os.path.join(build, "tools", "plexus-whatif")
+        self.tmp = tmp
+        for exe in (self.run_, self.bench, self.pingpong, self.whatif):
+            if not os.access(exe, os.X_OK):
+                raise RuntimeError(f"{exe}: not built")
+
+    def pingpong_us(self, transport, sizes):
+        out = run([self.run_, "-n", "2", "--timeout", "300", self.pingpong, "--backend", transport,
+                   "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(sizes[1] // sizes[0] if len(sizes) > 1 else 2)])
+        got = {}
+        for line in out.splitlines():
+            f = line.split("]", 1)[-1].split()  # plexus-run puts "[rank 0]" in front
+            if len(f) == 2 and f[0].isdigit():
+                got[int(f[0])] = float(f[1])
+        return got
+
+    def coll_us(self, transport, coll, ranks, size):
+        """plexus-bench's time for one size: the slowest rank's mean per op."""
+        path = os.path.join(self.tmp, "bench.csv")
+        run([self.run_, "-n", str(ranks), "--timeout", "300", self.bench, "--backend", transport, "--coll", coll,
+             "--inplace", "-b", str(size), "-e", str(size), "-n", str(iters_for(size)), "-w", "5",
+             "--output", "csv", path])
+        with open(path, newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r["coll"] == coll and int(r["size_bytes"]) == size]
+        if not rows:
+            raise RuntimeError(f"plexus-bench wrote no {coll} row for {size} B")
+        return float(rows[0]["time_us"])
+
+    def predict_us(self, model, coll, ranks, sizes):
+        """plexus-whatif's modelled time per size (the core's own algorithm choice)."""
+        path = os.path.join(self.tmp, "whatif.csv")
+        cmd = [self.whatif, "--model", model, "--ranks", str(ranks), "--coll", coll, "--algos", "auto",
+               "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(sizes[1] // sizes[0] if len(sizes) > 1 else 2),
+               "--csv", path]
+        run(cmd)
+        with open(path, newline="") as f:
+            return {int(r["bytes"]): float(r["time_us"]) for r in csv.DictReader(f)}
+
+
+def fit_alpha_beta(points):
+    """t = alpha + beta * n for the one-way times, least squares in relative error."""
+    rows = [([1.0, float(n)], t) for n, t in points.items()]
+    alpha, beta = nnls(rows, 2)
+    return alpha, beta  # us, us per byte
+
+
+def solve(a, b):
+    """a x = b by Gaussian elimination (a small and square), or None if singular."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        piv = max(range(c, n), key=lambda r: abs(m[r][c]))
+        if abs(m[piv][c]) < 1e-300:
+            return None
+        m[c], m[piv] = m[piv], m[c]
+        for r in range(n):
+            if r != c:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def nnls(rows, k):
+    """Non-negative x minimising sum(((coef . x) - t) / t)^2 over rows of (coef, t): every subset of the
+    k parameters solved by least squares, the best one whose solution is >= 0 kept."""
+    best, best_x = None, [0.0] * k
+    for mask in range(1, 1 << k):
+        free = [i for i in range(k) if mask >> i & 1]
+        a = [[sum(c[i] * c[j] / (t * t) for c, t in rows) for j in free] for i in free]
+        b = [sum(c[i] / t for c, t in rows) for i in free]
+        sol = solve(a, b)
+        if sol is None or min(sol) < 0:
+            continue
+        x = [0.0] * k
+        for i, v in zip(free, sol):
+            x[i] = v
+        err = sum(((sum(ci * xi for ci, xi in zip(c, x)) - t) / t) ** 2 for c, t in rows)
+        if best is None or err < best:
+            best, best_x = err, x
+    return best_x
+
+
+def write_model(path, transport, alpha_us, beta_ns, gamma_ns, note):
+    """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta or gamma 0)."""
+    alpha_ns = round(alpha_us * 1e3)
+    bandwidth = round(1e9 / beta_ns) if beta_ns > 0 else 0
+    reduce_bw = round(1e9 / gamma_ns) if gamma_ns > 0 else 0
+    with open(path, "w") as f:
+        f.write(f"# sim's network model of {transport} on {socket.gethostname()}, written by bench/calibrate.py\n"
+                f"# {note}\n"
+                f"# alpha {alpha_us:.3f} us, beta {beta_ns:.4f} ns/B, gamma {gamma_ns:.4f} ns/B\n"
+                "[sim]\n"
+                "model = true\n"
+                "model_ranks_per_host = 0\n"
+                f"model_intra_latency = {alpha_ns}ns\n"
+                f"model_intra_bandwidth = {bandwidth}\n"
+                f"model_reduce_bandwidth = {reduce_bw}\n")
+
+
+def unit_coefficients(b, tmp, colls, rank_counts, sizes):
+    """The model's time is alpha, beta and gamma times what each alone costs on the critical path (exactly so
+    without contention): per (coll, ranks, size), plexus-whatif's time with each at one unit (1 us; 1 ns/B)."""
+    units = [("1000ns", "0", "0"), ("0ns", "1000000000", "0"), ("0ns", "0", "1000000000")]
+    coef = {}
+    for u, (lat, bw, red) in enumerate(units):
+        model = os.path.join(tmp, f"unit{u}.ini")
+        with open(model, "w") as f:
+            f.write(f"[sim]\nmodel = true\nmodel_intra_latency = {lat}\nmodel_intra_bandwidth = {bw}\n"
+                    f"model_reduce_bandwidth = {red}\n")
+        for coll in colls:
+            for P in rank_counts:
+                for n, us in b.predict_us(model, coll, P, sizes_for(coll, P, sizes)).items():
+                    coef.setdefault((coll, P, n), [0.0, 0.0, 0.0])[u] = us
+    return coef
+
+
+def sizes_for(coll, P, sizes):
+    """An allgather row's size is what each rank receives: at least one float from each rank."""
+    return [n for n in sizes if coll != "allgather" or n >= 4 * P]
+
+
+def measure(b, transports, colls, rank_counts, sizes, reps):
+    """reps interleaved repetitions: one-way times and collective times, every sample."""
+    pp, meas = {t: {} for t in transports}, {}
+    for rep in range(reps):
+        for t in transports:
+            for n, us in b.pingpong_us(t, sizes).items():
+                pp[t].setdefault(n, []).append(us)
+            for coll in colls:
+                for P in rank_counts:
+                    for n in sizes_for(coll, P, sizes):
+                        meas.setdefault((t, coll, P, n), []).append(b.coll_us(t, coll, P, n))
+        print(f"# repetition {rep + 1} done, load average {os.getloadavg()[0]:.1f}", flush=True)
+    return pp, meas
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--transports", default="tcp,shm")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--out", default=".", help="folder for calib-<transport>.ini")
+    ap.add_argument("--fit-ranks", default="2", help="rank counts whose collectives the fit uses (the rest: held out)")
+    ap.add_argument("--quick", action="store_true", help="one repetition, 2 ranks, allreduce, 8 B .. 32 KiB")
+    ap.add_argument("--measured", help="fit and predict from this calib-measured.json instead of measuring")
+    a = ap.parse_args()
+    transports = [t for t in a.transports.split(",") if t]
+    sizes = QUICK_SIZES if a.quick else SIZES
+    reps = 1 if a.quick else a.reps
+    rank_counts = [2] if a.quick else [2, 4]
+    fit_ranks = {int(x) for x in a.fit_ranks.split(",")}
+    colls = ["allreduce"] if a.quick else ["allreduce", "allgather"]
+    os.environ.setdefault("PLEXUS_CONFIG_PATH", os.path.join(os.path.abspath(a.build), "devconfig"))
+    load = os.getloadavg()
+    os.makedirs(a.out, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            b = Bench(a.build, tmp)
+        except RuntimeError as e:
+            sys.exit(f"calibrate: {e}")
+        print(f"# calibrate: {reps} repetition(s) of {len(sizes)} sizes; load average at start "
+              f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", flush=True)
+        saved = os.path.join(a.out, "calib-measured.json")
+        if a.measured:
+            with open(a.measured) as f:
+                doc = json.load(f)
+            load, reps = doc["load"], doc["reps"]
+            print(f"# the measurements of {a.measured}: {reps} repetition(s), load average {load[0]:.1f} at their start")
+            raw_pp = {t: {int(n): v for n, v in d.items()} for t, d in doc["one_way"].items()}
+            raw = {(k.split("/")[0], k.split("/")[1], int(k.split("/")[2]), int(k.split("/")[3])): v
+                   for k, v in doc["collectives"].items()}
+        else:
+            raw_pp, raw = measure(b, transports, colls, rank_counts, sizes, reps)
+            with open(saved, "w") as f:
+                json.dump({"load": load, "reps": reps, "one_way": raw_pp,
+                           "collectives": {"/".join(map(str, k)): v for k, v in raw.items()}}, f, indent=1)
+        pp = {t: {n: statistics.median(v) for n, v in d.items()} for t, d in raw_pp.items()}
+        med = {k: statistics.median(v) for k, v in raw.items()}
+        coef = unit_coefficients(b, tmp, colls, rank_counts, sizes)
+        worst, within, held, spreads = 0.0, 0, 0, []
+        for t in transports:
+            p_alpha, p_beta = fit_alpha_beta(pp[t])
+            rows = [(coef[(coll, P, n)], m) for (tt, coll, P, n), m in med.items() if tt == t and P in fit_ranks]
+            alpha, beta_ns, gamma_ns = nnls(rows, 3)
+            model = os.path.join(a.out, f"calib-{t}.ini")
+            note = (f"fitted to plexus-bench {'/'.join(colls)} at {a.fit_ranks} ranks, medians of {reps} interleaved "
+                    f"repetition(s); load average {load[0]:.1f} at the start; "
+                    f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
+            write_model(model, t, alpha, beta_ns, gamma_ns, note)
+            print(f"\n## {t}: alpha {alpha:.2f} us, beta {beta_ns:.4f} ns/B "
+                  f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B -> {model}")
+            print(f"(point-to-point alone, calib_pingpong: alpha {p_alpha:.2f} us, beta {p_beta * 1e3:.4f} ns/B)")
+            print("\n| one-way, 2 ranks | size (B) | measured (us) | samples min..max (us) | ping-pong fit (us) | error |\n"
+                  "|---|---|---|---|---|---|")
+            for n in sorted(pp[t]):
+                f, v = p_alpha + p_beta * n, raw_pp[t][n]
+                print(f"| {t} | {n} | {pp[t][n]:.2f} | {min(v):.2f}..{max(v):.2f} | {f:.2f} | "
+                      f"{100 * (f - pp[t][n]) / pp[t][n]:+.1f}% |")
+            print("\n| collective | ranks | size (B) | measured (us) | samples min..max (us) | predicted (us) | error | |\n"
+                  "|---|---|---|---|---|---|---|---|")
+            for coll in colls:
+                for P in rank_counts:
+                    pred = b.predict_us(model, coll, P, sizes_for(coll, P, sizes))
+                    for n in sizes_for(coll, P, sizes):
+                        m, p = med[(t, coll, P, n)], pred[n]
+                        err = (p - m) / m
+                        spreads.append((max(raw[(t, coll, P, n)]) - min(raw[(t, coll, P, n)])) / m)
+                        if P not in fit_ranks:
+                            worst = max(worst, abs(err))
+                            held += 1
+                            within += abs(err) <= 0.2
+                        v = raw[(t, coll, P, n)]
+                        print(f"| {coll} | {P} | {n} | {m:.2f} | {min(v):.2f}..{max(v):.2f} | {p:.2f} | {100 * err:+.1f}% | "
+                              f"{'fit' if P in fit_ranks else 'held out'} |")
+        if not a.quick:
+            print(f"\n# held-out predictions within 20%: {within} of {held}; the worst is off by {100 * worst:.1f}%")
+            print(f"# the samples' spread, (max - min) / median, over all collective rows: median "
+                  f"{100 * statistics.median(spreads):.0f}%, largest {100 * max(spreads):.0f}%")
+
+
+if __name__ == "__main__":
+    main()
