@@ -27,9 +27,12 @@
 #include "config.h"
 #include "error.h"
 #include "host.h"
-#include "ledger_format.h"
 #include "log.h"
+#include "plexus/ledger.h"
 #include "store.h"
+
+_Static_assert(sizeof(struct plx_ledger_entry) == 56 && sizeof(struct plx_ledger_file) == 352,
+               "the ledger's layout is a file format (plexus/ledger.h): change it only with its version");
 
 #define SLOW_WAIT_MS 500
 #define POLL_MS 250
@@ -109,7 +112,7 @@ static void ledger_open(struct plx_comm *c, struct plx__diag *d, unsigned n)
     static unsigned serial;
     unsigned id = __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED);
     snprintf(d->path, sizeof d->path, "%.300s/%d.%.127s.%u.r%d.ledger", dir, (int)getpid(), name, id, c->rank);
-    size_t bytes = sizeof(struct plx__ledger_file) + (size_t)n * sizeof(struct plx_ledger_entry);
+    size_t bytes = sizeof(struct plx_ledger_file) + (size_t)n * sizeof(struct plx_ledger_entry);
     unlink(d->path); /* only a dead process that had our pid can have left one here */
     int fd = open(d->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
@@ -128,7 +131,7 @@ static void ledger_open(struct plx_comm *c, struct plx__diag *d, unsigned n)
         d->path[0] = '\0';
         return;
     }
-    struct plx__ledger_file *f = m;
+    struct plx_ledger_file *f = m;
     f->version = PLX_LEDGER_VERSION;
     f->nentries = n;
     f->rank = c->rank;
@@ -226,7 +229,7 @@ void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t byt
         d->run_on = 1;
     }
     pthread_mutex_unlock(&d->mu);
-    struct plx__ledger_file *f = d->lf;
+    struct plx_ledger_file *f = d->lf;
     if (!f)
         return;
     struct plx_ledger_entry *e = &f->entries[fp->seq % f->nentries];
@@ -264,7 +267,7 @@ void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state)
             d->run_on = 0;
         pthread_mutex_unlock(&d->mu);
     }
-    struct plx__ledger_file *f = d->lf;
+    struct plx_ledger_file *f = d->lf;
     if (f) {
         struct plx_ledger_entry *e = &f->entries[seq % f->nentries];
         if (e->seq == seq) {
