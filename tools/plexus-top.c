@@ -1,5 +1,5 @@
 /* plexus-top - where every rank of the jobs on this host is, read live
- * from the ledgers the ranks keep (core/comm/ledger_format.h), so it works
+ * from the ledgers the ranks keep (plexus/ledger.h), so it works
  * while a rank is wedged inside a backend or stopped with SIGSTOP: it
  * reads memory the rank wrote, and asks the rank nothing.
  *
@@ -21,14 +21,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ledger_format.h"
+#include "plexus/ledger.h"
+#include "plexus/plexus.h" /* PLX_COLL_MAP: the names of the collectives */
 
-static const char *const colls[] = {"allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "gather",
-                                    "scatter", "alltoall", "barrier", "send", "recv"};
-static const char *const states[] = {"-", "posted", "running", "done", "failed"};
+static const char *const colls[PLX_COLL_COUNT] = {
+#define COLL_NAME(kind, val, name, op, root, v) [val] = name,
+    PLX_COLL_MAP(COLL_NAME)
+#undef COLL_NAME
+};
+static const char *const states[] = {[PLX_LEDGER_EMPTY] = "-", [PLX_LEDGER_POSTED] = "posted",
+                                     [PLX_LEDGER_RUNNING] = "running", [PLX_LEDGER_DONE] = "done",
+                                     [PLX_LEDGER_FAILED] = "failed"};
 
 struct rank_view {
-    struct plx__ledger_file head;
+    struct plx_ledger_file head;
     struct plx_ledger_entry cur; /* the oldest operation not done (state 0: none) */
     struct plx_ledger_entry last; /* the newest done */
     char proc[16];
@@ -80,11 +86,11 @@ static int load(const char *path, struct rank_view *v)
     if (fd < 0)
         return 0;
     struct stat st;
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(struct plx__ledger_file)) {
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(struct plx_ledger_file)) {
         close(fd);
         return 0;
     }
-    const struct plx__ledger_file *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    const struct plx_ledger_file *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (f == MAP_FAILED)
         return 0;
@@ -101,7 +107,7 @@ static int load(const char *path, struct rank_view *v)
         uint64_t posted1 = __atomic_load_n(&f->posted1, __ATOMIC_ACQUIRE);
         for (uint64_t s = done1; s < posted1 && s + f->nentries >= posted1; s++) {
             struct plx_ledger_entry e;
-            if (read_entry(&f->entries[s % f->nentries], &e) && e.seq == s && e.state != 3) {
+            if (read_entry(&f->entries[s % f->nentries], &e) && e.seq == s && e.state != PLX_LEDGER_DONE) {
                 v->cur = e;
                 break;
             }
@@ -152,7 +158,8 @@ static void print_group(struct rank_view *v, int n, uint64_t now)
         if (e->state) {
             human(e->bytes, b, sizeof b);
             snprintf(cur, sizeof cur, "#%llu %s %s %s", (unsigned long long)e->seq,
-                     e->coll >= 0 && e->coll < 11 ? colls[e->coll] : "?", b, e->state < 5 ? states[e->state] : "?");
+                     e->coll >= 0 && e->coll < PLX_COLL_COUNT ? colls[e->coll] : "?", b,
+                     e->state < sizeof states / sizeof states[0] ? states[e->state] : "?");
             if (now > e->start_ns)
                 snprintf(waited, sizeof waited, "%.1f s", (double)(now - e->start_ns) * 1e-9);
         }

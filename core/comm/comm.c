@@ -30,24 +30,24 @@ static void copy_options(const struct plx_comm_options *in, struct plx_comm_opti
     }
 }
 
-static int64_t config_int(const char *key, int64_t def)
+static int64_t config_int(const struct plx_config *v, const char *key, int64_t def)
 {
-    int64_t v = def;
-    if (plx__config_get_int("core", key, def, &v) != 0)
+    int64_t n = def;
+    if (plx__config_int_in(v, "core", key, def, &n) != 0)
         plx__log(PLX_LOG_WARN, "core", "%s", plx_last_error());
-    return v;
+    return n;
 }
 
-/* A communicator's timeout: the options', else [core] timeout_ms (a
- * duration: ns). */
-static int64_t options_timeout_ms(const struct plx_comm_options *opt)
+/* A communicator's timeout: the options', else [core] timeout_ms through
+ * its view v (a duration: ns). */
+static int64_t options_timeout_ms(const struct plx_config *v, const struct plx_comm_options *opt)
 {
-    return opt->timeout_ms >= 0 ? opt->timeout_ms : config_int("timeout_ms", 300000000000) / 1000000;
+    return opt->timeout_ms >= 0 ? opt->timeout_ms : config_int(v, "timeout_ms", 300000000000) / 1000000;
 }
 
 static void load_tuning(struct plx_comm *c)
 {
-    const char *algo = plx__config_get("core", "allreduce_algo");
+    const char *algo = plx__config_get_in(c->config, "core", "allreduce_algo", NULL);
     c->tuning.allreduce_algo = PLX__AR_AUTO;
     if (algo && !strcmp(algo, "ring"))
         c->tuning.allreduce_algo = PLX__AR_RING;
@@ -57,10 +57,10 @@ static void load_tuning(struct plx_comm *c)
         c->tuning.allreduce_algo = PLX__AR_TREE;
     else if (algo && !strcmp(algo, "rabenseifner"))
         c->tuning.allreduce_algo = PLX__AR_RABENSEIFNER;
-    c->tuning.small_bytes = (size_t)config_int("small_bytes", 64 * 1024);
-    c->tuning.segment_bytes = (size_t)config_int("segment_bytes", 0);
+    c->tuning.small_bytes = (size_t)config_int(c->config, "small_bytes", 64 * 1024);
+    c->tuning.segment_bytes = (size_t)config_int(c->config, "segment_bytes", 0);
     int staging = 0;
-    plx__config_get_bool("core", "cuda_staging", 0, &staging);
+    plx__config_bool_in(c->config, "core", "cuda_staging", 0, &staging);
     c->cuda_staging = staging;
 }
 
@@ -139,7 +139,7 @@ static int open_generation(struct plx_comm *c)
 /* c's instance of its backend's services (ABI 1.5): log lines name c. */
 const struct plx_host *plx__comm_instance(struct plx_comm *c)
 {
-    c->inst_ctx = (struct plx__host_ctx){.be = c->be, .comm = c->name};
+    c->inst_ctx = (struct plx__host_ctx){.be = c->be, .comm = c->name, .config = c->config};
     plx__host_init(&c->inst, &c->inst_ctx);
     return &c->inst;
 }
@@ -159,7 +159,7 @@ static int comm_create_backend(struct plx_comm *c)
         .config = c->config,
         .host = plx__comm_instance(c),
     };
-    int rc = c->be->ops.comm_create(&args, &c->bc);
+    int rc = plx__backend_comm_create(c->be, &args, &c->bc);
     if (rc != 0)
         return rc;
     return comm_finish_setup(c);
@@ -169,9 +169,9 @@ static int comm_create_backend(struct plx_comm *c)
  * and the choice of backend use process-wide tables: communicators created
  * by several threads at once take turns here (ThreadSanitizer caught the
  * drop-in table rewritten while another thread's discovery read it). The
- * options become *cfg, this communicator's own view, which the calling
- * thread reads through from here on (the caller restores the old view).
- * INTRA+INTER also sets *intra (hier.c); *cfg reads *be's section. */
+ * options become *cfg, this communicator's own view, through which the
+ * backend is chosen. INTRA+INTER also sets *intra (hier.c); *cfg reads
+ * *be's section. */
 static int init_process_wide(const struct plx_comm_options *opt, struct plx__backend **be,
                              struct plx__backend **intra, struct plx_config **cfg)
 {
@@ -181,15 +181,14 @@ static int init_process_wide(const struct plx_comm_options *opt, struct plx__bac
     pthread_mutex_lock(&mu);
     if ((rc = plx__config_load()) == 0 && (rc = plx__loader_discover()) == 0 &&
         (rc = plx__config_open(opt, cfg)) == 0) {
-        plx__config_use(*cfg);
         /* Threads of running communicators read the threshold unlocked:
          * write it only when it changes. */
-        const char *level = plx__config_get("core", "log_level");
+        const char *level = plx__config_get_in(*cfg, "core", "log_level", NULL);
         if (level && strcmp(level, applied_level)) {
             plx__log_set_level(level);
             snprintf(applied_level, sizeof applied_level, "%s", level);
         }
-        if ((rc = plx__hier_select(opt->backend, be, intra)) == 0) {
+        if ((rc = plx__hier_select(*cfg, opt->backend, be, intra)) == 0) {
             plx__config_set_section(*cfg, (*be)->name);
             rc = plx__config_check_view(*cfg, (*be)->name);
             if (rc == 0 && *intra)
@@ -223,7 +222,7 @@ static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c, 
     snprintf(why, sizeof why, "%s", plx_last_error());
     struct plx__backend *next = NULL;
     struct plx_config *view = NULL;
-    if (plx__loader_select_after(opt->backend, c->be, &next) != 0 || !next) {
+    if (plx__loader_select_after(c->config, opt->backend, c->be, &next) != 0 || !next) {
         plx__err(PLX_ERR_UNAVAILABLE, "%s", why);
         return 0;
     }
@@ -233,7 +232,6 @@ static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c, 
         plx__config_release(view);
         return 0;
     }
-    plx__config_use(view);
     plx__config_release(c->config);
     c->config = view;
     plx__log(PLX_LOG_INFO, "core", "comm '%s': backend %s is unavailable here (%s); trying %s", c->name,
@@ -260,14 +258,11 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
         return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_init: out is NULL");
     *out = NULL;
     copy_options(user_opt, &opt);
-    const struct plx_config *outer = plx__config_current();
     if ((rc = init_process_wide(&opt, &be, &intra, &cfg)) != 0 || (rc = plx__rendezvous_resolve(&opt, &rv)) != 0) {
-        plx__config_use(outer);
         plx__config_release(cfg);
         return rc;
     }
     if (!(c = comm_alloc(opt.name ? opt.name : "world"))) {
-        plx__config_use(outer);
         plx__config_release(cfg);
         return plx__err(PLX_ERR_NOMEM, "plx_comm_init: out of memory");
     }
@@ -277,7 +272,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     c->size = rv.size;
     c->local_rank = rv.local_rank;
     c->local_size = rv.local_size;
-    c->timeout_ms = options_timeout_ms(&opt);
+    c->timeout_ms = options_timeout_ms(cfg, &opt);
 
     /* A backend whose ranks are threads of one process (sim) cannot serve
      * ranks that a launcher started as processes (rank and size from its
@@ -296,7 +291,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
             intra = had;
         be = c->be;
     }
-    if ((rc = plx__rendezvous_store_open(&opt, &rv, c->rank, c->size, c->timeout_ms, &c->base_store)) != 0)
+    if ((rc = plx__rendezvous_store_open(c->config, &opt, &rv, c->rank, c->size, c->timeout_ms, &c->base_store)) != 0)
         goto fail;
     if (c->base_store && (rc = open_generation(c)) != 0)
         goto fail;
@@ -317,7 +312,6 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
                  plx_last_error());
         rc = 0;
     }
-    plx__config_use(outer);
     if (rc != 0) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", plx_last_error());
@@ -331,7 +325,6 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
 fail:
     add_store_cause(c->base_store);
     plx__err_prefix("plx_comm_init(rank %d of %d, backend %s): ", rv.rank, rv.size, be->name);
-    plx__config_use(outer);
     comm_free(c);
     return rc;
 }
@@ -487,15 +480,14 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
     child->timeout_ms = c->timeout_ms;
     if (c->base_store && (rc = split_store(c, child)) != 0)
         goto fail;
-    /* The child inherits the parent's options: the backend reads them now. */
-    const struct plx_config *outer = plx__config_use(child->config);
+    /* The child inherits the parent's options (child->config): the backend reads them now. */
     if (native) {
         struct plx_comm_args args = {
             .struct_size = sizeof args, .rank = new_rank, .size = n, .local_rank = new_rank,
             .local_size = n, .name = name, .store = child->store, .timeout_ms = c->timeout_ms,
             .config = child->config, .host = plx__comm_instance(child),
         };
-        rc = c->be->ops.comm_split(c->bc, color, key, &args, &child->bc);
+        rc = plx__backend_comm_split(c->be, c->bc, color, key, &args, &child->bc);
         if (rc == 0)
             rc = comm_finish_setup(child);
     } else {
@@ -503,7 +495,6 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
     }
     if (rc == 0 && (rc = plx__diag_create(child, c->diag ? c->diag->job : NULL)) != 0)
         child->be->ops.comm_destroy(child->bc);
-    plx__config_use(outer);
     if (rc != 0)
         goto fail;
     plx__family_join(child, c);
@@ -594,13 +585,11 @@ int plx__comm_rebuild(struct plx_comm *parent, const struct plx__rebuild *rb, st
     }
     if ((rc = plx__store_prefixed(c->base_store, c->key_root, &c->store)) != 0)
         goto fail;
-    const struct plx_config *outer = plx__config_use(c->config);
     c->timeout_ms = rb->create_ms;
     rc = comm_create_backend(c);
     c->timeout_ms = rb->timeout_ms;
     if (rc == 0 && (rc = plx__diag_create(c, parent && parent->diag ? parent->diag->job : NULL)) != 0)
         c->be->ops.comm_destroy(c->bc);
-    plx__config_use(outer);
     if (rc != 0)
         goto fail;
     plx__family_join(c, NULL);
@@ -627,7 +616,6 @@ int plx__comm_open_job(const struct plx_comm_options *user_opt, struct plx__job 
         opt.rank = 1; /* no rank yet: anything but the store's host */
     if (opt.size < 0)
         opt.size = 2;
-    const struct plx_config *outer = plx__config_current();
     int rc = init_process_wide(&opt, &job->be, &intra, &job->config);
     if (rc == 0)
         rc = plx__rendezvous_resolve(&opt, &rv);
@@ -638,12 +626,11 @@ int plx__comm_open_job(const struct plx_comm_options *user_opt, struct plx__job 
         rc = plx__err(PLX_ERR_UNSUPPORTED, "plx_comm_join: backend %s has no store to meet the job in",
                       job->be->name);
     if (rc == 0) {
-        job->timeout_ms = options_timeout_ms(&opt);
+        job->timeout_ms = options_timeout_ms(job->config, &opt);
         rv.client_only = 1;
-        rc = plx__rendezvous_store_open(&opt, &rv, -1, rv.size, job->timeout_ms, &job->base_store);
+        rc = plx__rendezvous_store_open(job->config, &opt, &rv, -1, rv.size, job->timeout_ms, &job->base_store);
     }
     snprintf(job->name, sizeof job->name, "%s", opt.name ? opt.name : "world");
-    plx__config_use(outer);
     if (rc != 0) {
         plx__config_release(job->config);
         job->config = NULL;

@@ -182,10 +182,11 @@ int plx__rendezvous_slurm(const struct plx__rendezvous *r, char *url, size_t n, 
 /* launcher_pmix.c: if a PMIx server started this rank (and plexus can load
  * libpmix): r->url "pmix://NAMESPACE", 1. Else 0. r->why says which. */
 int plx__rendezvous_pmix(struct plx__rendezvous *r);
-/* The store url rank 0 published through PMIx (rank 0: hosts the store and
- * publishes it); one fence of the whole job, once per process. Every rank of
- * the job must call it. */
-int plx__pmix_store_url(const struct plx__rendezvous *rv, int64_t timeout_ms, char *url, size_t n);
+/* The store url rank 0 published through PMIx (rank 0: hosts the store, with
+ * the limits v gives, and publishes it); one fence of the whole job, once
+ * per process. Every rank of the job must call it. */
+int plx__pmix_store_url(const struct plx_config *v, const struct plx__rendezvous *rv, int64_t timeout_ms, char *url,
+                        size_t n);
 /* rendezvous_store.c: open the job's store: the caller's callbacks
  * (opt->store), else rv->url (as a client only if rv->client_only), under
  * rv->key_prefix. *out NULL when there is no store. */
@@ -194,8 +195,9 @@ int plx__pmix_store_url(const struct plx__rendezvous *rv, int64_t timeout_ms, ch
  * key_prefix as torch's own workers use them and return 1; else 0, or an
  * error for an incomplete environment. */
 int plx__rendezvous_torchelastic(const char *init, struct plx__rendezvous *r);
-int plx__rendezvous_store_open(const struct plx_comm_options *opt, const struct plx__rendezvous *rv, int rank,
-                               int size, int64_t timeout_ms, struct plx_store **out);
+int plx__rendezvous_store_open(const struct plx_config *v, const struct plx_comm_options *opt,
+                               const struct plx__rendezvous *rv, int rank, int size, int64_t timeout_ms,
+                               struct plx_store **out);
 
 /* coll.c: check a and run it natively or generically; w NULL: blocking. */
 int plx__coll_submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_op_options *o,

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "plexus/backend.h"
+#include "plexus/ledger.h"
 
 struct plx_comm;
 
@@ -106,7 +107,7 @@ struct plx__diag {
     pthread_mutex_t mu;
     int has_last;
     /* The ledger file (ledger.c). */
-    struct plx__ledger_file *lf;
+    struct plx_ledger_file *lf;
     size_t map_bytes;
     char path[512];
     char job[128];            /* names the job in the ledger (store URL) */
@@ -119,7 +120,14 @@ int plx__diag_store_usable(const struct plx_comm *c);
 void plx__diag_store_done(struct plx_comm *c, uint64_t t0, int rc);
 
 /* ---- ledger and positions (ledger.c) ---------------------------------- */
-enum plx__op_state { PLX__OP_EMPTY, PLX__OP_POSTED, PLX__OP_RUNNING, PLX__OP_DONE, PLX__OP_FAILED };
+/* The states of the ledger file (plexus/ledger.h). */
+enum plx__op_state {
+    PLX__OP_EMPTY = PLX_LEDGER_EMPTY,
+    PLX__OP_POSTED = PLX_LEDGER_POSTED,
+    PLX__OP_RUNNING = PLX_LEDGER_RUNNING,
+    PLX__OP_DONE = PLX_LEDGER_DONE,
+    PLX__OP_FAILED = PLX_LEDGER_FAILED,
+};
 void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes);
 void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state);
 /* Called from waits every ~100 ms; cheap until the wait is slow: then it

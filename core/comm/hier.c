@@ -56,13 +56,14 @@ struct plx__hier {
     size_t tmp_bytes;
 };
 
-int plx__hier_select(const char *spec, struct plx__backend **inter, struct plx__backend **intra)
+int plx__hier_select(const struct plx_config *v, const char *spec, struct plx__backend **inter,
+                     struct plx__backend **intra)
 {
     *intra = NULL;
-    const char *s = spec ? spec : plx__config_get("core", "backend");
+    const char *s = spec ? spec : plx__config_get_in(v, "core", "backend", NULL);
     const char *plus = s ? strchr(s, '+') : NULL;
     if (!plus)
-        return plx__loader_select(spec, inter);
+        return plx__loader_select_after(v, spec, NULL, inter);
     char in[128];
     snprintf(in, sizeof in, "%.*s", (int)(plus - s), s);
     int rc = plx__loader_select(in, intra);
@@ -107,7 +108,7 @@ int plx__hier_setup(struct plx_comm *c, struct plx__backend *intra_be)
         return plx__err(PLX_ERR_NOMEM, "hierarchy on '%s': out of memory", c->name);
     }
     char id[256];
-    const char *modelled = plx__config_get("core", "host_identity");
+    const char *modelled = plx__config_get_in(c->config, "core", "host_identity", NULL);
     if (modelled && *modelled)
         snprintf(id, sizeof id, "modelled %s", modelled);
     else

@@ -9,7 +9,8 @@
 /* Choose the backends for spec: "INTRA+INTER" gives both (the communicator
  * runs on inter, *intra is set); anything else is plx__loader_select's
  * (and *intra NULL). spec NULL: the configured [core] backend. */
-int plx__hier_select(const char *spec, struct plx__backend **inter, struct plx__backend **intra);
+int plx__hier_select(const struct plx_config *v, const char *spec, struct plx__backend **inter,
+                     struct plx__backend **intra);
 /* Build c's intra and cross children (collective over c, which runs on the
  * inter backend). Errors leave c flat; PLX_ERR_UNSUPPORTED (hosts of
  * unequal size, or too many) is decided alike on every rank before any

@@ -200,7 +200,7 @@ static unsigned job_size(const pmix_proc_t *me)
 }
 
 /* Rank 0's part: host the store where the others can reach it, publish. */
-static int publish(const char *nspace, char *url, size_t n)
+static int publish(const struct plx_config *cfg, const char *nspace, char *url, size_t n)
 {
     struct plx__store_limits lim;
     struct plx__store_server *srv;
@@ -209,7 +209,7 @@ static int publish(const char *nspace, char *url, size_t n)
     if (gethostname(host, sizeof host) != 0 || !host[0])
         return plx__err(PLX_ERR_SYSTEM, "PMIx bootstrap: rank 0 cannot read its host name");
     host[sizeof host - 1] = '\0';
-    if ((rc = plx__store_limits_from_config(&lim)) != 0 ||
+    if ((rc = plx__store_limits_from_config(cfg, &lim)) != 0 ||
         (rc = plx__store_hosted_acquire_any(host, &lim, &srv, &port)) != 0)
         return rc;
     /* The server keeps serving once released; the store open that follows
@@ -249,7 +249,8 @@ static void finalize_at_exit(void)
     }
 }
 
-static int exchange(const struct plx__rendezvous *rv, int64_t timeout_ms, char *url, size_t n)
+static int exchange(const struct plx_config *v, const struct plx__rendezvous *rv, int64_t timeout_ms, char *url,
+                    size_t n)
 {
     /* Initialised once: a retry after a failed exchange reuses it, so the
      * one finalize at exit balances it. */
@@ -272,7 +273,7 @@ static int exchange(const struct plx__rendezvous *rv, int64_t timeout_ms, char *
                       rv->size, rv->source);
         goto out;
     }
-    if (rv->rank == 0 && (rc = publish(me.nspace, url, n)) != 0)
+    if (rv->rank == 0 && (rc = publish(v, me.nspace, url, n)) != 0)
         goto out;
     /* Every rank of the job, then rank 0's key. The launcher's own timeout
      * is asked for too, so its fence ends when ours does. */
@@ -329,7 +330,8 @@ timed_out:
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static char cached_url[512];
 
-int plx__pmix_store_url(const struct plx__rendezvous *rv, int64_t timeout_ms, char *url, size_t n)
+int plx__pmix_store_url(const struct plx_config *v, const struct plx__rendezvous *rv, int64_t timeout_ms, char *url,
+                        size_t n)
 {
     const char *why = loaded();
     if (why)
@@ -340,7 +342,7 @@ int plx__pmix_store_url(const struct plx__rendezvous *rv, int64_t timeout_ms, ch
     pthread_mutex_lock(&cache_mu);
     int rc = 0;
     if (!cached_url[0])
-        rc = exchange(rv, timeout_ms, cached_url, sizeof cached_url);
+        rc = exchange(v, rv, timeout_ms, cached_url, sizeof cached_url);
     if (rc == 0)
         snprintf(url, n, "%s", cached_url);
     else

@@ -27,18 +27,21 @@
 #include "config.h"
 #include "error.h"
 #include "host.h"
-#include "ledger_format.h"
 #include "log.h"
+#include "plexus/ledger.h"
 #include "store.h"
+
+_Static_assert(sizeof(struct plx_ledger_entry) == 56 && sizeof(struct plx_ledger_file) == 352,
+               "the ledger's layout is a file format (plexus/ledger.h): change it only with its version");
 
 #define SLOW_WAIT_MS 500
 #define POLL_MS 250
 #define POS_KEY "diag/pos/%d"
 
-static int64_t key_int(const char *key, int64_t def)
+static int64_t key_int(const struct plx_comm *c, const char *key, int64_t def)
 {
     int64_t v = def;
-    plx__config_get_int("core", key, def, &v);
+    plx__config_int_in(c->config, "core", key, def, &v);
     return v;
 }
 
@@ -51,9 +54,9 @@ static double wall_s(void)
 
 /* ---- the file ------------------------------------------------------------ */
 
-static int ledger_folder(char *out, size_t len)
+static int ledger_folder(const struct plx_config *v, char *out, size_t len)
 {
-    const char *dir = plx__config_get("core", "ledger_dir");
+    const char *dir = plx__config_get_in(v, "core", "ledger_dir", NULL);
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     if (dir && *dir)
         snprintf(out, len, "%s", dir);
@@ -95,7 +98,7 @@ static void remove_stale(const char *dir)
 static void ledger_open(struct plx_comm *c, struct plx__diag *d, unsigned n)
 {
     char dir[300];
-    if (n == 0 || ledger_folder(dir, sizeof dir) != 0)
+    if (n == 0 || ledger_folder(c->config, dir, sizeof dir) != 0)
         return;
     remove_stale(dir);
     char name[128];
@@ -109,7 +112,7 @@ static void ledger_open(struct plx_comm *c, struct plx__diag *d, unsigned n)
     static unsigned serial;
     unsigned id = __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED);
     snprintf(d->path, sizeof d->path, "%.300s/%d.%.127s.%u.r%d.ledger", dir, (int)getpid(), name, id, c->rank);
-    size_t bytes = sizeof(struct plx__ledger_file) + (size_t)n * sizeof(struct plx_ledger_entry);
+    size_t bytes = sizeof(struct plx_ledger_file) + (size_t)n * sizeof(struct plx_ledger_entry);
     unlink(d->path); /* only a dead process that had our pid can have left one here */
     int fd = open(d->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
@@ -128,7 +131,7 @@ static void ledger_open(struct plx_comm *c, struct plx__diag *d, unsigned n)
         d->path[0] = '\0';
         return;
     }
-    struct plx__ledger_file *f = m;
+    struct plx_ledger_file *f = m;
     f->version = PLX_LEDGER_VERSION;
     f->nentries = n;
     f->rank = c->rank;
@@ -161,16 +164,16 @@ int plx__diag_create(struct plx_comm *c, const char *job)
         return plx__err(PLX_ERR_NOMEM, "out of memory");
     }
     int on = 1;
-    plx__config_get_bool("core", "fingerprint", 1, &on);
+    plx__config_bool_in(c->config, "core", "fingerprint", 1, &on);
     d->inband = on;
-    const char *nm = plx__config_get("core", "fingerprint_native");
+    const char *nm = plx__config_get_in(c->config, "core", "fingerprint_native", NULL);
     d->native_mode = nm && !strcmp(nm, "every") ? PLX__FP_NATIVE_EVERY
                      : nm && !strcmp(nm, "off") ? PLX__FP_NATIVE_OFF
                                                 : PLX__FP_NATIVE_TIMEOUT;
-    d->publish_ns = (uint64_t)key_int("diag_publish_ms", 1000000000); /* a duration: ns */
+    d->publish_ns = (uint64_t)key_int(c, "diag_publish_ms", 1000000000); /* a duration: ns */
     d->slow_ns = (uint64_t)SLOW_WAIT_MS * 1000000u;
     snprintf(d->job, sizeof d->job, "%s", job && *job ? job : "-");
-    int64_t n = key_int("ledger_entries", 64);
+    int64_t n = key_int(c, "ledger_entries", 64);
     ledger_open(c, d, n < 0 ? 0 : n > 65536 ? 65536 : (unsigned)n);
     c->diag = d;
     return 0;
@@ -226,7 +229,7 @@ void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t byt
         d->run_on = 1;
     }
     pthread_mutex_unlock(&d->mu);
-    struct plx__ledger_file *f = d->lf;
+    struct plx_ledger_file *f = d->lf;
     if (!f)
         return;
     struct plx_ledger_entry *e = &f->entries[fp->seq % f->nentries];
@@ -264,7 +267,7 @@ void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state)
             d->run_on = 0;
         pthread_mutex_unlock(&d->mu);
     }
-    struct plx__ledger_file *f = d->lf;
+    struct plx_ledger_file *f = d->lf;
     if (f) {
         struct plx_ledger_entry *e = &f->entries[seq % f->nentries];
         if (e->seq == seq) {

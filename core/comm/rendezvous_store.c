@@ -37,8 +37,9 @@ int plx__rendezvous_torchelastic(const char *init, struct plx__rendezvous *r)
     return 1;
 }
 
-int plx__rendezvous_store_open(const struct plx_comm_options *opt, const struct plx__rendezvous *rv, int rank,
-                               int size, int64_t timeout_ms, struct plx_store **out)
+int plx__rendezvous_store_open(const struct plx_config *v, const struct plx_comm_options *opt,
+                               const struct plx__rendezvous *rv, int rank, int size, int64_t timeout_ms,
+                               struct plx_store **out)
 {
     struct plx_store *s = NULL;
     int rc;
@@ -47,12 +48,12 @@ int plx__rendezvous_store_open(const struct plx_comm_options *opt, const struct 
         rc = plx__store_external_open(opt->store, timeout_ms, &s);
     else if (!strncmp(rv->url, "pmix://", 7)) {
         char url[sizeof rv->url];
-        rc = plx__pmix_store_url(rv, timeout_ms, url, sizeof url);
+        rc = plx__pmix_store_url(v, rv, timeout_ms, url, sizeof url);
         if (rc == 0)
-            rc = plx__store_open(url, rank, size, timeout_ms, &s);
+            rc = plx__store_open_in(v, url, rank, size, timeout_ms, &s);
     } else if (rv->url[0])
         /* rank -1: join as a client, never host (a launcher does). */
-        rc = plx__store_open(rv->url, rv->client_only ? -1 : rank, size, timeout_ms, &s);
+        rc = plx__store_open_in(v, rv->url, rv->client_only ? -1 : rank, size, timeout_ms, &s);
     else
         return 0;
     if (rc != 0 || !rv->key_prefix[0]) {

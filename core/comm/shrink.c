@@ -33,9 +33,7 @@ int plx__rebuild_refusal(const struct plx_comm *c, const char *what)
 int64_t plx__rebuild_wait_ns(struct plx_comm *c)
 {
     int64_t v = 3000000000;
-    const struct plx_config *outer = plx__config_use(c->config);
-    plx__config_get_int("core", "shrink_wait_ms", v, &v);
-    plx__config_use(outer);
+    plx__config_int_in(c->config, "core", "shrink_wait_ms", v, &v);
     return v > 0 ? v : 1;
 }
 

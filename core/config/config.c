@@ -55,8 +55,6 @@ static size_t n_dropins;
 static int loaded;
 static struct declared *declared;
 static size_t n_declared;
-/* The view the calling thread works under (plx__config_use). */
-static _Thread_local const struct plx_config *current;
 
 /* Every string the config hands out lives as long as the process (plugins
  * keep the pointers), so all of them are kept here, reachable, never freed. */
@@ -764,18 +762,6 @@ void plx__config_release(struct plx_config *v)
         view_free(v);
 }
 
-const struct plx_config *plx__config_use(const struct plx_config *v)
-{
-    const struct plx_config *old = current;
-    current = v;
-    return old;
-}
-
-const struct plx_config *plx__config_current(void)
-{
-    return current;
-}
-
 void plx__config_set_section(struct plx_config *v, const char *section)
 {
     if (v && !v->section)
@@ -875,18 +861,6 @@ const char *plx__config_get_in(const struct plx_config *v, const char *section, 
     return value;
 }
 
-const char *plx__config_get(const char *section, const char *key)
-{
-    return plx__config_get_in(current, section, key, NULL);
-}
-
-const char *plx__config_origin(const char *section, const char *key)
-{
-    const char *o;
-    plx__config_get_in(current, section, key, &o);
-    return o;
-}
-
 int plx__config_number_in(const struct plx_config *v, const char *section, const char *key, int64_t *out)
 {
     const char *def, *choices, *origin;
@@ -905,20 +879,21 @@ int plx__config_number_in(const struct plx_config *v, const char *section, const
     return 0;
 }
 
-int plx__config_get_int(const char *section, const char *key, int64_t def, int64_t *out)
+int plx__config_int_in(const struct plx_config *view, const char *section, const char *key, int64_t def,
+                       int64_t *out)
 {
     *out = def;
     int64_t v;
-    int rc = plx__config_number_in(current, section, key, &v);
+    int rc = plx__config_number_in(view, section, key, &v);
     if (rc == 0)
         *out = v;
     return rc == PLX_ERR_NOT_FOUND ? 0 : rc;
 }
 
-int plx__config_get_bool(const char *section, const char *key, int def, int *out)
+int plx__config_bool_in(const struct plx_config *view, const char *section, const char *key, int def, int *out)
 {
     *out = def;
-    const char *origin, *s = plx__config_get_in(current, section, key, &origin);
+    const char *origin, *s = plx__config_get_in(view, section, key, &origin);
     if (!s)
         return 0;
     char msg[384];

@@ -11,6 +11,8 @@
  * values are never freed (plugins keep the pointers). The API options are
  * an overlay each communicator owns (struct plx_config), inherited by its
  * splits, so two communicators with different options each see their own.
+ * Every read names the view it reads through (NULL: the process layers):
+ * there is no implicit "current" view.
  * Stability: internal. */
 #ifndef PLX_CORE_CONFIG_H
 #define PLX_CORE_CONFIG_H
@@ -44,12 +46,6 @@ int plx__config_open(const struct plx_comm_options *opt, struct plx_config **out
 struct plx_config *plx__config_retain(struct plx_config *v);
 void plx__config_release(struct plx_config *v);
 
-/* The calling thread reads through v from here on (NULL: the process
- * layers); returns the previous view, to restore. The core sets it around
- * everything that may read a communicator's configuration: init, split and
- * the backend's comm_create, so a plugin's config_get sees that view. */
-const struct plx_config *plx__config_use(const struct plx_config *v);
-const struct plx_config *plx__config_current(void);
 /* The backend section v's communicator reads (its backend's name: an alias
  * reads its own section, not its target's). Set once, before v is shared. */
 void plx__config_set_section(struct plx_config *v, const char *section);
@@ -75,13 +71,11 @@ const char *plx__config_get_in(const struct plx_config *v, const char *section, 
  * as "auto"), its declared default when unset; PLX_ERR_NOT_FOUND if neither. */
 int plx__config_number_in(const struct plx_config *v, const char *section, const char *key, int64_t *out);
 
-/* The same through the calling thread's view (plx__config_use). */
-const char *plx__config_get(const char *section, const char *key);
-const char *plx__config_origin(const char *section, const char *key);
-/* Typed getters for [core] keys and plugin keys; bad values are errors
- * naming the origin. */
-int plx__config_get_int(const char *section, const char *key, int64_t def, int64_t *out);
-int plx__config_get_bool(const char *section, const char *key, int def, int *out);
+/* Typed reads of [section] key through v (NULL: the process layers): def
+ * when unset and undeclared; a bad value is an error naming its origin
+ * (*out keeps def). */
+int plx__config_int_in(const struct plx_config *v, const char *section, const char *key, int64_t def, int64_t *out);
+int plx__config_bool_in(const struct plx_config *v, const char *section, const char *key, int def, int *out);
 
 size_t plx__config_dropin_count(void);
 const struct plx__dropin *plx__config_dropin(size_t i);

@@ -41,10 +41,37 @@ static void set_state(struct plx__backend *b, int state, const char *fmt, ...)
              plx_backend_state_name(state), b->reason);
 }
 
+/* A plugin of ABI 1.0-1.2 reads its keys untyped through the process-wide
+ * host, with no view in hand; the documented contract gives it the new
+ * communicator's configuration during comm_create and comm_split. The view
+ * of such a call, for that thread's config_get (the one place a view is
+ * implicit, kept for those plugins). */
+static _Thread_local const struct plx_config *creating;
+
 const char *plx__backend_config_get(void *ctx, const char *key)
 {
-    const struct plx__backend *b = ((const struct plx__host_ctx *)ctx)->be;
-    return plx__config_get(plx__config_section(plx__config_current(), b->name), key);
+    const struct plx__host_ctx *h = ctx;
+    const struct plx_config *v = h->comm ? h->config : creating;
+    return plx__config_get_in(v, plx__config_section(v, h->be->name), key, NULL);
+}
+
+int plx__backend_comm_create(const struct plx__backend *b, const struct plx_comm_args *a, void **out)
+{
+    const struct plx_config *outer = creating;
+    creating = a->config;
+    int rc = b->ops.comm_create(a, out);
+    creating = outer;
+    return rc;
+}
+
+int plx__backend_comm_split(const struct plx__backend *b, void *bc, int color, int key,
+                            const struct plx_comm_args *a, void **out)
+{
+    const struct plx_config *outer = creating;
+    creating = a ? a->config : NULL;
+    int rc = b->ops.comm_split(bc, color, key, a, out);
+    creating = outer;
+    return rc;
 }
 
 static const char *const required_ops[] = {"probe", "get_caps", "comm_create", "comm_destroy", "test", "req_free"};
@@ -330,9 +357,11 @@ int plx__loader_discover(void)
         b->priority = d->priority;
         b->state = PLX_STATE_DISCOVERED;
         backends[n_backends++] = b;
-        if (!d->enabled)
-            set_state(b, PLX_STATE_DISABLED, "disabled by %s", plx__config_origin(d->section, "enabled"));
-        else if (!b->alias)
+        if (!d->enabled) {
+            const char *origin = NULL;
+            plx__config_get_in(NULL, d->section, "enabled", &origin);
+            set_state(b, PLX_STATE_DISABLED, "disabled by %s", origin);
+        } else if (!b->alias)
             load_one(b);
     }
     for (size_t i = 0; i < n_backends; i++)
@@ -396,14 +425,15 @@ static int unusable(const struct plx__backend *b)
 
 int plx__loader_select(const char *spec, struct plx__backend **out)
 {
-    return plx__loader_select_after(spec, NULL, out);
+    return plx__loader_select_after(NULL, spec, NULL, out);
 }
 
-int plx__loader_select_after(const char *spec, const struct plx__backend *after, struct plx__backend **out)
+int plx__loader_select_after(const struct plx_config *v, const char *spec, const struct plx__backend *after,
+                             struct plx__backend **out)
 {
     *out = NULL;
     if (!spec)
-        spec = plx__config_get("core", "backend");
+        spec = plx__config_get_in(v, "core", "backend", NULL);
     if (!spec || !spec[0])
         spec = "auto";
     char buf[512], msg[600];

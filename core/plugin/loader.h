@@ -40,18 +40,28 @@ int plx__loader_discover(void);
 size_t plx__loader_count(void);
 struct plx__backend *plx__loader_at(size_t i);
 struct plx__backend *plx__loader_find(const char *name);
-/* Choose the backend for spec ("auto", "a,b", "^c", NULL = configured /
- * PLEXUS_BACKEND). Error texts: unknown name with "did you mean 'x'?";
+/* Choose the backend for spec ("auto", "a,b", "^c", NULL = [core] backend
+ * of the process layers / PLEXUS_BACKEND). Error texts: unknown name with "did you mean 'x'?";
  * explicit but unusable: "backend 'x' (file F): state: reason". */
 int plx__loader_select(const char *spec, struct plx__backend **out);
 /* The next choice for spec after `after` (which refused the communicator
  * with PLX_ERR_UNAVAILABLE, e.g. shm when the ranks span hosts): the next
  * usable one in priority order for auto, in list order for a list; a
  * single explicit name has no next (PLX_ERR_UNAVAILABLE). */
-int plx__loader_select_after(const char *spec, const struct plx__backend *after, struct plx__backend **out);
+/* spec NULL reads [core] backend through v (NULL: the process layers). */
+int plx__loader_select_after(const struct plx_config *v, const char *spec, const struct plx__backend *after,
+                             struct plx__backend **out);
 
-/* host->config_get for backend ctx (a struct plx__backend): its own section. */
+/* host->config_get for ctx (a struct plx__host_ctx): the backend's own
+ * section, through an instance's view; through the process-wide table,
+ * the view of the comm_create / comm_split running on this thread (below),
+ * else the process layers. */
 const char *plx__backend_config_get(void *ctx, const char *key);
+/* The backend's comm_create and comm_split (a NULL: not taking part), with
+ * a->config the view an old plugin's config_get reads during the call. */
+int plx__backend_comm_create(const struct plx__backend *b, const struct plx_comm_args *a, void **out);
+int plx__backend_comm_split(const struct plx__backend *b, void *bc, int color, int key,
+                            const struct plx_comm_args *a, void **out);
 
 /* Tests: forget everything (plugins stay mapped). */
 void plx__loader_reset(void);

@@ -19,11 +19,17 @@ static const struct {
 
 int plx__store_open(const char *url, int rank, int size, int64_t timeout_ms, struct plx_store **out)
 {
+    return plx__store_open_in(NULL, url, rank, size, timeout_ms, out);
+}
+
+int plx__store_open_in(const struct plx_config *v, const char *url, int rank, int size, int64_t timeout_ms,
+                       struct plx_store **out)
+{
     *out = NULL;
     for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
         size_t n = strlen(schemes[i].scheme);
         if (!strncmp(url, schemes[i].scheme, n)) {
-            int rc = schemes[i].open(url + n, rank, size, timeout_ms, out);
+            int rc = schemes[i].open(v, url + n, rank, size, timeout_ms, out);
             if (rc == 0 && *out) {
                 (*out)->timeout_ms = timeout_ms;
                 (*out)->refs = 1;

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct plx_config; /* config.h: a communicator's view of the configuration */
+
 struct plx_store;
 
 struct plx__store_ops {
@@ -38,8 +40,11 @@ struct plx_store {
  *   tcp://HOST:PORT   rank 0 hosts the server (unless PLEXUS_STORE_HOSTED=1);
  *                     rank -1 joins as a client only (a launcher hosts it)
  *   file:///DIR       shared directory
- * Errors name the url. */
+ * Errors name the url. A tcp:// store takes its limits and secret from the
+ * process layers; plx__store_open_in from the view v. */
 int plx__store_open(const char *url, int rank, int size, int64_t timeout_ms, struct plx_store **out);
+int plx__store_open_in(const struct plx_config *v, const char *url, int rank, int size, int64_t timeout_ms,
+                       struct plx_store **out);
 /* A view of base where every key is "prefix/key". Takes a reference on base. */
 int plx__store_prefixed(struct plx_store *base, const char *prefix, struct plx_store **out);
 void plx__store_release(struct plx_store *s);
@@ -54,11 +59,14 @@ int plx__store_add(struct plx_store *s, const char *key, int64_t delta, int64_t 
 int plx__store_wait(struct plx_store *s, const char *const *keys, size_t n, int64_t timeout_ms);
 
 /* Registry of url schemes, so tcp/file stores live in their own files. */
-typedef int (*plx__store_open_fn)(const char *rest, int rank, int size, int64_t timeout_ms,
-                                  struct plx_store **out);
-int plx__store_mem_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out);
-int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out);
-int plx__store_file_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out);
+typedef int (*plx__store_open_fn)(const struct plx_config *v, const char *rest, int rank, int size,
+                                  int64_t timeout_ms, struct plx_store **out);
+int plx__store_mem_open(const struct plx_config *v, const char *rest, int rank, int size, int64_t timeout_ms,
+                        struct plx_store **out);
+int plx__store_tcp_open(const struct plx_config *v, const char *rest, int rank, int size, int64_t timeout_ms,
+                        struct plx_store **out);
+int plx__store_file_open(const struct plx_config *v, const char *rest, int rank, int size, int64_t timeout_ms,
+                         struct plx_store **out);
 /* store_external.c: the caller's callbacks as a store (copied; the user
  * pointer is borrowed). */
 struct plx_store_callbacks;

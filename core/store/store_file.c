@@ -395,8 +395,10 @@ static int make_dirs(char *path)
     }
 }
 
-int plx__store_file_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out)
+int plx__store_file_open(const struct plx_config *v, const char *rest, int rank, int size, int64_t timeout_ms,
+                         struct plx_store **out)
 {
+    (void)v;
     (void)rank;
     (void)size;
     *out = NULL;

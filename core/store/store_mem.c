@@ -237,8 +237,10 @@ static const struct plx__store_ops mem_ops = {
     .check = m_check, .del = m_del, .destroy = m_destroy,
 };
 
-int plx__store_mem_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out)
+int plx__store_mem_open(const struct plx_config *v, const char *rest, int rank, int size, int64_t timeout_ms,
+                        struct plx_store **out)
 {
+    (void)v;
     (void)rank;
     (void)size;
     (void)timeout_ms;

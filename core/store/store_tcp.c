@@ -44,24 +44,24 @@ struct client {
     char *secret;                     /* copy of lim.secret, or NULL */
 };
 
-static int64_t key_int(const char *key, int64_t def, int *rc)
+static int64_t key_int(const struct plx_config *v, const char *key, int64_t def, int *rc)
 {
-    int64_t v = def;
+    int64_t n = def;
     if (*rc == 0)
-        *rc = plx__config_get_int("core", key, def, &v);
-    return v;
+        *rc = plx__config_int_in(v, "core", key, def, &n);
+    return n;
 }
 
-int plx__store_limits_from_config(struct plx__store_limits *lim)
+int plx__store_limits_from_config(const struct plx_config *v, struct plx__store_limits *lim)
 {
     int rc = 0;
     memset(lim, 0, sizeof *lim);
-    lim->max_key = (uint64_t)key_int("store_max_key_bytes", PLX__STORE_MAX_KEY, &rc);
-    lim->max_value = (uint64_t)key_int("store_max_value_bytes", PLX__STORE_MAX_VALUE, &rc);
-    lim->max_clients = (size_t)key_int("store_max_clients", PLX__STORE_MAX_CLIENTS, &rc);
-    lim->max_pending = (size_t)key_int("store_max_pending", PLX__STORE_MAX_PENDING, &rc);
-    lim->auth_timeout_ms = key_int("auth_timeout_ms", 10000000000, &rc) / 1000000; /* a duration: ns */
-    lim->listen = plx__config_get("core", "store_listen");
+    lim->max_key = (uint64_t)key_int(v, "store_max_key_bytes", PLX__STORE_MAX_KEY, &rc);
+    lim->max_value = (uint64_t)key_int(v, "store_max_value_bytes", PLX__STORE_MAX_VALUE, &rc);
+    lim->max_clients = (size_t)key_int(v, "store_max_clients", PLX__STORE_MAX_CLIENTS, &rc);
+    lim->max_pending = (size_t)key_int(v, "store_max_pending", PLX__STORE_MAX_PENDING, &rc);
+    lim->auth_timeout_ms = key_int(v, "auth_timeout_ms", 10000000000, &rc) / 1000000; /* a duration: ns */
+    lim->listen = plx__config_get_in(v, "core", "store_listen", NULL);
     if (rc)
         return rc;
     if (lim->max_clients < 1 || lim->max_pending < 1 || lim->max_key < 1)
@@ -69,9 +69,9 @@ int plx__store_limits_from_config(struct plx__store_limits *lim)
                                         "must be at least 1");
     /* Without a secret: torch-compatible, a plain TCPStore. */
     char why[200];
-    if (plx__auth_policy("core", plx__config_get("core", "auth"), getenv(PLX__AUTH_ENV), &lim->secret, why,
-                         sizeof why))
-        return plx__err(PLX_ERR_CONFIG, "store: %s ([core] auth from %s)", why, plx__config_origin("core", "auth"));
+    const char *origin = NULL, *mode = plx__config_get_in(v, "core", "auth", &origin);
+    if (plx__auth_policy("core", mode, getenv(PLX__AUTH_ENV), &lim->secret, why, sizeof why))
+        return plx__err(PLX_ERR_CONFIG, "store: %s ([core] auth from %s)", why, origin);
     return 0;
 }
 
@@ -435,14 +435,15 @@ static const struct plx__store_ops tcp_ops = {
 };
 
 
-int plx__store_tcp_open(const char *rest, int rank, int size, int64_t timeout_ms, struct plx_store **out)
+int plx__store_tcp_open(const struct plx_config *v, const char *rest, int rank, int size, int64_t timeout_ms,
+                        struct plx_store **out)
 {
     (void)size;
     struct client *c = calloc(1, sizeof *c);
     if (!c)
         return plx__err(PLX_ERR_NOMEM, "store: out of memory");
     c->fd = -1;
-    int rc = plx__store_limits_from_config(&c->lim);
+    int rc = plx__store_limits_from_config(v, &c->lim);
     if (rc == 0 && c->lim.secret && !(c->secret = strdup(c->lim.secret)))
         rc = plx__err(PLX_ERR_NOMEM, "store: out of memory");
     if (rc) {

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct plx_config; /* config.h: a communicator's view of the configuration */
+
 enum {
     PLX__Q_SET = 0, PLX__Q_COMPARE_SET = 1, PLX__Q_GET = 2, PLX__Q_ADD = 3, PLX__Q_CHECK = 4,
     PLX__Q_WAIT = 5, PLX__Q_GETNUMKEYS = 6, PLX__Q_WATCH_KEY = 7, PLX__Q_DELETE_KEY = 8,
@@ -52,14 +54,15 @@ long plx__store_decode_with(const unsigned char *buf, size_t n, struct plx__stor
 /* Key i of a CHECK/WAIT request (i < nkeys); valid while buf is. */
 void plx__store_req_key(const struct plx__store_req *req, size_t i, const char **key, size_t *len);
 
-/* The limits and secret from [core] (auth, auth_timeout_ms, store_*) and
- * PLEXUS_JOB_SECRET. *lim->secret points into the environment. Returns 0 or
- * PLX_ERR_CONFIG ([core] auth = on without a usable secret). */
-int plx__store_limits_from_config(struct plx__store_limits *lim);
+/* The limits and secret from [core] (auth, auth_timeout_ms, store_*) through
+ * v (NULL: the process layers) and PLEXUS_JOB_SECRET. *lim->secret points
+ * into the environment. Returns 0 or PLX_ERR_CONFIG ([core] auth = on
+ * without a usable secret). */
+int plx__store_limits_from_config(const struct plx_config *v, struct plx__store_limits *lim);
 
 struct plx__store_server;
 /* Listen on host:port (port 0: any; *bound_port gets it) and serve until
- * stop, with the limits and secret of the configuration. */
+ * stop, with the limits and secret of the process layers. */
 int plx__store_server_start(const char *host, int port, struct plx__store_server **out, int *bound_port);
 /* The same with explicit limits (copied; lim->secret too). */
 int plx__store_server_start_with(const char *host, int port, const struct plx__store_limits *lim,

@@ -658,7 +658,7 @@ static int resolve_listen(const char *host, int port, const struct plx__store_li
 int plx__store_server_start(const char *host, int port, struct plx__store_server **out, int *bound_port)
 {
     struct plx__store_limits lim;
-    int rc = plx__store_limits_from_config(&lim);
+    int rc = plx__store_limits_from_config(NULL, &lim);
     return rc ? rc : plx__store_server_start_with(host, port, &lim, out, bound_port);
 }
 

@@ -17,7 +17,7 @@ int nccl_version;
 /* dlopen name from the places in the documented order; where lists them. */
 static void *open_lib(const char *name, char *where, size_t len)
 {
-    const char *extra = nccl_host->config_get(nccl_host->ctx, "library_path");
+    const char *extra = plx_plugin_config_str(nccl_host, NULL, "library_path");
     const char *dirs[] = {NULL, extra, "/usr/local/cuda/lib64", "/usr/local/cuda/lib",
                           "/usr/local/cuda/targets/x86_64-linux/lib"};
     where[0] = '\0';

@@ -23,6 +23,7 @@ static const char *nerr(ncclResult_t r)
 }
 
 struct impl {
+    const struct plx_host *host; /* this communicator's instance of the host services */
     ncclComm_t comm;
     int rank, size, device;
     CUcontext ctx;
@@ -49,10 +50,10 @@ static void sleep_ms(int ms)
 /* Poll a nonblocking communicator until it leaves ncclInProgress. */
 static ncclResult_t settle(struct impl *c, int64_t timeout_ms)
 {
-    uint64_t deadline = nccl_host->clock_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t deadline = c->host->clock_ns() + (uint64_t)timeout_ms * 1000000u;
     ncclResult_t st = ncclInProgress;
     while (nc.ncclCommGetAsyncError(c->comm, &st) == ncclSuccess && st == ncclInProgress) {
-        if (nccl_host->clock_ns() > deadline)
+        if (c->host->clock_ns() > deadline)
             return ncclInProgress;
         sleep_ms(1);
     }
@@ -74,7 +75,7 @@ static void abort_bounded(struct impl *c)
     for (int i = 0; i < 100 && pthread_tryjoin_np(t, NULL) != 0; i++)
         sleep_ms(50);
     if (pthread_tryjoin_np(t, NULL) != 0) {
-        nccl_host->log(nccl_host->ctx, PLX_LOG_ERROR, "nccl: ncclCommAbort did not return within 5 s; leaving it");
+        c->host->log(c->host->ctx, PLX_LOG_ERROR, "nccl: ncclCommAbort did not return within 5 s; leaving it");
         pthread_detach(t);
     }
     c->comm = NULL;
@@ -134,17 +135,17 @@ static int probe(struct plx_probe_result *out)
     return 0;
 }
 
-static int setup_device(struct impl *c, int local_rank)
+static int setup_device(struct impl *c, const struct plx_comm_args *a)
 {
-    const char *dev = nccl_host->config_get(nccl_host->ctx, "device");
+    int64_t dev = plx_plugin_config_int(c->host, a->config, "device", -1);
     int count = 0;
     cu.cuDeviceGetCount(&count);
-    c->device = dev && *dev ? atoi(dev) : (count ? local_rank % count : 0);
+    c->device = dev >= 0 ? (int)dev : (count ? a->local_rank % count : 0);
     CUdevice d;
     if (cu.cuDeviceGet(&d, c->device) != CUDA_SUCCESS || cu.cuDevicePrimaryCtxRetain(&c->ctx, d) != CUDA_SUCCESS ||
         cu.cuCtxSetCurrent(c->ctx) != CUDA_SUCCESS || cu.cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
         cu.cuMemAlloc(&c->flag, 1) != CUDA_SUCCESS)
-        return plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: rank %d cannot use CUDA device %d", c->rank, c->device);
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "nccl: rank %d cannot use CUDA device %d", c->rank, c->device);
     return 0;
 }
 
@@ -152,14 +153,22 @@ static int start_comm(struct impl *c)
 {
     c->stop = 0;
     if (pthread_create(&c->watchdog, NULL, watchdog_main, c) != 0)
-        return plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: cannot start the watchdog thread");
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "nccl: cannot start the watchdog thread");
     return 0;
 }
 
-static struct impl *new_impl(int rank, int size, int64_t timeout_ms)
+/* A core of ABI 1.5 hands each communicator its own host services; an
+ * older one has only the entry's. */
+static const struct plx_host *host_of(const struct plx_comm_args *a, const struct plx_host *otherwise)
+{
+    return PLX_HAS_FIELD(a, struct plx_comm_args, host) && a->host ? a->host : otherwise;
+}
+
+static struct impl *new_impl(const struct plx_host *host, int rank, int size, int64_t timeout_ms)
 {
     struct impl *c = calloc(1, sizeof *c);
     if (c) {
+        c->host = host;
         c->rank = rank;
         c->size = size;
         c->timeout_ms = timeout_ms;
@@ -170,31 +179,32 @@ static struct impl *new_impl(int rank, int size, int64_t timeout_ms)
 
 static int comm_create(const struct plx_comm_args *a, void **out)
 {
+    const struct plx_host *host = host_of(a, nccl_host);
     char reason[256];
     if (nccl_libs_probe(reason, sizeof reason) != PLX_PROBE_USABLE)
-        return plx_plugin_error(nccl_host, PLX_ERR_UNAVAILABLE, "nccl: %s", reason);
+        return plx_plugin_error(host, PLX_ERR_UNAVAILABLE, "nccl: %s", reason);
     if (!a->store)
-        return plx_plugin_error(nccl_host, PLX_ERR_INVALID_USAGE, "nccl: needs a rendezvous store to share the unique id");
-    struct impl *c = new_impl(a->rank, a->size, a->timeout_ms);
+        return plx_plugin_error(host, PLX_ERR_INVALID_USAGE, "nccl: needs a rendezvous store to share the unique id");
+    struct impl *c = new_impl(host, a->rank, a->size, a->timeout_ms);
     if (!c)
-        return plx_plugin_error(nccl_host, PLX_ERR_NOMEM, "nccl: out of memory");
-    int rc = setup_device(c, a->local_rank);
+        return plx_plugin_error(host, PLX_ERR_NOMEM, "nccl: out of memory");
+    int rc = setup_device(c, a);
     ncclUniqueId id;
     if (!rc && a->rank == 0) { /* a fresh id per communicator, under its own name */
         ncclResult_t r = nc.ncclGetUniqueId(&id);
-        rc = r != ncclSuccess ? plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: ncclGetUniqueId: %s", nerr(r))
-                              : nccl_host->store_set(a->store, "nccl/unique-id", &id, sizeof id);
+        rc = r != ncclSuccess ? plx_plugin_error(c->host, PLX_ERR_SYSTEM, "nccl: ncclGetUniqueId: %s", nerr(r))
+                              : c->host->store_set(a->store, "nccl/unique-id", &id, sizeof id);
     } else if (!rc) {
         void *v = NULL;
         size_t len = 0;
-        rc = nccl_host->store_get(a->store, "nccl/unique-id", &v, &len, a->timeout_ms);
+        rc = c->host->store_get(a->store, "nccl/unique-id", &v, &len, a->timeout_ms);
         if (!rc && len != sizeof id)
-            rc = plx_plugin_error(nccl_host, PLX_ERR_PROTOCOL, "nccl: the unique id in the store has %zu bytes, not %d", len,
+            rc = plx_plugin_error(c->host, PLX_ERR_PROTOCOL, "nccl: the unique id in the store has %zu bytes, not %d", len,
                       NCCL_UNIQUE_ID_BYTES);
         if (!rc)
             memcpy(&id, v, sizeof id);
         if (v)
-            nccl_host->free(v);
+            c->host->free(v);
     }
     if (!rc) {
         plx_ncclConfig_t cfg;
@@ -204,11 +214,11 @@ static int comm_create(const struct plx_comm_args *a, void **out)
             r = settle(c, a->timeout_ms);
         if (r == ncclInProgress) {
             abort_bounded(c);
-            rc = plx_plugin_error(nccl_host, PLX_ERR_TIMEOUT, "nccl: rank %d: communicator init not finished after %lld ms (a rank missing?)",
+            rc = plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "nccl: rank %d: communicator init not finished after %lld ms (a rank missing?)",
                       a->rank, (long long)a->timeout_ms);
         } else if (r != ncclSuccess) {
             abort_bounded(c);
-            rc = plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: rank %d: ncclCommInitRankConfig: %s", a->rank, nerr(r));
+            rc = plx_plugin_error(c->host, PLX_ERR_SYSTEM, "nccl: rank %d: ncclCommInitRankConfig: %s", a->rank, nerr(r));
         }
     }
     if (!rc)
@@ -234,12 +244,12 @@ static int comm_split(void *comm, int color, int key, const struct plx_comm_args
     if (r == ncclInProgress)
         r = settle(c, c->timeout_ms);
     if (r != ncclSuccess)
-        return plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: ncclCommSplit: %s", nerr(r));
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "nccl: ncclCommSplit: %s", nerr(r));
     if (color < 0 || !n)
         return 0;
-    struct impl *s = new_impl(a->rank, a->size, a->timeout_ms);
+    struct impl *s = new_impl(host_of(a, c->host), a->rank, a->size, a->timeout_ms);
     if (!s)
-        return plx_plugin_error(nccl_host, PLX_ERR_NOMEM, "nccl: out of memory");
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "nccl: out of memory");
     s->comm = n;
     s->device = c->device;
     s->ctx = c->ctx;
@@ -370,13 +380,13 @@ static ncclResult_t grouped_v(struct impl *c, const struct plx_coll_args *a, cud
 static int enqueue(struct impl *c, cudaStream_t st, ncclResult_t r, const char *what, void **out)
 {
     if (r != ncclSuccess && r != ncclInProgress)
-        return plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: %s on rank %d: %s", what, c->rank, nerr(r));
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "nccl: %s on rank %d: %s", what, c->rank, nerr(r));
     struct req *q = calloc(1, sizeof *q);
     if (!q)
-        return plx_plugin_error(nccl_host, PLX_ERR_NOMEM, "nccl: out of memory");
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "nccl: out of memory");
     if (cu.cuEventCreate(&q->ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS || cu.cuEventRecord(q->ev, st) != CUDA_SUCCESS) {
         free(q);
-        return plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: cannot record a completion event for %s", what);
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "nccl: cannot record a completion event for %s", what);
     }
     *out = q;
     return 0;
@@ -389,15 +399,15 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     int failed = c->failed;
     pthread_mutex_unlock(&c->mu);
     if (failed || !c->comm)
-        return plx_plugin_error(nccl_host, PLX_ERR_ABORTED, "%s", c->failed_msg);
+        return plx_plugin_error(c->host, PLX_ERR_ABORTED, "%s", c->failed_msg);
     if (a->mem_kind != PLX_MEM_CUDA)
-        return plx_plugin_error(nccl_host, PLX_ERR_UNSUPPORTED, "nccl: %s needs CUDA memory (pass mem_kind PLX_MEM_CUDA)",
+        return plx_plugin_error(c->host, PLX_ERR_UNSUPPORTED, "nccl: %s needs CUDA memory (pass mem_kind PLX_MEM_CUDA)",
                     a->coll == PLX_COLL_ALLREDUCE ? "allreduce" : "this collective");
     /* Grouped send/recv on one buffer would read blocks while others land
      * on them: refused before anything is enqueued (same on every rank
      * that passes send == recv). */
     if (a->coll == PLX_COLL_ALLTOALLV && a->send == a->recv)
-        return plx_plugin_error(nccl_host, PLX_ERR_UNSUPPORTED,
+        return plx_plugin_error(c->host, PLX_ERR_UNSUPPORTED,
                                 "nccl: alltoallv in place (send == recv) on rank %d: pass a separate send buffer",
                                 c->rank);
     cudaStream_t st = a->stream ? (cudaStream_t)a->stream : c->stream;
@@ -425,9 +435,9 @@ static int p2p(void *comm, const struct plx_p2p_args *a, void **out, int is_send
 {
     struct impl *c = comm;
     if (a->mem_kind != PLX_MEM_CUDA)
-        return plx_plugin_error(nccl_host, PLX_ERR_UNSUPPORTED, "nccl: send/recv needs CUDA memory");
+        return plx_plugin_error(c->host, PLX_ERR_UNSUPPORTED, "nccl: send/recv needs CUDA memory");
     if (a->peer == PLX_ANY_SOURCE)
-        return plx_plugin_error(nccl_host, PLX_ERR_UNSUPPORTED, "nccl: no receive from any source");
+        return plx_plugin_error(c->host, PLX_ERR_UNSUPPORTED, "nccl: no receive from any source");
     cudaStream_t st = a->stream ? (cudaStream_t)a->stream : c->stream;
     cu.cuCtxSetCurrent(c->ctx);
     ncclResult_t r = nc.ncclGroupStart();
@@ -459,12 +469,12 @@ static int test(void *comm, void *req, int *done)
         CUresult r = cu.cuEventQuery(q->ev);
         if (failed) {
             q->done = 1;
-            q->status = plx_plugin_error(nccl_host, PLX_ERR_ABORTED, "%s", c->failed_msg);
+            q->status = plx_plugin_error(c->host, PLX_ERR_ABORTED, "%s", c->failed_msg);
         } else if (r == CUDA_SUCCESS) {
             q->done = 1;
         } else if (r != CUDA_ERROR_NOT_READY) {
             q->done = 1;
-            q->status = plx_plugin_error(nccl_host, PLX_ERR_SYSTEM, "nccl: CUDA error %d while waiting on rank %d", r, c->rank);
+            q->status = plx_plugin_error(c->host, PLX_ERR_SYSTEM, "nccl: CUDA error %d while waiting on rank %d", r, c->rank);
         }
     }
     *done = q->done;
@@ -474,19 +484,19 @@ static int test(void *comm, void *req, int *done)
 static int wait_req(void *comm, void *req, int64_t timeout_ms)
 {
     struct impl *c = comm;
-    uint64_t deadline = nccl_host->clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
+    uint64_t deadline = c->host->clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
     for (;;) {
         int done = 0, rc = test(comm, req, &done);
         if (done)
             return rc;
-        if (timeout_ms != PLX_TIMEOUT_INFINITE && nccl_host->clock_ns() > deadline) {
+        if (timeout_ms != PLX_TIMEOUT_INFINITE && c->host->clock_ns() > deadline) {
             /* A collective that does not finish in time will not finish: abort. */
             char msg[200];
             snprintf(msg, sizeof msg, "nccl: rank %d: operation not finished after %lld ms; communicator aborted",
                      c->rank, (long long)timeout_ms);
             mark_failed(c, msg);
             abort_bounded(c);
-            return plx_plugin_error(nccl_host, PLX_ERR_TIMEOUT, "%s", msg);
+            return plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "%s", msg);
         }
         struct timespec ts = {0, 20000};
         nanosleep(&ts, NULL);
@@ -520,10 +530,12 @@ static int get_caps(void *comm, struct plx_caps *out)
     return 0;
 }
 
-static const struct plx_param params[] = {
-    {"library_path", "", "Folder searched for libcuda.so.1 and libnccl.so.2 after the system's path"},
-    {"device", "", "CUDA device ordinal for every rank (default: LOCAL_RANK modulo the device count)"},
-    {NULL, NULL, NULL},
+static const struct plx_key keys[] = {
+    {"library_path", PLX_KEY_STRING, NULL, NULL,
+     "Folder searched for libcuda.so.1 and libnccl.so.2 after the system's path"},
+    {"device", PLX_KEY_UINT, NULL, NULL,
+     "CUDA device ordinal for every rank of the communicator (unset: LOCAL_RANK modulo the device count)"},
+    {NULL, 0, NULL, NULL, NULL},
 };
 
 static const struct plx_backend backend = {
@@ -532,7 +544,7 @@ static const struct plx_backend backend = {
     .name = "nccl",
     .version = "0.1.0",
     .description = "NVIDIA NCCL on CUDA memory (loaded at run time)",
-    .params = params,
+    .keys = keys,
     .probe = probe,
     .get_caps = get_caps,
     .comm_create = comm_create,
@@ -547,11 +559,5 @@ static const struct plx_backend backend = {
     .comm_split = comm_split,
 };
 
-PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)
-{
-    nccl_host = h;
-    if (*minor > PLX_ABI_MINOR)
-        *minor = PLX_ABI_MINOR;
-    *out = &backend;
-    return 0;
-}
+/* ABI 1.3 at least: nccl reads its keys typed, through the communicator's view. */
+PLX_PLUGIN_ENTRY(backend, nccl_host, 3)

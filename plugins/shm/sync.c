@@ -385,9 +385,11 @@ void shm__wake_pieces(struct shm_ctl *q, uint32_t half)
 
 const char *shm__coll_name(int coll)
 {
-    static const char *const names[PLX_COLL_COUNT] = {"allreduce", "broadcast", "reduce", "allgather",
-                                                      "reduce_scatter", "gather", "scatter", "alltoall",
-                                                      "barrier", "send", "recv"};
+    static const char *const names[PLX_COLL_COUNT] = {
+#define COLL_NAME(kind, val, name, op, root, v) [val] = name,
+        PLX_COLL_MAP(COLL_NAME)
+#undef COLL_NAME
+    };
     return coll >= 0 && coll < PLX_COLL_COUNT ? names[coll] : "?";
 }
 

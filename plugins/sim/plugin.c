@@ -76,9 +76,11 @@ size_t sim_dtype_size(int dtype)
 
 const char *sim_coll_name(int coll)
 {
-    static const char *const names[PLX_COLL_COUNT] = {"allreduce", "broadcast", "reduce", "allgather",
-                                                      "reduce_scatter", "gather", "scatter", "alltoall",
-                                                      "barrier", "send", "recv"};
+    static const char *const names[PLX_COLL_COUNT] = {
+#define COLL_NAME(kind, val, name, op, root, v) [val] = name,
+        PLX_COLL_MAP(COLL_NAME)
+#undef COLL_NAME
+    };
     return coll >= 0 && coll < PLX_COLL_COUNT ? names[coll] : "?";
 }
 

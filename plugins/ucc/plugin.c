@@ -16,7 +16,9 @@
 #include "plexus/plugin.h"
 #include "ucc_api.h"
 
-static const struct plx_host *host;
+/* The entry point's services: probe runs before any communicator exists.
+ * A communicator reaches the core through its own instance (comm_create). */
+static const struct plx_host *entry_host;
 
 static struct {
 #define UCC_FIELD(ret, name, args) ret(*name) args;
@@ -41,7 +43,7 @@ static int load(char *reason, size_t len)
 {
     pthread_mutex_lock(&lib_mu);
     if (load_state < 0) {
-        const char *dir = host->config_get(host->ctx, "library_path");
+        const char *dir = plx_plugin_config_str(entry_host, NULL, "library_path");
         char path[1024], where[600] = "the system's library path";
         void *h = dlopen("libucc.so.1", RTLD_NOW | RTLD_LOCAL);
         if (!h && dir && *dir) {
@@ -90,7 +92,7 @@ static int probe(struct plx_probe_result *out)
 }
 
 /* The library is initialised once, at the first communicator (not in probe). */
-static int init_lib(void)
+static int init_lib(const struct plx_host *host)
 {
     if (lib)
         return 0;
@@ -111,6 +113,7 @@ static int init_lib(void)
 /* ---- out-of-band allgather on the communicator's store -------------------- */
 
 struct oob {
+    const struct plx_host *host;
     struct plx_store *store;
     const char *what; /* "ctx" or "team" */
     int rank, size;
@@ -128,21 +131,21 @@ static ucc_status_t oob_allgather(void *src, void *dst, size_t size, void *info,
     char key[96];
     snprintf(key, sizeof key, "ucc/%s/%u/%d", o->what, r, o->rank);
     o->last = UCC_OK;
-    if (host->store_set(o->store, key, src, size) != 0)
+    if (o->host->store_set(o->store, key, src, size) != 0)
         o->last = -1;
     for (int i = 0; i < o->size && o->last == UCC_OK; i++) {
         void *v = NULL;
         size_t len = 0;
         snprintf(key, sizeof key, "ucc/%s/%u/%d", o->what, r, i);
-        if (host->store_get(o->store, key, &v, &len, o->timeout_ms) != 0 || len != size) {
-            host->log(host->ctx, PLX_LOG_ERROR, "ucc: out-of-band allgather %s/%u: rank %d's piece %s", o->what, r, i,
+        if (o->host->store_get(o->store, key, &v, &len, o->timeout_ms) != 0 || len != size) {
+            o->host->log(o->host->ctx, PLX_LOG_ERROR, "ucc: out-of-band allgather %s/%u: rank %d's piece %s", o->what, r, i,
                       v ? "has the wrong size" : "never arrived");
             o->last = -1;
         } else {
             memcpy((char *)dst + (size_t)i * size, v, size);
         }
         if (v)
-            host->free(v);
+            o->host->free(v);
     }
     *req = o;
     return o->last;
@@ -162,6 +165,7 @@ static ucc_status_t oob_free(void *req)
 /* ---- communicators ---------------------------------------------------------- */
 
 struct impl {
+    const struct plx_host *host; /* this communicator's instance of the host services */
     ucc_context_h ctx;
     ucc_team_h team;
     struct oob ctx_oob, team_oob;
@@ -181,6 +185,9 @@ struct req {
 
 static int comm_create(const struct plx_comm_args *a, void **out)
 {
+    /* A core of ABI 1.5 hands each communicator its own host services; an
+     * older one has only the entry's. */
+    const struct plx_host *host = PLX_HAS_FIELD(a, struct plx_comm_args, host) && a->host ? a->host : entry_host;
     char reason[256];
     if (load(reason, sizeof reason) != PLX_PROBE_USABLE)
         return plx_plugin_error(host, PLX_ERR_UNAVAILABLE, "ucc: %s", reason);
@@ -189,19 +196,20 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     struct impl *c = calloc(1, sizeof *c);
     if (!c)
         return plx_plugin_error(host, PLX_ERR_NOMEM, "ucc: out of memory");
+    c->host = host;
     c->rank = a->rank;
     c->size = a->size;
     c->timeout_ms = a->timeout_ms;
     pthread_mutex_init(&c->mu, NULL);
-    c->ctx_oob = (struct oob){a->store, "ctx", a->rank, a->size, 0, a->timeout_ms, UCC_OK};
-    c->team_oob = (struct oob){a->store, "team", a->rank, a->size, 0, a->timeout_ms, UCC_OK};
+    c->ctx_oob = (struct oob){c->host, a->store, "ctx", a->rank, a->size, 0, a->timeout_ms, UCC_OK};
+    c->team_oob = (struct oob){c->host, a->store, "team", a->rank, a->size, 0, a->timeout_ms, UCC_OK};
 
     pthread_mutex_lock(&lib_mu); /* one context/team creation at a time in this process */
-    int rc = init_lib();
+    int rc = init_lib(c->host);
     ucc_context_config_h cfg = NULL;
     ucc_status_t s = UCC_OK;
     if (!rc && (s = u.ucc_context_config_read(lib, NULL, &cfg)) != UCC_OK)
-        rc = plx_plugin_error(host, PLX_ERR_SYSTEM, "ucc: ucc_context_config_read: %s", serr(s));
+        rc = plx_plugin_error(c->host, PLX_ERR_SYSTEM, "ucc: ucc_context_config_read: %s", serr(s));
     if (!rc) {
         ucc_context_params_t cp;
         memset(&cp, 0, sizeof cp);
@@ -211,7 +219,7 @@ static int comm_create(const struct plx_comm_args *a, void **out)
         s = u.ucc_context_create(lib, &cp, cfg, &c->ctx);
         u.ucc_context_config_release(cfg);
         if (s != UCC_OK)
-            rc = plx_plugin_error(host, PLX_ERR_SYSTEM, "ucc: rank %d: ucc_context_create: %s", a->rank, serr(s));
+            rc = plx_plugin_error(c->host, PLX_ERR_SYSTEM, "ucc: rank %d: ucc_context_create: %s", a->rank, serr(s));
     }
     if (!rc) {
         ucc_team_params_t tp;
@@ -221,17 +229,17 @@ static int comm_create(const struct plx_comm_args *a, void **out)
         tp.ep_range = UCC_COLLECTIVE_EP_RANGE_CONTIG;
         tp.oob = (ucc_oob_coll_t){oob_allgather, oob_test, oob_free, &c->team_oob, (uint32_t)a->size, (uint32_t)a->rank};
         s = u.ucc_team_create_post(&c->ctx, 1, &tp, &c->team);
-        uint64_t deadline = host->clock_ns() + (uint64_t)a->timeout_ms * 1000000u;
+        uint64_t deadline = c->host->clock_ns() + (uint64_t)a->timeout_ms * 1000000u;
         while (s == UCC_OK || s == UCC_INPROGRESS) {
-            if ((s = u.ucc_team_create_test(c->team)) != UCC_INPROGRESS || host->clock_ns() > deadline)
+            if ((s = u.ucc_team_create_test(c->team)) != UCC_INPROGRESS || c->host->clock_ns() > deadline)
                 break;
             u.ucc_context_progress(c->ctx); /* team creation hangs without progress */
         }
         if (s == UCC_INPROGRESS)
-            rc = plx_plugin_error(host, PLX_ERR_TIMEOUT, "ucc: rank %d: team not created after %lld ms", a->rank,
+            rc = plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "ucc: rank %d: team not created after %lld ms", a->rank,
                       (long long)a->timeout_ms);
         else if (s != UCC_OK)
-            rc = plx_plugin_error(host, PLX_ERR_SYSTEM, "ucc: rank %d: team creation: %s", a->rank, serr(s));
+            rc = plx_plugin_error(c->host, PLX_ERR_SYSTEM, "ucc: rank %d: team creation: %s", a->rank, serr(s));
     }
     pthread_mutex_unlock(&lib_mu);
     if (rc) {
@@ -248,8 +256,8 @@ static int comm_destroy(void *comm)
 {
     struct impl *c = comm;
     if (c->team) {
-        uint64_t deadline = host->clock_ns() + (uint64_t)c->timeout_ms * 1000000u;
-        while (u.ucc_team_destroy(c->team) == UCC_INPROGRESS && host->clock_ns() < deadline)
+        uint64_t deadline = c->host->clock_ns() + (uint64_t)c->timeout_ms * 1000000u;
+        while (u.ucc_team_destroy(c->team) == UCC_INPROGRESS && c->host->clock_ns() < deadline)
             u.ucc_context_progress(c->ctx);
     }
     if (c->ctx)
@@ -290,7 +298,7 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
 {
     struct impl *c = comm;
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-        return plx_plugin_error(host, PLX_ERR_ABORTED, "ucc: communicator aborted");
+        return plx_plugin_error(c->host, PLX_ERR_ABORTED, "ucc: communicator aborted");
     size_t n = a->count, P = (size_t)c->size, me = (size_t)c->rank, es = plx_plugin_dtype_size(a->dtype);
     ucc_coll_args_t ca;
     memset(&ca, 0, sizeof ca);
@@ -300,7 +308,7 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     ca.op = uop(a->op);
     struct req *q = calloc(1, sizeof *q);
     if (!q)
-        return plx_plugin_error(host, PLX_ERR_NOMEM, "ucc: out of memory");
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "ucc: out of memory");
     const void *s = a->send;
     void *r = a->recv;
     switch (a->coll) {
@@ -324,7 +332,7 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     if (inplace && a->coll != PLX_COLL_BROADCAST && a->coll != PLX_COLL_BARRIER && sbytes) {
         if (!(q->tmp = malloc(sbytes))) {
             free(q);
-            return plx_plugin_error(host, PLX_ERR_NOMEM, "ucc: out of memory");
+            return plx_plugin_error(c->host, PLX_ERR_NOMEM, "ucc: out of memory");
         }
         memcpy(q->tmp, s, sbytes);
         s = q->tmp;
@@ -378,7 +386,7 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     if (st != UCC_OK) {
         free(q->tmp);
         free(q);
-        return plx_plugin_error(host, st == -1 ? PLX_ERR_UNSUPPORTED : PLX_ERR_SYSTEM, "ucc: posting a collective: %s", serr(st));
+        return plx_plugin_error(c->host, st == -1 ? PLX_ERR_UNSUPPORTED : PLX_ERR_SYSTEM, "ucc: posting a collective: %s", serr(st));
     }
     *out = q;
     return 0;
@@ -397,9 +405,9 @@ static int test(void *comm, void *req, int *done)
             q->done = 1;
             if (st == UCC_OK && q->copy_bytes)
                 memcpy(q->copy_to, q->copy_from, q->copy_bytes);
-            q->status = st == UCC_OK ? 0 : plx_plugin_error(host, PLX_ERR_SYSTEM, "ucc: collective failed: %s", serr(st));
+            q->status = st == UCC_OK ? 0 : plx_plugin_error(c->host, PLX_ERR_SYSTEM, "ucc: collective failed: %s", serr(st));
         } else if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
-            return plx_plugin_error(host, PLX_ERR_ABORTED, "ucc: communicator aborted");
+            return plx_plugin_error(c->host, PLX_ERR_ABORTED, "ucc: communicator aborted");
         }
     }
     *done = q->done;
@@ -437,9 +445,9 @@ static int get_caps(void *comm, struct plx_caps *out)
     return 0;
 }
 
-static const struct plx_param params[] = {
-    {"library_path", "", "Folder searched for libucc.so.1 after the system's path"},
-    {NULL, NULL, NULL},
+static const struct plx_key keys[] = {
+    {"library_path", PLX_KEY_STRING, NULL, NULL, "Folder searched for libucc.so.1 after the system's path"},
+    {NULL, 0, NULL, NULL, NULL},
 };
 
 static const struct plx_backend backend = {
@@ -448,7 +456,7 @@ static const struct plx_backend backend = {
     .name = "ucc",
     .version = "0.1.0",
     .description = "UCC collectives (loaded at run time; out-of-band exchange through the plexus store)",
-    .params = params,
+    .keys = keys,
     .probe = probe,
     .get_caps = get_caps,
     .comm_create = comm_create,
@@ -459,11 +467,5 @@ static const struct plx_backend backend = {
     .req_free = req_free,
 };
 
-PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *h, uint32_t *minor, const struct plx_backend **out)
-{
-    host = h;
-    if (*minor > PLX_ABI_MINOR)
-        *minor = PLX_ABI_MINOR;
-    *out = &backend;
-    return 0;
-}
+/* ABI 1.3 at least: ucc reads its keys typed. */
+PLX_PLUGIN_ENTRY(backend, entry_host, 3)

@@ -136,7 +136,6 @@ static void unset_env(char **names)
 static void check_loaded(const struct plx_config *view)
 {
     size_t n = plx__config_entry_count(view);
-    const struct plx_config *outer = plx__config_use(view);
     for (size_t i = 0; i < n; i++) {
         struct plx__config_entry e;
         FUZZ_CHECK(plx__config_entry_at(view, i, &e) == 0);
@@ -151,17 +150,16 @@ static void check_loaded(const struct plx_config *view)
         /* Validated at load time, so the typed getters must accept it. */
         if (k->type == PLX_KEY_UINT || k->type == PLX_KEY_SIZE || k->type == PLX_KEY_DURATION) {
             int64_t v;
-            FUZZ_CHECK(plx__config_get_int(section, key, 0, &v) == 0 && v >= 0);
+            FUZZ_CHECK(plx__config_int_in(view, section, key, 0, &v) == 0 && v >= 0);
         } else if (k->type == PLX_KEY_BOOL) {
             int b;
-            FUZZ_CHECK(plx__config_get_bool(section, key, 0, &b) == 0);
+            FUZZ_CHECK(plx__config_bool_in(view, section, key, 0, &b) == 0);
         }
     }
     for (size_t i = 0; i < plx__config_dropin_count(); i++) {
         const struct plx__dropin *d = plx__config_dropin(i);
         FUZZ_CHECK(d && d->section && d->file && (d->library || d->alias));
     }
-    plx__config_use(outer);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

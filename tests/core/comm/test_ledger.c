@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ledger_format.h"
+#include "plexus/ledger.h"
 #include "ranks.h"
 
 #define OPS 10000
@@ -63,12 +63,12 @@ static int check_file(int done)
     REQUIRE(path[0]);
     struct stat st;
     REQUIRE(stat(path, &st) == 0);
-    size_t want = sizeof(struct plx__ledger_file) + NENT * sizeof(struct plx_ledger_entry);
+    size_t want = sizeof(struct plx_ledger_file) + NENT * sizeof(struct plx_ledger_entry);
     REQUIRE((size_t)st.st_size == want);
     REQUIRE((st.st_mode & 0777) == 0600);
     int fd = open(path, O_RDONLY);
     REQUIRE(fd >= 0);
-    const struct plx__ledger_file *f = mmap(NULL, want, PROT_READ, MAP_SHARED, fd, 0);
+    const struct plx_ledger_file *f = mmap(NULL, want, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     REQUIRE(f != MAP_FAILED);
     REQUIRE(!memcmp(f->magic, PLX_LEDGER_MAGIC, 8) && f->nentries == NENT && f->rank == 0 && f->size == 2);

@@ -82,6 +82,18 @@ static void test_ini_errors(void)
     unsetenv("PLEXUS_CORE_LOG_LEVEL");
 }
 
+static const char *get_in(const struct plx_config *v, const char *section, const char *key)
+{
+    return plx__config_get_in(v, section, key, NULL);
+}
+
+static const char *origin_in(const struct plx_config *v, const char *section, const char *key)
+{
+    const char *o = NULL;
+    plx__config_get_in(v, section, key, &o);
+    return o;
+}
+
 static void test_layers(void)
 {
     char a[PATH_MAX + 8], b[PATH_MAX + 8], both[2 * PATH_MAX + 20], want[PATH_MAX + 64];
@@ -95,20 +107,20 @@ static void test_layers(void)
 
     fresh(both);
     CHECK(plx__config_load() == 0);
-    CHECK_STR(plx__config_get("core", "timeout_ms"), "2000");
+    CHECK_STR(get_in(NULL, "core", "timeout_ms"), "2000");
     snprintf(want, sizeof want, "%s/plexus.ini:3", b);
-    CHECK_STR(plx__config_origin("core", "timeout_ms"), want);
-    CHECK_STR(plx__config_get("core", "small_bytes"), "7");
-    CHECK_STR(plx__config_get("core", "segment_bytes"), "0");
-    CHECK_STR(plx__config_origin("core", "segment_bytes"), "default");
+    CHECK_STR(origin_in(NULL, "core", "timeout_ms"), want);
+    CHECK_STR(get_in(NULL, "core", "small_bytes"), "7");
+    CHECK_STR(get_in(NULL, "core", "segment_bytes"), "0");
+    CHECK_STR(origin_in(NULL, "core", "segment_bytes"), "default");
 
     setenv("PLEXUS_CORE_TIMEOUT_MS", "3000", 1);
     setenv("PLEXUS_BACKEND", "sim", 1);
     fresh(both);
     CHECK(plx__config_load() == 0);
-    CHECK_STR(plx__config_get("core", "timeout_ms"), "3000");
-    CHECK_STR(plx__config_origin("core", "timeout_ms"), "env PLEXUS_CORE_TIMEOUT_MS");
-    CHECK_STR(plx__config_get("core", "backend"), "sim");
+    CHECK_STR(get_in(NULL, "core", "timeout_ms"), "3000");
+    CHECK_STR(origin_in(NULL, "core", "timeout_ms"), "env PLEXUS_CORE_TIMEOUT_MS");
+    CHECK_STR(get_in(NULL, "core", "backend"), "sim");
 
     struct plx_comm_options o;
     plx_comm_options_init(&o);
@@ -116,13 +128,11 @@ static void test_layers(void)
     o.overrides = ov;
     struct plx_config *view = NULL;
     CHECK(plx__config_open(&o, &view) == 0);
-    const struct plx_config *outer = plx__config_use(view);
-    CHECK_STR(plx__config_get("core", "timeout_ms"), "4000");
-    CHECK_STR(plx__config_origin("core", "timeout_ms"), "option");
+    CHECK_STR(get_in(view, "core", "timeout_ms"), "4000");
+    CHECK_STR(origin_in(view, "core", "timeout_ms"), "option");
     /* Options apply to the view (the communicator) that has them, not to others. */
-    plx__config_use(outer);
     CHECK(plx__config_load() == 0);
-    CHECK_STR(plx__config_get("core", "timeout_ms"), "3000");
+    CHECK_STR(get_in(NULL, "core", "timeout_ms"), "3000");
     plx__config_release(view);
     const char *bad[] = {"core.timeout_ms", NULL};
     o.overrides = bad;

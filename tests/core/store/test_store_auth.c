@@ -299,7 +299,7 @@ static void torch_compatible(void)
 {
     struct plx__store_limits lim;
     unsetenv(PLX__AUTH_ENV);
-    CHECK(plx__store_limits_from_config(&lim) == 0 && lim.secret == NULL);
+    CHECK(plx__store_limits_from_config(NULL, &lim) == 0 && lim.secret == NULL);
     struct plx__store_server *srv = NULL;
     int p = 0;
     CHECK(plx__store_server_start_with("127.0.0.1", 0, &lim, &srv, &p) == 0);
@@ -327,12 +327,12 @@ static void torch_compatible(void)
     setenv("PLEXUS_CORE_AUTH", "off", 1);
     plx__config_reset();
     CHECK(plx__config_load() == 0);
-    CHECK(plx__store_limits_from_config(&lim) == 0 && lim.secret == NULL);
+    CHECK(plx__store_limits_from_config(NULL, &lim) == 0 && lim.secret == NULL);
     setenv("PLEXUS_CORE_AUTH", "on", 1);
     unsetenv(PLX__AUTH_ENV);
     plx__config_reset();
     CHECK(plx__config_load() == 0);
-    CHECK(plx__store_limits_from_config(&lim) == PLX_ERR_CONFIG);
+    CHECK(plx__store_limits_from_config(NULL, &lim) == PLX_ERR_CONFIG);
     unsetenv("PLEXUS_CORE_AUTH");
 }
 
