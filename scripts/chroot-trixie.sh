@@ -39,6 +39,11 @@ unmount_all() {
 mount_all() {
     trap unmount_all EXIT
     trap 'unmount_all; exit 130' INT TERM
+    # Another run of this script in the same chroot (`run` beside `test`)
+    # shares its mounts: a second /dev/shm would hide the first one's rings.
+    if grep -q " $root/proc " /proc/mounts; then
+        return 0
+    fi
     mount -t proc proc "$root/proc"; mounted="/proc $mounted"
     mount --bind /dev "$root/dev"; mounted="/dev $mounted"
     # shm's rings live in /dev/shm: a tmpfs of the chroot's own (not the host's).
