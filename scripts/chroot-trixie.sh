@@ -5,6 +5,7 @@
 #                                       tree inside it, run the torch suite
 #   sh scripts/chroot-trixie.sh create  only make (or reuse) the chroot
 #   sh scripts/chroot-trixie.sh shell   a shell in it (source at /src)
+#   sh scripts/chroot-trixie.sh run CMD CMD run by sh in /src (as `test` left it)
 #   sh scripts/chroot-trixie.sh destroy delete the cached chroot
 # The chroot is cached in $PLEXUS_TRIXIE_CACHE (default /var/cache/plexus-trixie),
 # outside the source tree, and rebuilt when the package list below changes.
@@ -20,9 +21,10 @@ mirror=${PLEXUS_TRIXIE_MIRROR:-http://deb.debian.org/debian}
 root=$cache/root
 action=${1:-test}
 
-# What building plexus and its torch suite needs on trixie (python3-expecttest:
-# torch's test utilities import it; bookworm has none).
-packages="build-essential g++ meson ninja-build pkg-config python3 python3-dev pybind11-dev
+# What building plexus and its torch suite needs on trixie, installed without
+# what they only recommend (python3-expecttest: torch's test utilities import
+# it; bookworm has none). Most of the 2 GB are torch's own dependencies.
+packages="gcc g++ libc6-dev meson ninja-build pkg-config python3 python3-dev pybind11-dev
 libinih-dev libsodium-dev libjansson-dev python3-numpy iproute2 procps
 python3-torch libtorch-dev python3-expecttest"
 stamp=$(printf '%s %s\n' "$mirror" "$packages" | md5sum | cut -d' ' -f1)
@@ -37,11 +39,30 @@ unmount_all() {
 mount_all() {
     trap unmount_all EXIT
     trap 'unmount_all; exit 130' INT TERM
+    # Another run of this script in the same chroot (`run` beside `test`)
+    # shares its mounts: a second /dev/shm would hide the first one's rings.
+    if grep -q " $root/proc " /proc/mounts; then
+        return 0
+    fi
     mount -t proc proc "$root/proc"; mounted="/proc $mounted"
     mount --bind /dev "$root/dev"; mounted="/dev $mounted"
     # shm's rings live in /dev/shm: a tmpfs of the chroot's own (not the host's).
     mount -t tmpfs -o size=1g,mode=1777 shm "$root/dev/shm"; mounted="/dev/shm $mounted"
     mount -t tmpfs tmpfs "$root/tmp"; mounted="/tmp $mounted"
+}
+
+# apt-get inside the chroot (mounted): the package list, nothing it only recommends.
+install_packages() {
+    # No fsync per file: a chroot that breaks halfway is made again anyway.
+    echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/plexus-unsafe-io"
+    # shellcheck disable=SC2086 # one package a word
+    if ! chroot "$root" sh -c "export DEBIAN_FRONTEND=noninteractive; apt-get update -qq &&
+            apt-get install -y -qq --no-install-recommends $(echo $packages)" >"$cache/packages.log" 2>&1; then
+        tail -20 "$cache/packages.log"
+        echo "FAIL: installing the packages in the chroot (log: $cache/packages.log)"
+        exit 1
+    fi
+    chroot "$root" apt-get clean
 }
 
 create() {
@@ -50,6 +71,20 @@ create() {
         return 0
     fi
     [ "$(id -u)" = 0 ] || skip "making a chroot needs root"
+    # A finished chroot whose package list changed: apt brings it to the new
+    # list in place (minutes, not the half hour of a new one); `destroy` then
+    # `create` starts over.
+    if [ -f "$cache/stamp" ] && [ -x "$root/usr/bin/apt-get" ] && ! grep -q " $root/" /proc/mounts; then
+        echo "trixie chroot: package list changed, updating $root in place"
+        t0=$(date +%s)
+        cp /etc/resolv.conf "$root/etc/resolv.conf"
+        mount_all
+        install_packages
+        unmount_all
+        echo "$stamp" >"$cache/stamp"
+        echo "trixie chroot: packages $(($(date +%s) - t0)) s"
+        return 0
+    fi
     command -v debootstrap >/dev/null || skip "debootstrap not installed (apt-get install debootstrap)"
     [ -f /usr/share/debootstrap/scripts/trixie ] || skip "this debootstrap does not know trixie"
     # Never delete through a mount left by an interrupted run (/dev is bound in).
@@ -69,25 +104,23 @@ create() {
     t1=$(date +%s)
     cp /etc/resolv.conf "$root/etc/resolv.conf"
     mount_all
-    # shellcheck disable=SC2086 # one package a word
-    if ! chroot "$root" sh -c "export DEBIAN_FRONTEND=noninteractive; apt-get update -qq &&
-            apt-get install -y -qq --no-install-recommends $(echo $packages)" >"$cache/packages.log" 2>&1; then
-        tail -20 "$cache/packages.log"
-        echo "FAIL: installing the packages in the chroot (log: $cache/packages.log)"
-        exit 1
-    fi
-    chroot "$root" apt-get clean
+    install_packages
     unmount_all
     echo "$stamp" >"$cache/stamp"
     echo "trixie chroot: debootstrap $((t1 - t0)) s, packages $(($(date +%s) - t1)) s"
 }
 
 # The tree as git sees it (tracked and untracked-not-ignored files) into /src.
+# /src/build stays (PLEXUS_TRIXIE_FRESH=1 removes it) and the files keep
+# their times, so ninja there rebuilds only what changed.
 copy_source() {
-    rm -rf "$root/src"
-    mkdir "$root/src"
+    mkdir -p "$root/src"
+    if [ "${PLEXUS_TRIXIE_FRESH:-0}" = 1 ]; then
+        rm -rf "$root/src/build"
+    fi
+    find "$root/src" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
     (cd "$src" && git ls-files -z --cached --others --exclude-standard |
-        xargs -0 cp --parents -t "$root/src" 2>/dev/null) || true
+        xargs -0 cp -p --parents -t "$root/src" 2>/dev/null) || true
 }
 
 case $action in
@@ -101,8 +134,10 @@ test)
     t0=$(date +%s)
     # -Dtorch=enabled: a plexus.torch that fails to build against torch 2.x is a failure, not a skip.
     # What the torch suite needs is built (meson test builds its tests' dependencies), not the rest.
-    if ! chroot "$root" sh -c 'cd /src && meson setup build -Dwerror=true -Dtorch=enabled -Dmpi=disabled \
-            -Dnccl=disabled -Ducc=disabled >/tmp/setup.log 2>&1 || { tail -30 /tmp/setup.log; exit 1; }'; then
+    # A kept build reconfigures itself when a meson.build changed.
+    if ! chroot "$root" sh -c 'cd /src && { [ -f build/build.ninja ] || meson setup build -Dwerror=true \
+            -Dtorch=enabled -Dmpi=disabled -Dnccl=disabled -Ducc=disabled >/tmp/setup.log 2>&1 ||
+            { tail -30 /tmp/setup.log; exit 1; }; }'; then
         echo "FAIL: configuring plexus in the trixie chroot"
         exit 1
     fi
@@ -121,6 +156,12 @@ shell)
     mount_all
     chroot "$root" sh -c 'cd /src && exec bash -i' || true
     ;;
+run)
+    shift
+    create
+    mount_all
+    chroot "$root" sh -c "cd /src && $*"
+    ;;
 destroy)
     if grep -q " $root/" /proc/mounts; then
         echo "FAIL: something is still mounted under $root"
@@ -130,7 +171,7 @@ destroy)
     echo "trixie chroot: removed $cache"
     ;;
 *)
-    echo "usage: $0 [test|create|shell|destroy]" >&2
+    echo "usage: $0 [test|create|shell|run CMD|destroy]" >&2
     exit 2
     ;;
 esac

@@ -103,7 +103,8 @@ static int comm_finish_setup(struct plx_comm *c)
     int rc = c->be->ops.get_caps(c->bc, &c->caps);
     if (rc != 0) {
         c->be->ops.comm_destroy(c->bc);
-        return plx__err(rc, "backend '%s': get_caps failed: %s", c->be->name, plx_last_error());
+        plx__err_prefix("backend '%s': get_caps failed: ", c->be->name);
+        return rc;
     }
     plx__p2p_init(c);
     load_tuning(c);
@@ -124,8 +125,10 @@ static int open_generation(struct plx_comm *c)
     int64_t joins = 0;
     snprintf(key, sizeof key, "plexus-generation/%s/%d", c->name, c->rank);
     int rc = plx__store_add(c->base_store, key, 1, &joins);
-    if (rc != 0)
-        return plx__err(rc, "comm '%s': counting its generation in the store: %s", c->name, plx_last_error());
+    if (rc != 0) {
+        plx__err_prefix("comm '%s': counting its generation in the store: ", c->name);
+        return rc;
+    }
     size_t n = strlen(c->name) + 32;
     if (!(c->key_root = malloc(n)))
         return plx__err(PLX_ERR_NOMEM, "plx_comm_init: out of memory");

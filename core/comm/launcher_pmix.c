@@ -350,6 +350,18 @@ int plx__pmix_store_url(const struct plx_config *v, const struct plx__rendezvous
     pthread_mutex_unlock(&cache_mu);
     return rc;
 }
+#else
+/* Built without PMIx's header: a pmix:// rendezvous is refused, saying why. */
+int plx__pmix_store_url(const struct plx_config *v, const struct plx__rendezvous *rv, int64_t timeout_ms, char *url,
+                        size_t n)
+{
+    (void)v;
+    (void)rv;
+    (void)timeout_ms;
+    (void)url;
+    (void)n;
+    return plx__err(PLX_ERR_UNAVAILABLE, "PMIx bootstrap: plexus was built without PMIx's header (libpmix-dev)");
+}
 #endif
 
 static int env_rank(const char *name, long *out)

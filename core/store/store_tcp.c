@@ -1,6 +1,10 @@
 /* store_tcp.c - tcp://HOST:PORT: a key-value store speaking PyTorch's
  * TCPStore protocol of the torch 1.13 era (u8 query type, u64 little-endian
- * length-prefixed strings, i64 integers; no magic number). Rank 0 hosts the
+ * length-prefixed strings, i64 integers; no magic number). The client also
+ * speaks torch 2.x's dialect to a torch 2.x server (torchrun's agent store):
+ * each connection opens with VALIDATE and a magic number, and the query
+ * codes are renumbered; it finds out which one a server speaks on its first
+ * connection (torch_dialect below). Rank 0 hosts the
  * server (one poll loop thread for every client) unless PLEXUS_STORE_HOSTED=1
  * says a launcher does; every rank is a client. Every length the server
  * reads is bounded, so a bad client is dropped with a logged reason. With a
@@ -42,7 +46,23 @@ struct client {
     char lost[320];                   /* why the connection broke, or "" */
     struct plx__store_limits lim;
     char *secret;                     /* copy of lim.secret, or NULL */
+    int dialect;                      /* DIALECT_*: what the server was found to speak */
 };
+
+enum { DIALECT_UNKNOWN, DIALECT_TORCH1, DIALECT_TORCH2 };
+
+/* torch 2.x: a fresh connection's first query must be VALIDATE with this number. */
+#define TORCH2_VALIDATE 0
+#define TORCH2_MAGIC 0x3C85F7CEu
+
+/* The wire code of a query in the server's dialect: torch 2.x put VALIDATE
+ * first and dropped WATCH_KEY, so the codes before it moved up by one. */
+static uint8_t code(const struct client *c, int query)
+{
+    if (c->dialect == DIALECT_TORCH2 && query < PLX__Q_WATCH_KEY)
+        return (uint8_t)(query + 1);
+    return (uint8_t)query;
+}
 
 static int64_t key_int(const struct plx_config *v, const char *key, int64_t def, int *rc)
 {
@@ -234,6 +254,43 @@ static void disconnect(struct client *c)
     c->fd = -1;
 }
 
+/* A fresh connection's opening in the server's dialect, found on the first
+ * one: a torch 1.x server (or plexus's own) answers a CHECK of no keys with
+ * READY; a torch 2.x server closes a connection whose first query is not
+ * VALIDATE, and is reconnected to with it. With a job secret the server is
+ * plexus's own (torch's has no handshake). */
+static int greet(struct client *c, uint64_t deadline)
+{
+    if (c->secret && c->dialect == DIALECT_UNKNOWN)
+        c->dialect = DIALECT_TORCH1;
+    if (c->dialect == DIALECT_TORCH1)
+        return 0;
+    if (c->dialect == DIALECT_UNKNOWN) {
+        unsigned char probe[9] = {PLX__Q_CHECK}; /* and a key count of 0 */
+        uint8_t reply = 0xff;
+        int rc = xfer(c, 1, probe, sizeof probe, deadline);
+        if (rc == 0)
+            rc = xfer(c, 0, &reply, 1, deadline);
+        if (rc == 0 && reply == PLX__READY) {
+            c->dialect = DIALECT_TORCH1;
+            return 0;
+        }
+        if (rc == 0)
+            return plx__err(PLX_ERR_PROTOCOL, "%s: unexpected reply %u to a CHECK of no keys", c->where, reply);
+        if (rc != PLX_ERR_PEER_LOST)
+            return rc;
+        c->lost[0] = '\0';
+        disconnect(c);
+        if ((rc = connect_until(c, deadline, &c->fd)) != 0)
+            return rc;
+        c->dialect = DIALECT_TORCH2;
+    }
+    unsigned char validate[5] = {TORCH2_VALIDATE};
+    uint32_t magic = TORCH2_MAGIC; /* little-endian hosts only, as put_bytes */
+    memcpy(validate + 1, &magic, 4);
+    return xfer(c, 1, validate, sizeof validate, deadline);
+}
+
 /* A connection for the next request (under c->mu), bounded by deadline. */
 static int connected(struct client *c, uint64_t deadline)
 {
@@ -246,7 +303,9 @@ static int connected(struct client *c, uint64_t deadline)
         snprintf(c->lost, sizeof c->lost, "%s", plx_last_error());
         return PLX_ERR_PEER_LOST;
     }
-    if (rc == 0 && (rc = authenticate(c, c->fd, d)) != 0)
+    if (rc == 0 && (rc = authenticate(c, c->fd, d)) == 0)
+        rc = greet(c, d);
+    if (rc)
         disconnect(c);
     return rc;
 }
@@ -272,7 +331,7 @@ static int c_set(struct plx_store *s, const char *key, const void *val, size_t l
     if (bad)
         return bad;
     struct msg m = {0};
-    uint8_t q = PLX__Q_SET;
+    uint8_t q = code(c, PLX__Q_SET);
     put(&m, &q, 1);
     put_bytes(&m, key, strlen(key));
     int rc = put_bytes(&m, val, len);
@@ -286,7 +345,7 @@ static int c_set(struct plx_store *s, const char *key, const void *val, size_t l
 static int wait_locked(struct client *c, const char *const *keys, size_t n, int64_t timeout_ms)
 {
     struct msg m = {0};
-    uint8_t q = PLX__Q_WAIT;
+    uint8_t q = code(c, PLX__Q_WAIT);
     uint64_t cnt = n;
     put(&m, &q, 1);
     int rc = put(&m, &cnt, 8);
@@ -330,7 +389,7 @@ static int c_get(struct plx_store *s, const char *key, void **val, size_t *len, 
     pthread_mutex_lock(&c->mu);
     int rc = wait_locked(c, &key, 1, timeout_ms); /* as torch does: WAIT, then GET */
     struct msg m = {0};
-    uint8_t q = PLX__Q_GET;
+    uint8_t q = code(c, PLX__Q_GET);
     if (!rc) {
         put(&m, &q, 1);
         rc = put_bytes(&m, key, strlen(key));
@@ -349,7 +408,7 @@ static int c_add(struct plx_store *s, const char *key, int64_t delta, int64_t *r
 {
     struct client *c = (struct client *)s;
     struct msg m = {0};
-    uint8_t q = PLX__Q_ADD;
+    uint8_t q = code(c, PLX__Q_ADD);
     put(&m, &q, 1);
     put_bytes(&m, key, strlen(key));
     int rc = put(&m, &delta, 8);
@@ -371,7 +430,7 @@ static int c_check(struct plx_store *s, const char *key)
 {
     struct client *c = (struct client *)s;
     struct msg m = {0};
-    uint8_t q = PLX__Q_CHECK, reply = 1;
+    uint8_t q = code(c, PLX__Q_CHECK), reply = 1;
     uint64_t one = 1;
     put(&m, &q, 1);
     put(&m, &one, 8);
@@ -391,7 +450,7 @@ static int c_del(struct plx_store *s, const char *key)
 {
     struct client *c = (struct client *)s;
     struct msg m = {0};
-    uint8_t q = PLX__Q_DELETE_KEY;
+    uint8_t q = code(c, PLX__Q_DELETE_KEY);
     int64_t n = 0;
     put(&m, &q, 1);
     int rc = put_bytes(&m, key, strlen(key));
@@ -481,6 +540,8 @@ int plx__store_tcp_open(const struct plx_config *v, const char *rest, int rank, 
         rc = connect_until(c, deadline, &c->fd);
     if (!rc)
         rc = authenticate(c, c->fd, deadline);
+    if (!rc)
+        rc = greet(c, deadline);
     if (rc) {
         if (c->fd >= 0)
             close(c->fd);

@@ -20,6 +20,7 @@ try:
 except ImportError:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "stub"))
 
+import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 
@@ -89,13 +90,23 @@ class _Record(unittest.TextTestResult):
         self._put(test, "FAIL")
 
 
+def cannot_stand_in(name):
+    """Tests no backend but gloo's own class can run in gloo's place on torch 2.x: DDP's logger
+    takes a group whose backend type is GLOO to be a ProcessGroupGloo (a static_cast in
+    Logger::set_env_variables reads its thread count), and the rank crashes on any other class."""
+    major = int(torch.__version__.split(".")[0])
+    return MODE == "gloo-place" and major >= 2 and ("DistributedDataParallel" in name or "ddp" in name.lower())
+
+
 if __name__ == "__main__":
     out, names = sys.argv[1], sys.argv[2:]
     loader = unittest.TestLoader()
-    if names:
-        suite = unittest.TestSuite(TestDistBackendWithSpawn(n) for n in names)
-    else:
-        suite = loader.loadTestsFromTestCase(TestDistBackendWithSpawn)
+    if not names:
+        names = loader.getTestCaseNames(TestDistBackendWithSpawn)
+    for n in names:
+        if cannot_stand_in(n):
+            _Record.outcomes[n] = "n/a"
+    suite = unittest.TestSuite(TestDistBackendWithSpawn(n) for n in names if not cannot_stand_in(n))
     unittest.TextTestRunner(resultclass=_Record, verbosity=2, stream=sys.stderr).run(suite)
     with open(out, "w") as f:
         json.dump(_Record.outcomes, f)
