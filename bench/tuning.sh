@@ -13,7 +13,9 @@
 #            2 and 4 ranks (SPIN_NP). BUSY=1 adds one foreign busy process
 #            per core (`while :; do :; done`), as a training job's compute or
 #            a build beside the job would.
-# Run from the source root: sh bench/tuning.sh build [segment] [spin]
+#   steal    [shm] steal false against true (shm); 1 MiB and 16 MiB, 2 and 4
+#            ranks (STEAL_NP); BUSY=1 as above
+# Run from the source root: sh bench/tuning.sh build [segment] [spin] [steal]
 build=$(cd "${1:-build}" && pwd) || exit 2
 [ $# -gt 0 ] && shift
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +31,7 @@ iters_for() { # bytes -> iterations (runs of tens to hundreds of ms)
 
 run() { # np bytes env-assignment -> us per op (rank 0, in place)
     env "$3" PLEXUS_CONFIG_PATH="$build/devconfig" "$build/tools/plexus-run" -n "$1" --timeout 300 \
-        "$build/tools/plexus-bench" --backend tcp --inplace -b "$2" -e "$2" -n "$(iters_for "$2")" -w 3 2>/dev/null |
+        "$build/tools/plexus-bench" --backend "${backend:-tcp}" --inplace -b "$2" -e "$2" -n "$(iters_for "$2")" -w 3 2>/dev/null |
         awk '$1 == "[rank" && $2 == "0]" && $3 ~ /^[0-9]+$/ { print $8; exit }'
 }
 
@@ -81,6 +83,17 @@ for s in $sections; do
         fi
         table spin PLEXUS_TCP_BUSY_POLL_US "${SPIN_SIZE:-8}" "${SPIN_NP:-2 4}" 0 20us 1000us auto
         stop_spinners ;;
-    *) echo "tuning.sh: unknown section '$s' (segment, spin)" >&2; exit 2 ;;
+    steal)
+        if [ "${BUSY:-0}" = 1 ]; then
+            start_spinners
+            echo "# with one busy process per core"
+        fi
+        backend=shm
+        for size in 1048576 16777216; do
+            table "steal-$size" PLEXUS_SHM_STEAL "$size" "${STEAL_NP:-2 4}" false true
+        done
+        backend=tcp
+        stop_spinners ;;
+    *) echo "tuning.sh: unknown section '$s' (segment, spin, steal)" >&2; exit 2 ;;
     esac
 done

@@ -32,10 +32,10 @@ static const struct plx_key keys[] = {
      "shares the cores)"},
     {"small_bytes", PLX_KEY_SIZE, "16K", NULL,
      "allreduce/reduce up to this size run in one phase (every rank reduces all)"},
-    {"steal", PLX_KEY_BOOL, "true", NULL,
+    {"steal", PLX_KEY_BOOL, "false", NULL,
      "Larger allreduce rounds: a running rank also reduces the pieces of slices whose owner has not taken them "
-     "yet, so a round waits for each rank once (its input) instead of twice, which holds up when other work "
-     "shares the cores (rank 0's value holds for the communicator)"},
+     "yet, so a round waits for each rank once (its input) instead of twice (rank 0's value holds for the "
+     "communicator; off by default: slower quiet and busy where measured, see bench/tuning.md)"},
     {"spin_ns", PLX_KEY_DURATION, "0", NULL,
      "A waiting rank spins this long (bare numbers: ns) after its first few looks, ..."},
     {"yield_ns", PLX_KEY_DURATION, "0", NULL,

@@ -39,7 +39,7 @@ void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg)
 {
     cfg->slot_bytes = (size_t)plx_plugin_config_int(host, config, "slot_bytes", 1 << 20);
     cfg->small_bytes = (size_t)plx_plugin_config_int(host, config, "small_bytes", 16 << 10);
-    cfg->steal = plx_plugin_config_bool(host, config, "steal", 1);
+    cfg->steal = plx_plugin_config_bool(host, config, "steal", 0);
     cfg->spin_ns = (uint64_t)plx_plugin_config_int(host, config, "spin_ns", 0);
     cfg->yield_ns = (uint64_t)plx_plugin_config_int(host, config, "yield_ns", 0);
     cfg->cma = plx_plugin_config_bool(host, config, "cma", 0);
