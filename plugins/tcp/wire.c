@@ -434,9 +434,13 @@ static void lost_notice(struct tcp_comm *c, struct tcp_peer *p, int lost, uint64
         tcp__fail_all(c, PLX_ERR_REVOKED, msg);
         return;
     }
-    if (why == TCP_LOST_GAVE_UP && lost == p->rank) {
-        snprintf(msg, sizeof msg, "tcp: rank %d gave up on a collective in progress (it timed out waiting, or found "
-                 "an error) before this rank completed it", p->rank);
+    if (why == TCP_LOST_GAVE_UP) {
+        int n = snprintf(msg, sizeof msg, "tcp: rank %d gave up on a collective in progress (it timed out waiting, or "
+                         "found an error) before this rank completed it", lost);
+        if (lost != p->rank && n > 0 && (size_t)n < sizeof msg)
+            snprintf(msg + n, sizeof msg - (size_t)n, " (heard from rank %d)", p->rank);
+        if (!c->broken)
+            c->gave_up_by = lost;
         tcp__fail_all(c, PLX_ERR_TIMEOUT, msg);
         return;
     }
@@ -951,10 +955,18 @@ void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
      * this rank only heard of). */
     int aborting = status == PLX_ERR_ABORTED && c->aborted;
     int revoking = status == PLX_ERR_REVOKED && c->revoked_by >= 0;
-    for (int i = 0; first && (status == PLX_ERR_PEER_LOST || aborting || revoking) && i < c->size; i++)
+    /* A peer's abandoned collective is passed on: the connections closed
+     * below would otherwise reach a third rank first, as a lost peer. */
+    int passing_on = status == PLX_ERR_TIMEOUT && c->gave_up_by >= 0;
+    for (int i = 0; first && (status == PLX_ERR_PEER_LOST || aborting || revoking || passing_on) && i < c->size; i++)
         if (i != c->rank)
-            notify_lost(&c->peers[i], revoking ? c->revoked_by : aborting ? c->rank : c->lost_rank,
-                        revoking ? TCP_LOST_REVOKED : aborting ? TCP_LOST_ABORTED : TCP_LOST_CONNECTION, notice_by);
+            notify_lost(&c->peers[i],
+                        revoking ? c->revoked_by : aborting ? c->rank : passing_on ? c->gave_up_by : c->lost_rank,
+                        revoking  ? TCP_LOST_REVOKED
+                        : aborting ? TCP_LOST_ABORTED
+                        : passing_on ? TCP_LOST_GAVE_UP
+                                     : TCP_LOST_CONNECTION,
+                        notice_by);
     /* The streams may be mid-frame now: close every connection so the other
      * ranks learn about the failure at once instead of at their timeout. */
     for (int i = 0; i < c->size; i++) {
