@@ -958,15 +958,16 @@ void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
     /* A peer's abandoned collective is passed on: the connections closed
      * below would otherwise reach a third rank first, as a lost peer. */
     int passing_on = status == PLX_ERR_TIMEOUT && c->gave_up_by >= 0;
+    int lost = c->lost_rank, why = TCP_LOST_CONNECTION;
+    if (revoking)
+        lost = c->revoked_by, why = TCP_LOST_REVOKED;
+    else if (aborting)
+        lost = c->rank, why = TCP_LOST_ABORTED;
+    else if (passing_on)
+        lost = c->gave_up_by, why = TCP_LOST_GAVE_UP;
     for (int i = 0; first && (status == PLX_ERR_PEER_LOST || aborting || revoking || passing_on) && i < c->size; i++)
         if (i != c->rank)
-            notify_lost(&c->peers[i],
-                        revoking ? c->revoked_by : aborting ? c->rank : passing_on ? c->gave_up_by : c->lost_rank,
-                        revoking  ? TCP_LOST_REVOKED
-                        : aborting ? TCP_LOST_ABORTED
-                        : passing_on ? TCP_LOST_GAVE_UP
-                                     : TCP_LOST_CONNECTION,
-                        notice_by);
+            notify_lost(&c->peers[i], lost, why, notice_by);
     /* The streams may be mid-frame now: close every connection so the other
      * ranks learn about the failure at once instead of at their timeout. */
     for (int i = 0; i < c->size; i++) {
