@@ -16,7 +16,6 @@
 #include "shm.h"
 
 #define host shm__host
-#define PIECE_BYTES (32u << 10) /* a reduction's partial result stays in cache */
 
 static size_t min_sz(size_t a, size_t b)
 {
@@ -140,7 +139,7 @@ int shm__reduce_piece(struct shm_op *o, char *d, const char *first_in, int first
  * byte offset boff, in cache-sized pieces; out may be in_first itself. */
 static int reduce_slots(struct shm_op *o, char *out, uint32_t half, size_t boff, size_t n, int first)
 {
-    size_t es = o->es, piece = PIECE_BYTES / es;
+    size_t es = o->es, piece = SHM_REDUCE_PIECE_BYTES / es;
     for (size_t base = 0; base < n; base += piece) {
         size_t k = min_sz(piece, n - base), at = boff + base * es;
         int rc = shm__reduce_piece(o, out + base * es, shm__slot(o->c, first, half) + at, first, half, at, k);
@@ -170,7 +169,7 @@ void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s
 static int reduce_own_slice(struct shm_op *o, char *mine, uint32_t half, size_t off, size_t s0, size_t s1, int receives)
 {
     const struct plx_coll_args *a = o->a;
-    size_t es = o->es, piece = PIECE_BYTES / es;
+    size_t es = o->es, piece = SHM_REDUCE_PIECE_BYTES / es;
     for (size_t base = s0; base < s1; base += piece) {
         size_t k = min_sz(piece, s1 - base);
         char *d = mine + base * es;

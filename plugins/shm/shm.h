@@ -238,9 +238,11 @@ int shm__cma_run(struct shm_op *o);
 int shm__steal_round(struct shm_op *o, size_t off, size_t len);
 /* sync.c: wait until *done reaches want (q's pieces of a round), failing
  * on a lost or failed peer, a stop or the deadline. */
-int shm__wait_pieces(struct shm_op *o, struct shm_ctl *q, uint32_t half, uint32_t want);
+int shm__wait_pieces(struct shm_op *o, int owner, uint32_t half, uint32_t want);
 void shm__wake_pieces(struct shm_ctl *q, uint32_t half);
-/* coll.c helpers cma.c and steal.c share */
+/* coll.c helpers cma.c and steal.c share; a reduction runs in pieces of
+ * SHM_REDUCE_PIECE_BYTES so its partial result stays in cache. */
+#define SHM_REDUCE_PIECE_BYTES (32u << 10)
 int shm__reduce_piece(struct shm_op *o, char *d, const char *first_in, int first, uint32_t half, size_t boff, size_t k);
 uint32_t shm__publish(struct shm_op *o, size_t off, size_t len);
 int shm__expect_all(struct shm_op *o, uint32_t half);

@@ -28,7 +28,6 @@
 #include "shm.h"
 
 #define host shm__host
-#define PIECE_BYTES (32u << 10)
 
 static size_t min_sz(size_t a, size_t b)
 {
@@ -45,7 +44,7 @@ static struct slice slice_of(const struct shm_op *o, size_t len, int q)
 {
     struct slice s;
     shm__slice(o, len, q, &s.s0, &s.s1);
-    s.pe = PIECE_BYTES / o->es;
+    s.pe = SHM_REDUCE_PIECE_BYTES / o->es;
     s.pieces = (uint32_t)((s.s1 - s.s0 + s.pe - 1) / s.pe);
     return s;
 }
@@ -133,13 +132,13 @@ int shm__steal_round(struct shm_op *o, size_t off, size_t len)
     for (int s = 1; s < P; s++) {
         int q = (me + s) % P;
         struct slice qs = slice_of(o, len, q);
-        if ((rc = shm__wait_pieces(o, shm__ctl(c, q), half, qs.pieces)) != 0)
+        if ((rc = shm__wait_pieces(o, q, half, qs.pieces)) != 0)
             return rc;
         plx_plugin_move((char *)a->recv + (off + qs.s0) * es, shm__slot(c, q, half) + qs.s0 * es, (qs.s1 - qs.s0) * es);
     }
     /* The owner took its pieces from the front: those after them were
      * reduced by others and are still only in this rank's slot. */
-    if ((rc = shm__wait_pieces(o, my, half, own.pieces)) != 0)
+    if ((rc = shm__wait_pieces(o, me, half, own.pieces)) != 0)
         return rc;
     size_t rest = min_sz(own.s0 + (size_t)mine_taken * own.pe, own.s1);
     plx_plugin_move((char *)a->recv + (off + rest) * es, shm__slot(c, me, half) + rest * es, (own.s1 - rest) * es);

@@ -41,7 +41,6 @@
 #include "shm.h"
 
 #define host shm__host
-#define PIECE_BYTES (32u << 10) /* a reduced piece stays in cache while it is stored to every output */
 #define TOKEN_SHIFT 40          /* a buffer's token: allocation id << 40 | offset in the slot */
 
 struct shm_sym_buf {
@@ -56,14 +55,14 @@ struct shm_sym {
     pthread_mutex_t mu; /* bufs: allocations and frees against a collective's lookups */
     struct shm_sym_buf *bufs;
     uint64_t next_id;
-    void *piece; /* PIECE_BYTES: the piece being reduced */
+    void *piece; /* SHM_REDUCE_PIECE_BYTES: the piece being reduced */
 };
 
 static struct shm_sym *sym_state(struct shm_comm *c)
 {
     if (!c->sym) {
         struct shm_sym *s = calloc(1, sizeof *s);
-        if (!s || posix_memalign(&s->piece, 64, PIECE_BYTES) != 0) {
+        if (!s || posix_memalign(&s->piece, 64, SHM_REDUCE_PIECE_BYTES) != 0) {
             free(s);
             return NULL;
         }
@@ -326,7 +325,7 @@ static int reduce_range(struct shm_op *o, char *const *in, char *const *out, siz
 {
     struct shm_comm *c = o->c;
     const struct plx_coll_args *a = o->a;
-    size_t es = o->es, step = PIECE_BYTES / es;
+    size_t es = o->es, step = SHM_REDUCE_PIECE_BYTES / es;
     char *acc = c->sym->piece;
     for (size_t base = lo; base < hi; base += step) {
         size_t k = min_sz(step, hi - base), boff = base * es;

@@ -355,10 +355,10 @@ static int pieces_stalled(struct shm_op *o, int owner)
     return 0;
 }
 
-int shm__wait_pieces(struct shm_op *o, struct shm_ctl *q, uint32_t half, uint32_t want)
+int shm__wait_pieces(struct shm_op *o, int owner, uint32_t half, uint32_t want)
 {
     struct shm_comm *c = o->c;
-    int owner = (int)(((char *)q - (c->base + c->seg->ctl_off)) / SHM_CTL_BYTES);
+    struct shm_ctl *q = shm__ctl(c, owner);
     struct shm_pace_wait w = {0};
     for (;;) {
         uint32_t d = __atomic_load_n(&q->done[half], __ATOMIC_ACQUIRE);
