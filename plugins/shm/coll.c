@@ -327,7 +327,7 @@ static int broadcast(struct shm_op *o)
     return 0;
 }
 
-int shm__collective(struct shm_comm *c, const struct plx_coll_args *a)
+static int collective(struct shm_comm *c, const struct plx_coll_args *a)
 {
     int64_t ms = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
     struct shm_op o = {
@@ -361,4 +361,11 @@ int shm__collective(struct shm_comm *c, const struct plx_coll_args *a)
     case PLX_COLL_SCATTER: return blocks(&o);
     default: return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, "shm: collective %d is not native here", a->coll);
     }
+}
+
+int shm__collective(struct shm_comm *c, const struct plx_coll_args *a)
+{
+    int rc = collective(c, a);
+    shm__slice_restore(); /* a wait may have shortened it */
+    return rc;
 }

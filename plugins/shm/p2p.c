@@ -484,6 +484,8 @@ int shm__p2p_wait_until(struct shm_comm *c, void *req, uint64_t deadline_ns)
         }
         int done = r->done;
         pthread_mutex_unlock(&p->mu);
+        if (done || now >= deadline_ns)
+            shm__slice_restore(); /* a sleep below may have shortened it */
         if (done)
             return report(r);
         if (now >= deadline_ns)

@@ -18,6 +18,7 @@ const struct plx_host *shm__host;
  * when the plugin loads), so plexus-info shows it with the reason. */
 static char cma_help[256];
 static char p2p_cma_help[400];
+static char wait_slice_help[500];
 
 /* The description names this host's identity: the core keeps no reason
  * for a usable backend, and plexus-info prints the description. */
@@ -40,6 +41,7 @@ static const struct plx_key keys[] = {
      "A waiting rank spins this long (bare numbers: ns) after its first few looks, ..."},
     {"yield_ns", PLX_KEY_DURATION, "0", NULL,
      "... then yields its core between looks this long (bare numbers: ns), then sleeps on the futex"},
+    {"wait_slice", PLX_KEY_DURATION, SHM_WAIT_SLICE_DEFAULT, NULL, wait_slice_help},
     {"cma", PLX_KEY_BOOL, "false", NULL, cma_help},
     {"cma_min_bytes", PLX_KEY_SIZE, "256K", NULL,
      "allreduce, reduce_scatter, allgather, broadcast at least this big go single-copy"},
@@ -72,6 +74,12 @@ __attribute__((constructor)) static void describe(void)
     snprintf(cma_help, sizeof cma_help,
              "Single-copy large collectives with process_vm_readv (off by default: slower than two copies on the "
              "VM measured); here: %s", why);
+    char slice_why[160];
+    shm__slice_probe(SHM_WAIT_SLICE_DEFAULT_NS, slice_why, sizeof slice_why);
+    snprintf(wait_slice_help, sizeof wait_slice_help,
+             "A rank about to sleep in a wait asks the scheduler for this time slice until its operation ends, so "
+             "its wake-up preempts foreign work on its core (custom slices for fair tasks: EEVDF, Linux 6.12 and "
+             "later; 0 leaves the slice alone); here: %s", slice_why);
     snprintf(p2p_cma_help, sizeof p2p_cma_help,
              "Single-copy large point-to-point messages: the receiver reads the sender's buffer with process_vm_readv "
              "(else two copies through the pair's ring; off by default: no faster on the VM measured); here: %s", why);

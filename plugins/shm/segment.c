@@ -42,6 +42,7 @@ void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg)
     cfg->steal = plx_plugin_config_bool(host, config, "steal", 0);
     cfg->spin_ns = (uint64_t)plx_plugin_config_int(host, config, "spin_ns", 0);
     cfg->yield_ns = (uint64_t)plx_plugin_config_int(host, config, "yield_ns", 0);
+    cfg->wait_slice_ns = (uint64_t)plx_plugin_config_int(host, config, "wait_slice", 0);
     cfg->cma = plx_plugin_config_bool(host, config, "cma", 0);
     cfg->cma_min_bytes = (size_t)plx_plugin_config_int(host, config, "cma_min_bytes", 256 << 10);
     cfg->corrupt_rank = (int)plx_plugin_config_int(host, config, "corrupt_rank", -1);

@@ -122,6 +122,7 @@ struct shm_cfg {
     int steal;          /* large allreduce rounds: running ranks reduce pieces nobody took yet */
     uint64_t spin_ns;   /* spin this long, */
     uint64_t yield_ns;  /* then yield the core this long, then sleep on the futex */
+    uint64_t wait_slice_ns; /* a sleeping wait's scheduler slice, until its op ends (0: unchanged) */
     int cma;            /* 0: never single-copy; 1: when every rank can (probed at create) */
     size_t cma_min_bytes; /* collectives at least this big go single-copy */
     int corrupt_rank;   /* fault injection: this rank writes a bad slot header */
@@ -325,6 +326,14 @@ void shm__cpu_relax(void);
  * sleep on the futex (a slice), then look again. */
 enum { SHM_PACE_AGAIN, SHM_PACE_SLEEP };
 int shm__pace(struct shm_comm *c, struct shm_pace_wait *w);
+/* The calling thread's scheduler slice: shortened to ns (0: leave it) by a
+ * wait about to sleep, restored when the operation ends; the probe writes
+ * whether this kernel honours it (1) and why. */
+#define SHM_WAIT_SLICE_DEFAULT "200us"
+#define SHM_WAIT_SLICE_DEFAULT_NS 200000u
+void shm__slice_shorten(uint64_t ns);
+void shm__slice_restore(void);
+int shm__slice_probe(uint64_t ns, char *why, size_t len);
 
 /* sync.c: names for messages */
 const char *shm__coll_name(int coll);
