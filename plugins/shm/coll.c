@@ -14,6 +14,7 @@
 
 #include "callname.h"
 #include "shm.h"
+#include "slice.h"
 
 #define host shm__host
 
@@ -366,6 +367,6 @@ static int collective(struct shm_comm *c, const struct plx_coll_args *a)
 int shm__collective(struct shm_comm *c, const struct plx_coll_args *a)
 {
     int rc = collective(c, a);
-    shm__slice_restore(); /* a wait may have shortened it */
+    plx__slice_restore(); /* a wait may have shortened it */
     return rc;
 }

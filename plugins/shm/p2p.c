@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "p2p.h"
+#include "slice.h"
 
 #define host shm__host
 #define SWEEP_NS (10 * UINT64_C(1000000)) /* timeouts and peer liveness: at most this often */
@@ -485,7 +486,7 @@ int shm__p2p_wait_until(struct shm_comm *c, void *req, uint64_t deadline_ns)
         int done = r->done;
         pthread_mutex_unlock(&p->mu);
         if (done || now >= deadline_ns)
-            shm__slice_restore(); /* a sleep below may have shortened it */
+            plx__slice_restore(); /* a sleep below may have shortened it */
         if (done)
             return report(r);
         if (now >= deadline_ns)

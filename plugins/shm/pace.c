@@ -25,23 +25,11 @@
  * and once it is gone a rank returns to yielding within a few backoffs.
  * Clock time, not a count of waits: how often a rank waits depends on the
  * sizes it moves, the cost of a lost yield does not.
- *
- * A sleeper also asks the scheduler for a short time slice (wait_slice_ns,
- * sched_setattr's sched_runtime, which EEVDF kernels take as the fair
- * task's slice) until its operation ends. Beside a foreign busy process, a
- * woken rank with the default slice waits until that process's slice runs
- * out before it gets the core back; a shorter slice makes its wake-up
- * preempt at once. Kernels without custom slices ignore the field (the
- * probe says which, for plexus-info). The slice goes back to what it was
- * when the operation ends, so the caller's own compute keeps its slice. */
+ */
 #include <sched.h>
-#include <errno.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "shm.h"
+#include "slice.h"
 
 #define host shm__host
 #define SHM_PACE_LOST_NS 200000u
@@ -91,85 +79,6 @@ int shm__pace(struct shm_comm *c, struct shm_pace_wait *w)
         return SHM_PACE_AGAIN;
     }
     __atomic_add_fetch(&p->sleeps, 1, __ATOMIC_RELAXED);
-    shm__slice_shorten(c->cfg.wait_slice_ns);
+    plx__slice_shorten(c->cfg.wait_slice_ns);
     return SHM_PACE_SLEEP;
 }
-
-/* The kernel's struct sched_attr (its first version, which every kernel
- * with sched_setattr takes): linux/sched/types.h clashes with sched.h. */
-struct sched_attr {
-    uint32_t size, sched_policy;
-    uint64_t sched_flags;
-    int32_t sched_nice;
-    uint32_t sched_priority;
-    uint64_t sched_runtime, sched_deadline, sched_period;
-};
-
-/* The calling thread's slice before shm__slice_shorten, while shortened:
- * per thread, as the scheduling attributes are. */
-static _Thread_local struct {
-    int shortened;
-    uint64_t old_ns;
-} slice;
-
-static int get_attr(struct sched_attr *a)
-{
-    memset(a, 0, sizeof *a);
-    return (int)syscall(SYS_sched_getattr, 0, a, sizeof *a, 0);
-}
-
-static int set_runtime(struct sched_attr *a, uint64_t ns)
-{
-    a->size = sizeof *a;
-    a->sched_flags = 0;
-    a->sched_runtime = ns;
-    return (int)syscall(SYS_sched_setattr, 0, a, 0);
-}
-
-void shm__slice_shorten(uint64_t ns)
-{
-    if (!ns || slice.shortened)
-        return;
-    struct sched_attr a;
-    /* Only fair tasks: a real-time or deadline thread keeps its policy. */
-    if (get_attr(&a) || (a.sched_policy != SCHED_OTHER && a.sched_policy != SCHED_BATCH))
-        return;
-    uint64_t old = a.sched_runtime;
-    if (old && old <= ns)
-        return;
-    if (set_runtime(&a, ns) == 0) {
-        slice.shortened = 1;
-        slice.old_ns = old;
-    }
-}
-
-void shm__slice_restore(void)
-{
-    if (!slice.shortened)
-        return;
-    slice.shortened = 0;
-    struct sched_attr a;
-    if (get_attr(&a) == 0)
-        set_runtime(&a, slice.old_ns);
-}
-
-int shm__slice_probe(uint64_t ns, char *why, size_t len)
-{
-    struct sched_attr a;
-    if (!ns) {
-        snprintf(why, len, "off (wait_slice = 0)");
-        return 0;
-    }
-    if (get_attr(&a)) {
-        snprintf(why, len, "unavailable: sched_getattr failed (%s)", strerror(errno));
-        return 0;
-    }
-    if (!a.sched_runtime) {
-        snprintf(why, len, "no effect: this kernel has no custom slices for fair tasks (sched_getattr reports none)");
-        return 0;
-    }
-    snprintf(why, len, "sleeping waits ask for a %llu us slice (the default here is %llu us)",
-             (unsigned long long)(ns / 1000), (unsigned long long)(a.sched_runtime / 1000));
-    return 1;
-}
-

@@ -326,14 +326,9 @@ void shm__cpu_relax(void);
  * sleep on the futex (a slice), then look again. */
 enum { SHM_PACE_AGAIN, SHM_PACE_SLEEP };
 int shm__pace(struct shm_comm *c, struct shm_pace_wait *w);
-/* The calling thread's scheduler slice: shortened to ns (0: leave it) by a
- * wait about to sleep, restored when the operation ends; the probe writes
- * whether this kernel honours it (1) and why. */
+/* [shm] wait_slice's default (core/common/slice.c) */
 #define SHM_WAIT_SLICE_DEFAULT "200us"
 #define SHM_WAIT_SLICE_DEFAULT_NS 200000u
-void shm__slice_shorten(uint64_t ns);
-void shm__slice_restore(void);
-int shm__slice_probe(uint64_t ns, char *why, size_t len);
 
 /* sync.c: names for messages */
 const char *shm__coll_name(int coll);

@@ -140,6 +140,7 @@ static int comm_create(const struct plx_comm_args *a, void **out)
         cores = CPU_COUNT(&aff);
     c->spin_yield = a->local_size > 0 && cores > 0 && cores < a->local_size;
     c->busy_poll_us = bp >= 0 ? (int)(bp / 1000) : -1;
+    c->wait_slice_ns = (uint64_t)plx_plugin_config_int(host, c->config, "wait_slice", TCP_WAIT_SLICE_DEFAULT_NS);
     c->spin_max_ns = bp >= 0 ? (uint64_t)bp : c->spin_yield ? 2000000u : a->local_size > 0 ? 1000000u : 0;
     c->spin_ns = c->spin_max_ns;
     int64_t max_early = plx_plugin_config_int(host, c->config, "max_early_bytes", (int64_t)256 << 20);
@@ -384,6 +385,8 @@ static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
         struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
         c->leader_sleeping = left > 0;
         slept |= left > 0;
+        if (left > 0)
+            plx__slice_shorten(c->wait_slice_ns); /* wait_until gives it back */
         pthread_mutex_unlock(&c->mu);
         if (left == 0 && c->spin_yield)
             sched_yield();
@@ -438,9 +441,11 @@ static int wait_until(void *comm, void *req, uint64_t deadline_ns)
             continue;
         }
         /* Another thread leads: it (or the I/O thread) completes r and signals. */
+        plx__slice_shorten(c->wait_slice_ns);
         plx_plugin_cond_wait_until(&c->cv, &c->mu, deadline_ns);
     }
     pthread_mutex_unlock(&c->mu);
+    plx__slice_restore();
     if (done)
         return finish(c, r);
     return host->error(host->ctx, PLX_ERR_TIMEOUT, "tcp: rank %d waited %llu ms to %s rank %d (slot %#llx)", c->rank,
@@ -485,6 +490,10 @@ static const struct plx_key keys[] = {
      "limit for the rendezvous and connections (default: the communicator's timeout)"},
     {"max_early_bytes", PLX_KEY_SIZE, "256M", NULL,
      "most bytes of eager messages kept per peer for receives not yet posted; more drops that peer"},
+    {"wait_slice", PLX_KEY_DURATION, TCP_WAIT_SLICE_DEFAULT, NULL,
+     "A wait about to sleep asks the scheduler for this time slice until it returns, and the I/O thread runs "
+     "on it, so their wake-ups preempt foreign work on the core (custom slices for fair tasks: Linux 6.12 and "
+     "later; plexus-info --backend shm says whether this kernel has them; 0 leaves the slice alone)"},
     {"busy_poll_us", PLX_KEY_DURATION, "auto", "auto",
      "spin this long (bare numbers: us) in wait() before sleeping, yielding the core between looks when local "
      "ranks outnumber the cores this process may use; auto: up to 1000 when every local rank has a core, 2000 "

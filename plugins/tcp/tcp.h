@@ -27,6 +27,11 @@
 
 #include "plexus/backend.h"
 #include "plexus/plugin.h"
+#include "slice.h"
+
+/* [tcp] wait_slice's default (core/common/slice.c) */
+#define TCP_WAIT_SLICE_DEFAULT "200us"
+#define TCP_WAIT_SLICE_DEFAULT_NS 200000
 
 #define TCP_ADDR_BYTES 136
 #define TCP_HDR_BYTES 48
@@ -149,6 +154,7 @@ struct tcp_comm {
     int rank, size;
     int64_t timeout_ms;
     int busy_poll_us;    /* [tcp] busy_poll_us as set; -1: auto */
+    uint64_t wait_slice_ns; /* [tcp] wait_slice: a sleeping wait's (and the I/O thread's) scheduler slice */
     int spin_yield;      /* local ranks outnumber cores: sched_yield() while spinning */
     /* busy_poll_us=auto adapts the spin (plugin.c, spin_adapt): spin_ns is
      * the budget now, up to spin_max_ns; halved whenever a spin lost its

@@ -1121,6 +1121,7 @@ void *tcp__io_main(void *arg)
     struct tcp_comm *c = arg;
     struct epoll_event ev[32];
     pthread_setname_np(pthread_self(), "plx-tcp-io"); /* for top -H, gdb, perf */
+    plx__slice_shorten(c->wait_slice_ns); /* plexus's own thread: for its whole life */
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         /* While input is off, look every 2 ms whether the leaders are gone. */

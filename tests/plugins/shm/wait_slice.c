@@ -1,6 +1,6 @@
-/* wait_slice.c - a rank whose shm wait sleeps asks the scheduler for the
- * [shm] wait_slice time slice while it waits, and has its own slice back
- * once the operation returns: for a collective and for a receive.
+/* wait_slice.c - a rank whose wait sleeps asks the scheduler for the
+ * [shm] (or [tcp]) wait_slice time slice while it waits, and has its own
+ * slice back once the operation returns: for a collective and a receive.
  *
  * Rank 1 arrives 300 ms late, so rank 0's wait sleeps. A watcher thread of
  * rank 0 reads rank 0's calling thread's slice (sched_getattr on its thread
@@ -8,7 +8,8 @@
  * must have seen the configured slice during the wait and its default one
  * after. Exits 77 where the kernel has no custom slices for fair tasks
  * (sched_getattr reports none), where there is nothing to see.
- * Run with plexus-run -n 2 and PLEXUS_SHM_WAIT_SLICE=SLICE_US us. */
+ * Run with plexus-run -n 2: wait_slice SLICE_US [BACKEND], with
+ * PLEXUS_SHM_WAIT_SLICE (PLEXUS_TCP_WAIT_SLICE) set to SLICE_US us. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -106,7 +107,7 @@ static int receive(struct plx_comm *c, float *buf)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: wait_slice SLICE_US (as PLEXUS_SHM_WAIT_SLICE sets it)\n");
+        fprintf(stderr, "usage: wait_slice SLICE_US [BACKEND] (as PLEXUS_SHM_WAIT_SLICE sets it)\n");
         return 2;
     }
     uint64_t want = strtoull(argv[1], NULL, 10) * 1000;
@@ -118,7 +119,7 @@ int main(int argc, char **argv)
     }
     struct plx_comm_options o;
     plx_comm_options_init(&o);
-    o.backend = "shm";
+    o.backend = argc > 2 ? argv[2] : "shm";
     o.timeout_ms = 60000;
     struct plx_comm *c = NULL;
     if (plx_comm_init(&o, &c) != 0) {

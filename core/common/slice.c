@@ -1,0 +1,99 @@
+/* slice.c - a waiting thread's scheduler time slice.
+ *
+ * A rank about to sleep until a peer arrives asks the scheduler for a short
+ * time slice (sched_setattr's sched_runtime, which EEVDF kernels, Linux 6.12
+ * and later, take as a fair task's slice) until its operation ends. Beside
+ * a foreign busy process on its core, a woken rank with the default slice
+ * waits until that process's slice runs out before it runs again; with a
+ * shorter one its wake-up preempts at once. Kernels without custom slices
+ * ignore the field: the probe says which, for plexus-info. The slice goes
+ * back to what it was when the operation ends, so the caller's own compute
+ * keeps its slice. Per thread, as scheduling attributes are. */
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "slice.h"
+
+/* The kernel's struct sched_attr (its first version, which every kernel
+ * with sched_setattr takes): linux/sched/types.h clashes with sched.h. */
+struct sched_attr {
+    uint32_t size, sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime, sched_deadline, sched_period;
+};
+
+/* The calling thread's slice before plx__slice_shorten, while shortened:
+ * per thread, as the scheduling attributes are. */
+static _Thread_local struct {
+    int shortened;
+    uint64_t old_ns;
+} slice;
+
+static int get_attr(struct sched_attr *a)
+{
+    memset(a, 0, sizeof *a);
+    return (int)syscall(SYS_sched_getattr, 0, a, sizeof *a, 0);
+}
+
+static int set_runtime(struct sched_attr *a, uint64_t ns)
+{
+    a->size = sizeof *a;
+    a->sched_flags = 0;
+    a->sched_runtime = ns;
+    return (int)syscall(SYS_sched_setattr, 0, a, 0);
+}
+
+void plx__slice_shorten(uint64_t ns)
+{
+    if (!ns || slice.shortened)
+        return;
+    struct sched_attr a;
+    /* Only fair tasks: a real-time or deadline thread keeps its policy. */
+    if (get_attr(&a) || (a.sched_policy != SCHED_OTHER && a.sched_policy != SCHED_BATCH))
+        return;
+    uint64_t old = a.sched_runtime;
+    if (old && old <= ns)
+        return;
+    if (set_runtime(&a, ns) == 0) {
+        slice.shortened = 1;
+        slice.old_ns = old;
+    }
+}
+
+void plx__slice_restore(void)
+{
+    if (!slice.shortened)
+        return;
+    slice.shortened = 0;
+    struct sched_attr a;
+    if (get_attr(&a) == 0)
+        set_runtime(&a, slice.old_ns);
+}
+
+int plx__slice_probe(uint64_t ns, char *why, size_t len)
+{
+    struct sched_attr a;
+    if (!ns) {
+        snprintf(why, len, "off (0)");
+        return 0;
+    }
+    if (get_attr(&a)) {
+        snprintf(why, len, "unavailable: sched_getattr failed (%s)", strerror(errno));
+        return 0;
+    }
+    if (!a.sched_runtime) {
+        snprintf(why, len, "no effect: this kernel has no custom slices for fair tasks (sched_getattr reports none)");
+        return 0;
+    }
+    snprintf(why, len, "sleeping waits ask for a %llu us slice (a thread's default here is %llu us)",
+             (unsigned long long)(ns / 1000), (unsigned long long)(a.sched_runtime / 1000));
+    return 1;
+}
+
