@@ -10,6 +10,8 @@
 # half began, and the floor (bench/floor: threads in one address space,
 # one pass, in place like the rest) beside them. NP="2 4", SIZES="1048576 16777216" and
 # PEERS="shm tcp vader ompitcp gloo" override; an absent peer is skipped.
+# A peer shm:KEY=VALUE or tcp:KEY=VALUE is that backend with one of its
+# keys set (e.g. PEERS="shm shm:wait_slice=0 vader"), in the same interleave.
 set -u
 build=${1:-build}
 [ -d "$build" ] || { echo "no build directory '$build'"; exit 2; }
@@ -34,7 +36,7 @@ iters_for() { # bytes load -> iterations (busy runs are slow: fewer)
 
 have() {
     case $1 in
-    shm|tcp) [ -x "$build/tools/plexus-bench" ] ;;
+    shm|tcp|shm:*=*|tcp:*=*) [ -x "$build/tools/plexus-bench" ] ;;
     vader|ompitcp) command -v mpirun.openmpi >/dev/null 2>&1 && [ -x "$build/bench/mpi_allreduce_loop_openmpi" ] ;;
     gloo) /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null ;;
     *) false ;;
@@ -47,6 +49,12 @@ done
 
 run() { # peer np bytes iters -> us per op (the slowest rank's mean)
     case $1 in
+    shm:*=*|tcp:*=*) # the backend with one key set, through its PLEXUS_<SECTION>_<KEY> variable
+        b=${1%%:*} kv=${1#*:}
+        var=$(echo "PLEXUS_${b}_${kv%%=*}" | tr '[:lower:]' '[:upper:]')
+        env "$var=${kv#*=}" "$build/tools/plexus-run" -n "$2" --timeout 300 "$build/tools/plexus-bench" --backend "$b" \
+            --inplace -b "$3" -e "$3" -n "$4" -w 3 2>/dev/null |
+            awk '$1 == "[rank" && $2 == "0]" && $3 ~ /^[0-9]+$/ { print $8; exit }' ;;
     shm|tcp)
         "$build/tools/plexus-run" -n "$2" --timeout 300 "$build/tools/plexus-bench" --backend "$1" --inplace \
             -b "$3" -e "$3" -n "$4" -w 3 2>/dev/null |
