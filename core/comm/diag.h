@@ -44,8 +44,9 @@ void plx__fp_mismatch_msg(const struct plx__fp *f1, int r1, const struct plx__fp
 int plx__diag_create(struct plx_comm *c, const char *job);
 void plx__diag_destroy(struct plx_comm *c);
 
-/* In-band check of the generic algorithms, driven by p2p.c's adapter:
- * the generic collective that runs now (fp NULL: none). */
+/* In-band check of the generic algorithms. Dispatch and the p2p adapter
+ * reach it, and the ledger's post and state below, only through the hook
+ * table (diag_hooks.h). The generic collective that runs now (fp NULL: none). */
 void plx__fp_begin(struct plx_comm *c, const struct plx__fp *fp);
 /* Does this message carry the running collective's fingerprint? */
 int plx__fp_wants(const struct plx_comm *c, int is_send, int peer, uint64_t tag);
