@@ -8,6 +8,7 @@
 #include "callname.h"
 #include "collv.h"
 #include "comm.h"
+#include "diag_hooks.h"
 #include "hier.h"
 #include "cuda_mem.h"
 #include "error.h"
@@ -203,12 +204,12 @@ static int run_native(struct plx_comm *c, struct plx_coll_args *a, const char *w
         plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", what, (unsigned long long)a->seq, c->name, c->be->name);
         snprintf(msg, sizeof msg, "%s", plx_last_error());
         rc = plx__comm_fail(c, rc, msg, sizeof msg);
-        plx__ledger_state(c, a->seq, PLX__OP_FAILED);
+        plx__diag_state(c, a->seq, PLX__OP_FAILED, NULL);
         return plx__lowp_avg_end(lowp, rc);
     }
-    plx__ledger_state(c, a->seq, PLX__OP_RUNNING);
+    plx__diag_state(c, a->seq, PLX__OP_RUNNING, NULL);
     if ((rc = c->be->ops.collective(c->bc, a, &req)) != 0) {
-        plx__ledger_state(c, a->seq, PLX__OP_FAILED);
+        plx__diag_state(c, a->seq, PLX__OP_FAILED, NULL);
         plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", what, (unsigned long long)a->seq, c->name, c->be->name);
         return plx__lowp_avg_end(lowp, rc);
     }
@@ -224,7 +225,7 @@ static int run_native(struct plx_comm *c, struct plx_coll_args *a, const char *w
         char msg[sizeof c->failed_msg];
         snprintf(msg, sizeof msg, "%s", plx_last_error());
         rc = plx__comm_fail(c, rc, msg, sizeof msg);
-        plx__ledger_state(c, a->seq, PLX__OP_FAILED);
+        plx__diag_state(c, a->seq, PLX__OP_FAILED, NULL);
         c->be->ops.req_free(c->bc, tmp->req); /* cancel: the caller's buffers are returned */
         tmp->req = NULL;
         tmp->done = 1;
@@ -286,7 +287,7 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     if (!w)
         a->flags |= PLX_COLL_FLAG_BLOCKING;
     struct plx__fp fp = plx__fp_of(c, &user);
-    plx__ledger_post(c, &fp, a->coll == PLX_COLL_BARRIER ? 0 : user.count * plx_dtype_size(user.dtype));
+    plx__diag_post(c, &fp, a->coll == PLX_COLL_BARRIER ? 0 : user.count * plx_dtype_size(user.dtype));
 
     if (native)
         return run_native(c, a, what, &fp, scale_avg, lowp, w);

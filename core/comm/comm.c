@@ -6,6 +6,7 @@
 
 #include "comm.h"
 #include "config.h"
+#include "diag_hooks.h"
 #include "error.h"
 #include "hier.h"
 #include "log.h"
@@ -71,6 +72,7 @@ static struct plx_comm *comm_alloc(const char *name)
         free(c);
         return NULL;
     }
+    c->dh = &plx__diag_none;
     pthread_mutex_init(&c->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

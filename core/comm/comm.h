@@ -52,6 +52,7 @@ struct plx_comm {
     struct plx__preq *preq_pool; /* the p2p adapter's records, for reuse (p2p.c) */
     struct plx__hier *hier;   /* intra + cross children (hier.c), or NULL: flat */
     struct plx__diag *diag;   /* fingerprints, ledger (diag.h); NULL: none */
+    const struct plx__diag_hooks *dh; /* how dispatch reaches diag (diag_hooks.h); never NULL */
     /* avg_lowp.c: the last f32 copy, kept for the next f16/bf16 AVG
      * (fresh pages cost more than the conversions); swapped atomically,
      * since works end on any thread. */

@@ -12,7 +12,6 @@
 #ifndef PLX_CORE_DIAG_H
 #define PLX_CORE_DIAG_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,8 +44,9 @@ void plx__fp_mismatch_msg(const struct plx__fp *f1, int r1, const struct plx__fp
 int plx__diag_create(struct plx_comm *c, const char *job);
 void plx__diag_destroy(struct plx_comm *c);
 
-/* In-band check of the generic algorithms, driven by p2p.c's adapter:
- * the generic collective that runs now (fp NULL: none). */
+/* In-band check of the generic algorithms. Dispatch and the p2p adapter
+ * reach it, and the ledger's post and state below, only through the hook
+ * table (diag_hooks.h). The generic collective that runs now (fp NULL: none). */
 void plx__fp_begin(struct plx_comm *c, const struct plx__fp *fp);
 /* Does this message carry the running collective's fingerprint? */
 int plx__fp_wants(const struct plx_comm *c, int is_send, int peer, uint64_t tag);
@@ -79,9 +79,21 @@ void plx__diag_publish_mismatch(struct plx_comm *c, const char *msg);
 /* 1 and the message in msg (len bytes) if some rank published a mismatch. */
 int plx__diag_mismatch_published(struct plx_comm *c, char *msg, size_t len);
 
+/* One posted operation, by seq % PLX__DIAG_RECENT: a seqlock (lock odd
+ * while its only writer, the thread that posts, writes it), so neither the
+ * poster nor the completer takes a lock and a reader (a slow wait, a
+ * publication) retries a torn read. */
+#define PLX__DIAG_RECENT 16
+struct plx__diag_slot {
+    uint32_t lock;
+    struct plx__fp fp;
+    uint64_t bytes, since_ns;
+};
+
 /* Per-communicator state of both files. */
 struct plx__diag {
     int inband;               /* [core] fingerprint */
+    int records;              /* inband or a ledger wanted: the full hook table (diag_hooks.h) */
     int native_mode;          /* [core] fingerprint_native */
     /* In-band check: the generic collective running now, and per peer the
      * seq + 1 of the last collective whose first message went / came. */
@@ -93,19 +105,13 @@ struct plx__diag {
     uint64_t publish_ns;      /* [core] diag_publish_ms */
     uint64_t slow_ns;         /* a wait this long publishes and polls */
     uint64_t last_pub_ns, next_poll_ns;
-    uint64_t done1;           /* last completed seq + 1 (0: none yet) */
+    /* The newest posted and the newest completed seq + 1 (0: none yet),
+     * raised with a CAS; their calls are in recent[]. Running: posted1 >
+     * done1, the call of posted1 - 1; last completed: that of done1 - 1. */
+    uint64_t posted1, done1;
     uint64_t published_done1;
     int store_off;            /* a diagnostic store call failed or was slow: use the store no more */
-    struct plx__fp run;       /* the oldest collective not yet completed */
-    uint64_t run_since_ns, run_bytes;
-    int run_on;
-    struct plx__fp recent[16]; /* by seq % 16: the calls of recent operations */
-    struct plx__fp last;       /* the newest completed one */
-    /* recent, run and last are written by the thread that submits and the one
-     * that completes (an executor, a waiter): a short lock, never held across
-     * I/O; the memory-mapped entries stay lock-free for their readers. */
-    pthread_mutex_t mu;
-    int has_last;
+    struct plx__diag_slot recent[PLX__DIAG_RECENT];
     /* The ledger file (ledger.c). */
     struct plx_ledger_file *lf;
     size_t map_bytes;

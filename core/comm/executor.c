@@ -10,6 +10,7 @@
 
 #include "collv.h"
 #include "comm.h"
+#include "diag_hooks.h"
 #include "error.h"
 #include "hier.h"
 #include "host.h"
@@ -24,12 +25,10 @@ static int run_generic(struct plx_comm *c, const struct plx_coll_args *a, const 
         return plx__hier_run_failing(c, a, fp, errmsg, errlen);
     int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
     uint64_t deadline = plx__deadline_ms(t);
-    plx__ledger_state(c, a->seq, PLX__OP_RUNNING);
-    plx__fp_begin(c, fp);
+    plx__diag_state(c, a->seq, PLX__OP_RUNNING, fp);
     int rc = a->flags & PLX__COLL_FLAG_STAGED ? plx__stage_run(c, a, deadline)
                                               : plx__algo_run(&c->p2p, &c->tuning, &c->scratch, a, deadline);
-    plx__fp_begin(c, NULL);
-    plx__ledger_state(c, a->seq, rc ? PLX__OP_FAILED : PLX__OP_DONE);
+    plx__diag_state(c, a->seq, rc ? PLX__OP_FAILED : PLX__OP_DONE, fp);
     if (rc != 0) {
         plx__err_prefix("%s(seq %llu) on '%s': ", plx_coll_name(a->coll), (unsigned long long)a->seq, c->name);
         snprintf(errmsg, errlen, "%s", plx_last_error());

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 
 #include "comm.h"
 #include "config.h"
+#include "diag_hooks.h"
 #include "error.h"
 #include "host.h"
 #include "log.h"
@@ -152,7 +154,6 @@ int plx__diag_create(struct plx_comm *c, const char *job)
     struct plx__diag *d = calloc(1, sizeof *d);
     if (!d)
         return plx__err(PLX_ERR_NOMEM, "out of memory");
-    pthread_mutex_init(&d->mu, NULL);
     size_t P = (size_t)c->size;
     d->sent = calloc(P, sizeof *d->sent);
     d->rcvd = calloc(P, sizeof *d->rcvd);
@@ -175,7 +176,10 @@ int plx__diag_create(struct plx_comm *c, const char *job)
     snprintf(d->job, sizeof d->job, "%s", job && *job ? job : "-");
     int64_t n = key_int(c, "ledger_entries", 64);
     ledger_open(c, d, n < 0 ? 0 : n > 65536 ? 65536 : (unsigned)n);
+    /* A ledger whose file could not open still keeps the position. */
+    d->records = d->inband || n > 0;
     c->diag = d;
+    c->dh = plx__diag_pick(c);
     return 0;
 }
 
@@ -198,9 +202,9 @@ void plx__diag_destroy(struct plx_comm *c)
     free(d->rbounce);
     free(d->sent);
     free(d->rcvd);
-    pthread_mutex_destroy(&d->mu);
     free(d);
     c->diag = NULL;
+    c->dh = &plx__diag_none;
 }
 
 /* ---- entries ------------------------------------------------------------- */
@@ -214,21 +218,65 @@ static void max_store(uint64_t *p, uint64_t v)
 
 static void publish(struct plx_comm *c, uint64_t now);
 
+static void slot_write(struct plx__diag_slot *s, const struct plx__fp *fp, uint64_t bytes, uint64_t now)
+{
+    uint32_t l = __atomic_load_n(&s->lock, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->lock, l + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&s->fp.seq, fp->seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->fp.count, fp->count, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->fp.coll, fp->coll, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->fp.dtype, fp->dtype, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->fp.op, fp->op, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->fp.root, fp->root, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->bytes, bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->since_ns, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->lock, l + 2, __ATOMIC_RELEASE);
+}
+
+/* The call of seq1 - 1 from its slot: 0 when there is none (seq1 0) or
+ * the slot has moved on to a newer operation. */
+static int slot_read(const struct plx__diag *d, uint64_t seq1, struct plx__diag_slot *out)
+{
+    if (seq1 == 0)
+        return 0;
+    const struct plx__diag_slot *s = &d->recent[(seq1 - 1) % PLX__DIAG_RECENT];
+    for (int tries = 0; tries < 1000; tries++) {
+        uint32_t l = __atomic_load_n(&s->lock, __ATOMIC_ACQUIRE);
+        if (l & 1) {
+            sched_yield(); /* its writer is between two stores, or was preempted there */
+            continue;
+        }
+        out->fp.seq = __atomic_load_n(&s->fp.seq, __ATOMIC_RELAXED);
+        out->fp.count = __atomic_load_n(&s->fp.count, __ATOMIC_RELAXED);
+        out->fp.coll = __atomic_load_n(&s->fp.coll, __ATOMIC_RELAXED);
+        out->fp.dtype = __atomic_load_n(&s->fp.dtype, __ATOMIC_RELAXED);
+        out->fp.op = __atomic_load_n(&s->fp.op, __ATOMIC_RELAXED);
+        out->fp.root = __atomic_load_n(&s->fp.root, __ATOMIC_RELAXED);
+        out->bytes = __atomic_load_n(&s->bytes, __ATOMIC_RELAXED);
+        out->since_ns = __atomic_load_n(&s->since_ns, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&s->lock, __ATOMIC_RELAXED) == l)
+            return out->fp.seq == seq1 - 1;
+    }
+    return 0;
+}
+
+/* Running: the newest posted operation, unless it completed. */
+static int running_slot(const struct plx__diag *d, struct plx__diag_slot *out)
+{
+    uint64_t p1 = __atomic_load_n(&d->posted1, __ATOMIC_ACQUIRE);
+    return p1 > __atomic_load_n(&d->done1, __ATOMIC_RELAXED) && slot_read(d, p1, out);
+}
+
 void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes)
 {
     struct plx__diag *d = c->diag;
     if (!d)
         return;
     uint64_t now = plx__clock_coarse_ns(); /* the ledger says seconds: tick resolution is plenty */
-    pthread_mutex_lock(&d->mu);
-    d->recent[fp->seq % 16] = *fp;
-    if (!d->run_on || fp->seq + 1 > d->run.seq + 1) {
-        d->run = *fp;
-        d->run_bytes = bytes;
-        d->run_since_ns = now;
-        d->run_on = 1;
-    }
-    pthread_mutex_unlock(&d->mu);
+    slot_write(&d->recent[fp->seq % PLX__DIAG_RECENT], fp, bytes, now);
+    max_store(&d->posted1, fp->seq + 1); /* after the slot: a reader of posted1 finds its call */
     struct plx_ledger_file *f = d->lf;
     if (!f)
         return;
@@ -256,17 +304,8 @@ void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state)
         return;
     uint64_t now = plx__clock_coarse_ns();
     int final = state == PLX__OP_DONE || state == PLX__OP_FAILED;
-    if (state == PLX__OP_DONE) {
+    if (state == PLX__OP_DONE)
         max_store(&d->done1, seq + 1);
-        pthread_mutex_lock(&d->mu);
-        if (d->recent[seq % 16].seq == seq && (!d->has_last || seq >= d->last.seq)) {
-            d->last = d->recent[seq % 16];
-            d->has_last = 1;
-        }
-        if (d->run_on && d->run.seq == seq)
-            d->run_on = 0;
-        pthread_mutex_unlock(&d->mu);
-    }
     struct plx_ledger_file *f = d->lf;
     if (f) {
         struct plx_ledger_entry *e = &f->entries[seq % f->nentries];
@@ -318,24 +357,25 @@ struct pos {
 static void publish(struct plx_comm *c, uint64_t now)
 {
     struct plx__diag *d = c->diag;
-    if (!plx__diag_store_usable(c))
+    /* Nothing recorded (the none table): no position rather than a wrong one. */
+    if (!plx__diag_store_usable(c) || !d->records)
         return;
     char key[32], val[256], keep[1024];
     double w = wall_s();
-    pthread_mutex_lock(&d->mu);
-    int running = d->run_on && d->run.seq + 1 > __atomic_load_n(&d->done1, __ATOMIC_RELAXED);
+    struct plx__diag_slot run = {0}, last = {0};
+    uint64_t done1 = __atomic_load_n(&d->done1, __ATOMIC_ACQUIRE);
+    int running = running_slot(d, &run);
+    int has_last = slot_read(d, done1, &last);
     snprintf(keep, sizeof keep, "%s", plx_last_error());
     snprintf(key, sizeof key, POS_KEY, c->rank);
     snprintf(val, sizeof val, "%llu %d %llu %llu %d %d %d %d %llu %.3f %.3f %d %llu %llu %d %d %d %d",
-             (unsigned long long)__atomic_load_n(&d->done1, __ATOMIC_RELAXED), running,
-             (unsigned long long)d->run.seq, (unsigned long long)d->run.count, d->run.coll, d->run.dtype, d->run.op,
-             d->run.root, (unsigned long long)d->run_bytes, w - (double)(now - d->run_since_ns) * 1e-9, w,
-             d->has_last, (unsigned long long)d->last.seq, (unsigned long long)d->last.count, d->last.coll,
-             d->last.dtype, d->last.op, d->last.root);
-    pthread_mutex_unlock(&d->mu);
+             (unsigned long long)done1, running, (unsigned long long)run.fp.seq, (unsigned long long)run.fp.count,
+             run.fp.coll, run.fp.dtype, run.fp.op, run.fp.root, (unsigned long long)run.bytes,
+             w - (double)(now - run.since_ns) * 1e-9, w, has_last, (unsigned long long)last.fp.seq,
+             (unsigned long long)last.fp.count, last.fp.coll, last.fp.dtype, last.fp.op, last.fp.root);
     uint64_t t0 = plx__clock_ns();
     plx__diag_store_done(c, t0, plx__store_set(c->store, key, val, strlen(val) + 1));
-    __atomic_store_n(&d->published_done1, __atomic_load_n(&d->done1, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    __atomic_store_n(&d->published_done1, done1, __ATOMIC_RELAXED);
     plx__err(0, "%s", keep);
 }
 
@@ -405,12 +445,9 @@ int plx__diag_slow_wait(struct plx_comm *c, uint64_t waited_ns, int peer)
         return plx__err(PLX_ERR_MISMATCH, "%s", msg);
     struct pos p;
     struct plx__fp theirs;
-    struct plx__fp run_copy;
-    pthread_mutex_lock(&d->mu);
-    int run_on = d->run_on;
-    run_copy = d->run;
-    pthread_mutex_unlock(&d->mu);
-    const struct plx__fp *mine = d->cur_on ? &d->cur : run_on ? &run_copy : NULL;
+    struct plx__diag_slot run;
+    int run_on = running_slot(d, &run);
+    const struct plx__fp *mine = d->cur_on ? &d->cur : run_on ? &run.fp : NULL;
     if (peer >= 0 && peer < c->size && mine && read_pos(c, peer, &p) && differs(mine, &p, &theirs)) {
         plx__fp_mismatch_msg(mine, c->rank, &theirs, peer, msg, sizeof msg);
         plx__diag_publish_mismatch(c, msg);

@@ -2,8 +2,8 @@
  * backend's isend/irecv/wait behind struct plx__p2p, with one absolute
  * deadline per wait and records reused from a per-communicator pool. The
  * first message to / from each peer of a collective carries its
- * fingerprint (fingerprint.c), and a slow wait calls the diagnosis hook
- * (ledger.c). */
+ * fingerprint (the diagnosis hooks, diag_hooks.h), and a slow wait calls
+ * the diagnosis (ledger.c). */
 #include <errno.h>
 #include <sched.h>
 #include <stddef.h>
@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "comm.h"
+#include "diag_hooks.h"
 #include "error.h"
 #include "host.h"
 #include "log.h"
@@ -22,7 +23,7 @@
  * so the pool needs no lock and a message in steady state allocates nothing. */
 struct plx__preq {
     void *req;
-    struct plx__fp_io *fp; /* the first message to / from peer of a collective (fingerprint.c) */
+    struct plx__fp_io *fp; /* taken by a first_send / first_recv hook (diag_hooks.h) */
     int peer;
     int is_send;
     struct plx__preq *next;
@@ -62,6 +63,9 @@ static void free_raw(struct plx_comm *c, void *req)
     c->be->ops.req_free(c->bc, req);
 }
 
+static int wait_raw(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer);
+static const struct plx__p2p_raw raw_ops = {.post = post_raw, .wait = wait_raw, .release = free_raw};
+
 static int start(struct plx_comm *c, int is_send, int peer, const void *buf, size_t bytes, uint64_t tag, void **out)
 {
     struct plx__preq *p = c->preq_pool;
@@ -72,11 +76,15 @@ static int start(struct plx_comm *c, int is_send, int peer, const void *buf, siz
     p->req = NULL;
     p->fp = NULL;
     /* The first message to / from each peer of a collective carries its
-     * fingerprint (fingerprint.c: per-peer io and bounce buffer, reused). */
-    int rc = plx__fp_wants(c, is_send, peer, tag)
-                 ? plx__fp_start(c, is_send, peer, (void *)buf, bytes, tag, post_raw, free_raw, &p->fp)
-                 : post_raw(c, is_send, peer, NULL, 0, (void *)buf, bytes, tag,
-                            c->be->ops.req_size ? p->mem : NULL, &p->req);
+     * fingerprint: the hook posts that one itself. */
+    const struct plx__diag_hooks *dh = c->dh;
+    int rc = 0;
+    if (is_send ? dh->first_send != NULL : dh->first_recv != NULL)
+        rc = is_send ? dh->first_send(c, peer, buf, bytes, tag, &raw_ops, &p->fp)
+                     : dh->first_recv(c, peer, (void *)buf, bytes, tag, &raw_ops, &p->fp);
+    if (rc == 0 && !p->fp)
+        rc = post_raw(c, is_send, peer, NULL, 0, (void *)buf, bytes, tag, c->be->ops.req_size ? p->mem : NULL,
+                      &p->req);
     if (rc != 0) {
         preq_release(c, p);
         return rc;
@@ -209,7 +217,7 @@ static int a_wait(void *ctx, void *req, uint64_t deadline_ns)
 {
     struct plx_comm *c = ctx;
     struct plx__preq *p = req;
-    int rc = p->fp ? plx__fp_wait(c, p->fp, deadline_ns, wait_raw, free_raw) : wait_raw(c, p->req, deadline_ns, p->peer);
+    int rc = p->fp ? c->dh->wait(c, p->fp, deadline_ns, &raw_ops) : wait_raw(c, p->req, deadline_ns, p->peer);
     preq_release(c, p);
     return rc;
 }
@@ -219,7 +227,7 @@ static void a_discard(void *ctx, void *req)
     struct plx_comm *c = ctx;
     struct plx__preq *p = req;
     if (p->fp)
-        plx__fp_discard(c, p->fp, free_raw);
+        c->dh->discard(c, p->fp, &raw_ops);
     else
         free_raw(c, p->req);
     preq_release(c, p);

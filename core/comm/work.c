@@ -10,6 +10,7 @@
 
 #include "collv.h"
 #include "comm.h"
+#include "diag_hooks.h"
 #include "error.h"
 #include "host.h"
 #include "log.h"
@@ -95,7 +96,7 @@ static int finish_native(struct plx_work *w, int rc)
             rc = plx__comm_fail(c, rc, w->errmsg, sizeof w->errmsg);
     }
     if (a->coll < PLX_COLL_SEND)
-        plx__ledger_state(c, a->seq, rc ? PLX__OP_FAILED : PLX__OP_DONE);
+        plx__diag_state(c, a->seq, rc ? PLX__OP_FAILED : PLX__OP_DONE, NULL);
     w->status = rc;
     w->done = 1;
     return rc;

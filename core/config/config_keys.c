@@ -66,7 +66,9 @@ const struct plx__key plx__keys[] = {
      "through the store when a wait fails; every allgathers the fingerprints before each operation (one small "
      "extra exchange, for debugging); off never compares."},
     {"core", "ledger_entries", PLX_KEY_UINT, "64", NULL,
-     "Operations each communicator keeps in its memory-mapped ledger (read by plexus-top); 0: no ledger file."},
+     "Operations each communicator keeps in its memory-mapped ledger (read by plexus-top); 0: no ledger file. "
+     "With fingerprint off too, no diagnosis at all: no position in the store, so a timeout cannot say where "
+     "the ranks are."},
     {"core", "ledger_dir", PLX_KEY_STRING, "", NULL,
      "Folder of the ledger files: empty for $XDG_RUNTIME_DIR/plexus, else /tmp/plexus-$UID (created 0700)."},
     {"core", "diag_publish_ms", PLX_KEY_DURATION, "1000", NULL,
