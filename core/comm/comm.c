@@ -376,6 +376,8 @@ PLX_API int plx_comm_revoke(struct plx_comm *c)
                         "cannot be revoked yet", c->name, c->be->name);
     __atomic_store_n(&c->revoked, 1, __ATOMIC_RELEASE);
     int rc = c->be->ops.comm_revoke(c->bc);
+    if (rc == PLX_ERR_UNSUPPORTED) /* the backend cannot here (mpi without ULFM): comm goes on as it was */
+        __atomic_store_n(&c->revoked, 0, __ATOMIC_RELEASE);
     pthread_mutex_lock(&c->mu);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);

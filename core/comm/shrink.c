@@ -19,7 +19,8 @@ int plx__rebuild_refusal(const struct plx_comm *c, const char *what)
 {
     if (!(c->caps.flags & PLX_CAP_SHRINK))
         return plx__err(PLX_ERR_UNSUPPORTED, "%s on '%s': backend %s cannot build a communicator of a new set of "
-                        "ranks (no shrink capability)", what, c->name, c->be->name);
+                        "ranks (no shrink capability; the backend says: %s)", what, c->name, c->be->name,
+                        c->be->ops.description ? c->be->ops.description : "nothing");
     if (c->hier)
         return plx__err(PLX_ERR_UNSUPPORTED, "%s on '%s': a hierarchical communicator (backend %s) cannot be "
                         "rebuilt yet", what, c->name, c->be->name);
