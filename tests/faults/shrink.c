@@ -15,7 +15,11 @@
  * work without the store, and must fail saying so, not hang) | hint, hint2
  * (kill1, kill2 with [core] shrink_wait_ms at 60 s: every survivor's shrink
  * must return within HINT_BOUND_S, which only the backend's lost-ranks hint
- * allows: without it the agreement waits the 60 s for the dead). Rank 0 is
+ * allows: without it the agreement waits the 60 s for the dead) | hier,
+ * hier-flat (backend shm+tcp, ranks 0-1 and 2-3 modelled as two hosts by
+ * [core] host_identity: hier loses the whole second host, and the two
+ * survivors' communicator is composed again; hier-flat loses rank 3, and
+ * hosts of 2 and 1 make it flat, as plx_comm_init would). Rank 0 is
  * otherwise never a victim. Each round must
  * end (every survivor back from shrink with the right result) well within
  * the bound; a hang is killed at the deadline and fails the test. */
@@ -39,7 +43,8 @@
 
 #define SLOW_S 1.0             /* how late the slow survivor of a during round enters shrink */
 
-static double shrink_bound_s; /* > 0: every survivor's shrink must take at most this */
+static double shrink_bound_s;
+static int two_hosts;         /* ranks 0-1 and 2-3 are two modelled hosts */ /* > 0: every survivor's shrink must take at most this */
 
 static const char *backend = "tcp";
 
@@ -121,6 +126,8 @@ static int run_rank(int rank, void *arg)
     char *log = sh->log[rank];
     size_t cap = sizeof sh->log[0];
     struct plx_comm *c = NULL, *n = NULL;
+    if (two_hosts)
+        setenv("PLEXUS_CORE_HOST_IDENTITY", rank < RANKS / 2 ? "host-a" : "host-b", 1);
     if (procs_open(rank, RANKS, sh->port, sh->backend, TIMEOUT_MS, log, cap, &sh->failures, &c) != 0)
         return 1;
     int rc = run_until_broken(sh, rank, c);
@@ -315,8 +322,13 @@ int main(int argc, char **argv)
         shrink_bound_s = HINT_BOUND_S;
         return strcmp(argv[1], "hint") ? one_round("hint2", 1, 3, 0, 100) : one_round("hint", 2, -1, 0, 100);
     }
+    if (argc >= 2 && (!strcmp(argv[1], "hier") || !strcmp(argv[1], "hier-flat"))) {
+        backend = "shm+tcp";
+        two_hosts = 1;
+        return strcmp(argv[1], "hier") ? one_round("hier-flat", 3, -1, 0, 100) : one_round("hier", 2, 3, 0, 100);
+    }
     if (argc >= 2 && !strcmp(argv[1], "loop"))
         return loop();
-    fprintf(stderr, "usage: %s kill1|kill2|during|store-host|hint|hint2|loop [BACKEND, default tcp] | unsupported BACKEND\n", argv[0]);
+    fprintf(stderr, "usage: %s kill1|kill2|during|store-host|hint|hint2|hier|hier-flat|loop [BACKEND, default tcp] | unsupported BACKEND\n", argv[0]);
     return 2;
 }
