@@ -15,7 +15,12 @@
  * confirming fails the new communicator's rendezvous (a bounded wait), and
  * plx__agree_retry moves every survivor to the next round. A decider that dies between its ticket and its
  * decision is waited for one wait, then the round is skipped. Every wait is
- * bounded by the deadline. */
+ * bounded by the deadline.
+ *
+ * A rank that the backend saw die (its lost-ranks hint) is published as
+ * dead/<rank>, and every survivor counts an absent rank so published as
+ * failed at once instead of after the wait. The hint never overrides a rank
+ * that is present: one that marked itself in is judged by its heartbeat. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +45,8 @@ struct agree_state {
     uint64_t entry_ns;
     uint64_t watched_ns;  /* when this rank last looked at the others */
     int *present;
+    unsigned char *dead;  /* ranks known dead: seen by this rank's backend or published by another */
+    unsigned char *seen;  /* scratch for the backend's hint */
     int64_t *beats;       /* each rank's last heartbeat value seen */
     uint64_t *changed_ns; /* when it last changed (or was first seen) */
 };
@@ -75,7 +82,8 @@ static int start(struct plx_comm *c, struct plx__agree *a)
     struct agree_state *st = calloc(1, sizeof *st);
     size_t n = (size_t)c->size;
     if (!st || !(st->present = calloc(n, sizeof *st->present)) || !(st->beats = calloc(n, sizeof *st->beats)) ||
-        !(st->changed_ns = calloc(n, sizeof *st->changed_ns))) {
+        !(st->changed_ns = calloc(n, sizeof *st->changed_ns)) || !(st->dead = calloc(n, 1)) ||
+        !(st->seen = calloc(n, 1))) {
         a->st = st;
         plx__agree_end(a);
         return plx__err(PLX_ERR_NOMEM, "out of memory");
@@ -105,8 +113,44 @@ void plx__agree_end(struct plx__agree *a)
     free(st->present);
     free(st->beats);
     free(st->changed_ns);
+    free(st->dead);
+    free(st->seen);
     free(st);
     a->st = NULL;
+}
+
+/* The backend's lost-ranks hint (ABI 1.7): publish each rank it saw die
+ * that nobody published yet, so that every survivor knows. */
+static int publish_dead(struct agree_state *st)
+{
+    struct plx_comm *c = st->c;
+    if (c->be->abi_minor < 7 || !c->be->ops.comm_lost_ranks)
+        return 0;
+    memset(st->seen, 0, (size_t)c->size);
+    if (c->be->ops.comm_lost_ranks(c->bc, st->seen, c->size) <= 0)
+        return 0;
+    for (int i = 0; i < c->size; i++) {
+        if (!st->seen[i] || st->dead[i] || i == c->rank)
+            continue;
+        char key[512];
+        key_of(key, sizeof key, st, "dead", i);
+        int rc = plx__store_set(c->store, key, "1", 1);
+        if (rc != 0)
+            return rc;
+        st->dead[i] = 1;
+    }
+    return 0;
+}
+
+/* Rank i, absent so far: 1 if a survivor saw it die. */
+static int known_dead(struct agree_state *st, int i)
+{
+    if (!st->dead[i]) {
+        char key[512];
+        key_of(key, sizeof key, st, "dead", i);
+        st->dead[i] = st->c->store->ops->check(st->c->store, key) == 1;
+    }
+    return st->dead[i];
 }
 
 /* Look at rank i once: 1 alive, 0 failed, -1 not known yet. */
@@ -119,7 +163,7 @@ static int place(struct agree_state *st, int i, uint64_t now, int64_t wait_ns)
     if (!st->present[i]) {
         key_of(key, sizeof key, st, "in", i);
         if (s->ops->check(s, key) != 1)
-            return now - st->entry_ns > (uint64_t)wait_ns ? 0 : -1;
+            return now - st->entry_ns > (uint64_t)wait_ns || known_dead(st, i) ? 0 : -1;
         st->present[i] = 1;
         st->changed_ns[i] = now;
     }
@@ -259,6 +303,8 @@ static int agree_loop(struct plx_comm *c, struct plx__agree *a)
     for (;;) {
         int k;
         if ((rc = current_round(c, a->ns, &k)) != 0)
+            return rc;
+        if ((rc = publish_dead(a->st)) != 0)
             return rc;
         uint64_t now = plx__clock_ns();
         watch(a->st, now, a->wait_ns);

@@ -372,12 +372,16 @@ PLX_API int plx_comm_revoke(struct plx_comm *c)
         return plx__err(PLX_ERR_UNSUPPORTED, "plx_comm_revoke on '%s': backend %s cannot revoke a communicator",
                         c->name, c->be->name);
     /* Its work runs on the intra/cross children, which the base's revoke
-     * would not reach: refuse rather than leave peers blocked there. */
-    if (c->hier)
-        return plx__err(PLX_ERR_UNSUPPORTED, "plx_comm_revoke on '%s': a hierarchical communicator (backend %s) "
-                        "cannot be revoked yet", c->name, c->be->name);
+     * would not reach: those must revoke too. */
+    if (c->hier && (!plx__hier_intra_backend(c)->ops.comm_revoke))
+        return plx__err(PLX_ERR_UNSUPPORTED, "plx_comm_revoke on '%s': its hierarchy runs inside hosts on backend "
+                        "%s, which cannot revoke a communicator", c->name, plx__hier_intra_backend(c)->name);
     __atomic_store_n(&c->revoked, 1, __ATOMIC_RELEASE);
     int rc = c->be->ops.comm_revoke(c->bc);
+    if (rc == PLX_ERR_UNSUPPORTED) /* the backend cannot here (mpi without ULFM): comm goes on as it was */
+        __atomic_store_n(&c->revoked, 0, __ATOMIC_RELEASE);
+    if (rc == 0 && c->hier)
+        rc = plx__hier_revoke(c);
     pthread_mutex_lock(&c->mu);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);

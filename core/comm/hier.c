@@ -345,7 +345,26 @@ int plx__hier_run_failing(struct plx_comm *c, const struct plx_coll_args *a, con
     int rc = plx__hier_run(c, a, fp);
     if (rc) {
         snprintf(errmsg, errlen, "%s", plx_last_error());
+        /* A rank lost in one child leaves the ranks of other hosts blocked
+         * in the other child, which sees nothing wrong: revoke both, so
+         * every rank of c fails now, not at its timeout. */
+        if (rc == PLX_ERR_PEER_LOST || rc == PLX_ERR_REVOKED)
+            plx__hier_revoke(c);
         rc = plx__comm_fail(c, rc, errmsg, errlen);
+    }
+    return rc;
+}
+
+int plx__hier_revoke(struct plx_comm *c)
+{
+    int rc = 0;
+    if (c->hier) {
+        if (c->hier->intra->be->ops.comm_revoke)
+            rc = plx_comm_revoke(c->hier->intra);
+        if (c->hier->cross->be->ops.comm_revoke) {
+            int r2 = plx_comm_revoke(c->hier->cross);
+            rc = rc ? rc : r2;
+        }
     }
     return rc;
 }
@@ -362,4 +381,9 @@ void plx__hier_destroy(struct plx_comm *c)
 {
     hier_free(c->hier);
     c->hier = NULL;
+}
+
+struct plx__backend *plx__hier_intra_backend(const struct plx_comm *c)
+{
+    return c->hier ? c->hier->intra->be : NULL;
 }

@@ -27,6 +27,11 @@ int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a, const struc
 int plx__hier_run_failing(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp, char *errmsg,
                           size_t errlen);
 void plx__hier_abort(struct plx_comm *c);
+/* Revoke c's intra and cross children (where their backends can). */
+int plx__hier_revoke(struct plx_comm *c);
 void plx__hier_destroy(struct plx_comm *c);
+/* The backend c's hierarchy runs inside hosts (shrink.c composes a shrunk
+ * communicator of the same), or NULL when c is flat. */
+struct plx__backend *plx__hier_intra_backend(const struct plx_comm *c);
 
 #endif

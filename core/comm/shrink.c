@@ -11,6 +11,7 @@
 #include "comm.h"
 #include "config.h"
 #include "error.h"
+#include "hier.h"
 #include "log.h"
 #include "store.h"
 
@@ -19,8 +20,10 @@ int plx__rebuild_refusal(const struct plx_comm *c, const char *what)
 {
     if (!(c->caps.flags & PLX_CAP_SHRINK))
         return plx__err(PLX_ERR_UNSUPPORTED, "%s on '%s': backend %s cannot build a communicator of a new set of "
-                        "ranks (no shrink capability)", what, c->name, c->be->name);
-    if (c->hier)
+                        "ranks (no shrink capability; the backend says: %s)", what, c->name, c->be->name,
+                        c->be->ops.description ? c->be->ops.description : "nothing");
+    /* A newcomer cannot join a composed communicator (plx_comm_join). */
+    if (c->hier && strcmp(what, "plx_comm_shrink") != 0)
         return plx__err(PLX_ERR_UNSUPPORTED, "%s on '%s': a hierarchical communicator (backend %s) cannot be "
                         "rebuilt yet", what, c->name, c->be->name);
     if (!c->base_store)
@@ -49,6 +52,23 @@ static int64_t create_ms(const struct plx__agree *a)
     return left != PLX_TIMEOUT_INFINITE && left < want ? left : want;
 }
 
+/* A shrunk hierarchical communicator is composed again of the same
+ * backends, inside and across hosts; hosts left holding different numbers
+ * of ranks (known alike on every survivor) make it flat, as at init. */
+static int recompose(struct plx_comm *c, struct plx_comm *n)
+{
+    struct plx__backend *intra = plx__hier_intra_backend(c);
+    if (!intra)
+        return 0;
+    int rc = plx__hier_setup(n, intra);
+    if (rc == PLX_ERR_UNSUPPORTED) {
+        plx__log(PLX_LOG_WARN, "core", "comm '%s': no hierarchy, every collective on %s: %s", n->name, n->be->name,
+                 plx_last_error());
+        rc = 0;
+    }
+    return rc;
+}
+
 /* Build round a->round's communicator of the ranks in a->alive. */
 static int build(struct plx_comm *c, const struct plx__agree *a, unsigned long long epoch, struct plx_comm **out)
 {
@@ -64,7 +84,12 @@ static int build(struct plx_comm *c, const struct plx__agree *a, unsigned long l
         .name = name, .key_root = root, .rank = rank, .size = size, .be = c->be, .config = c->config,
         .base_store = c->base_store, .timeout_ms = c->timeout_ms, .create_ms = create_ms(a),
     };
-    return plx__comm_rebuild(c, &rb, out);
+    int rc = plx__comm_rebuild(c, &rb, out);
+    if (rc == 0 && (rc = recompose(c, *out)) != 0) {
+        plx_comm_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 static void describe(const struct plx_comm *c, const unsigned char *alive, char *out, size_t n)

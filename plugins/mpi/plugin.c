@@ -21,6 +21,7 @@
 
 #include "plexus/backend.h"
 #include "plexus/plugin.h"
+#include "ulfm.h"
 
 #if defined(PLX_MPI_OPENMPI)
 #define NAME "mpi-openmpi"
@@ -62,12 +63,30 @@ static void unlock(void)
         pthread_mutex_unlock(&mpi_mu);
 }
 
+/* ULFM's error classes, where this MPI's header has them: a revoked
+ * communicator and a failed process are plexus statuses of their own. */
+static int status_of(int rc)
+{
+    int cls = 0;
+    MPI_Error_class(rc, &cls);
+#ifdef MPIX_ERR_REVOKED
+    if (cls == MPIX_ERR_REVOKED)
+        return PLX_ERR_REVOKED;
+#endif
+#ifdef MPIX_ERR_PROC_FAILED
+    if (cls == MPIX_ERR_PROC_FAILED)
+        return PLX_ERR_PEER_LOST;
+#endif
+    (void)cls;
+    return PLX_ERR_INTERNAL;
+}
+
 static int mpi_fail(int rc, const char *what)
 {
     char msg[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     MPI_Error_string(rc, msg, &len);
-    return plx_plugin_error(host, PLX_ERR_INTERNAL, NAME ": %s failed: %s", what, msg);
+    return plx_plugin_error(host, status_of(rc), NAME ": %s failed: %s", what, msg);
 }
 
 /* ---- probe: library and launcher, no side effects ------------------------ */
@@ -342,6 +361,23 @@ static int comm_abort(void *comm)
         MPI_Abort(c->comm, 1); /* ends every rank of the job */
     __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
     return 0;
+}
+
+/* plx_comm_revoke through ULFM's MPIX_Comm_revoke, on both of the
+ * communicator's contexts: MPI then fails every pending and later
+ * operation on them, on every rank, with MPIX_ERR_REVOKED. */
+static int comm_revoke(void *comm)
+{
+    struct impl *c = comm;
+    const struct mpi_ulfm *u = mpi__ulfm(IMPL);
+    if (!u->usable)
+        return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, NAME ": cannot revoke: ULFM is absent (%s)", u->why);
+    lock();
+    int rc = u->revoke(c->comm);
+    if (rc == MPI_SUCCESS && c->core_comm != MPI_COMM_NULL)
+        rc = u->revoke(c->core_comm);
+    unlock();
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPIX_Comm_revoke");
 }
 
 static void finalize(void)
@@ -755,12 +791,25 @@ static const struct plx_key keys[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
-static const struct plx_backend backend = {
+/* The description says what ULFM the loaded library offers (plexus-info
+ * prints it); filled when the plugin is loaded, before the core reads it. */
+static char description[768];
+
+__attribute__((constructor)) static void describe(void)
+{
+    const struct mpi_ulfm *u = mpi__ulfm(IMPL);
+    snprintf(description, sizeof description,
+             IMPL " through its nonblocking collectives (start with " LAUNCHER "); revoke: %s; shrink and grow: no "
+             "(MPIX_Comm_shrink is not mapped: the core rebuilds communicators from the job's store); ULFM: %s",
+             u->usable ? "MPIX_Comm_revoke (ULFM)" : "no, ULFM is absent", u->why);
+}
+
+static const struct plx_backend backend = { /* description filled at load */
     .struct_size = sizeof(struct plx_backend),
     .abi_minor = PLX_ABI_MINOR,
     .name = NAME,
     .version = "0.1.0",
-    .description = IMPL " through its nonblocking collectives (start with " LAUNCHER ")",
+    .description = description,
     .keys = keys,
     .probe = probe,
     .comm_create = comm_create,
@@ -776,6 +825,7 @@ static const struct plx_backend backend = {
     .comm_split = comm_split,
     .finalize = finalize,
     .op_supported = op_supported,
+    .comm_revoke = comm_revoke,
 };
 
 /* One entry, one host: the `mpi` alias is the loader's ([mpi] alias = ...),

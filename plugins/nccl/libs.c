@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "elastic.h"
 #include "libs.h"
 
 const struct plx_host *nccl_host;
@@ -104,8 +105,9 @@ int nccl_libs_probe(char *reason, size_t len)
                  nccl_version % 100);
         goto done;
     }
-    snprintf(saved, sizeof saved, "NCCL %d.%d.%d, %d CUDA device(s)", nccl_version / 10000, nccl_version / 100 % 100,
-             nccl_version % 100, count);
+    nccl_elastic_probe(hn, nccl_version);
+    snprintf(saved, sizeof saved, "NCCL %d.%d.%d, %d CUDA device(s); elastic calls: %s", nccl_version / 10000,
+             nccl_version / 100 % 100, nccl_version % 100, count, nccl_elastic.calls);
     st = PLX_PROBE_USABLE;
 done:
     state = st;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "elastic.h"
 #include "libs.h"
 
 
@@ -557,6 +558,7 @@ static const struct plx_backend backend = {
     .wait = wait_req,
     .req_free = req_free,
     .comm_split = comm_split,
+    .comm_revoke = nccl_comm_revoke,
 };
 
 /* ABI 1.3 at least: nccl reads its keys typed, through the communicator's view. */

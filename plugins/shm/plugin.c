@@ -329,6 +329,7 @@ static const struct plx_backend shm_backend = { /* description filled at entry *
     .mem_alloc = mem_alloc,
     .mem_free = mem_free,
     .comm_revoke = comm_revoke,
+    .comm_lost_ranks = shm__lost_ranks,
 };
 
 /* ABI 1.3 at least: shm reads its keys typed, through the communicator's view. */

@@ -320,6 +320,8 @@ void shm__bell_ring(struct shm_comm *c, int r);
 void shm__bell_sleep(struct shm_comm *c, uint32_t seen, uint64_t deadline_ns, int slice_ms);
 /* 1 if rank r's process is gone (exited, killed, a zombie). */
 int shm__peer_dead(struct shm_comm *c, int r);
+/* lost.c: the ABI 1.7 lost-ranks hint, from shm__peer_dead. */
+int shm__lost_ranks(void *comm, unsigned char *dead, int size);
 void shm__cpu_relax(void);
 
 /* pace.c: one step of a wait. SHM_PACE_AGAIN: look again; SHM_PACE_SLEEP:

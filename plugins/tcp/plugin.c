@@ -244,6 +244,24 @@ static int comm_losses(void *comm, char *msg, size_t len)
     return n;
 }
 
+/* The lost-ranks hint: the rank whose lost connection broke this
+ * communicator, seen here or reported by the peer that saw it. Only that
+ * cause: a peer that revoked, aborted or gave up says so before it closes,
+ * and one that closed a quiet connection may just have finished. */
+static int comm_lost_ranks(void *comm, unsigned char *dead, int size)
+{
+    struct tcp_comm *c = comm;
+    int n = 0;
+    pthread_mutex_lock(&c->mu);
+    if (c->broken && c->broken_status == PLX_ERR_PEER_LOST && c->lost_rank >= 0 && c->lost_rank < size &&
+        c->lost_rank != c->rank) {
+        dead[c->lost_rank] = 1;
+        n = 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
 static int comm_destroy(void *comm)
 {
     destroy(comm);
@@ -530,6 +548,7 @@ static const struct plx_backend tcp_backend = {
     .wait_until = wait_until,
     .req_size = sizeof(struct tcp_req),
     .comm_revoke = comm_revoke,
+    .comm_lost_ranks = comm_lost_ranks,
 };
 
 /* ABI 1.3 at least: tcp reads its keys typed, through the communicator's view. */

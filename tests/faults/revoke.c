@@ -1,7 +1,7 @@
 /* revoke.c - plx_comm_revoke on one rank ends every rank's pending work
  * with PLX_ERR_REVOKED, promptly, and every later operation too.
  *
- * argv: backend (tcp, shm), ranks (2..8), case (allreduce, recv). The
+ * argv: backend (tcp, shm, shm+tcp), ranks (2..8), case (allreduce, recv). The
  * operation timeout is 300 s, so an ending within seconds comes from the
  * revoke, not from a timeout. Rank 0's main thread blocks in a receive that
  * nobody matches; once every rank is in, a second thread of rank 0 revokes.

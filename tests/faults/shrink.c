@@ -6,11 +6,20 @@
  * order, on every survivor), and an allreduce on it must be right.
  *
  * argv: kill1 | kill2 (both at once) | during (one in the collective, a
- * second one while it is in the agreement) | loop (PLEXUS_SHRINK_ROUNDS
+ * second one while it is in the agreement, which a third survivor keeps
+ * open by coming SLOW_S late: the backends' lost-ranks hint ends it at once
+ * otherwise; that late survivor must still be in the set) | loop (PLEXUS_SHRINK_ROUNDS
  * rounds of those, random victims and delays, default 10) | unsupported
  * BACKEND (shrink and grow refuse with PLX_ERR_UNSUPPORTED naming it) |
  * store-host (rank 0, which hosts the job's store, dies: shrink cannot
- * work without the store, and must fail saying so, not hang). Rank 0 is
+ * work without the store, and must fail saying so, not hang) | hint, hint2
+ * (kill1, kill2 with [core] shrink_wait_ms at 60 s: every survivor's shrink
+ * must return within HINT_BOUND_S, which only the backend's lost-ranks hint
+ * allows: without it the agreement waits the 60 s for the dead) | hier,
+ * hier-flat (backend shm+tcp, ranks 0-1 and 2-3 modelled as two hosts by
+ * [core] host_identity: hier loses the whole second host, and the two
+ * survivors' communicator is composed again; hier-flat loses rank 3, and
+ * hosts of 2 and 1 make it flat, as plx_comm_init would). Rank 0 is
  * otherwise never a victim. Each round must
  * end (every survivor back from shrink with the right result) well within
  * the bound; a hang is killed at the deadline and fails the test. */
@@ -29,6 +38,13 @@
 #define COUNT (256u * 1024u) /* 1 MiB of f32 */
 #define ROUND_BOUND_S 90.0
 #define DETECT_BOUND_S 10.0 /* kill -9 to every survivor's error: seconds on a loaded 2-core machine, not the 30 s timeout */
+#define HINT_WAIT_MS "60000" /* [core] shrink_wait_ms in the hint rounds */
+#define HINT_BOUND_S 20.0     /* a shrink there: seconds of a loaded machine, a third of that wait */
+
+#define SLOW_S 1.0             /* how late the slow survivor of a during round enters shrink */
+
+static double shrink_bound_s;
+static int two_hosts;         /* ranks 0-1 and 2-3 are two modelled hosts */ /* > 0: every survivor's shrink must take at most this */
 
 static const char *backend = "tcp";
 
@@ -36,6 +52,7 @@ struct shared {
     int port;
     const char *backend;     /* tcp, or argv[2] */
     int store_lost;          /* rank 0, the store's host, is the victim: shrink must fail, not hang */
+    int slow_rank;           /* a survivor that enters shrink SLOW_S late, or -1 */
     volatile int in_loop[RANKS];
     volatile double in_shrink[RANKS];
     int old_rc[RANKS];
@@ -109,12 +126,16 @@ static int run_rank(int rank, void *arg)
     char *log = sh->log[rank];
     size_t cap = sizeof sh->log[0];
     struct plx_comm *c = NULL, *n = NULL;
+    if (two_hosts)
+        setenv("PLEXUS_CORE_HOST_IDENTITY", rank < RANKS / 2 ? "host-a" : "host-b", 1);
     if (procs_open(rank, RANKS, sh->port, sh->backend, TIMEOUT_MS, log, cap, &sh->failures, &c) != 0)
         return 1;
     int rc = run_until_broken(sh, rank, c);
     sh->broke_at[rank] = now_s();
     sh->old_rc[rank] = rc;
     procs_report(log, cap, NULL, "rank %d: old comm: %s: %s\n", rank, plx_err_name(rc), plx_last_error());
+    if (rank == sh->slow_rank)
+        usleep((useconds_t)(SLOW_S * 1e6));
     double t0 = now_s();
     sh->in_shrink[rank] = t0;
     rc = plx_comm_shrink(c, &n);
@@ -184,6 +205,10 @@ static int one_round(const char *what, int a, int b, int during, int delay_ms)
         return 1;
     sh->store_lost = a == 0;
     sh->backend = backend;
+    sh->slow_rank = -1;
+    for (int r = 1; during && r < RANKS; r++)
+        if (r != a && r != b)
+            sh->slow_rank = r;
     struct procs p;
     double t0 = now_s();
     if (procs_start(&p, RANKS, run_rank, sh) != 0)
@@ -210,6 +235,9 @@ static int one_round(const char *what, int a, int b, int during, int delay_ms)
                          sh->broke_at[r] - sh->killed_a, DETECT_BOUND_S);
         if (!victim && sh->old_rc[r] == 0)
             bad = printf("rank %d: its collectives never failed\n", r);
+        if (!victim && shrink_bound_s > 0 && !sh->shrink_rc[r] && sh->shrink_s[r] > shrink_bound_s)
+            bad = printf("rank %d: shrink took %.2f s (bound %.0f s, [core] shrink_wait_ms %s ms): it waited for "
+                         "a rank another survivor saw die\n", r, sh->shrink_s[r], shrink_bound_s, HINT_WAIT_MS);
         if (victim || sh->shrink_rc[r] || sh->store_lost)
             continue;
         if (sh->new_size[r] != n || memcmp(sh->alive[r], expect, sizeof(int) * (size_t)n))
@@ -289,8 +317,18 @@ int main(int argc, char **argv)
         return one_round("during", 3, 1, 1, 100);
     if (argc >= 2 && !strcmp(argv[1], "store-host"))
         return one_round("store-host", 0, -1, 0, 100);
+    if (argc >= 2 && (!strcmp(argv[1], "hint") || !strcmp(argv[1], "hint2"))) {
+        setenv("PLEXUS_CORE_SHRINK_WAIT_MS", HINT_WAIT_MS, 1);
+        shrink_bound_s = HINT_BOUND_S;
+        return strcmp(argv[1], "hint") ? one_round("hint2", 1, 3, 0, 100) : one_round("hint", 2, -1, 0, 100);
+    }
+    if (argc >= 2 && (!strcmp(argv[1], "hier") || !strcmp(argv[1], "hier-flat"))) {
+        backend = "shm+tcp";
+        two_hosts = 1;
+        return strcmp(argv[1], "hier") ? one_round("hier-flat", 3, -1, 0, 100) : one_round("hier", 2, 3, 0, 100);
+    }
     if (argc >= 2 && !strcmp(argv[1], "loop"))
         return loop();
-    fprintf(stderr, "usage: %s kill1|kill2|during|store-host|loop [BACKEND, default tcp] | unsupported BACKEND\n", argv[0]);
+    fprintf(stderr, "usage: %s kill1|kill2|during|store-host|hint|hint2|hier|hier-flat|loop [BACKEND, default tcp] | unsupported BACKEND\n", argv[0]);
     return 2;
 }

@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define PLX_ABI_MAJOR 1
-#define PLX_ABI_MINOR 6
+#define PLX_ABI_MINOR 7
 
 /* The entry symbol of ABI major 1. */
 #define PLX_BACKEND_ENTRY_V1 plx_backend_entry_v1
@@ -411,6 +411,17 @@ struct plx_backend {
      * on this rank, or would have, over PLX_CAP_TIMING_ONLY; the backend
      * charges the rank's clock for it. NULL: reductions take no modelled time. */
     void (*charge_reduce)(void *comm, size_t bytes);
+
+    /* ---- ABI 1.7 ---- */
+    /* Optional; any thread; never blocks: the ranks of comm this rank has
+     * seen die (a process gone, a connection lost without a word from the
+     * peer), whether or not a request failed for it. Sets dead[r] = 1 for
+     * each (dead holds size bytes, the caller zeroes it) and returns how
+     * many. Only what was seen: a rank that merely left or revoked is not
+     * listed. The core's agreement (plx_comm_shrink) stops waiting for a
+     * listed rank at once instead of after [core] shrink_wait_ms. NULL:
+     * nothing is known. */
+    int (*comm_lost_ranks)(void *comm, unsigned char *dead, int size);
 };
 
 typedef int (*plx_backend_entry_v1_fn)(const struct plx_host *host, uint32_t *abi_minor_inout,

@@ -276,14 +276,17 @@ PLX_API int plx_comm_revoke(struct plx_comm *comm);
  * dead ranks' help is not needed, and a rank that dies during the agreement
  * is left out too. A rank that has not joined the agreement
  * [core] shrink_wait_ms after this one did (or whose heartbeat in it
- * stopped that long) counts as failed; if it comes later it gets
+ * stopped that long) counts as failed, and at once if a survivor's backend
+ * saw it die (the lost-ranks hint of tcp and shm); if it comes later it gets
  * PLX_ERR_PEER_LOST. The job's store must survive (hosted by a launcher, or
  * by a surviving rank: under env:// and tcp:// that is rank 0). Everything
  * is bounded by comm's timeout (PLX_ERR_TIMEOUT). comm stays as it was:
  * destroy it; the caller destroys *out with plx_comm_destroy() (it is NULL
- * on an error). PLX_ERR_UNSUPPORTED (naming the backend) on backends without
- * the shrink capability (plexus-info lists it), hierarchical communicators
- * and backends without a store; never a hang. */
+ * on an error). A hierarchical comm gives a hierarchical *out (a flat one
+ * when the hosts are left holding different numbers of ranks).
+ * PLX_ERR_UNSUPPORTED (naming the backend and why) on backends without
+ * the shrink capability (plexus-info lists it) and backends without a
+ * store; never a hang. */
 PLX_API int plx_comm_shrink(struct plx_comm *comm, struct plx_comm **out);
 
 /* Collective over comm's ranks, at a point they choose: *out becomes a new
