@@ -25,15 +25,15 @@
 
 #include "plexus/plexus.h"
 
-enum { MAX_ALGOS = 8, N_MODEL_KEYS = 6 };
+enum { MAX_ALGOS = 8, N_MODEL_KEYS = 7 };
 #define RANK_STACK ((size_t)256 << 10)
 
 /* The model's keys and their defaults without --model; given[i]: on the
  * command line, so it overrides the model file too. */
 static const char *const MODEL_KEYS[N_MODEL_KEYS] = {
     "model_ranks_per_host", "model_intra_latency", "model_intra_bandwidth", "model_inter_latency",
-    "model_inter_bandwidth", "model_injection_bandwidth"};
-enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW };
+    "model_inter_bandwidth", "model_injection_bandwidth", "model_cores_per_host"};
+enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW, K_CORES };
 
 struct opts {
     int ranks, hosts, allgather;
@@ -46,7 +46,7 @@ struct opts {
     int nalgo;
 };
 static struct opts O = {.ranks = 1024, .hosts = 1, .minb = 8, .maxb = 64u << 20, .factor = 2,
-                        .val = {NULL, "1us", "50G", "5us", "12G", "0"},
+                        .val = {NULL, "1us", "50G", "5us", "12G", "0", "0"},
                         .algos = {"ring", "recdbl", "tree", "rabenseifner"}, .nalgo = 4};
 static double (*model_clock)(void);
 
@@ -194,6 +194,7 @@ static void usage(FILE *f)
                "  --inter-latency T       across hosts (default 5us)\n"
                "  --inter-bandwidth B/s   a host's NIC (default 12G, about 100 Gb/s)\n"
                "  --injection-bandwidth B/s  per rank (default 0: no limit)\n"
+               "  --cores-per-host C      a host's cores, time-shared by more ranks (default 0: unlimited)\n"
                "  --reduce-bandwidth B/s  bytes a rank reduces per second (gamma; default: the model's, 0)\n"
                "  -b, --minbytes SIZE     smallest allreduce (default 8)\n"
                "  -e, --maxbytes SIZE     largest (default 64M)\n"
@@ -235,7 +236,7 @@ static int parse_args(int argc, char **argv)
         {"injection-bandwidth", 1, 0, 'J'}, {"minbytes", 1, 0, 'b'}, {"maxbytes", 1, 0, 'e'},
         {"csv", 1, 0, 'C'},           {"help", 0, 0, 'h'},            {"model", 1, 0, 'M'},
         {"coll", 1, 0, 'c'},          {"algos", 1, 0, 'g'},           {"reduce-bandwidth", 1, 0, 'G'},
-        {"stepfactor", 1, 0, 'f'},    {0, 0, 0, 0},
+        {"stepfactor", 1, 0, 'f'},    {"cores-per-host", 1, 0, 'K'}, {0, 0, 0, 0},
     };
     int ch, hosts_given = 0;
     while ((ch = getopt_long(argc, argv, "b:e:f:h", longs, NULL)) != -1) {
@@ -247,6 +248,7 @@ static int parse_args(int argc, char **argv)
         case 'A': set_key(K_INTER_LAT, optarg); break;
         case 'W': set_key(K_INTER_BW, optarg); break;
         case 'J': set_key(K_INJECT_BW, optarg); break;
+        case 'K': set_key(K_CORES, optarg); break;
         case 'G': O.reduce_bw = optarg; break;
         case 'b': O.minb = parse_size(optarg); break;
         case 'e': O.maxb = parse_size(optarg); break;
