@@ -41,7 +41,7 @@ struct opts {
     double factor;
     const char *val[N_MODEL_KEYS];
     int given[N_MODEL_KEYS];
-    const char *csv, *model, *reduce_bw;
+    const char *csv, *model, *reduce_bw, *tuning;
     const char *algos[MAX_ALGOS];
     int nalgo;
 };
@@ -200,6 +200,9 @@ static void usage(FILE *f)
                "  -e, --maxbytes SIZE     largest (default 64M)\n"
                "  -f, --stepfactor F      each size F times the last (default 2)\n"
                "  --csv FILE              also write ranks,hosts,bytes,algorithm,time_us,algbw,busbw,coll rows\n"
+               "  --emit-tuning FILE      write the fastest allreduce algorithm by size as a [core] tuner table\n"
+               "                          (allreduce RANKS FROM_BYTES ALGORITHM: a row where the fastest changes;\n"
+               "                          tables of several --ranks concatenate in ascending order)\n"
                "Bandwidths take K, M, G suffixes (powers of 1024, bytes per second).\n");
 }
 
@@ -236,7 +239,8 @@ static int parse_args(int argc, char **argv)
         {"injection-bandwidth", 1, 0, 'J'}, {"minbytes", 1, 0, 'b'}, {"maxbytes", 1, 0, 'e'},
         {"csv", 1, 0, 'C'},           {"help", 0, 0, 'h'},            {"model", 1, 0, 'M'},
         {"coll", 1, 0, 'c'},          {"algos", 1, 0, 'g'},           {"reduce-bandwidth", 1, 0, 'G'},
-        {"stepfactor", 1, 0, 'f'},    {"cores-per-host", 1, 0, 'K'}, {0, 0, 0, 0},
+        {"stepfactor", 1, 0, 'f'},    {"cores-per-host", 1, 0, 'K'}, {"emit-tuning", 1, 0, 'T'},
+        {0, 0, 0, 0},
     };
     int ch, hosts_given = 0;
     while ((ch = getopt_long(argc, argv, "b:e:f:h", longs, NULL)) != -1) {
@@ -249,6 +253,7 @@ static int parse_args(int argc, char **argv)
         case 'W': set_key(K_INTER_BW, optarg); break;
         case 'J': set_key(K_INJECT_BW, optarg); break;
         case 'K': set_key(K_CORES, optarg); break;
+        case 'T': O.tuning = optarg; break;
         case 'G': O.reduce_bw = optarg; break;
         case 'b': O.minb = parse_size(optarg); break;
         case 'e': O.maxb = parse_size(optarg); break;
@@ -275,11 +280,44 @@ static int parse_args(int argc, char **argv)
         fprintf(stderr, "plexus-whatif: need --ranks >= 2 divisible by --hosts, 4 <= -b <= -e and -f > 1\n");
         return 2;
     }
+    for (int a = 0; O.tuning && a < O.nalgo; a++)
+        if (O.allgather || !strcmp(O.algos[a], "auto")) {
+            fprintf(stderr, "plexus-whatif: --emit-tuning compares allreduce algorithms, without auto\n");
+            return 2;
+        }
     static char rph[32];
     snprintf(rph, sizeof rph, "%d", O.ranks / O.hosts);
     O.val[K_RPH] = rph;
     O.given[K_RPH] = hosts_given;
     return -1;
+}
+
+/* The [core] tuner table: a row from each size where the fastest
+ * algorithm changes (from 0 for the first), so a size between two swept
+ * ones takes the smaller one's algorithm. */
+static FILE *tuning;
+static int tuning_last = -1;
+
+static int tuning_open(void)
+{
+    if (!O.tuning)
+        return 0;
+    if (!(tuning = fopen(O.tuning, "w"))) {
+        perror(O.tuning);
+        return -1;
+    }
+    fprintf(tuning, "# plexus [core] tuner table, written by plexus-whatif: the fastest allreduce by size in the model\n"
+                    "# %d ranks, %d host(s)%s%s\n# allreduce RANKS FROM_BYTES ALGORITHM\n",
+            O.ranks, O.hosts, O.model ? ", model " : "", O.model ? O.model : "");
+    return 0;
+}
+
+static void tuning_note(size_t bytes, int best_a)
+{
+    if (!tuning || best_a < 0 || best_a == tuning_last)
+        return;
+    fprintf(tuning, "allreduce %d %zu %s\n", O.ranks, tuning_last < 0 ? (size_t)0 : bytes, O.algos[best_a]);
+    tuning_last = best_a;
 }
 
 static void print_header(const char *coll)
@@ -329,6 +367,8 @@ int main(int argc, char **argv)
         perror(O.csv);
         return 2;
     }
+    if (tuning_open() != 0)
+        return 2;
     const char *coll = O.allgather ? "allgather" : "allreduce";
     if (csv)
         fprintf(csv, "ranks,hosts,bytes,algorithm,time_us,algbw_gbs,busbw_gbs,coll\n");
@@ -359,11 +399,12 @@ int main(int argc, char **argv)
             }
         }
         printf("  %s\n", best_a >= 0 ? O.algos[best_a] : "-");
+        tuning_note(total, best_a);
         fflush(stdout);
         if (csv)
             fflush(csv);
     }
-    if (csv && fclose(csv) != 0)
+    if ((csv && fclose(csv) != 0) || (tuning && fclose(tuning) != 0))
         status = 1;
     return status;
 }
