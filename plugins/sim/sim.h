@@ -155,6 +155,10 @@ int sim_collective(void *comm, const struct plx_coll_args *a, void **req);
 int sim_worker_start(struct impl *c);
 void sim_worker_stop(struct impl *c);
 
+/* Coroutine ranks that all wait: every wait fails at once with this (the
+ * program's sends and receives cannot match), never a timeout. */
+#define SIM_DEADLOCK PLX_ERR_INVALID_USAGE
+
 /* fiber.c: the calling coroutine (NULL on a thread of its own); make f
  * runnable from virtual time at_ns; give the thread to the next runnable
  * rank until woken (-1: every rank waits, a deadlock). */
