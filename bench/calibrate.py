@@ -18,7 +18,10 @@ For each transport (tcp, shm) on real processes (plexus-run):
      with the cores this machine has (os.cpu_count()): 4 ranks on 2 cores
      time-share them, which the model then charges;
   4. predict every measured collective with plexus-whatif --model and print
-     predicted against measured, with the error.
+     predicted against measured, with the error;
+  5. write tuning-<transport>.txt, the model's fastest allreduce algorithm
+     by size at each rank count (plexus-whatif --emit-tuning), for
+     [core] tuner.
 
 Rows whose measurement went into the fit are marked "fit"; "held out" rows
 are predictions the fit never saw (the 2-rank sizes between the fitted ones,
@@ -79,6 +82,18 @@ class Bench:
         if not rows:
             raise RuntimeError(f"plexus-bench wrote no {coll} row for {size} B")
         return float(rows[0]["time_us"])
+
+    def emit_tuning(self, model, rank_counts, sizes, path):
+        """The [core] tuner table of the model: each rank count's rows, in ascending order."""
+        parts = []
+        for P in rank_counts:
+            part = os.path.join(self.tmp, f"tuning-{P}.txt")
+            run([self.whatif, "--model", model, "--ranks", str(P), "-b", str(sizes[0]), "-e", str(sizes[-1]),
+                 "-f", str(sizes[1] // sizes[0] if len(sizes) > 1 else 2), "--emit-tuning", part])
+            with open(part) as f:
+                parts.append(f.read())
+        with open(path, "w") as f:
+            f.write("".join(parts))
 
     def predict_us(self, model, coll, ranks, sizes):
         """plexus-whatif's modelled time per size (the core's own algorithm choice)."""
@@ -254,8 +269,11 @@ def main():
             write_model(model, t, alpha, beta_ns, gamma_ns, note, a.cores)
             flat = os.path.join(tmp, f"flat-{t}.ini")
             write_model(flat, t, alpha, beta_ns, gamma_ns, note, 0)
+            tuning = os.path.join(a.out, f"tuning-{t}.txt")
+            b.emit_tuning(model, rank_counts, sizes, tuning)
             print(f"\n## {t}: alpha {alpha:.2f} us, beta {beta_ns:.4f} ns/B "
-                  f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B -> {model}")
+                  f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B -> {model}, "
+                  f"tuner table {tuning}")
             print(f"(point-to-point alone, calib_pingpong: alpha {p_alpha:.2f} us, beta {p_beta * 1e3:.4f} ns/B)")
             print("\n| one-way, 2 ranks | size (B) | measured (us) | samples min..max (us) | ping-pong fit (us) | error |\n"
                   "|---|---|---|---|---|---|")

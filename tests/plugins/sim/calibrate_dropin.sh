@@ -34,4 +34,6 @@ awk -F, -v a="$alpha" 'NR == 2 { got = $5 * 1000; printf "modelled 8 B allreduce
                                  exit !(got >= a) }
                        END { if (NR != 2) { print "expected one row"; exit 1 } }' "$d/w.csv" ||
     { echo "FAIL: the model file's latency is not in the modelled time"; exit 1; }
+t=$d/tuning-tcp.txt
+grep -q '^allreduce 2 0 [a-z]*$' "$t" || { echo "FAIL: no [core] tuner table for 2 ranks from 0 B"; cat "$t"; exit 1; }
 echo "ok"
