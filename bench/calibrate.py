@@ -16,7 +16,8 @@ For each transport (tcp, shm) on real processes (plexus-run):
      comparison (the core's collectives add their own cost per message);
   3. write the model as a [sim] drop-in, calib-<transport>.ini in --out,
      with the cores this machine has (os.cpu_count()): 4 ranks on 2 cores
-     time-share them, which the model then charges;
+     time-share them, which the model then charges (tcp's waits yield the
+     core when oversubscribed: model_yielding_waits; shm's spin first);
   4. predict every measured collective with plexus-whatif --model and print
      predicted against measured, with the error;
   5. write tuning-<transport>.txt, the model's fastest allreduce algorithm
@@ -149,6 +150,11 @@ def nnls(rows, k):
     return best_x
 
 
+# How each transport waits for a message with more ranks than cores: tcp yields the core between looks
+# (plugins/tcp/plugin.c spin_yield), shm spins first.
+YIELDING_WAITS = {"tcp": "true", "shm": "false"}
+
+
 def write_model(path, transport, alpha_us, beta_ns, gamma_ns, note, cores):
     """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta or gamma 0)."""
     alpha_ns = round(alpha_us * 1e3)
@@ -162,12 +168,13 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, note, cores):
                 "model = true\n"
                 "model_ranks_per_host = 0\n"
                 f"model_cores_per_host = {cores}\n"
+                f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n"
                 f"model_intra_latency = {alpha_ns}ns\n"
                 f"model_intra_bandwidth = {bandwidth}\n"
                 f"model_reduce_bandwidth = {reduce_bw}\n")
 
 
-def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores):
+def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport):
     """The model's time is alpha, beta and gamma times what each alone costs on the critical path (exactly so
     without contention; time-sharing multiplies all three alike): per (coll, ranks, size), plexus-whatif's
     time with each at one unit (1 us; 1 ns/B)."""
@@ -177,7 +184,8 @@ def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores):
         model = os.path.join(tmp, f"unit{u}.ini")
         with open(model, "w") as f:
             f.write(f"[sim]\nmodel = true\nmodel_intra_latency = {lat}\nmodel_intra_bandwidth = {bw}\n"
-                    f"model_reduce_bandwidth = {red}\nmodel_cores_per_host = {cores}\n")
+                    f"model_reduce_bandwidth = {red}\nmodel_cores_per_host = {cores}\n"
+                    f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n")
         for coll in colls:
             for P in rank_counts:
                 for n, us in b.predict_us(model, coll, P, sizes_for(coll, P, sizes)).items():
@@ -250,7 +258,6 @@ def main():
         pp = {t: {n: statistics.median(v) for n, v in d.items()} for t, d in raw_pp.items()}
         med = {k: statistics.median(v) for k, v in raw.items()}
         print(f"# cores: {a.cores} (os.cpu_count() {os.cpu_count()}); ranks beyond them time-share them in the model")
-        coef = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores)
         # Every other size at the fit's rank counts; all of them in --quick, which has too few.
         fit_sizes = set(sizes if a.quick else sizes[0::2])
 
@@ -260,6 +267,7 @@ def main():
         worst, within, held, spreads = {}, {}, {}, []
         for t in transports:
             p_alpha, p_beta = fit_alpha_beta(pp[t])
+            coef = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t)
             rows = [(coef[(coll, P, n)], m) for (tt, coll, P, n), m in med.items() if tt == t and fitted(P, n)]
             alpha, beta_ns, gamma_ns = nnls(rows, 3)
             model = os.path.join(a.out, f"calib-{t}.ini")

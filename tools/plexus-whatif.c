@@ -306,7 +306,7 @@ static int tuning_open(void)
         perror(O.tuning);
         return -1;
     }
-    fprintf(tuning, "# plexus [core] tuner table, written by plexus-whatif: the fastest allreduce by size in the model\n"
+    fprintf(tuning, "# plexus [core] tuner table, written by plexus-whatif: the model's fastest allreduce by size\n"
                     "# %d ranks, %d host(s)%s%s\n# allreduce RANKS FROM_BYTES ALGORITHM\n",
             O.ranks, O.hosts, O.model ? ", model " : "", O.model ? O.model : "");
     return 0;

@@ -26,6 +26,7 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->on = plx_plugin_config_bool(h, config, "model", 0);
     m->ranks_per_host = (int)plx_plugin_config_int(h, config, "model_ranks_per_host", 0);
     m->cores_per_host = (int)plx_plugin_config_int(h, config, "model_cores_per_host", 0);
+    m->yielding_waits = plx_plugin_config_bool(h, config, "model_yielding_waits", 0);
     m->intra_alpha_ns = (double)plx_plugin_config_int(h, config, "model_intra_latency", 0);
     m->intra_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_bandwidth", 0));
     m->inter_alpha_ns = (double)plx_plugin_config_int(h, config, "model_inter_latency", 0);
@@ -54,8 +55,12 @@ static double max2(double a, double b)
  * long: its reductions, and a message within the host, whose latency and
  * copy are CPU work at both ends (shared memory, loopback). Copies of
  * co-scheduled ranks serialize onto the cores, and a message waits while
- * its receiver is descheduled. A NIC's transfer across hosts does not
- * need the cores. The factor: ranks on the host / cores, at least 1. */
+ * its receiver is descheduled. Where a waiting rank gives its core to the
+ * others instead (model_yielding_waits: tcp, oversubscribed, yields between
+ * looks, then sleeps), the rank that waits for a message is off the cores,
+ * so the message's latency is not shared; its copy and the reductions
+ * still are. A NIC's transfer across hosts does not need
+ * the cores. The factor: ranks on the host / cores, at least 1. */
 static double stretch(const struct sim_model *m, int slots, int rank)
 {
     if (m->cores_per_host <= 0)
@@ -146,7 +151,7 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     double alpha = inter ? m->inter_alpha_ns : m->intra_alpha_ns;
     double beta = inter ? m->inter_beta_ns : m->intra_beta_ns;
     double b = (double)send->bytes, s = inter ? 1.0 : stretch(m, n, dst);
-    double arrive = send->t_depart + s * (alpha + b * beta);
+    double arrive = send->t_depart + (m->yielding_waits ? 1.0 : s) * alpha + s * b * beta;
     /* Arrivals share the receiver's link (and its host's NIC). */
     arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + s * b * max2(beta, m->inject_beta_ns));
     if (inter) {
