@@ -56,7 +56,7 @@ int main(void)
         return 77;
     }
     snprintf(url, sizeof url, "mem://deadlock-%d", (int)getpid());
-    int rc = run(2, (size_t)256 << 10, rank_body, NULL);
+    int rc = run(2, (size_t)1 << 20, rank_body, NULL);
     int ok = rc == PLX_ERR_INVALID_USAGE;
     printf("%s plexus_sim_run_ranks: %s\n", ok ? "ok  " : "FAIL", plx_err_name(rc));
     failures += !ok;
