@@ -8,17 +8,26 @@ For each transport (tcp, shm) on real processes (plexus-run):
      and runs interleaved within each repetition, medians kept;
   2. fit: alpha, beta and gamma (a message's latency and ns per byte, and
      the ns per byte a rank reduces) to the collectives at --fit-ranks
-     (default 2), least squares in relative error with none negative. The
+     (default 2), every other size (8 B, 4 KiB, 2 MiB ..: the sizes between
+     are held out), least squares in relative error with none negative. The
      model's time is linear in the three where nothing contends, so three
      plexus-whatif runs with one unit of each give every row's coefficients;
      the one-way times get their own alpha + beta n fit, printed for
      comparison (the core's collectives add their own cost per message);
-  3. write the model as a [sim] drop-in, calib-<transport>.ini in --out;
+  3. write the model as a [sim] drop-in, calib-<transport>.ini in --out,
+     with the cores this machine has (os.cpu_count()): 4 ranks on 2 cores
+     time-share them, which the model then charges (tcp's waits yield the
+     core when oversubscribed: model_yielding_waits; shm's spin first);
   4. predict every measured collective with plexus-whatif --model and print
-     predicted against measured, with the error.
+     predicted against measured, with the error;
+  5. write tuning-<transport>.txt, the model's fastest allreduce algorithm
+     by size at each rank count (plexus-whatif --emit-tuning), for
+     [core] tuner.
 
 Rows whose measurement went into the fit are marked "fit"; "held out" rows
-are predictions the fit never saw.
+are predictions the fit never saw (the 2-rank sizes between the fitted ones,
+and every row at other rank counts). Beside each prediction: the same model
+without its core count (every rank a core of its own).
 
     bench/calibrate.py [--build build] [--transports tcp,shm] [--reps 5] [--out DIR]
     bench/calibrate.py --quick ...   one repetition, 2 ranks, small sizes (for the test)
@@ -75,6 +84,18 @@ class Bench:
             raise RuntimeError(f"plexus-bench wrote no {coll} row for {size} B")
         return float(rows[0]["time_us"])
 
+    def emit_tuning(self, model, rank_counts, sizes, path):
+        """The [core] tuner table of the model: each rank count's rows, in ascending order."""
+        parts = []
+        for P in rank_counts:
+            part = os.path.join(self.tmp, f"tuning-{P}.txt")
+            run([self.whatif, "--model", model, "--ranks", str(P), "-b", str(sizes[0]), "-e", str(sizes[-1]),
+                 "-f", str(sizes[1] // sizes[0] if len(sizes) > 1 else 2), "--emit-tuning", part])
+            with open(part) as f:
+                parts.append(f.read())
+        with open(path, "w") as f:
+            f.write("".join(parts))
+
     def predict_us(self, model, coll, ranks, sizes):
         """plexus-whatif's modelled time per size (the core's own algorithm choice)."""
         path = os.path.join(self.tmp, "whatif.csv")
@@ -129,7 +150,12 @@ def nnls(rows, k):
     return best_x
 
 
-def write_model(path, transport, alpha_us, beta_ns, gamma_ns, note):
+# How each transport waits for a message with more ranks than cores: tcp yields the core between looks
+# (plugins/tcp/plugin.c spin_yield), shm spins first.
+YIELDING_WAITS = {"tcp": "true", "shm": "false"}
+
+
+def write_model(path, transport, alpha_us, beta_ns, gamma_ns, note, cores):
     """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta or gamma 0)."""
     alpha_ns = round(alpha_us * 1e3)
     bandwidth = round(1e9 / beta_ns) if beta_ns > 0 else 0
@@ -141,21 +167,25 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, note):
                 "[sim]\n"
                 "model = true\n"
                 "model_ranks_per_host = 0\n"
+                f"model_cores_per_host = {cores}\n"
+                f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n"
                 f"model_intra_latency = {alpha_ns}ns\n"
                 f"model_intra_bandwidth = {bandwidth}\n"
                 f"model_reduce_bandwidth = {reduce_bw}\n")
 
 
-def unit_coefficients(b, tmp, colls, rank_counts, sizes):
+def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport):
     """The model's time is alpha, beta and gamma times what each alone costs on the critical path (exactly so
-    without contention): per (coll, ranks, size), plexus-whatif's time with each at one unit (1 us; 1 ns/B)."""
+    without contention; time-sharing multiplies all three alike): per (coll, ranks, size), plexus-whatif's
+    time with each at one unit (1 us; 1 ns/B)."""
     units = [("1000ns", "0", "0"), ("0ns", "1000000000", "0"), ("0ns", "0", "1000000000")]
     coef = {}
     for u, (lat, bw, red) in enumerate(units):
         model = os.path.join(tmp, f"unit{u}.ini")
         with open(model, "w") as f:
             f.write(f"[sim]\nmodel = true\nmodel_intra_latency = {lat}\nmodel_intra_bandwidth = {bw}\n"
-                    f"model_reduce_bandwidth = {red}\n")
+                    f"model_reduce_bandwidth = {red}\nmodel_cores_per_host = {cores}\n"
+                    f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n")
         for coll in colls:
             for P in rank_counts:
                 for n, us in b.predict_us(model, coll, P, sizes_for(coll, P, sizes)).items():
@@ -192,6 +222,8 @@ def main():
     ap.add_argument("--fit-ranks", default="2", help="rank counts whose collectives the fit uses (the rest: held out)")
     ap.add_argument("--quick", action="store_true", help="one repetition, 2 ranks, allreduce, 8 B .. 32 KiB")
     ap.add_argument("--measured", help="fit and predict from this calib-measured.json instead of measuring")
+    ap.add_argument("--cores", type=int, default=os.cpu_count(),
+                    help="this machine's cores, written to the model (default: os.cpu_count())")
     a = ap.parse_args()
     transports = [t for t in a.transports.split(",") if t]
     sizes = QUICK_SIZES if a.quick else SIZES
@@ -225,19 +257,31 @@ def main():
                            "collectives": {"/".join(map(str, k)): v for k, v in raw.items()}}, f, indent=1)
         pp = {t: {n: statistics.median(v) for n, v in d.items()} for t, d in raw_pp.items()}
         med = {k: statistics.median(v) for k, v in raw.items()}
-        coef = unit_coefficients(b, tmp, colls, rank_counts, sizes)
-        worst, within, held, spreads = 0.0, 0, 0, []
+        print(f"# cores: {a.cores} (os.cpu_count() {os.cpu_count()}); ranks beyond them time-share them in the model")
+        # Every other size at the fit's rank counts; all of them in --quick, which has too few.
+        fit_sizes = set(sizes if a.quick else sizes[0::2])
+
+        def fitted(P, n):
+            return P in fit_ranks and n in fit_sizes
+
+        worst, within, held, spreads = {}, {}, {}, []
         for t in transports:
             p_alpha, p_beta = fit_alpha_beta(pp[t])
-            rows = [(coef[(coll, P, n)], m) for (tt, coll, P, n), m in med.items() if tt == t and P in fit_ranks]
+            coef = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t)
+            rows = [(coef[(coll, P, n)], m) for (tt, coll, P, n), m in med.items() if tt == t and fitted(P, n)]
             alpha, beta_ns, gamma_ns = nnls(rows, 3)
             model = os.path.join(a.out, f"calib-{t}.ini")
             note = (f"fitted to plexus-bench {'/'.join(colls)} at {a.fit_ranks} ranks, medians of {reps} interleaved "
-                    f"repetition(s); load average {load[0]:.1f} at the start; "
+                    f"repetition(s), sizes {', '.join(str(n) for n in sorted(fit_sizes))}; load average {load[0]:.1f} at the start; "
                     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-            write_model(model, t, alpha, beta_ns, gamma_ns, note)
+            write_model(model, t, alpha, beta_ns, gamma_ns, note, a.cores)
+            flat = os.path.join(tmp, f"flat-{t}.ini")
+            write_model(flat, t, alpha, beta_ns, gamma_ns, note, 0)
+            tuning = os.path.join(a.out, f"tuning-{t}.txt")
+            b.emit_tuning(model, rank_counts, sizes, tuning)
             print(f"\n## {t}: alpha {alpha:.2f} us, beta {beta_ns:.4f} ns/B "
-                  f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B -> {model}")
+                  f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B -> {model}, "
+                  f"tuner table {tuning}")
             print(f"(point-to-point alone, calib_pingpong: alpha {p_alpha:.2f} us, beta {p_beta * 1e3:.4f} ns/B)")
             print("\n| one-way, 2 ranks | size (B) | measured (us) | samples min..max (us) | ping-pong fit (us) | error |\n"
                   "|---|---|---|---|---|---|")
@@ -245,24 +289,28 @@ def main():
                 f, v = p_alpha + p_beta * n, raw_pp[t][n]
                 print(f"| {t} | {n} | {pp[t][n]:.2f} | {min(v):.2f}..{max(v):.2f} | {f:.2f} | "
                       f"{100 * (f - pp[t][n]) / pp[t][n]:+.1f}% |")
-            print("\n| collective | ranks | size (B) | measured (us) | samples min..max (us) | predicted (us) | error | |\n"
-                  "|---|---|---|---|---|---|---|---|")
+            print("\n| collective | ranks | size (B) | measured (us) | samples min..max (us) | predicted (us) | error "
+                  "| | without cores (us) | error |\n|---|---|---|---|---|---|---|---|---|---|")
             for coll in colls:
                 for P in rank_counts:
                     pred = b.predict_us(model, coll, P, sizes_for(coll, P, sizes))
+                    flat_pred = b.predict_us(flat, coll, P, sizes_for(coll, P, sizes))
                     for n in sizes_for(coll, P, sizes):
-                        m, p = med[(t, coll, P, n)], pred[n]
+                        m, p, q = med[(t, coll, P, n)], pred[n], flat_pred[n]
                         err = (p - m) / m
                         spreads.append((max(raw[(t, coll, P, n)]) - min(raw[(t, coll, P, n)])) / m)
-                        if P not in fit_ranks:
-                            worst = max(worst, abs(err))
-                            held += 1
-                            within += abs(err) <= 0.2
+                        if not fitted(P, n):
+                            worst[P] = max(worst.get(P, 0.0), abs(err))
+                            held[P] = held.get(P, 0) + 1
+                            within[P] = within.get(P, 0) + (abs(err) <= 0.2)
                         v = raw[(t, coll, P, n)]
                         print(f"| {coll} | {P} | {n} | {m:.2f} | {min(v):.2f}..{max(v):.2f} | {p:.2f} | {100 * err:+.1f}% | "
-                              f"{'fit' if P in fit_ranks else 'held out'} |")
+                              f"{'fit' if fitted(P, n) else 'held out'} | {q:.2f} | {100 * (q - m) / m:+.1f}% |")
         if not a.quick:
-            print(f"\n# held-out predictions within 20%: {within} of {held}; the worst is off by {100 * worst:.1f}%")
+            for P in sorted(held):
+                print(f"\n# held-out predictions at {P} ranks within 20%: {within[P]} of {held[P]}; the worst is off by "
+                      f"{100 * worst[P]:.1f}%", end="")
+            print()
             print(f"# the samples' spread, (max - min) / median, over all collective rows: median "
                   f"{100 * statistics.median(spreads):.0f}%, largest {100 * max(spreads):.0f}%")
 

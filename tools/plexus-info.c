@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "auth.h"
+#include "tuner.h"
 #include "plexus/backend.h"
 #include "plexus/info.h"
 #include "plexus/plugin.h"
@@ -160,16 +161,55 @@ static int show_config(int json)
     return 0;
 }
 
-/* The effective value of section.key, or NULL. */
-static const char *config_value(const char *section, const char *key)
+/* The effective value of section.key, or NULL; where it was set in *origin. */
+static const char *config_value_from(const char *section, const char *key, const char **origin)
 {
     size_t n = plx_config_count();
     for (size_t i = 0; i < n; i++) {
         struct plx_config_entry e = {.struct_size = sizeof e};
-        if (plx_config_entry(i, &e) == 0 && !strcasecmp(e.section, section) && !strcasecmp(e.key, key))
+        if (plx_config_entry(i, &e) == 0 && !strcasecmp(e.section, section) && !strcasecmp(e.key, key)) {
+            *origin = e.origin;
             return e.value;
+        }
     }
     return NULL;
+}
+
+static const char *config_value(const char *section, const char *key)
+{
+    const char *origin;
+    return config_value_from(section, key, &origin);
+}
+
+/* How the generic allreduce picks its algorithm: forced, the built-in
+ * rule, or the [core] tuner table (read as plx_comm_init reads it). */
+static void show_tuner_text(void)
+{
+    const char *algo_from = "", *tab_from = "";
+    const char *algo = config_value_from("core", "allreduce_algo", &algo_from);
+    const char *tab = config_value_from("core", "tuner", &tab_from);
+    if (algo && strcmp(algo, "auto")) {
+        printf("allreduce algorithm: %s (core.allreduce_algo, %s)\n", algo, algo_from);
+        return;
+    }
+    if (!tab || !*tab) {
+        printf("allreduce tuner: built-in (recdbl up to core.small_bytes = %s, then rabenseifner at a power of two "
+               "above 2 ranks, else ring)\n", config_value("core", "small_bytes"));
+        return;
+    }
+    static struct plx__tuner t;
+    char err[600];
+    if (plx__tuner_load(&t, tab, err, sizeof err) != 0) {
+        printf("allreduce tuner: BROKEN (core.tuner, %s; plx_comm_init fails): %s\n", tab_from, err);
+        return;
+    }
+    printf("allreduce tuner: %s (core.tuner, %s):", tab, tab_from);
+    for (int i = 0; i < t.n; i++) {
+        if (i == 0 || t.rows[i].ranks != t.rows[i - 1].ranks)
+            printf("%s from %d ranks:", i ? ";" : "", t.rows[i].ranks);
+        printf(" %s from %zu B", plx__tuner_algo_name(t.rows[i].algo), t.rows[i].from_bytes);
+    }
+    printf("\n");
 }
 
 /* Whether the tcp:// store and the tcp transport authenticate their peers,
@@ -344,6 +384,7 @@ int main(int argc, char **argv)
         char boot[1024];
         plx_bootstrap_describe(NULL, boot, sizeof boot);
         printf("bootstrap: %s\n", boot);
+        show_tuner_text();
         char why[200];
         plx_plugin_copy_measure(why, sizeof why);
         printf("bulk copies between misaligned buffers (plugins, measured per process): %s\n", why);

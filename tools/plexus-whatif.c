@@ -25,15 +25,15 @@
 
 #include "plexus/plexus.h"
 
-enum { MAX_ALGOS = 8, N_MODEL_KEYS = 6 };
+enum { MAX_ALGOS = 8, N_MODEL_KEYS = 7 };
 #define RANK_STACK ((size_t)256 << 10)
 
 /* The model's keys and their defaults without --model; given[i]: on the
  * command line, so it overrides the model file too. */
 static const char *const MODEL_KEYS[N_MODEL_KEYS] = {
     "model_ranks_per_host", "model_intra_latency", "model_intra_bandwidth", "model_inter_latency",
-    "model_inter_bandwidth", "model_injection_bandwidth"};
-enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW };
+    "model_inter_bandwidth", "model_injection_bandwidth", "model_cores_per_host"};
+enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW, K_CORES };
 
 struct opts {
     int ranks, hosts, allgather;
@@ -41,12 +41,12 @@ struct opts {
     double factor;
     const char *val[N_MODEL_KEYS];
     int given[N_MODEL_KEYS];
-    const char *csv, *model, *reduce_bw;
+    const char *csv, *model, *reduce_bw, *tuning;
     const char *algos[MAX_ALGOS];
     int nalgo;
 };
 static struct opts O = {.ranks = 1024, .hosts = 1, .minb = 8, .maxb = 64u << 20, .factor = 2,
-                        .val = {NULL, "1us", "50G", "5us", "12G", "0"},
+                        .val = {NULL, "1us", "50G", "5us", "12G", "0", "0"},
                         .algos = {"ring", "recdbl", "tree", "rabenseifner"}, .nalgo = 4};
 static double (*model_clock)(void);
 
@@ -194,11 +194,15 @@ static void usage(FILE *f)
                "  --inter-latency T       across hosts (default 5us)\n"
                "  --inter-bandwidth B/s   a host's NIC (default 12G, about 100 Gb/s)\n"
                "  --injection-bandwidth B/s  per rank (default 0: no limit)\n"
+               "  --cores-per-host C      a host's cores, time-shared by more ranks (default 0: unlimited)\n"
                "  --reduce-bandwidth B/s  bytes a rank reduces per second (gamma; default: the model's, 0)\n"
                "  -b, --minbytes SIZE     smallest allreduce (default 8)\n"
                "  -e, --maxbytes SIZE     largest (default 64M)\n"
                "  -f, --stepfactor F      each size F times the last (default 2)\n"
                "  --csv FILE              also write ranks,hosts,bytes,algorithm,time_us,algbw,busbw,coll rows\n"
+               "  --emit-tuning FILE      write the fastest allreduce algorithm by size as a [core] tuner table\n"
+               "                          (allreduce RANKS FROM_BYTES ALGORITHM: a row where the fastest changes;\n"
+               "                          tables of several --ranks concatenate in ascending order)\n"
                "Bandwidths take K, M, G suffixes (powers of 1024, bytes per second).\n");
 }
 
@@ -235,7 +239,8 @@ static int parse_args(int argc, char **argv)
         {"injection-bandwidth", 1, 0, 'J'}, {"minbytes", 1, 0, 'b'}, {"maxbytes", 1, 0, 'e'},
         {"csv", 1, 0, 'C'},           {"help", 0, 0, 'h'},            {"model", 1, 0, 'M'},
         {"coll", 1, 0, 'c'},          {"algos", 1, 0, 'g'},           {"reduce-bandwidth", 1, 0, 'G'},
-        {"stepfactor", 1, 0, 'f'},    {0, 0, 0, 0},
+        {"stepfactor", 1, 0, 'f'},    {"cores-per-host", 1, 0, 'K'}, {"emit-tuning", 1, 0, 'T'},
+        {0, 0, 0, 0},
     };
     int ch, hosts_given = 0;
     while ((ch = getopt_long(argc, argv, "b:e:f:h", longs, NULL)) != -1) {
@@ -247,6 +252,8 @@ static int parse_args(int argc, char **argv)
         case 'A': set_key(K_INTER_LAT, optarg); break;
         case 'W': set_key(K_INTER_BW, optarg); break;
         case 'J': set_key(K_INJECT_BW, optarg); break;
+        case 'K': set_key(K_CORES, optarg); break;
+        case 'T': O.tuning = optarg; break;
         case 'G': O.reduce_bw = optarg; break;
         case 'b': O.minb = parse_size(optarg); break;
         case 'e': O.maxb = parse_size(optarg); break;
@@ -273,11 +280,44 @@ static int parse_args(int argc, char **argv)
         fprintf(stderr, "plexus-whatif: need --ranks >= 2 divisible by --hosts, 4 <= -b <= -e and -f > 1\n");
         return 2;
     }
+    for (int a = 0; O.tuning && a < O.nalgo; a++)
+        if (O.allgather || !strcmp(O.algos[a], "auto")) {
+            fprintf(stderr, "plexus-whatif: --emit-tuning compares allreduce algorithms, without auto\n");
+            return 2;
+        }
     static char rph[32];
     snprintf(rph, sizeof rph, "%d", O.ranks / O.hosts);
     O.val[K_RPH] = rph;
     O.given[K_RPH] = hosts_given;
     return -1;
+}
+
+/* The [core] tuner table: a row from each size where the fastest
+ * algorithm changes (from 0 for the first), so a size between two swept
+ * ones takes the smaller one's algorithm. */
+static FILE *tuning;
+static int tuning_last = -1;
+
+static int tuning_open(void)
+{
+    if (!O.tuning)
+        return 0;
+    if (!(tuning = fopen(O.tuning, "w"))) {
+        perror(O.tuning);
+        return -1;
+    }
+    fprintf(tuning, "# plexus [core] tuner table, written by plexus-whatif: the model's fastest allreduce by size\n"
+                    "# %d ranks, %d host(s)%s%s\n# allreduce RANKS FROM_BYTES ALGORITHM\n",
+            O.ranks, O.hosts, O.model ? ", model " : "", O.model ? O.model : "");
+    return 0;
+}
+
+static void tuning_note(size_t bytes, int best_a)
+{
+    if (!tuning || best_a < 0 || best_a == tuning_last)
+        return;
+    fprintf(tuning, "allreduce %d %zu %s\n", O.ranks, tuning_last < 0 ? (size_t)0 : bytes, O.algos[best_a]);
+    tuning_last = best_a;
 }
 
 static void print_header(const char *coll)
@@ -327,6 +367,8 @@ int main(int argc, char **argv)
         perror(O.csv);
         return 2;
     }
+    if (tuning_open() != 0)
+        return 2;
     const char *coll = O.allgather ? "allgather" : "allreduce";
     if (csv)
         fprintf(csv, "ranks,hosts,bytes,algorithm,time_us,algbw_gbs,busbw_gbs,coll\n");
@@ -357,11 +399,12 @@ int main(int argc, char **argv)
             }
         }
         printf("  %s\n", best_a >= 0 ? O.algos[best_a] : "-");
+        tuning_note(total, best_a);
         fflush(stdout);
         if (csv)
             fflush(csv);
     }
-    if (csv && fclose(csv) != 0)
+    if ((csv && fclose(csv) != 0) || (tuning && fclose(tuning) != 0))
         status = 1;
     return status;
 }

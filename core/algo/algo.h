@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "plexus/backend.h"
+#include "tuner.h"
 
 /* What the algorithms drive. comm.c wraps the plugin in one of these. */
 struct plx__p2p {
@@ -37,6 +38,7 @@ struct plx__algo_tuning {
     int allreduce_algo;       /* enum plx__allreduce_algo */
     size_t small_bytes;       /* below: latency algorithm (auto mode) */
     size_t segment_bytes;     /* pipeline segment of ring steps; 0: by world size */
+    struct plx__tuner tuner;  /* [core] tuner: auto's choice by size from a table (n 0: built in) */
 };
 
 /* Per-communicator scratch, grown on demand and kept (fresh pages are slow). */

@@ -3,6 +3,7 @@
  * doubling (log2 P steps) for latency, or reduce + broadcast. */
 #include "error.h"
 #include "internal.h"
+#include "log.h"
 #include "reduce.h"
 
 /* The largest power of two <= P. */
@@ -221,6 +222,20 @@ fail:
     return rc;
 }
 
+/* The tuner's algorithm for this allreduce. A count below the ranks takes
+ * recursive doubling, as in the built-in choice: the other algorithms split
+ * the vector into a block per rank. */
+static int tuned(const struct algo_ctx *x, size_t bytes)
+{
+    int line = 0, algo = plx__tuner_pick(&x->t->tuner, x->size, bytes, &line);
+    if (x->a->count < (size_t)x->size)
+        algo = PLX__AR_RECDBL;
+    if (plx__log_enabled(PLX_LOG_DEBUG, "tuner"))
+        plx__log(PLX_LOG_DEBUG, "tuner", "allreduce of %zu B on %d ranks: %s (%s:%d)", bytes, x->size,
+                 plx__tuner_algo_name(algo), x->t->tuner.source, line);
+    return algo;
+}
+
 int plx__allreduce(struct algo_ctx *x)
 {
     const struct plx_coll_args *a = x->a;
@@ -233,6 +248,8 @@ int plx__allreduce(struct algo_ctx *x)
         return 0;
     }
     int algo = x->t->allreduce_algo;
+    if (algo == PLX__AR_AUTO && x->t->tuner.n)
+        algo = tuned(x, bytes);
     if (algo == PLX__AR_AUTO) {
         /* Rabenseifner where P is a power of two above 2 (at 2 it is the
          * ring); elsewhere its fold would move the whole buffer twice more. */

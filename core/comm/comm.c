@@ -46,7 +46,7 @@ static int64_t options_timeout_ms(const struct plx_config *v, const struct plx_c
     return opt->timeout_ms >= 0 ? opt->timeout_ms : config_int(v, "timeout_ms", 300000000000) / 1000000;
 }
 
-static void load_tuning(struct plx_comm *c)
+static int load_tuning(struct plx_comm *c)
 {
     const char *algo = plx__config_get_in(c->config, "core", "allreduce_algo", NULL);
     c->tuning.allreduce_algo = PLX__AR_AUTO;
@@ -63,6 +63,11 @@ static void load_tuning(struct plx_comm *c)
     int staging = 0;
     plx__config_bool_in(c->config, "core", "cuda_staging", 0, &staging);
     c->cuda_staging = staging;
+    const char *tuner = plx__config_get_in(c->config, "core", "tuner", NULL);
+    char err[600];
+    if (tuner && *tuner && plx__tuner_load(&c->tuning.tuner, tuner, err, sizeof err) != 0)
+        return plx__err(PLX_ERR_CONFIG, "[core] tuner: %s", err);
+    return 0;
 }
 
 static struct plx_comm *comm_alloc(const char *name)
@@ -109,8 +114,9 @@ static int comm_finish_setup(struct plx_comm *c)
         return rc;
     }
     plx__p2p_init(c);
-    load_tuning(c);
-    return 0;
+    if ((rc = load_tuning(c)) != 0)
+        c->be->ops.comm_destroy(c->bc);
+    return rc;
 }
 
 /* The keys of this communicator in the job's store. A program that

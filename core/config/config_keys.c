@@ -26,6 +26,10 @@ const struct plx__key plx__keys[] = {
      "plx_comm_shrink and plx_comm_grow: a rank that has not joined the survivors' agreement this long after "
      "this rank did, or whose heartbeat in it stopped this long, counts as failed (a rank that comes later gets "
      "PLX_ERR_PEER_LOST). Set it alike on every rank."},
+    {"core", "tuner", PLX_KEY_STRING, "", NULL,
+     "A crossover table for allreduce_algo = auto: lines 'allreduce RANKS FROM_BYTES ALGORITHM' (what "
+     "plexus-whatif --emit-tuning writes from a network model); empty: the built-in choice. Read once per "
+     "communicator; a bad line fails plx_comm_init naming file:line."},
     {"core", "small_bytes", PLX_KEY_SIZE, "64K", NULL,
      "Messages up to this many bytes use the latency algorithm when allreduce_algo = auto."},
     {"core", "segment_bytes", PLX_KEY_SIZE, "0", NULL,

@@ -207,7 +207,7 @@ static int schedule(struct sim_sched *s, int n)
         if (!f) {
             if (s->deadlocked || !wake_deadlocked(s, n))
                 break; /* cannot happen: woken fibers finish or wait no more */
-            rc = PLX_ERR_TIMEOUT;
+            rc = SIM_DEADLOCK;
             continue;
         }
         f->queued = 0;
@@ -225,8 +225,8 @@ static int schedule(struct sim_sched *s, int n)
  * created inside body joins its world without waiting for the others, and
  * its waits hand the thread to the next rank instead of blocking; native
  * collectives are off (the core's algorithms run over point-to-point).
- * Returns 0, PLX_ERR_TIMEOUT when the ranks deadlocked (their waits
- * failed), or another error when the coroutines could not be made. */
+ * Returns 0, SIM_DEADLOCK when the ranks deadlocked (their waits
+ * failed with it), or another error when the coroutines could not be made. */
 PLX_BACKEND_EXPORT int plexus_sim_run_ranks(int nranks, size_t stack_bytes, void (*body)(int rank, void *arg),
                                             void *arg)
 {

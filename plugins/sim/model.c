@@ -4,7 +4,8 @@
  * or across hosts), queues behind the sender's earlier messages (the rank's
  * injection bandwidth), behind the host NIC's other traffic when it leaves
  * the host, and behind the receiver's other arrivals; a reduction the core
- * runs costs gamma * bytes on the rank's clock. Nothing sleeps: wall
+ * runs costs gamma * bytes on the rank's clock; a host with fewer cores than
+ * ranks time-shares them (stretch). Nothing sleeps: wall
  * time does not depend on the modelled latency. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,8 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     const struct plx_host *h = sim_host;
     m->on = plx_plugin_config_bool(h, config, "model", 0);
     m->ranks_per_host = (int)plx_plugin_config_int(h, config, "model_ranks_per_host", 0);
+    m->cores_per_host = (int)plx_plugin_config_int(h, config, "model_cores_per_host", 0);
+    m->yielding_waits = plx_plugin_config_bool(h, config, "model_yielding_waits", 0);
     m->intra_alpha_ns = (double)plx_plugin_config_int(h, config, "model_intra_latency", 0);
     m->intra_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_bandwidth", 0));
     m->inter_alpha_ns = (double)plx_plugin_config_int(h, config, "model_inter_latency", 0);
@@ -43,6 +46,29 @@ static int host_of(const struct sim_model *m, int rank)
 static double max2(double a, double b)
 {
     return a > b ? a : b;
+}
+
+/* Time-sharing: while a collective runs, every rank of a host is runnable
+ * (it copies, reduces, or spins and yields on its waits), and the kernel
+ * shares the host's cores fairly among them, so each rank runs cores/ranks
+ * of the time. Work it does on a core then takes ranks/cores times as
+ * long: its reductions, and a message within the host, whose latency and
+ * copy are CPU work at both ends (shared memory, loopback). Copies of
+ * co-scheduled ranks serialize onto the cores, and a message waits while
+ * its receiver is descheduled. Where a waiting rank gives its core to the
+ * others instead (model_yielding_waits: tcp, oversubscribed, yields between
+ * looks, then sleeps), the rank that waits for a message is off the cores,
+ * so the message's latency is not shared; its copy and the reductions
+ * still are. A NIC's transfer across hosts does not need
+ * the cores. The factor: ranks on the host / cores, at least 1. */
+static double stretch(const struct sim_model *m, int slots, int rank)
+{
+    if (m->cores_per_host <= 0)
+        return 1.0;
+    int per = m->ranks_per_host > 0 ? m->ranks_per_host : slots;
+    int first = host_of(m, rank) * per;
+    int on_host = slots - first < per ? slots - first : per;
+    return on_host > m->cores_per_host ? (double)on_host / m->cores_per_host : 1.0;
 }
 
 /* Queues by rank and by host, made on first use (w->mu held): the
@@ -79,6 +105,8 @@ int sim_model_send(struct impl *c, struct sim_req *r)
     int inter = host != host_of(m, dst ? dst->model_rank : r->peer);
     double beta = inter ? m->inter_beta_ns : m->intra_beta_ns;
     double occupy = (double)r->bytes * max2(beta, m->inject_beta_ns);
+    if (!inter)
+        occupy *= stretch(m, n, me);
     double depart = max2(r->t_post, QUEUE(q, n, EGRESS, me));
     if (inter)
         depart = max2(depart, QUEUE(q, n, NIC_OUT, host));
@@ -122,10 +150,10 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     int inter = host_of(m, sc->model_rank) != host;
     double alpha = inter ? m->inter_alpha_ns : m->intra_alpha_ns;
     double beta = inter ? m->inter_beta_ns : m->intra_beta_ns;
-    double b = (double)send->bytes;
-    double arrive = send->t_depart + alpha + b * beta;
+    double b = (double)send->bytes, s = inter ? 1.0 : stretch(m, n, dst);
+    double arrive = send->t_depart + (m->yielding_waits ? 1.0 : s) * alpha + s * b * beta;
     /* Arrivals share the receiver's link (and its host's NIC). */
-    arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + b * max2(beta, m->inject_beta_ns));
+    arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + s * b * max2(beta, m->inject_beta_ns));
     if (inter) {
         arrive = max2(arrive, QUEUE(q, n, NIC_IN, host) + b * m->inter_beta_ns);
         QUEUE(q, n, NIC_IN, host) = arrive;
@@ -153,7 +181,8 @@ void sim_model_charge_reduce(void *comm, size_t bytes)
     if (!c->cfg.model.on || c->cfg.model.reduce_gamma_ns <= 0)
         return;
     pthread_mutex_lock(&c->w->mu);
-    *c->clock_ns += (double)bytes * c->cfg.model.reduce_gamma_ns;
+    double s = stretch(&c->cfg.model, queue_slots(c), c->model_rank);
+    *c->clock_ns += s * (double)bytes * c->cfg.model.reduce_gamma_ns;
     last_clock_ns = *c->clock_ns;
     pthread_mutex_unlock(&c->w->mu);
     if (c->fiber)

@@ -30,6 +30,13 @@ static const struct plx_key keys[] = {
      "Network model: messages take virtual time (alpha + beta * bytes per link), never slept; the core's "
      "generic algorithms run (native collectives off)"},
     {"model_ranks_per_host", PLX_KEY_UINT, "0", NULL, "Model: consecutive ranks per host (0: one host)"},
+    {"model_cores_per_host", PLX_KEY_UINT, "0", NULL,
+     "Model: CPU cores of a host (0: unlimited). With more ranks on a host, they share its cores fairly: "
+     "what they do on them (messages within the host, reductions) takes ranks/cores times as long"},
+    {"model_yielding_waits", PLX_KEY_BOOL, "false", NULL,
+     "Model, with model_cores_per_host: a waiting rank gives its core to the others (tcp yields between "
+     "looks when oversubscribed) instead of spinning on its share (shm spins first), so a message's latency "
+     "is not time-shared; its copy and reductions still are"},
     {"model_intra_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency within a host (alpha)"},
     {"model_intra_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second of a link within a host (1/beta; 0: infinite)"},

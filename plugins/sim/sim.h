@@ -36,6 +36,8 @@ struct sim_req {
 struct sim_model {
     int on;
     int ranks_per_host;   /* 0: every rank on one host */
+    int cores_per_host;   /* 0: a core for every rank; fewer: its ranks time-share them */
+    int yielding_waits;   /* time-shared: a waiting rank gives its core up (else it spins on its share) */
     double intra_alpha_ns, intra_beta_ns; /* within a host: latency, ns per byte */
     double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */
     double inject_beta_ns; /* per rank, shared by its messages (0: no limit) */
@@ -153,6 +155,10 @@ void sim_p2p_cancel(struct impl *c, struct sim_req *r);
 int sim_collective(void *comm, const struct plx_coll_args *a, void **req);
 int sim_worker_start(struct impl *c);
 void sim_worker_stop(struct impl *c);
+
+/* Coroutine ranks that all wait: every wait fails at once with this (the
+ * program's sends and receives cannot match), never a timeout. */
+#define SIM_DEADLOCK PLX_ERR_INVALID_USAGE
 
 /* fiber.c: the calling coroutine (NULL on a thread of its own); make f
  * runnable from virtual time at_ns; give the thread to the next runnable

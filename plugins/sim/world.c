@@ -311,8 +311,10 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
         }
         if (c->fiber) { /* virtual time cannot run out: only a deadlock ends the wait */
             pthread_mutex_unlock(&w->mu);
+            /* Not a timeout: the core would ask again until the
+             * operation's deadline, and no wait can ever succeed now. */
             if (sim_fiber_block() != 0)
-                return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waits for rank %d (%s, tag %llu), and every "
+                return sim_error(SIM_DEADLOCK, "sim: rank %d waits for rank %d (%s, tag %llu), and every "
                                  "rank waits: deadlock", c->rank, r->peer, r->is_send ? "send" : "recv",
                                  (unsigned long long)r->tag);
             pthread_mutex_lock(&w->mu);

@@ -20,6 +20,9 @@ f=$d/calib-tcp.ini
 [ -s "$f" ] || { echo "FAIL: no $f"; exit 1; }
 grep -qx '\[sim\]' "$f" || { echo "FAIL: no [sim] section"; cat "$f"; exit 1; }
 grep -qx 'model = true' "$f" || { echo "FAIL: model not on"; cat "$f"; exit 1; }
+cores=$(sed -n 's/^model_cores_per_host = \([0-9][0-9]*\)$/\1/p' "$f")
+want=$(/usr/bin/python3 -c 'import os; print(os.cpu_count())')
+[ "$cores" = "$want" ] || { echo "FAIL: model_cores_per_host '$cores', this machine has $want"; cat "$f"; exit 1; }
 alpha=$(sed -n 's/^model_intra_latency = \([0-9][0-9]*\)ns$/\1/p' "$f")
 bw=$(sed -n 's/^model_intra_bandwidth = \([0-9][0-9]*\)$/\1/p' "$f")
 red=$(sed -n 's/^model_reduce_bandwidth = \([0-9][0-9]*\)$/\1/p' "$f")
@@ -31,4 +34,6 @@ awk -F, -v a="$alpha" 'NR == 2 { got = $5 * 1000; printf "modelled 8 B allreduce
                                  exit !(got >= a) }
                        END { if (NR != 2) { print "expected one row"; exit 1 } }' "$d/w.csv" ||
     { echo "FAIL: the model file's latency is not in the modelled time"; exit 1; }
+t=$d/tuning-tcp.txt
+grep -q '^allreduce 2 0 [a-z]*$' "$t" || { echo "FAIL: no [core] tuner table for 2 ranks from 0 B"; cat "$t"; exit 1; }
 echo "ok"

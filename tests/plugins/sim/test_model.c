@@ -24,6 +24,14 @@ static double beta_ns; /* 1G per second, as the key reads it: 2^30 bytes */
  * reduces a received block before it sends what depends on it, so each
  * reduction on the critical path adds its bytes * gamma. */
 static double gamma_ns;
+/* sim.model_cores_per_host (0: unlimited). With P ranks on one host of
+ * cores < P, fair sharing gives each rank cores/P of a core all along, so
+ * every cost above (latency, copy, reduction: all CPU work of the host's
+ * ranks) takes P/cores times as long, and so does the whole op. */
+static int cores;
+/* sim.model_yielding_waits: a waiting rank gives its core up, so only the
+ * copies and reductions (beta, gamma) take P/cores as long, not alpha. */
+static int yielding;
 
 struct job {
     int coll;          /* PLX_COLL_ALLREDUCE, _ALLGATHER, _REDUCE_SCATTER */
@@ -88,7 +96,8 @@ static double nseg(int P, double block_bytes)
     return block_bytes <= 0 ? 1 : ceil(block_bytes / seg);
 }
 
-static void check(const char *algo, int coll, int P, size_t count)
+/* The closed form of algo at the current alpha, beta, gamma, and its name. */
+static double formula(const char *algo, int coll, int P, size_t count, const char **name_out)
 {
     double n = (double)count * 4, want;
     const char *name;
@@ -133,10 +142,31 @@ static void check(const char *algo, int coll, int P, size_t count)
         name = "allreduce recdbl";
         want = log2i(P) * (ALPHA_NS + n * (beta_ns + gamma_ns));
     }
-    char algo_kv[64];
+    *name_out = name;
+    return want;
+}
+
+static void check(const char *algo, int coll, int P, size_t count)
+{
+    double n = (double)count * 4;
+    const char *name;
+    double want = formula(algo, coll, P, count, &name);
+    double share = cores > 0 && P > cores ? (double)P / cores : 1.0;
+    want *= share;
+    if (yielding) { /* the formulas are linear in alpha, beta, gamma: take alpha's share back out */
+        double b = beta_ns, g = gamma_ns;
+        beta_ns = gamma_ns = 0;
+        want -= (share - 1) * formula(algo, coll, P, count, &name);
+        beta_ns = b;
+        gamma_ns = g;
+    }
+    char algo_kv[64], cores_kv[64];
     snprintf(algo_kv, sizeof algo_kv, "core.allreduce_algo=%s", algo);
+    snprintf(cores_kv, sizeof cores_kv, "sim.model_cores_per_host=%d", cores);
     const char *ov[] = {"sim.model=true", "sim.model_intra_latency=2us", "sim.model_intra_bandwidth=1G",
-                        algo_kv, gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
+                        algo_kv, cores_kv,
+                        yielding ? "sim.model_yielding_waits=true" : "sim.model_yielding_waits=false",
+                        gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
     struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
     int rc = run_ranks(P, "sim", ov, 60000, run, &j);
     double got = 0;
@@ -144,8 +174,35 @@ static void check(const char *algo, int coll, int P, size_t count)
         got = j.end_ns[r] > got ? j.end_ns[r] : got;
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
-    printf("%s %-20s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
-           name, gamma_ns > 0 ? " +gamma" : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+    printf("%s %-20s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
+           name, gamma_ns > 0 ? " +gamma" : "", share > 1 ? (yielding ? " shared, yielding" : " time-shared") : "", P, n,
+           got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+    if (!ok)
+        failures++;
+    free(j.end_ns);
+}
+
+/* Two hosts of two ranks on one core each: recursive doubling's first
+ * exchange stays in the host, time-shared by two ranks (twice alpha + n
+ * beta), its second crosses hosts (NIC latency alpha, bandwidth unlimited:
+ * no CPU), and each step's reduction runs time-shared (twice n gamma). */
+static void check_two_hosts(void)
+{
+    const int P = 4;
+    double n = 1024 * 4;
+    double want = 2 * (ALPHA_NS + n * beta_ns) + ALPHA_NS + 2 * 2 * n * gamma_ns;
+    const char *ov[] = {"sim.model=true", "sim.model_intra_latency=2us", "sim.model_intra_bandwidth=1G",
+                        "sim.model_inter_latency=2us", "sim.model_ranks_per_host=2", "sim.model_cores_per_host=1",
+                        "sim.model_reduce_bandwidth=2G", "core.allreduce_algo=recdbl", NULL};
+    struct job j = {.coll = PLX_COLL_ALLREDUCE, .count = 1024, .end_ns = calloc((size_t)P, sizeof(double))};
+    int rc = run_ranks(P, "sim", ov, 60000, run, &j);
+    double got = 0;
+    for (int r = 0; r < P; r++)
+        got = j.end_ns[r] > got ? j.end_ns[r] : got;
+    double err = fabs(got - want) / want;
+    int ok = rc == 0 && j.bad == 0 && err <= 0.02;
+    printf("%s allreduce recdbl 2 hosts x 2 ranks on 1 core +gamma: model %.0f ns formula %.0f ns (%.2f%%)%s\n",
+           ok ? "ok  " : "FAIL", got, want, 100 * err, j.bad ? " WRONG DATA" : "");
     if (!ok)
         failures++;
     free(j.end_ns);
@@ -240,7 +297,24 @@ int main(void)
     check("rabenseifner", PLX_COLL_ALLREDUCE, 8, 8 * 1024);
     check("ring", PLX_COLL_REDUCE_SCATTER, 5, 1024);
     check("ring", PLX_COLL_ALLGATHER, 5, 1024);
+    check_two_hosts();
+    /* More ranks than cores on one host. */
+    cores = 2;
+    check("ring", PLX_COLL_REDUCE_SCATTER, 5, 1024);
+    check("tree", PLX_COLL_ALLREDUCE, 8, 1024);
     gamma_ns = 0;
+    check("ring", PLX_COLL_ALLREDUCE, 4, 4 * 1024);
+    check("rabenseifner", PLX_COLL_ALLREDUCE, 4, 4 * 1024);
+    check("ring", PLX_COLL_ALLGATHER, 3, 1024);
+    check("recdbl", PLX_COLL_ALLREDUCE, 2, 1024); /* as many cores as ranks: unchanged */
+    yielding = 1;
+    check("ring", PLX_COLL_ALLREDUCE, 4, 4 * 1024);
+    check("tree", PLX_COLL_ALLREDUCE, 8, 1024);
+    gamma_ns = 1e9 / (double)(2u << 30);
+    check("ring", PLX_COLL_REDUCE_SCATTER, 5, 1024);
+    gamma_ns = 0;
+    yielding = 0;
+    cores = 0;
     dlclose(h);
     return failures ? 1 : 0;
 }
