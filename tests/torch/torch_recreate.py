@@ -8,7 +8,10 @@ Each round has its own MASTER_PORT: with one port, the others' next
 rendezvous could reach the late rank 0's old store, which torch closes under
 them ("Connection reset by peer"), a race in torch's env:// and not plexus's.
 Under PLEXUS_BACKEND tcp and shm. Exit 0 if every round passes on every
-rank, 1 if not, 77 without torch or plexus.torch.
+rank and no rank's stderr carries a C++ stack from torch's store ("recvValue
+failed", which torch 2.x logged whenever a leaving rank asked the store of
+a rank 0 that had just closed it), 1 if not, 77 without torch or
+plexus.torch.
 """
 import datetime
 import os
@@ -18,6 +21,7 @@ import sys
 import time
 
 TIMEOUT = 120
+NOISE = ("recvValue failed", "Exception raised from")
 
 
 def skip(why):
@@ -74,18 +78,25 @@ def main():
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1",
                    RECREATE_PORTS=",".join(map(str, free_ports(max(3, P)))),
                    PYTHONWARNINGS="ignore", PLEXUS_BACKEND=backend)
-        procs = [subprocess.Popen([sys.executable, "-B", __file__, "--rank", str(r), str(P)], env=env)
-                 for r in range(P)]
-        codes = []
+        procs = [subprocess.Popen([sys.executable, "-B", __file__, "--rank", str(r), str(P)], env=env,
+                                  stderr=subprocess.PIPE, text=True) for r in range(P)]
+        deadline = time.monotonic() + TIMEOUT
+        codes, errs = [], []
         for p in procs:
             try:
-                codes.append(p.wait(timeout=TIMEOUT))
+                _, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
+                codes.append(p.returncode)
             except subprocess.TimeoutExpired:
                 for q in procs:
                     q.kill()
+                _, err = p.communicate()
                 codes.append("timeout")
-        print("%s, %d processes: exit codes %s" % (backend, P, codes), flush=True)
-        failed += any(c != 0 for c in codes)
+            errs.append(err)
+            sys.stderr.write(err)
+        noisy = [r for r, e in enumerate(errs) if any(n in e for n in NOISE)]
+        print("%s, %d processes: exit codes %s%s" % (
+            backend, P, codes, ", torch's store stack on stderr of rank(s) %s" % noisy if noisy else ""), flush=True)
+        failed += any(c != 0 for c in codes) or bool(noisy)
     print("FAILED" if failed else "ok")
     return 1 if failed else 0
 

@@ -6,12 +6,16 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <dirent.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
-#include <thread>
+#include <vector>
 
 namespace plexus_torch {
 
@@ -24,18 +28,24 @@ static c10::intrusive_ptr<c10d::Store> tcp_store_under(const c10::intrusive_ptr<
     return dynamic_cast<c10d::TCPStore *>(s.get()) ? s : c10::intrusive_ptr<c10d::Store>();
 }
 
-// Whether this process runs the server of tcp (a TCPStore): it holds a
-// listening socket on the store's port.
-static bool hosts_server(const c10::intrusive_ptr<c10d::Store> &tcp)
+static int port_of(const struct sockaddr_storage &a)
 {
-    auto *t = dynamic_cast<c10d::TCPStore *>(tcp.get());
-    if (!t)
-        return false;
-    int want = t->getPort();
+    if (a.ss_family == AF_INET)
+        return ntohs(reinterpret_cast<const struct sockaddr_in *>(&a)->sin_port);
+    if (a.ss_family == AF_INET6)
+        return ntohs(reinterpret_cast<const struct sockaddr_in6 *>(&a)->sin6_port);
+    return -1;
+}
+
+// The process's sockets, listening or connected (by the flag), whose own
+// address (listening) or peer's (connected) has port want.
+static std::vector<int> sockets_on_port(int want, bool listening_ones)
+{
+    std::vector<int> fds;
     DIR *d = opendir("/proc/self/fd");
     if (!d)
-        return false;
-    bool found = false;
+        return fds;
+    int dir_fd = dirfd(d);
     while (struct dirent *e = readdir(d)) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
             continue;
@@ -43,23 +53,26 @@ static bool hosts_server(const c10::intrusive_ptr<c10d::Store> &tcp)
         struct stat st;
         int listening = 0;
         socklen_t len = sizeof listening;
-        if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
-            getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening)
+        if (fd == dir_fd || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+            getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || (listening != 0) != listening_ones)
             continue;
         struct sockaddr_storage a;
         socklen_t alen = sizeof a;
-        if (getsockname(fd, reinterpret_cast<struct sockaddr *>(&a), &alen) != 0)
-            continue;
-        int port = a.ss_family == AF_INET    ? ntohs(reinterpret_cast<struct sockaddr_in *>(&a)->sin_port)
-                   : a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<struct sockaddr_in6 *>(&a)->sin6_port)
-                                             : -1;
-        if (port == want) {
-            found = true;
-            break;
-        }
+        int got = listening_ones ? getsockname(fd, reinterpret_cast<struct sockaddr *>(&a), &alen)
+                                 : getpeername(fd, reinterpret_cast<struct sockaddr *>(&a), &alen);
+        if (got == 0 && port_of(a) == want)
+            fds.push_back(fd);
     }
     closedir(d);
-    return found;
+    return fds;
+}
+
+// Whether this process runs the server of tcp (a TCPStore): it holds a
+// listening socket on the store's port.
+static bool hosts_server(const c10::intrusive_ptr<c10d::Store> &tcp)
+{
+    auto *t = dynamic_cast<c10d::TCPStore *>(tcp.get());
+    return t && !sockets_on_port(t->getPort(), true).empty();
 }
 
 static const char kHostKey[] = "plexus-torch/store-host";
@@ -106,6 +119,30 @@ static bool last_use(const c10::intrusive_ptr<c10d::Store> &store)
     return dynamic_cast<c10d::TCPStore *>(s.get()) != nullptr;
 }
 
+// Waits until the peer has closed every connection fds holds (the
+// server's end of a TCPStore client), or until deadline. It only polls:
+// a store call on a closed connection makes torch 2.x log an error with a
+// C++ stack, and the client itself reads nothing meanwhile.
+static void wait_for_hangup(std::vector<int> fds, std::chrono::steady_clock::time_point deadline)
+{
+    while (!fds.empty()) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0)
+            return;
+        std::vector<struct pollfd> p(fds.size());
+        for (size_t i = 0; i < fds.size(); i++)
+            p[i] = {fds[i], POLLRDHUP, 0};
+        int n = poll(p.data(), p.size(), static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+        if (n < 0 && errno != EINTR)
+            return;
+        std::vector<int> open;
+        for (size_t i = 0; i < fds.size(); i++)
+            if (!(p[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
+                open.push_back(fds[i]);
+        fds.swap(open);
+    }
+}
+
 void release_and_wait_for_close(c10::intrusive_ptr<c10d::Store> &store, std::chrono::milliseconds timeout)
 {
     try {
@@ -114,14 +151,12 @@ void release_and_wait_for_close(c10::intrusive_ptr<c10d::Store> &store, std::chr
         store.reset();
         if (!last || !tcp)
             return;
-        auto deadline = std::chrono::steady_clock::now() + timeout;
-        while (std::chrono::steady_clock::now() < deadline) {
-            // Throws once the server has closed the connection.
-            tcp->check({kHostKey});
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
+        // The client's connections to the server: the ones to the store's
+        // port (the process holds no other live store on that port now).
+        auto *t = static_cast<c10d::TCPStore *>(tcp.get());
+        wait_for_hangup(sockets_on_port(t->getPort(), false), std::chrono::steady_clock::now() + timeout);
     } catch (const std::exception &) {
-        // The server has gone: done.
+        // Nothing to wait for.
     }
 }
 
