@@ -19,9 +19,9 @@
 
 #include "slice.h"
 
-/* The kernel's struct sched_attr (its first version, which every kernel
+/* The kernel's struct plx__sched_attr (its first version, which every kernel
  * with sched_setattr takes): linux/sched/types.h clashes with sched.h. */
-struct sched_attr {
+struct plx__sched_attr {
     uint32_t size, sched_policy;
     uint64_t sched_flags;
     int32_t sched_nice;
@@ -36,13 +36,13 @@ static _Thread_local struct {
     uint64_t old_ns;
 } slice;
 
-static int get_attr(struct sched_attr *a)
+static int get_attr(struct plx__sched_attr *a)
 {
     memset(a, 0, sizeof *a);
     return (int)syscall(SYS_sched_getattr, 0, a, sizeof *a, 0);
 }
 
-static int set_runtime(struct sched_attr *a, uint64_t ns)
+static int set_runtime(struct plx__sched_attr *a, uint64_t ns)
 {
     a->size = sizeof *a;
     a->sched_flags = 0;
@@ -54,7 +54,7 @@ void plx__slice_shorten(uint64_t ns)
 {
     if (!ns || slice.shortened)
         return;
-    struct sched_attr a;
+    struct plx__sched_attr a;
     /* Only fair tasks: a real-time or deadline thread keeps its policy. */
     if (get_attr(&a) || (a.sched_policy != SCHED_OTHER && a.sched_policy != SCHED_BATCH))
         return;
@@ -72,14 +72,14 @@ void plx__slice_restore(void)
     if (!slice.shortened)
         return;
     slice.shortened = 0;
-    struct sched_attr a;
+    struct plx__sched_attr a;
     if (get_attr(&a) == 0)
         set_runtime(&a, slice.old_ns);
 }
 
 int plx__slice_probe(uint64_t ns, char *why, size_t len)
 {
-    struct sched_attr a;
+    struct plx__sched_attr a;
     if (!ns) {
         snprintf(why, len, "off (0)");
         return 0;
