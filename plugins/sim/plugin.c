@@ -114,8 +114,9 @@ static int get_caps(void *comm, struct plx_caps *out)
         caps.collectives = 0;
     /* Shrink and grow rebuild through the job's store under new keys, a new
      * world; coroutine ranks cannot, as the survivors' agreement sleeps and
-     * runs a heartbeat thread, which would block their only thread. */
-    if (c && !c->fiber)
+     * runs a heartbeat thread, which would block their only thread. The
+     * backend's own caps (no communicator) are those of thread ranks. */
+    if (!c || !c->fiber)
         caps.flags |= PLX_CAP_SHRINK;
     if (c && c->cfg.model.on && !c->cfg.model.payload)
         caps.flags |= PLX_CAP_TIMING_ONLY;
