@@ -8,7 +8,10 @@
  *                second allreduce must fail (it waits for the victim until
  *                the operation's timeout), then each calls plx_comm_shrink:
  *                the new communicator must hold 3 ranks, numbered as
- *                before, and an allreduce on it must be right.
+ *                before, and an allreduce on it must be right. Then it
+ *                grows back to 4 with a newcomer thread (plx_comm_join),
+ *                which must be rank 3, and an allreduce must be right on
+ *                all four.
  *   unsupported  2 ranks are coroutines of one thread (plexus_sim_run_ranks):
  *                there the survivors' agreement would block the only thread,
  *                so shrink and grow must refuse with PLX_ERR_UNSUPPORTED
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plexus/plexus.h"
 #include "procs.h"
@@ -32,6 +36,7 @@
 
 struct shared {
     int failures;
+    int shrunk; /* atomic: survivors back from shrink, about to grow */
     double failed_at[RANKS];
     char log[RANKS][1024];
 };
@@ -60,6 +65,59 @@ static int check_sum(struct plx_comm *c, int members, char *log, size_t cap, int
     return rc;
 }
 
+/* The shrunk communicator grows back to RANKS with a newcomer thread that
+ * joins through the same in-process store; old ranks keep their numbers. */
+static void grow_back(struct shared *sh, int rank, struct plx_comm *n)
+{
+    char *log = sh->log[rank];
+    size_t cap = sizeof sh->log[0];
+    __atomic_add_fetch(&sh->shrunk, 1, __ATOMIC_RELEASE);
+    struct plx_comm *g = NULL;
+    int rc = plx_comm_grow(n, RANKS, &g);
+    printf("rank %d: plx_comm_grow: %s%s%s\n", rank, plx_err_name(rc), rc ? ": " : "", rc ? plx_last_error() : "");
+    if (rc != 0 || !g) {
+        procs_report(log, cap, &sh->failures, "rank %d: grow: %s: %s\n", rank, plx_err_name(rc), plx_last_error());
+        return;
+    }
+    if (plx_comm_size(g) != RANKS || plx_comm_rank(g) != rank)
+        procs_report(log, cap, &sh->failures, "rank %d: grown to rank %d of %d\n", rank, plx_comm_rank(g),
+                     plx_comm_size(g));
+    else if ((rc = check_sum(g, RANKS, log, cap, &sh->failures, "allreduce after grow")) != 0)
+        procs_report(log, cap, &sh->failures, "rank %d: allreduce after grow: %s: %s\n", rank, plx_err_name(rc),
+                     plx_last_error());
+    plx_comm_destroy(g);
+}
+
+static void *newcomer(void *arg)
+{
+    struct shared *sh = arg;
+    char *log = sh->log[VICTIM];
+    size_t cap = sizeof sh->log[0];
+    double until = now_s() + BOUND_S;
+    while (__atomic_load_n(&sh->shrunk, __ATOMIC_ACQUIRE) < RANKS - 1 && now_s() < until)
+        usleep(1000);
+    struct plx_comm_options o;
+    plx_comm_options_init(&o);
+    o.backend = "sim";
+    o.init = "mem://shrink-sim-threads";
+    o.timeout_ms = TIMEOUT_MS;
+    struct plx_comm *g = NULL;
+    int rc = plx_comm_join(&o, &g);
+    printf("newcomer: plx_comm_join: %s, rank %d of %d\n", plx_err_name(rc), rc ? -1 : plx_comm_rank(g),
+           rc ? -1 : plx_comm_size(g));
+    if (rc != 0) {
+        procs_report(log, cap, &sh->failures, "newcomer: join: %s: %s\n", plx_err_name(rc), plx_last_error());
+        return NULL;
+    }
+    if (plx_comm_size(g) != RANKS || plx_comm_rank(g) != VICTIM)
+        procs_report(log, cap, &sh->failures, "newcomer: rank %d of %d, expected %d of %d\n", plx_comm_rank(g),
+                     plx_comm_size(g), VICTIM, RANKS);
+    else if ((rc = check_sum(g, RANKS, log, cap, &sh->failures, "newcomer's allreduce")) != 0)
+        procs_report(log, cap, &sh->failures, "newcomer: allreduce: %s: %s\n", plx_err_name(rc), plx_last_error());
+    plx_comm_destroy(g);
+    return NULL;
+}
+
 static void survivor(struct shared *sh, int rank, struct plx_comm *c)
 {
     char *log = sh->log[rank];
@@ -86,6 +144,8 @@ static void survivor(struct shared *sh, int rank, struct plx_comm *c)
     else if ((rc = check_sum(n, RANKS - 1, log, cap, &sh->failures, "allreduce after shrink")) != 0)
         procs_report(log, cap, &sh->failures, "rank %d: allreduce after shrink: %s: %s\n", rank, plx_err_name(rc),
                      plx_last_error());
+    else
+        grow_back(sh, rank, n);
     if (now_s() - sh->failed_at[rank] > BOUND_S)
         procs_report(log, cap, &sh->failures, "rank %d: shrink and allreduce took %.1f s\n", rank,
                      now_s() - sh->failed_at[rank]);
@@ -131,7 +191,11 @@ static void *thread_rank(void *arg)
 
 static int threads(void)
 {
-    pthread_t t[RANKS];
+    pthread_t t[RANKS], late;
+    if (pthread_create(&late, NULL, newcomer, &sh_) != 0) {
+        printf("FAIL: pthread_create\n");
+        return 1;
+    }
     for (int r = 0; r < RANKS; r++)
         if (pthread_create(&t[r], NULL, thread_rank, (void *)(intptr_t)r) != 0) {
             printf("FAIL: pthread_create\n");
@@ -140,6 +204,7 @@ static int threads(void)
     void *lost[RANKS];
     for (int r = 0; r < RANKS; r++)
         pthread_join(t[r], &lost[r]);
+    pthread_join(late, NULL);
     for (int r = 0; r < RANKS; r++)
         if (lost[r])
             plx_comm_destroy(lost[r]);
