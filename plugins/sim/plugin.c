@@ -112,6 +112,12 @@ static int get_caps(void *comm, struct plx_caps *out)
     };
     if (c && !c->cfg.native)
         caps.collectives = 0;
+    /* Shrink and grow rebuild through the job's store under new keys, a new
+     * world; coroutine ranks cannot, as the survivors' agreement sleeps and
+     * runs a heartbeat thread, which would block their only thread. The
+     * backend's own caps (no communicator) are those of thread ranks. */
+    if (!c || !c->fiber)
+        caps.flags |= PLX_CAP_SHRINK;
     if (c && c->cfg.model.on && !c->cfg.model.payload)
         caps.flags |= PLX_CAP_TIMING_ONLY;
     size_t n = out->struct_size < sizeof caps ? out->struct_size : sizeof caps;
@@ -259,7 +265,9 @@ static const struct plx_backend sim_backend = {
     .abi_minor = PLX_ABI_MINOR,
     .name = "sim",
     .version = "0.1.0",
-    .description = "in-process simulated world: ranks are threads (init mem://NAME)",
+    .description = "in-process simulated world: ranks are threads (init mem://NAME) or coroutines of one thread; "
+                   "shrink and grow only on thread ranks: on coroutines the survivors' agreement would block the "
+                   "only thread",
     .keys = keys,
     .probe = probe,
     .get_caps = get_caps,
