@@ -119,6 +119,7 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     c->lost_rank = -1;
     c->revoked_by = -1;
     c->gave_up_by = -1;
+    c->aborted_by = -1;
     c->timeout_ms = a->timeout_ms;
     /* Spinning before sleeping saves a scheduler wake-up, a large part of a
      * small message's round trip. While every local rank has a core of its

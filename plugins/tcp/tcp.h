@@ -176,6 +176,7 @@ struct tcp_comm {
     int aborted;
     int revoked_by;        /* the rank that revoked this communicator, -1: none */
     int gave_up_by;        /* the rank whose abandoned collective broke this communicator, -1: none */
+    int aborted_by;        /* the peer whose abort (heard, maybe passed on) broke it, -1: none */
     int gave_up;           /* this rank told its peers it abandoned a collective */
     /* Input is read by a waiting thread (the "leader") while there is one:
      * it sleeps in ppoll on every connection and reads what arrives, so a

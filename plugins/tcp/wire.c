@@ -419,8 +419,13 @@ static void payload_done(struct tcp_comm *c, struct tcp_peer *p)
 static void lost_notice(struct tcp_comm *c, struct tcp_peer *p, int lost, uint64_t why)
 {
     char msg[160];
-    if (why == TCP_LOST_ABORTED && lost == p->rank) {
-        snprintf(msg, sizeof msg, "tcp: rank %d aborted the communicator", p->rank);
+    if (why == TCP_LOST_ABORTED) {
+        if (lost == p->rank)
+            snprintf(msg, sizeof msg, "tcp: rank %d aborted the communicator", lost);
+        else
+            snprintf(msg, sizeof msg, "tcp: rank %d aborted the communicator (heard from rank %d)", lost, p->rank);
+        if (!c->broken)
+            c->aborted_by = lost;
         tcp__fail_all(c, PLX_ERR_ABORTED, msg);
         return;
     }
@@ -958,13 +963,18 @@ void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
     /* A peer's abandoned collective is passed on: the connections closed
      * below would otherwise reach a third rank first, as a lost peer. */
     int passing_on = status == PLX_ERR_TIMEOUT && c->gave_up_by >= 0;
+    /* So is a peer's abort, for the same reason. */
+    int passing_abort = status == PLX_ERR_ABORTED && !c->aborted && c->aborted_by >= 0;
     int lost = c->lost_rank, why = TCP_LOST_CONNECTION;
     if (revoking)
         lost = c->revoked_by, why = TCP_LOST_REVOKED;
     else if (aborting)
         lost = c->rank, why = TCP_LOST_ABORTED;
+    else if (passing_abort)
+        lost = c->aborted_by, why = TCP_LOST_ABORTED;
     else if (passing_on)
         lost = c->gave_up_by, why = TCP_LOST_GAVE_UP;
+    passing_on |= passing_abort;
     for (int i = 0; first && (status == PLX_ERR_PEER_LOST || aborting || revoking || passing_on) && i < c->size; i++)
         if (i != c->rank)
             notify_lost(&c->peers[i], lost, why, notice_by);
