@@ -29,9 +29,10 @@
 #include "plexus/plugin.h"
 #include "slice.h"
 
-/* [tcp] wait_slice's default (core/common/slice.c) */
-#define TCP_WAIT_SLICE_DEFAULT "200us"
-#define TCP_WAIT_SLICE_DEFAULT_NS 200000
+/* [tcp] wait_slice's default (core/common/slice.c): off, as it measured no
+ * faster beside busy processes (bench/tuning.md), unlike shm's. */
+#define TCP_WAIT_SLICE_DEFAULT "0"
+#define TCP_WAIT_SLICE_DEFAULT_NS 0
 
 #define TCP_ADDR_BYTES 136
 #define TCP_HDR_BYTES 48
