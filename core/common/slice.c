@@ -92,8 +92,8 @@ int plx__slice_probe(uint64_t ns, char *why, size_t len)
         snprintf(why, len, "no effect: this kernel has no custom slices for fair tasks (sched_getattr reports none)");
         return 0;
     }
-    snprintf(why, len, "sleeping waits ask for a %llu us slice (a thread's default here is %llu us)",
-             (unsigned long long)(ns / 1000), (unsigned long long)(a.sched_runtime / 1000));
+    snprintf(why, len, "this kernel takes custom slices (a thread's default here is %llu us)",
+             (unsigned long long)(a.sched_runtime / 1000));
     return 1;
 }
 

@@ -76,7 +76,7 @@ __attribute__((constructor)) static void describe(void)
              "Single-copy large collectives with process_vm_readv (off by default: slower than two copies on the "
              "VM measured); here: %s", why);
     char slice_why[160];
-    plx__slice_probe(SHM_WAIT_SLICE_DEFAULT_NS, slice_why, sizeof slice_why);
+    plx__slice_probe(SHM_WAIT_SLICE_PROBE_NS, slice_why, sizeof slice_why);
     snprintf(wait_slice_help, sizeof wait_slice_help,
              "A rank about to sleep in a wait asks the scheduler for this time slice until its operation ends, so "
              "its wake-up preempts foreign work on its core (custom slices for fair tasks: EEVDF, Linux 6.12 and "

@@ -328,9 +328,12 @@ void shm__cpu_relax(void);
  * sleep on the futex (a slice), then look again. */
 enum { SHM_PACE_AGAIN, SHM_PACE_SLEEP };
 int shm__pace(struct shm_comm *c, struct shm_pace_wait *w);
-/* [shm] wait_slice's default (core/common/slice.c) */
-#define SHM_WAIT_SLICE_DEFAULT "200us"
-#define SHM_WAIT_SLICE_DEFAULT_NS 200000u
+/* [shm] wait_slice's default (core/common/slice.c): off. Beside busy
+ * processes 200us made 1 MiB rounds faster in one run and no faster in the
+ * next, and on quiet cores it costs an 8 B allreduce several times its
+ * time (bench/tuning.md); what plexus-info reports is for 200us. */
+#define SHM_WAIT_SLICE_DEFAULT "0"
+#define SHM_WAIT_SLICE_PROBE_NS 200000u
 
 /* sync.c: names for messages */
 const char *shm__coll_name(int coll);
