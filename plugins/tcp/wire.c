@@ -419,24 +419,14 @@ static void payload_done(struct tcp_comm *c, struct tcp_peer *p)
 static void lost_notice(struct tcp_comm *c, struct tcp_peer *p, int lost, uint64_t why)
 {
     char msg[160];
-    if (why == TCP_LOST_ABORTED) {
-        if (lost == p->rank)
-            snprintf(msg, sizeof msg, "tcp: rank %d aborted the communicator", lost);
-        else
-            snprintf(msg, sizeof msg, "tcp: rank %d aborted the communicator (heard from rank %d)", lost, p->rank);
+    if (why == TCP_LOST_ABORTED || why == TCP_LOST_REVOKED) {
+        int aborted = why == TCP_LOST_ABORTED;
+        int n = snprintf(msg, sizeof msg, "tcp: rank %d %s the communicator", lost, aborted ? "aborted" : "revoked");
+        if (lost != p->rank && n > 0 && (size_t)n < sizeof msg)
+            snprintf(msg + n, sizeof msg - (size_t)n, " (heard from rank %d)", p->rank);
         if (!c->broken)
-            c->aborted_by = lost;
-        tcp__fail_all(c, PLX_ERR_ABORTED, msg);
-        return;
-    }
-    if (why == TCP_LOST_REVOKED) {
-        if (lost == p->rank)
-            snprintf(msg, sizeof msg, "tcp: rank %d revoked the communicator", lost);
-        else
-            snprintf(msg, sizeof msg, "tcp: rank %d revoked the communicator (heard from rank %d)", lost, p->rank);
-        if (!c->broken)
-            c->revoked_by = lost;
-        tcp__fail_all(c, PLX_ERR_REVOKED, msg);
+            *(aborted ? &c->aborted_by : &c->revoked_by) = lost;
+        tcp__fail_all(c, aborted ? PLX_ERR_ABORTED : PLX_ERR_REVOKED, msg);
         return;
     }
     if (why == TCP_LOST_GAVE_UP) {
