@@ -11,6 +11,7 @@
  * Run with plexus-run -n 2: wait_slice SLICE_US [BACKEND], with
  * PLEXUS_SHM_WAIT_SLICE (PLEXUS_TCP_WAIT_SLICE) set to SLICE_US us. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,13 +40,13 @@ static uint64_t slice_of(pid_t tid)
 }
 
 static pid_t caller;
-static volatile int watching;
+static atomic_int watching;
 static uint64_t smallest;
 
 static void *watch(void *arg)
 {
     (void)arg;
-    while (watching) {
+    while (atomic_load(&watching)) {
         uint64_t s = slice_of(caller);
         if (s && (!smallest || s < smallest))
             smallest = s;
@@ -67,10 +68,10 @@ static int check(const char *what, int (*op)(struct plx_comm *, float *), struct
 {
     pthread_t t;
     smallest = 0;
-    watching = 1;
+    atomic_store(&watching, 1);
     pthread_create(&t, NULL, watch, NULL);
     int rc = op(c, buf);
-    watching = 0;
+    atomic_store(&watching, 0);
     pthread_join(t, NULL);
     uint64_t after = slice_of(caller);
     if (rc) {
