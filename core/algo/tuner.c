@@ -17,6 +17,14 @@ const char *plx__tuner_algo_name(int algo)
     return algo >= 0 && algo < N_ALGOS ? algo_names[algo] : "auto";
 }
 
+int plx__tuner_algo_parse(const char *name)
+{
+    for (int a = 1; name && a < N_ALGOS; a++)
+        if (!strcmp(name, algo_names[a]))
+            return a;
+    return 0;
+}
+
 static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t len, const char *fmt, ...)
 {
@@ -55,10 +63,7 @@ static int parse_row(struct plx__tuner *t, char *text, int line, char *err, size
         return fail(err, len, "%s:%d: RANKS '%s' is not a whole number of ranks >= 1", path, line, f[1]);
     if (parse_count(f[2], (unsigned long long)SIZE_MAX, &from))
         return fail(err, len, "%s:%d: FROM_BYTES '%s' is not a whole number of bytes", path, line, f[2]);
-    int algo = 0;
-    for (int a = 1; a < N_ALGOS; a++)
-        if (!strcmp(f[3], algo_names[a]))
-            algo = a;
+    int algo = plx__tuner_algo_parse(f[3]);
     if (!algo)
         return fail(err, len, "%s:%d: ALGORITHM '%s' is not one of ring, recdbl, tree, rabenseifner", path, line,
                     f[3]);

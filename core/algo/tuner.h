@@ -39,5 +39,8 @@ int plx__tuner_load(struct plx__tuner *t, const char *path, char *err, size_t er
 int plx__tuner_pick(const struct plx__tuner *t, int ranks, size_t bytes, int *line);
 /* "ring", "recdbl", "tree", "rabenseifner", or "auto". */
 const char *plx__tuner_algo_name(int algo);
+/* The reverse: the algorithm a name says, 0 (PLX__AR_AUTO) for NULL, "auto"
+ * or a name it does not know. */
+int plx__tuner_algo_parse(const char *name);
 
 #endif

@@ -48,16 +48,7 @@ static int64_t options_timeout_ms(const struct plx_config *v, const struct plx_c
 
 static int load_tuning(struct plx_comm *c)
 {
-    const char *algo = plx__config_get_in(c->config, "core", "allreduce_algo", NULL);
-    c->tuning.allreduce_algo = PLX__AR_AUTO;
-    if (algo && !strcmp(algo, "ring"))
-        c->tuning.allreduce_algo = PLX__AR_RING;
-    else if (algo && !strcmp(algo, "recdbl"))
-        c->tuning.allreduce_algo = PLX__AR_RECDBL;
-    else if (algo && !strcmp(algo, "tree"))
-        c->tuning.allreduce_algo = PLX__AR_TREE;
-    else if (algo && !strcmp(algo, "rabenseifner"))
-        c->tuning.allreduce_algo = PLX__AR_RABENSEIFNER;
+    c->tuning.allreduce_algo = plx__tuner_algo_parse(plx__config_get_in(c->config, "core", "allreduce_algo", NULL));
     c->tuning.small_bytes = (size_t)config_int(c->config, "small_bytes", 64 * 1024);
     c->tuning.segment_bytes = (size_t)config_int(c->config, "segment_bytes", 0);
     int staging = 0;

@@ -25,7 +25,10 @@
  * and once it is gone a rank returns to yielding within a few backoffs.
  * Clock time, not a count of waits: how often a rank waits depends on the
  * sizes it moves, the cost of a lost yield does not.
- */
+ *
+ * A sleeping wait may also shorten its thread's scheduler slice ([shm]
+ * wait_slice, core/common/slice.c); shm__collective and the point-to-point
+ * wait give it back when they return. */
 #include <sched.h>
 
 #include "shm.h"

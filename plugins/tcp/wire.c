@@ -964,8 +964,8 @@ void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
         lost = c->aborted_by, why = TCP_LOST_ABORTED;
     else if (passing_on)
         lost = c->gave_up_by, why = TCP_LOST_GAVE_UP;
-    passing_on |= passing_abort;
-    for (int i = 0; first && (status == PLX_ERR_PEER_LOST || aborting || revoking || passing_on) && i < c->size; i++)
+    int tell = status == PLX_ERR_PEER_LOST || aborting || revoking || passing_abort || passing_on;
+    for (int i = 0; first && tell && i < c->size; i++)
         if (i != c->rank)
             notify_lost(&c->peers[i], lost, why, notice_by);
     /* The streams may be mid-frame now: close every connection so the other
