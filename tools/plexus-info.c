@@ -30,7 +30,7 @@ static void json_str(const char *s)
 
 static const char *const flag_names[] = {"async", "abort", "split", "thread-safe", "in-place",
                                          "multi-node", "any-source", "in-process", "p2p",
-                                         "p2p-head", "shrink", "timing-only"};
+                                         "p2p-head", "shrink", "timing-only", "native-shrink", "own-bootstrap", "shrink-agrees"};
 
 /* Names of the bits set in mask, from name(i). */
 static void print_mask(uint32_t mask, int n, const char *(*name)(int), int json)
@@ -75,7 +75,7 @@ static void show_text(size_t i, const struct plx_backend_info *b)
     printf("  priority:     %d\n", b->priority);
     if (b->abi_major) {
         printf("  flags:        ");
-        print_mask(b->cap_flags, 11, flag_name, 0);
+        print_mask(b->cap_flags, (int)(sizeof flag_names / sizeof *flag_names), flag_name, 0);
         printf("\n  collectives:  ");
         print_mask(b->collectives, PLX_COLL_SEND, plx_coll_name, 0);
         printf("\n  dtypes:       ");
@@ -114,7 +114,7 @@ static void show_json(size_t i, const struct plx_backend_info *b)
     printf("], \"ops\": [");
     print_mask(b->redops, PLX_REDOP_COUNT, plx_redop_name, 1);
     printf("], \"flags\": [");
-    print_mask(b->cap_flags, 11, flag_name, 1);
+    print_mask(b->cap_flags, (int)(sizeof flag_names / sizeof *flag_names), flag_name, 1);
     printf("], \"memory\": [");
     print_mask(b->mem_kinds, 3, mem_name, 1);
     printf("], \"keys\": {");

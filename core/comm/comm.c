@@ -246,6 +246,21 @@ static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c, 
     return 1;
 }
 
+/* The job's store for c and its generation's keys, once (*done). */
+static int open_store(struct plx_comm *c, const struct plx_comm_options *opt, struct plx__rendezvous *rv, int *done)
+{
+    if (*done)
+        return 0;
+    *done = 1;
+    int rc = plx__rendezvous_store_open(c->config, opt, rv, c->rank, c->size, c->timeout_ms, &c->base_store);
+    if (rc == 0 && c->base_store)
+        rc = open_generation(c);
+    if (rc == 0)
+        plx__log(PLX_LOG_INFO, "core", "comm '%s': rank %d of %d (from %s) on backend %s, store %s", c->name,
+                 c->rank, c->size, rv->source, c->be->name, rv->url[0] ? rv->url : "none");
+    return rc;
+}
+
 PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_comm **out)
 {
     struct plx_comm_options opt;
@@ -293,16 +308,21 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
             intra = had;
         be = c->be;
     }
-    if ((rc = plx__rendezvous_store_open(c->config, &opt, &rv, c->rank, c->size, c->timeout_ms, &c->base_store)) != 0)
+    /* A backend that bootstraps itself gets the store after its communicator. */
+    int store_open = 0;
+    if (!(c->be->caps.flags & PLX_CAP_OWN_BOOTSTRAP) && (rc = open_store(c, &opt, &rv, &store_open)) != 0)
         goto fail;
-    if (c->base_store && (rc = open_generation(c)) != 0)
-        goto fail;
-    plx__log(PLX_LOG_INFO, "core", "comm '%s': rank %d of %d (from %s) on backend %s, store %s", c->name, c->rank,
-             c->size, rv.source, be->name, rv.url[0] ? rv.url : "none");
-    while ((rc = comm_create_backend(c)) == PLX_ERR_UNAVAILABLE && next_backend(&opt, c, &intra))
+    while ((rc = comm_create_backend(c)) == PLX_ERR_UNAVAILABLE && next_backend(&opt, c, &intra)) {
         be = c->be;
+        if (!(be->caps.flags & PLX_CAP_OWN_BOOTSTRAP) && (rc = open_store(c, &opt, &rv, &store_open)) != 0)
+            goto fail;
+    }
     if (rc != 0)
         goto fail;
+    if ((rc = open_store(c, &opt, &rv, &store_open)) != 0) {
+        c->be->ops.comm_destroy(c->bc);
+        goto fail;
+    }
     if ((rc = plx__diag_create(c, rv.url[0] ? rv.url : rv.source)) != 0) {
         c->be->ops.comm_destroy(c->bc);
         goto fail;
@@ -603,6 +623,61 @@ int plx__comm_rebuild(struct plx_comm *parent, const struct plx__rebuild *rb, st
     return 0;
 fail:
     add_store_cause(rb->base_store);
+    comm_free(c);
+    return rc;
+}
+
+/* shrink.c's successor built by the backend itself (ABI 1.8 comm_shrink)
+ * out of parent's backend communicator: rb as for plx__comm_rebuild,
+ * except that without a store (rb->base_store NULL, agreed 0) the backend
+ * finds the survivors and writes them into alive, and c's rank and size
+ * follow from that. */
+int plx__comm_shrink_native(struct plx_comm *parent, const struct plx__rebuild *rb, unsigned char *alive,
+                            int agreed, struct plx_comm **out)
+{
+    *out = NULL;
+    struct plx_comm *c = comm_alloc(rb->name);
+    if (!c)
+        return plx__err(PLX_ERR_NOMEM, "out of memory");
+    c->be = rb->be;
+    c->config = plx__config_retain(rb->config);
+    c->timeout_ms = rb->timeout_ms;
+    int rc = 0;
+    if (rb->base_store) {
+        plx__store_retain(rb->base_store);
+        c->base_store = rb->base_store;
+        if (!(c->key_root = strdup(rb->key_root)))
+            rc = plx__err(PLX_ERR_NOMEM, "out of memory");
+        else
+            rc = plx__store_prefixed(c->base_store, c->key_root, &c->store);
+    }
+    if (rc != 0)
+        goto fail;
+    struct plx_comm_args args = {
+        .struct_size = sizeof args, .rank = agreed ? rb->rank : -1, .size = agreed ? rb->size : -1,
+        .local_rank = agreed ? rb->rank : -1, .local_size = agreed ? rb->size : -1, .name = c->name,
+        .store = c->store, .timeout_ms = rb->create_ms, .config = c->config, .host = plx__comm_instance(c),
+    };
+    if ((rc = plx__backend_comm_shrink(parent->be, parent->bc, alive, agreed, &args, &c->bc)) != 0)
+        goto fail;
+    for (int i = 0; i < parent->size; i++) {
+        c->rank += i < parent->rank && alive[i];
+        c->size += alive[i] != 0;
+    }
+    c->local_rank = c->rank; /* as for a split: a device mesh would refine it */
+    c->local_size = c->size;
+    if ((rc = comm_finish_setup(c)) != 0)
+        goto fail; /* comm_finish_setup destroyed the backend's communicator */
+    if ((rc = plx__diag_create(c, parent->diag ? parent->diag->job : NULL)) != 0) {
+        c->be->ops.comm_destroy(c->bc);
+        goto fail;
+    }
+    plx__family_join(c, NULL);
+    *out = c;
+    return 0;
+fail:
+    if (rb->base_store)
+        add_store_cause(rb->base_store);
     comm_free(c);
     return rc;
 }

@@ -121,6 +121,10 @@ struct plx__rebuild {
     int64_t timeout_ms, create_ms;
 };
 int plx__comm_rebuild(struct plx_comm *parent, const struct plx__rebuild *rb, struct plx_comm **out);
+/* The same by the backend's own shrink (ABI 1.8): agreed 0 where there is
+ * no store to agree through, and the backend writes the survivors into alive. */
+int plx__comm_shrink_native(struct plx_comm *parent, const struct plx__rebuild *rb, unsigned char *alive,
+                            int agreed, struct plx_comm **out);
 /* shrink.c: why c cannot be rebuilt (what: the caller's name), 0 if it
  * can; [core] shrink_wait_ms in ns through c's options. */
 int plx__rebuild_refusal(const struct plx_comm *c, const char *what);

@@ -15,9 +15,23 @@
 #include "log.h"
 #include "store.h"
 
+/* Whether c's backend builds the survivors' communicator itself (ABI 1.8). */
+static int native_shrink(const struct plx_comm *c)
+{
+    return c->be->abi_minor >= 8 && c->be->ops.comm_shrink && (c->caps.flags & PLX_CAP_NATIVE_SHRINK);
+}
+
+/* ... and also finds the survivors itself: no agreement through the store. */
+static int backend_agrees(const struct plx_comm *c)
+{
+    return native_shrink(c) && (c->caps.flags & PLX_CAP_SHRINK_AGREES);
+}
+
 /* Why c cannot shrink (or grow) on its backend: 0, or the error set. */
 int plx__rebuild_refusal(const struct plx_comm *c, const char *what)
 {
+    if (!strcmp(what, "plx_comm_shrink") && (backend_agrees(c) || (native_shrink(c) && c->base_store)))
+        return 0;
     if (!(c->caps.flags & PLX_CAP_SHRINK))
         return plx__err(PLX_ERR_UNSUPPORTED, "%s on '%s': backend %s cannot build a communicator of a new set of "
                         "ranks (no shrink capability; the backend says: %s)", what, c->name, c->be->name,
@@ -84,7 +98,7 @@ static int build(struct plx_comm *c, const struct plx__agree *a, unsigned long l
         .name = name, .key_root = root, .rank = rank, .size = size, .be = c->be, .config = c->config,
         .base_store = c->base_store, .timeout_ms = c->timeout_ms, .create_ms = create_ms(a),
     };
-    int rc = plx__comm_rebuild(c, &rb, out);
+    int rc = native_shrink(c) ? plx__comm_shrink_native(c, &rb, a->alive, 1, out) : plx__comm_rebuild(c, &rb, out);
     if (rc == 0 && (rc = recompose(c, *out)) != 0) {
         plx_comm_destroy(*out);
         *out = NULL;
@@ -127,6 +141,31 @@ static int shrink_rounds(struct plx_comm *c, struct plx__agree *a, unsigned long
     }
 }
 
+/* The backend's own agreement finds the survivors while it builds their
+ * communicator. */
+static int shrink_by_backend(struct plx_comm *c, unsigned char *alive, unsigned long long epoch,
+                                struct plx_comm **out)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s/shrink%llu", c->name, epoch);
+    struct plx__rebuild rb = {
+        .name = name, .rank = -1, .size = -1, .be = c->be, .config = c->config, .timeout_ms = c->timeout_ms,
+        .create_ms = c->timeout_ms,
+    };
+    int rc = plx__comm_shrink_native(c, &rb, alive, 0, out);
+    if (rc == 0 && (rc = recompose(c, *out)) != 0) {
+        plx_comm_destroy(*out);
+        *out = NULL;
+    }
+    if (rc == 0) {
+        char failed[256];
+        describe(c, alive, failed, sizeof failed);
+        plx__log(PLX_LOG_INFO, "core", "comm '%s': rank %d shrank to '%s' (rank %d of %d) through %s without ranks "
+                 "%s", c->name, c->rank, (*out)->name, (*out)->rank, (*out)->size, c->be->name, failed);
+    }
+    return rc;
+}
+
 PLX_API int plx_comm_shrink(struct plx_comm *c, struct plx_comm **out)
 {
     plx__err_clear();
@@ -143,7 +182,10 @@ PLX_API int plx_comm_shrink(struct plx_comm *c, struct plx_comm **out)
     a.deadline_ns = plx__deadline_ms(c->timeout_ms);
     if (!(a.alive = calloc((size_t)c->size, 1)))
         return plx__err(PLX_ERR_NOMEM, "plx_comm_shrink: out of memory");
-    rc = shrink_rounds(c, &a, epoch, out);
+    if (backend_agrees(c))
+        rc = shrink_by_backend(c, a.alive, epoch, out);
+    else
+        rc = shrink_rounds(c, &a, epoch, out);
     plx__agree_end(&a);
     free(a.alive);
     if (rc != 0) {

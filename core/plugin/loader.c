@@ -74,6 +74,16 @@ int plx__backend_comm_split(const struct plx__backend *b, void *bc, int color, i
     return rc;
 }
 
+int plx__backend_comm_shrink(const struct plx__backend *b, void *bc, unsigned char *alive, int agreed,
+                             const struct plx_comm_args *a, void **out)
+{
+    const struct plx_config *outer = creating;
+    creating = a->config;
+    int rc = b->ops.comm_shrink(bc, alive, agreed, a, out);
+    creating = outer;
+    return rc;
+}
+
 static const char *const required_ops[] = {"probe", "get_caps", "comm_create", "comm_destroy", "test", "req_free"};
 
 static int missing_required(const struct plx_backend *o)

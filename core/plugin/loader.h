@@ -62,6 +62,9 @@ const char *plx__backend_config_get(void *ctx, const char *key);
 int plx__backend_comm_create(const struct plx__backend *b, const struct plx_comm_args *a, void **out);
 int plx__backend_comm_split(const struct plx__backend *b, void *bc, int color, int key,
                             const struct plx_comm_args *a, void **out);
+/* ABI 1.8's comm_shrink, the config of the new communicator in force meanwhile. */
+int plx__backend_comm_shrink(const struct plx__backend *b, void *bc, unsigned char *alive, int agreed,
+                             const struct plx_comm_args *a, void **out);
 
 /* Tests: forget everything (plugins stay mapped). */
 void plx__loader_reset(void);

@@ -10,6 +10,11 @@
  * would be decided per rank, and ranks deciding differently would deadlock). */
 #include <limits.h>
 #include <mpi.h>
+#if defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h> /* Open MPI's ULFM error classes */
+#endif
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -76,6 +81,14 @@ static int status_of(int rc)
 #ifdef MPIX_ERR_PROC_FAILED
     if (cls == MPIX_ERR_PROC_FAILED)
         return PLX_ERR_PEER_LOST;
+#endif
+#if defined(MPI_ERR_PROC_FAILED) && !defined(MPIX_ERR_PROC_FAILED) /* MPI 5 spells them without X */
+    if (cls == MPI_ERR_PROC_FAILED)
+        return PLX_ERR_PEER_LOST;
+#endif
+#if defined(MPI_ERR_REVOKED) && !defined(MPIX_ERR_REVOKED)
+    if (cls == MPI_ERR_REVOKED)
+        return PLX_ERR_REVOKED;
 #endif
     (void)cls;
     return PLX_ERR_INTERNAL;
@@ -378,6 +391,88 @@ static int comm_revoke(void *comm)
         rc = u->revoke(c->core_comm);
     unlock();
     return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPIX_Comm_revoke");
+}
+
+/* Which ranks of old made it into shrunk: alive[r] = 1 for each. */
+static int survivors(MPI_Comm old, MPI_Comm shrunk, int old_size, unsigned char *alive)
+{
+    MPI_Group og, ng;
+    int n = 0;
+    int rc = MPI_Comm_group(old, &og);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if ((rc = MPI_Comm_group(shrunk, &ng)) != MPI_SUCCESS) {
+        MPI_Group_free(&og);
+        return rc;
+    }
+    MPI_Group_size(ng, &n);
+    int *in = malloc(2 * (size_t)n * sizeof *in);
+    if (!in) {
+        rc = MPI_ERR_NO_MEM;
+    } else {
+        for (int i = 0; i < n; i++)
+            in[i] = i;
+        rc = MPI_Group_translate_ranks(ng, n, in, og, in + n);
+        memset(alive, 0, (size_t)old_size);
+        for (int i = 0; rc == MPI_SUCCESS && i < n; i++)
+            if (in[n + i] >= 0 && in[n + i] < old_size)
+                alive[in[n + i]] = 1;
+        free(in);
+    }
+    MPI_Group_free(&ng);
+    MPI_Group_free(&og);
+    return rc;
+}
+
+/* plx_comm_shrink through ULFM's MPIX_Comm_shrink, whose own agreement
+ * finds the survivors: MPI knows which processes failed, the job's store
+ * (if any) only which ranks stopped answering. */
+static int comm_shrink(void *comm, unsigned char *alive, int agreed, const struct plx_comm_args *a, void **out)
+{
+    struct impl *c = comm;
+    const struct mpi_ulfm *u = mpi__ulfm(IMPL);
+    if (!u->usable)
+        return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, NAME ": cannot shrink: ULFM is absent (%s)", u->why);
+    unsigned char *want = NULL;
+    if (agreed && !(want = malloc((size_t)c->size)))
+        return plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
+    if (want)
+        memcpy(want, alive, (size_t)c->size);
+    MPI_Comm nc = MPI_COMM_NULL;
+    struct impl *n = NULL;
+    lock();
+    int rc = u->shrink(c->comm, &nc);
+    const char *what = "MPIX_Comm_shrink";
+    if (rc == MPI_SUCCESS && (rc = survivors(c->comm, nc, c->size, alive)) != MPI_SUCCESS)
+        what = "MPI_Group_translate_ranks";
+    if (rc == MPI_SUCCESS && (n = calloc(1, sizeof *n)))
+        setup_comm(n, nc);
+    unlock();
+    if (rc != MPI_SUCCESS) {
+        free(want);
+        if (nc != MPI_COMM_NULL)
+            MPI_Comm_free(&nc);
+        return mpi_fail(rc, what);
+    }
+    int differs = want && memcmp(want, alive, (size_t)c->size) != 0;
+    free(want);
+    if (!n || differs) {
+        if (n && n->core_comm != MPI_COMM_NULL)
+            MPI_Comm_free(&n->core_comm);
+        MPI_Comm_free(&nc);
+        free(n);
+        return n ? plx_plugin_error(host, PLX_ERR_INTERNAL, NAME ": MPIX_Comm_shrink kept other ranks than the "
+                                    "core's agreement on '%s'", a->name)
+                 : plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
+    }
+    n->abort_kills_job = c->abort_kills_job;
+    n->blocking_timeout = c->blocking_timeout;
+    n->native_collv = c->native_collv;
+    n->check_counts = c->check_counts;
+    host->log(host->ctx, PLX_LOG_DEBUG, NAME ": '%s' is rank %d of %d after MPIX_Comm_shrink", a->name, n->rank,
+              n->size);
+    *out = n;
+    return 0;
 }
 
 static void finalize(void)
@@ -763,7 +858,8 @@ static int get_caps(void *comm, struct plx_caps *out)
     struct plx_caps caps = {
         .struct_size = size,
         .flags = PLX_CAP_SPLIT | PLX_CAP_THREAD_SAFE | PLX_CAP_INPLACE | PLX_CAP_MULTI_NODE | PLX_CAP_ANY_SOURCE |
-                 PLX_CAP_P2P,
+                 PLX_CAP_P2P | PLX_CAP_OWN_BOOTSTRAP |
+                 (mpi__ulfm(IMPL)->usable ? PLX_CAP_NATIVE_SHRINK | PLX_CAP_SHRINK_AGREES : 0),
         /* alltoallv/allgatherv: the core routes them here only at minor 4+ */
         .collectives = (PLX_BIT(PLX_COLL_SEND) - 1) | PLX_BIT(PLX_COLL_ALLTOALLV) | PLX_BIT(PLX_COLL_ALLGATHERV),
         .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1,
@@ -799,9 +895,10 @@ __attribute__((constructor)) static void describe(void)
 {
     const struct mpi_ulfm *u = mpi__ulfm(IMPL);
     snprintf(description, sizeof description,
-             IMPL " through its nonblocking collectives (start with " LAUNCHER "); revoke: %s; shrink and grow: no "
-             "(MPIX_Comm_shrink is not mapped: the core rebuilds communicators from the job's store); ULFM: %s",
-             u->usable ? "MPIX_Comm_revoke (ULFM)" : "no, ULFM is absent", u->why);
+             IMPL " through its nonblocking collectives (start with " LAUNCHER "); revoke: %s; shrink: %s; grow: no "
+             "(the core grows a communicator through the job's store, which this plugin does not bootstrap on); "
+             "ULFM: %s", u->usable ? "MPIX_Comm_revoke (ULFM)" : "no, ULFM is absent",
+             u->usable ? "MPIX_Comm_shrink (ULFM)" : "no, ULFM is absent", u->why);
 }
 
 static const struct plx_backend backend = { /* description filled at load */
@@ -826,6 +923,7 @@ static const struct plx_backend backend = { /* description filled at load */
     .finalize = finalize,
     .op_supported = op_supported,
     .comm_revoke = comm_revoke,
+    .comm_shrink = comm_shrink,
 };
 
 /* One entry, one host: the `mpi` alias is the loader's ([mpi] alias = ...),

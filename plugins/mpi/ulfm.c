@@ -35,6 +35,27 @@ static void version_of(const char *text, char *out, size_t n, char *device, size
     snprintf(out, n, "%.*s", (int)strcspn(text, ",\n"), text);
 }
 
+/* Open MPI builds ULFM in but runs it only in a job that asked for it
+ * (mpirun --with-ft ulfm, or the MCA parameter mpi_ft_enable): otherwise
+ * a revoke is accepted and never reaches a peer, and a failed process ends
+ * the job. 1: on, 0: off, -1: no such parameter (not Open MPI 5's ULFM). */
+static int ompi_ft_enabled(void)
+{
+    int provided = 0, index = -1, count = 0, on = -1;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS)
+        return -1;
+    MPI_T_cvar_handle h;
+    if (MPI_T_cvar_get_index("mpi_ft_enable", &index) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(index, NULL, &h, &count) == MPI_SUCCESS) {
+        int v[4] = {0};
+        if (count == 1 && MPI_T_cvar_read(h, v) == MPI_SUCCESS)
+            on = v[0] != 0;
+        MPI_T_cvar_handle_free(&h);
+    }
+    MPI_T_finalize();
+    return on;
+}
+
 static void probe_once(void)
 {
     static char text[1 << 16]; /* MPICH writes its whole configure line */
@@ -66,6 +87,9 @@ static void probe_once(void)
         snprintf(state.why, sizeof state.why, "%s with device %s: %s exports MPIX_Comm_revoke/shrink/agree, but "
                  "only MPICH's ch3 device implements them (on %s a call aborts the process)", version,
                  device[0] ? device : "?", file, device[0] ? device : "this device");
+    } else if (!strcmp(impl_name, "Open MPI") && ompi_ft_enabled() == 0) {
+        snprintf(state.why, sizeof state.why, "%s has ULFM (%s) but this job runs without it: start it with "
+                 "`mpirun --with-ft ulfm` (or set the MCA parameter mpi_ft_enable=1)", version, file);
     } else {
         state.usable = 1;
         snprintf(state.why, sizeof state.why, "%s: MPIX_Comm_revoke/shrink/agree in %s", version, file);

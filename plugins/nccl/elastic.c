@@ -1,11 +1,12 @@
 /* elastic.c - ncclCommRevoke / ncclCommShrink / ncclCommGrow in the loaded
  * NCCL, by dlsym (a plugin built here must not assume the NCCL it meets has
- * them). They are reported, not used: ncclCommRevoke stops only the calling
- * rank's work, while plx_comm_revoke must reach every rank (that needs a
- * notice through the job's store that the other ranks watch), and
- * ncclCommShrink needs the core's agreed set of survivors handed to the
- * backend, which the plugin ABI has no entry for. Until both exist
- * plx_comm_revoke and plx_comm_shrink refuse on nccl, saying so. */
+ * them). ncclCommShrink serves plx_comm_shrink (plugin.c), with the set of
+ * survivors the core agreed on through the job's store. ncclCommRevoke is
+ * reported, not used: it stops only the calling rank's work, while
+ * plx_comm_revoke must reach every rank (that needs a notice through the
+ * job's store that the other ranks watch), so plx_comm_revoke refuses on
+ * nccl, saying so. ncclCommGrow is not mapped: plx_comm_grow builds the
+ * grown communicator from the store, which nccl can (its ranks meet there). */
 #include <dlfcn.h>
 #include <stdio.h>
 
@@ -21,8 +22,9 @@ void nccl_elastic_probe(void *libnccl, int version)
     e->shrink = dlsym(libnccl, "ncclCommShrink");
     e->grow = dlsym(libnccl, "ncclCommGrow");
     e->version = version;
-    snprintf(e->calls, sizeof e->calls, "ncclCommRevoke %s, ncclCommShrink %s, ncclCommGrow %s (not used yet)",
-             e->revoke ? "present" : "absent", e->shrink ? "present" : "absent", e->grow ? "present" : "absent");
+    snprintf(e->calls, sizeof e->calls, "ncclCommRevoke %s (not used), ncclCommShrink %s%s, ncclCommGrow %s (not used)",
+             e->revoke ? "present" : "absent", e->shrink ? "present" : "absent",
+             e->shrink ? " (plx_comm_shrink)" : "", e->grow ? "present" : "absent");
 }
 
 int nccl_comm_revoke(void *comm)

@@ -265,6 +265,69 @@ static int comm_split(void *comm, int color, int key, const struct plx_comm_args
     return 0;
 }
 
+/* ncclCommShrink (NCCL 2.27+, looked up at run time): the survivors the
+ * core agreed on build their communicator without the excluded ranks;
+ * NCCL_SHRINK_ABORT first ends what the parent still has in flight, which
+ * after a failure never completes. */
+typedef ncclResult_t (*shrink_fn)(ncclComm_t comm, int *exclude, int count, ncclComm_t *newcomm,
+                                  plx_ncclConfig_t *config, int flags);
+#define PLX_NCCL_SHRINK_ABORT 0x01
+
+static int comm_shrink(void *comm, unsigned char *alive, int agreed, const struct plx_comm_args *a, void **out)
+{
+    struct impl *c = comm;
+    *out = NULL;
+    shrink_fn shrink = (shrink_fn)nccl_elastic.shrink;
+    if (!shrink || !agreed) /* get_caps claims neither without ncclCommShrink, nor an agreement of its own */
+        return plx_plugin_error(c->host, PLX_ERR_UNSUPPORTED, "nccl: cannot shrink: %s", nccl_elastic.calls);
+    int *exclude = malloc((size_t)c->size * sizeof *exclude), n = 0;
+    if (!exclude)
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "nccl: out of memory");
+    for (int r = 0; r < c->size; r++)
+        if (!alive[r])
+            exclude[n++] = r;
+    plx_ncclConfig_t cfg;
+    init_config(&cfg, a->name);
+    ncclComm_t nc_new = NULL;
+    ncclResult_t r = shrink(c->comm, exclude, n, &nc_new, &cfg, PLX_NCCL_SHRINK_ABORT);
+    free(exclude);
+    struct impl *s = NULL;
+    if ((r == ncclSuccess || r == ncclInProgress) && nc_new && !(s = new_impl(host_of(a, c->host), a->rank, a->size,
+                                                                          a->timeout_ms))) {
+        nc.ncclCommAbort(nc_new);
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "nccl: out of memory");
+    }
+    if (s) {
+        s->comm = nc_new;
+        if (r == ncclInProgress && (r = settle(s, a->timeout_ms)) == ncclInProgress) {
+            abort_bounded(s);
+            free(s);
+            return plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "nccl: ncclCommShrink not finished after %lld ms",
+                                    (long long)a->timeout_ms);
+        }
+    }
+    if (r != ncclSuccess || !s) {
+        if (s) {
+            abort_bounded(s);
+            free(s);
+        }
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "nccl: ncclCommShrink: %s",
+                                r != ncclSuccess ? nerr(r) : "no communicator");
+    }
+    s->device = c->device;
+    s->ctx = c->ctx;
+    cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
+    cu.cuMemAlloc(&s->flag, 1);
+    int rc = start_comm(s);
+    if (rc) {
+        nc.ncclCommAbort(nc_new);
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
 static void stop_watchdog(struct impl *c)
 {
     pthread_mutex_lock(&c->mu);
@@ -520,7 +583,8 @@ static int get_caps(void *comm, struct plx_caps *out)
     int v = nccl_version;
     struct plx_caps caps = {
         .struct_size = size,
-        .flags = PLX_CAP_ASYNC | PLX_CAP_ABORT | PLX_CAP_SPLIT | PLX_CAP_INPLACE | PLX_CAP_MULTI_NODE | PLX_CAP_P2P,
+        .flags = PLX_CAP_ASYNC | PLX_CAP_ABORT | PLX_CAP_SPLIT | PLX_CAP_INPLACE | PLX_CAP_MULTI_NODE | PLX_CAP_P2P |
+                 (nccl_elastic.shrink ? PLX_CAP_NATIVE_SHRINK : 0),
         /* alltoallv/allgatherv: routed here by a core of ABI 1.4+ only */
         .collectives = (PLX_BIT(PLX_COLL_SEND) - 1) | PLX_BIT(PLX_COLL_ALLTOALLV) | PLX_BIT(PLX_COLL_ALLGATHERV),
         .dtypes = (PLX_BIT(PLX_DTYPE_COUNT) - 1) & ~(v >= PLX_NCCL_VERSION(2, 10, 0) ? 0u : PLX_BIT(PLX_BF16)),
@@ -559,6 +623,7 @@ static const struct plx_backend backend = {
     .req_free = req_free,
     .comm_split = comm_split,
     .comm_revoke = nccl_comm_revoke,
+    .comm_shrink = comm_shrink,
 };
 
 /* ABI 1.3 at least: nccl reads its keys typed, through the communicator's view. */

@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define PLX_ABI_MAJOR 1
-#define PLX_ABI_MINOR 7
+#define PLX_ABI_MINOR 8
 
 /* The entry symbol of ABI major 1. */
 #define PLX_BACKEND_ENTRY_V1 plx_backend_entry_v1
@@ -96,6 +96,21 @@ enum plx_probe_state {
  * a split's allgather) stay exact, and the core skips the reductions and
  * copies of larger ones, whose results are meaningless. */
 #define PLX_CAP_TIMING_ONLY (1u << 11)
+/* ABI 1.8: comm_shrink builds the survivors' communicator out of the old
+ * one by the backend's own means (ULFM's MPIX_Comm_shrink, ncclCommShrink),
+ * so plx_comm_shrink works on a backend that bootstrapped without the
+ * job's store too. Set only where the loaded library can do it. */
+#define PLX_CAP_NATIVE_SHRINK (1u << 12)
+/* ABI 1.8, with PLX_CAP_NATIVE_SHRINK: comm_shrink finds the survivors by
+ * a fault-tolerant agreement of the backend's own (ULFM's), so the core
+ * calls it with agreed 0 and does not agree through the store first. */
+#define PLX_CAP_SHRINK_AGREES (1u << 14)
+/* ABI 1.8: comm_create reads no store (args->store may be NULL): the
+ * backend's library bootstraps itself from its launcher (MPI). The core
+ * then opens the job's store after comm_create, so that library is the
+ * first in the process to initialise the launcher's PMIx (Open MPI 5's
+ * MPI_Init fails where PMIx was initialised before it). */
+#define PLX_CAP_OWN_BOOTSTRAP (1u << 13)
 #define PLX_TIMING_MESSAGE_BYTES 128
 #define PLX_TIMING_EXACT_BYTES 64
 /* Messages longer than this carry no data at all: the core puts its header
@@ -422,6 +437,20 @@ struct plx_backend {
      * listed rank at once instead of after [core] shrink_wait_ms. NULL:
      * nothing is known. */
     int (*comm_lost_ranks)(void *comm, unsigned char *dead, int size);
+
+    /* ---- ABI 1.8 ---- */
+    /* Optional, with PLX_CAP_NATIVE_SHRINK; collective over the surviving
+     * ranks of comm, never needs a dead rank: build comm's successor of
+     * the survivors, ranks in the old order, into *out. alive holds
+     * comm's size bytes. agreed != 0: alive is the set every survivor
+     * agreed on (the core's agreement through the job's store); build
+     * exactly that. agreed == 0 (PLX_CAP_SHRINK_AGREES): find the
+     * survivors by the backend's own fault-tolerant agreement and write
+     * them into alive (1 alive, 0 failed). args names the new communicator
+     * (its rank and size are -1 where agreed == 0: they follow from alive).
+     * Works on a revoked or failed comm; comm itself stays to be destroyed. */
+    int (*comm_shrink)(void *comm, unsigned char *alive, int agreed, const struct plx_comm_args *args,
+                       void **out);
 };
 
 typedef int (*plx_backend_entry_v1_fn)(const struct plx_host *host, uint32_t *abi_minor_inout,

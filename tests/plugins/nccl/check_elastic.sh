@@ -26,6 +26,11 @@ for f in ncclCommRevoke ncclCommShrink ncclCommGrow; do
     echo "$lib: $f $want"
     echo "$out" | grep 'state:' | grep -q "$f $want" || { echo "FAIL: plexus-info does not say '$f $want'"; fail=1; }
 done
+# ncclCommShrink, where present, serves plx_comm_shrink (with the core's agreed survivors).
+if echo "$syms" | grep -q " [TW] ncclCommShrink\$"; then
+    echo "$out" | grep 'state:' | grep -q 'ncclCommShrink present (plx_comm_shrink)' ||
+        { echo "FAIL: plexus-info does not say that ncclCommShrink serves plx_comm_shrink"; fail=1; }
+fi
 echo "$out" | grep 'state:' | grep -q 'usable: NCCL 2\.[0-9]*\.[0-9]*, 1 CUDA device(s); elastic calls: ' ||
     { echo "FAIL: the probe did not reach NCCL through the stub driver: $out"; fail=1; }
 [ $fail = 0 ] && echo "nccl: the elastic calls as the library has them"
