@@ -83,7 +83,7 @@ mkdir -p "$out/meson-logs"
 # the same tests, and the host's main suite runs it on torch 1.13
 # (PLEXUS_TRIXIE_TESTS="--suite torch" runs it here too).
 tests=${PLEXUS_TRIXIE_TESTS:-"mpi_openmpi_ulfm mpi_openmpi_ulfm_shrink_3 mpi_openmpi_ulfm_shrink_4 torchrun_agent_store torch2_store_wire torch_matrix torch_extras torch_extras_tcp
-torch_recreate_2 torch_recreate_4 torch_symmetric torch_teardown torch_dist_suite torch_ddp"}
+torch_recreate_2 torch_recreate_4 torch_revoke torch_symmetric torch_teardown torch_dist_suite torch_ddp"}
 # Twice meson's timeouts: the suite's multi-process tests run longer on
 # torch 2.6 (Python 3.13) than the host's timeouts were set for.
 PLEXUS_TRIXIE_SECONDS=$(left) PLEXUS_TRIXIE_TIMEOUT_MULT=${PLEXUS_TRIXIE_TIMEOUT_MULT:-2} PLEXUS_TRIXIE_TESTS=$(echo $tests) \

@@ -37,7 +37,7 @@ if not hasattr(_dist.Backend, BACKEND.upper()):
 ProcessGroupPlexus = _C.ProcessGroupPlexus
 
 
-def _plexus_of(group):
+def _plexus_of(group, what="plexus.torch.alloc"):
     """The ProcessGroupPlexus behind group (the default group if None)."""
     if group is None:
         group = _dist.distributed_c10d._get_default_group()
@@ -52,7 +52,7 @@ def _plexus_of(group):
             backend = None
         if isinstance(backend, ProcessGroupPlexus):
             return backend
-    raise ValueError("plexus.torch.alloc: the group does not run on the backend \"plexus\"")
+    raise ValueError("%s: the group does not run on the backend \"plexus\"" % what)
 
 
 def alloc(size, dtype=None, group=None):
@@ -65,3 +65,17 @@ def alloc(size, dtype=None, group=None):
     is, and stays valid after the group is destroyed."""
     import torch
     return _plexus_of(group).alloc([int(d) for d in size], dtype or torch.get_default_dtype())
+
+
+def revoke(group=None):
+    """Revoke group (default: the default group) for every rank: each
+    pending and later operation on it fails with a RuntimeError naming
+    PLX_ERR_REVOKED, on every rank, promptly (within the backend's failure
+    detection, not the group's timeout), including ranks blocked inside a
+    collective. Any rank, any thread, no matching call on the other ranks:
+    a rank that gives up (a lost peer, a failed step) calls it so that no
+    other rank stays blocked waiting for it. The way on is re-creation:
+    destroy_process_group() and init_process_group() with the survivors
+    (torch has no in-process shrink of a group; plx_comm_shrink is the C
+    API's). Backends without revoke (mpi without ULFM, nccl) raise."""
+    _plexus_of(group, "plexus.torch.revoke").revoke()

@@ -73,6 +73,7 @@ static std::string headline(int rc)
     case PLX_ERR_PEER_LOST: return "Connection closed (" + std::string(plx_err_name(rc)) + ")";
     case PLX_ERR_REMOTE: return "Connection closed by a failed rank (" + std::string(plx_err_name(rc)) + ")";
     case PLX_ERR_ABORTED: return "Aborted (" + std::string(plx_err_name(rc)) + ")";
+    case PLX_ERR_REVOKED: return "Revoked (" + std::string(plx_err_name(rc)) + ")";
     default: return plx_err_name(rc);
     }
 }
@@ -700,6 +701,21 @@ class ProcessGroupPlexus : public GroupBase {
     uint64_t getSequenceNumberForGroup() override { return seq_; }
     std::string transport() const { return plx_comm_backend(comm_->comm); }
 
+    // plx_comm_revoke: every pending and later operation of the group fails
+    // on every rank, including ranks blocked in a collective, so no rank
+    // stays waiting for one that gave up. Not queued behind this rank's
+    // pending work (that is what it ends); revoking twice is fine.
+    void revoke()
+    {
+        int rc;
+        {
+            pybind11::gil_scoped_release nogil;
+            rc = plx_comm_revoke(comm_->comm);
+        }
+        if (rc != 0 && rc != PLX_ERR_REVOKED)
+            fail(rc, "revoke");
+    }
+
     // A CPU tensor in memory that every rank of this host maps
     // (plx_mem_alloc): collectives whose tensors live there may go single
     // pass (shm's allreduce). Collective, like any operation on the group:
@@ -1300,6 +1316,9 @@ PYBIND11_MODULE(_C, m)
              "(\"<name>:all_reduce\")")
         .def_property_readonly("transport", &ProcessGroupPlexus::transport,
                                "the plexus backend carrying the traffic (tcp, mpi-openmpi, ...)")
+        .def("revoke", &ProcessGroupPlexus::revoke,
+             "plx_comm_revoke: every pending and later operation of the group fails on every rank "
+             "(RuntimeError, PLX_ERR_REVOKED), including ranks blocked in a collective")
         .def("alloc", &ProcessGroupPlexus::alloc, pybind11::arg("sizes"), pybind11::arg("dtype"),
              "a zeroed CPU tensor in memory every rank of this host maps (plx_mem_alloc); collective: "
              "every rank calls it with the same shape and dtype, in the same order");
