@@ -192,7 +192,7 @@ struct tcp_comm {
     struct pollfd *pfds; /* the leader's ppoll set: size entries */
     int broken;          /* a connection was lost: everything fails with lost_msg */
     int broken_status;
-    char lost_msg[240];
+    char lost_msg[480];
     int lost_rank;       /* the rank whose loss broke it (first cause), or -1 */
 };
 

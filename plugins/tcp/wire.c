@@ -944,6 +944,16 @@ void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
         c->broken = 1;
         c->broken_status = status;
         snprintf(c->lost_msg, sizeof c->lost_msg, "%s", msg);
+        /* A rank that died first may reach this one only through a third
+         * that failed because of it and then left: name every peer already
+         * gone, not just the connection that broke first. */
+        for (int i = 0; status == PLX_ERR_PEER_LOST && i < c->size; i++) {
+            const struct tcp_peer *p = &c->peers[i];
+            size_t at = strlen(c->lost_msg);
+            if (i != c->rank && i != c->lost_rank && p->closed && at + 1 < sizeof c->lost_msg)
+                snprintf(c->lost_msg + at, sizeof c->lost_msg - at, "; rank %d (%s) had closed its connection too",
+                         i, p->addr);
+        }
     }
     uint64_t notice_by = c->host->clock_ns() + TCP_NOTICE_NS;
     /* A local plx_comm_abort tells every peer (c->aborted: not an abort
