@@ -53,10 +53,20 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
 )
 
 
+# PLEXUS_SUITE_START=fork: ranks forked from this process, as upstream's
+# test_distributed_fork.py ran gloo (no fresh interpreter and torch import
+# per rank and test: the whole class in a fraction of the time); default
+# spawn, as test_distributed_spawn.py.
+FORK = os.environ.get("PLEXUS_SUITE_START", "spawn") == "fork"
+
+
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
     def setUp(self):
         super().setUp()
-        self._spawn_processes()
+        if FORK:  # _fork_processes is gone from torch 2.x; _start_processes is in both
+            self._start_processes(torch.multiprocessing.get_context("fork").Process)
+        else:
+            self._spawn_processes()
 
 
 class _Record(unittest.TextTestResult):
