@@ -95,12 +95,26 @@ uint64_t shm__mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t shm__coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t shm__deadline(struct shm_op *o)
+{
+    if (!o->deadline)
+        o->deadline = plx_plugin_deadline(o->timeout_ms);
+    return o->deadline;
+}
+
 /* Where every rank is, for a timeout: the latest round each published (its
  * slot header) and how long ago, and whether it reached this barrier. The
  * segment is read live, so nothing in it is stale. */
 static void where(struct shm_comm *c, uint32_t target, char *out, size_t len)
 {
-    uint64_t now = shm__mono_ns();
+    uint64_t now = shm__coarse_ns();
     size_t at = (size_t)snprintf(out, len, " [where the ranks are on shm:");
     for (int r = 0; r < c->size && at + 1 < len; r++) {
         struct shm_ctl *q = shm__ctl(c, r);
@@ -240,7 +254,7 @@ static int check(struct shm_op *o, uint32_t target)
         return plx_plugin_error(host, PLX_ERR_ABORTED, "%s(seq %llu): communicator '%s' aborted on rank %d", o->what,
                                 (unsigned long long)o->a->seq, c->name, c->rank);
     }
-    if (host->clock_ns() >= o->deadline) {
+    if (host->clock_ns() >= shm__deadline(o)) {
         if (!verdict_status(verdict(c, target, PLX_ERR_TIMEOUT)))
             return 0;
         int r = 0;
@@ -347,7 +361,7 @@ static int pieces_stalled(struct shm_op *o, int owner)
                                 (unsigned long long)o->a->seq, c->name, stop == PLX_ERR_REVOKED ? "revoked" : "aborted",
                                 c->rank);
     }
-    if (host->clock_ns() >= o->deadline) {
+    if (host->clock_ns() >= shm__deadline(o)) {
         shm__fail(c, PLX_ERR_TIMEOUT, -1);
         return plx_plugin_error(host, PLX_ERR_TIMEOUT, "%s(seq %llu): rank %d timed out waiting for rank %d's slice to be "
                                 "reduced on shm", o->what, (unsigned long long)o->a->seq, c->rank, owner);
