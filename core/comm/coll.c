@@ -86,8 +86,8 @@ static int resolve_mem(struct plx_comm *c, const struct plx_op_options *o, const
     if (asked == PLX_MEM_HOST || asked == PLX_MEM_CUDA)
         *mem = asked;
     else if (asked == PLX_MEM_AUTO)
-        *mem = plx__cuda_kind(buf1) == PLX_MEM_CUDA || plx__cuda_kind(buf2) == PLX_MEM_CUDA ? PLX_MEM_CUDA
-                                                                                           : PLX_MEM_HOST;
+        *mem = plx__cuda_kind(buf1) == PLX_MEM_CUDA || (buf2 != buf1 && plx__cuda_kind(buf2) == PLX_MEM_CUDA)
+                   ? PLX_MEM_CUDA : PLX_MEM_HOST;
     else
         return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': invalid mem_kind %d", what, c->name, asked);
     if (staged)

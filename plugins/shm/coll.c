@@ -419,6 +419,7 @@ static int collective(struct shm_comm *c, const struct plx_coll_args *a)
 int shm__collective(struct shm_comm *c, const struct plx_coll_args *a)
 {
     int rc = collective(c, a);
-    plx__slice_restore(); /* a wait may have shortened it */
+    if (c->cfg.wait_slice_ns) /* a wait may have shortened it (0: none did) */
+        plx__slice_restore();
     return rc;
 }
