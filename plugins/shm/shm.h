@@ -23,6 +23,12 @@
  * halves of each slot, so the barrier of round j+1 also proves every rank
  * has finished reading round j: no extra barrier before a slot is reused.
  *
+ * An allreduce of at most SHM_FAST_BYTES is one phase without slots: each
+ * rank writes its call (sequence number, collective, dtype, op, count) and
+ * its input into the cache line that holds its epoch, so a peer takes one
+ * line per rank per operation; the slot header is written too, and judges
+ * any peer whose line names another call.
+ *
  * Nothing read from the segment is used as an index or a length: offsets
  * come from this rank's own arguments, and a peer's slot header must equal
  * this rank's expectation field for field, or the operation fails with
