@@ -135,26 +135,76 @@ static void where(struct shm_comm *c, uint32_t target, char *out, size_t len)
         snprintf(out + at, len - at, "]");
 }
 
-/* Every barrier ends in one verdict the ranks share: the first rank to
- * decide (it saw every rank arrive, or it gave up waiting) writes it into
- * rank 0's control block, and every other rank takes it. Without it a rank
- * that times out just as the last rank arrives fails an operation its
- * peers complete. The word: barrier epoch << 32 | (deciding rank + 1) << 8 |
- * -status (0: every rank arrived). A later epoch there means this barrier
- * ended well: nobody passes a barrier that failed. */
+/* Every barrier ends in one verdict the ranks share, so that a rank that
+ * gives up (a timeout, an abort, a lost or failed peer) just as the last
+ * rank arrives does not fail an operation its peers complete. The word, in
+ * rank 0's control block: barrier epoch << 32 | (rank + 1) << 8 | code,
+ * code -status (0: passed) or VERDICT_DECIDING.
+ *
+ * A rank that saw every rank arrive passes on one read when the word names
+ * no decision for this barrier (an older epoch): nothing is written on the
+ * way that every operation takes. A rank that gives up decides instead: it
+ * puts DECIDING with this epoch in the word (compare-and-swap: one decider
+ * at a time), then reads every rank's epoch again, and settles the word:
+ * passed if every rank has arrived, failed otherwise. Why that holds: a rank
+ * that passed on an older word read it before the decider's swap, after it
+ * saw every epoch reach this barrier, and epochs only grow; so the decider's
+ * second look sees them too and settles "passed". The loads and the swaps
+ * are sequentially consistent for that argument. A rank that finds DECIDING
+ * waits for it to settle, and after a while decides in its place (the
+ * decider may have died): any decider's answer is right, and the swap that
+ * settles lets only one stand. A later epoch in the word means this barrier
+ * passed: nobody decides a barrier that failed. Once in 2^20 barriers a
+ * passing rank settles "passed" itself, so the word is never so old that
+ * its epoch wraps past the current one. */
+#define VERDICT_DECIDING 0xffu
+#define VERDICT_TAKEOVER_LOOKS 100000u
+#define VERDICT_REFRESH_MASK 0xfffffu
+
+static uint64_t verdict_word(uint32_t target, int rank, unsigned code)
+{
+    return (uint64_t)target << 32 | (uint64_t)(uint32_t)(rank + 1) << 8 | (code & 0xffu);
+}
+
+static int all_arrived(struct shm_comm *c, uint32_t target)
+{
+    for (int r = 0; r < c->size; r++)
+        if ((int32_t)(__atomic_load_n(&shm__ctl(c, r)->epoch, __ATOMIC_SEQ_CST) - target) < 0)
+            return 0;
+    return 1;
+}
+
+/* The settled verdict of barrier target; status 0: this rank saw every
+ * rank arrive, else why it gives up. */
 static uint64_t verdict(struct shm_comm *c, uint32_t target, int status)
 {
     uint64_t *w = &shm__ctl(c, 0)->verdict;
-    uint64_t mine = (uint64_t)target << 32 | (uint64_t)(uint32_t)(c->rank + 1) << 8 | (uint8_t)-status;
-    uint64_t v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    unsigned code = (unsigned)(uint8_t)-status, looks = 0;
+    if (code == VERDICT_DECIDING)
+        code = (unsigned)(uint8_t)-PLX_ERR_REMOTE;
+    uint64_t v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
     for (;;) {
         uint32_t at = (uint32_t)(v >> 32);
         if ((int32_t)(at - target) > 0)
             return (uint64_t)target << 32;
-        if (at == target)
+        int deciding = at == target && (v & 0xffu) == VERDICT_DECIDING;
+        if (at == target && !deciding)
             return v;
-        if (__atomic_compare_exchange_n(w, &v, mine, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            return mine;
+        if (!deciding && !status && (target & VERDICT_REFRESH_MASK))
+            return (uint64_t)target << 32;
+        if (deciding && ++looks < VERDICT_TAKEOVER_LOOKS) {
+            shm__cpu_relax();
+            v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+            continue;
+        }
+        uint64_t mine = verdict_word(target, c->rank, VERDICT_DECIDING);
+        if (!__atomic_compare_exchange_n(w, &v, mine, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            continue;
+        uint64_t settled = all_arrived(c, target) ? (uint64_t)target << 32 : verdict_word(target, c->rank, code);
+        if (__atomic_compare_exchange_n(w, &mine, settled, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            return settled;
+        v = mine; /* taken over: follow the word */
+        looks = 0;
     }
 }
 
@@ -307,7 +357,7 @@ int shm__barrier(struct shm_op *o)
         struct shm_ctl *q = shm__ctl(c, r);
         w.looks = 0;
         for (unsigned k = 0;; k++) {
-            uint32_t e = __atomic_load_n(&q->epoch, __ATOMIC_ACQUIRE);
+            uint32_t e = __atomic_load_n(&q->epoch, __ATOMIC_SEQ_CST); /* verdict()'s argument */
             if ((int32_t)(e - target) >= 0)
                 break;
             if (k >= 64 && k % 256 == 0 && (__atomic_load_n(&c->aborted, __ATOMIC_RELAXED) || shm__revoked_by(c) >= 0)) {
