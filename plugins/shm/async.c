@@ -129,12 +129,14 @@ static int run(struct shm_comm *c, const struct plx_coll_args *a)
 static int claim(struct shm_async *q)
 {
     int idle = 0;
-    return __atomic_compare_exchange_n(&q->busy, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+    return __atomic_compare_exchange_n(&q->busy, &idle, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
+/* Sequentially consistent, as the end of an inline run's store and load:
+ * a thread that saw busy and sleeps is woken by the end that clears it. */
 static int is_busy(struct shm_async *q)
 {
-    return __atomic_load_n(&q->busy, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&q->busy, __ATOMIC_SEQ_CST);
 }
 
 /* Take the next queued collective and run it in this thread, unless a
