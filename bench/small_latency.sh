@@ -21,7 +21,8 @@ for b in "$@"; do
     [ -x "$b/tools/plexus-bench" ] || { echo "no $b/tools/plexus-bench"; exit 2; }
     builds="$builds $(cd "$b" && pwd)"
 done
-first=$(echo $builds | cut -d' ' -f1)
+first=${builds# }
+first=${first%% *}
 ompi=$first/bench/mpi_allreduce_loop_openmpi
 have_ompi=0
 command -v mpirun.openmpi >/dev/null 2>&1 && [ -x "$ompi" ] && have_ompi=1
@@ -50,7 +51,7 @@ while [ "$rep" -le "$reps" ]; do
         it=$(iters_for "$s")
         i=0
         for b in $builds; do
-            echo "$(run_plexus "$b" "$s" "$it")" >"$out/b$i.$s.$rep"
+            echo "$(run_plexus "$b" "$s" "$it")" >"$out/b$i.$s.$rep" # echo: a line even when the run printed none
             i=$((i + 1))
         done
         [ $have_ompi = 1 ] && echo "$(run_ompi "$s" "$it")" >"$out/ompi.$s.$rep"
@@ -81,8 +82,8 @@ done
 for s in $sizes; do
     i=0
     for b in $builds; do
-        printf '%9s B  build %d   %-28s us   /ompi %s\n' "$s" "$i" "$(stats "$out"/b$i.$s.*)" "$(ratio b$i ompi "$s")"
+        printf '%9s B  build %d   %-28s us   /ompi %s\n' "$s" "$i" "$(stats "$out/b$i.$s".*)" "$(ratio "b$i" ompi "$s")"
         i=$((i + 1))
     done
-    printf '%9s B  ompi-vader %-28s us\n' "$s" "$(stats "$out"/ompi.$s.*)"
+    printf '%9s B  ompi-vader %-28s us\n' "$s" "$(stats "$out/ompi.$s".*)"
 done
