@@ -86,8 +86,8 @@ static int resolve_mem(struct plx_comm *c, const struct plx_op_options *o, const
     if (asked == PLX_MEM_HOST || asked == PLX_MEM_CUDA)
         *mem = asked;
     else if (asked == PLX_MEM_AUTO)
-        *mem = plx__cuda_kind(buf1) == PLX_MEM_CUDA || plx__cuda_kind(buf2) == PLX_MEM_CUDA ? PLX_MEM_CUDA
-                                                                                           : PLX_MEM_HOST;
+        *mem = plx__cuda_kind(buf1) == PLX_MEM_CUDA || (buf2 != buf1 && plx__cuda_kind(buf2) == PLX_MEM_CUDA)
+                   ? PLX_MEM_CUDA : PLX_MEM_HOST;
     else
         return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': invalid mem_kind %d", what, c->name, asked);
     if (staged)
@@ -193,9 +193,10 @@ static int check_args(const struct plx_comm *c, const struct plx_coll_args *a, c
 }
 
 /* Run a on the backend's own collective (fingerprint checked first where
- * the communicator checks every native call); w NULL means blocking. */
+ * the communicator checks every native call); w NULL means blocking;
+ * running: the op was posted as running already. */
 static int run_native(struct plx_comm *c, struct plx_coll_args *a, const char *what, const struct plx__fp *fp,
-                      int scale_avg, struct plx__lowp_avg *lowp, struct plx_work **w)
+                      int scale_avg, struct plx__lowp_avg *lowp, struct plx_work **w, int running)
 {
     int rc;
     void *req = NULL;
@@ -207,7 +208,8 @@ static int run_native(struct plx_comm *c, struct plx_coll_args *a, const char *w
         plx__diag_state(c, a->seq, PLX__OP_FAILED, NULL);
         return plx__lowp_avg_end(lowp, rc);
     }
-    plx__diag_state(c, a->seq, PLX__OP_RUNNING, NULL);
+    if (!running)
+        plx__diag_state(c, a->seq, PLX__OP_RUNNING, NULL);
     if ((rc = c->be->ops.collective(c->bc, a, &req)) != 0) {
         plx__diag_state(c, a->seq, PLX__OP_FAILED, NULL);
         plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", what, (unsigned long long)a->seq, c->name, c->be->name);
@@ -217,6 +219,14 @@ static int run_native(struct plx_comm *c, struct plx_coll_args *a, const char *w
         return plx__work_native(c, a, scale_avg, lowp, req, w);
     struct plx_work ws, *tmp = &ws;
     plx__work_native_init(tmp, c, a, scale_avg, lowp, req);
+    /* A backend that ran the op inside collective() (shm, when nothing is
+     * queued) answers the first test: no deadline to compute, no wait. */
+    int done = 0;
+    rc = plx_work_test(tmp, &done);
+    if (done) {
+        plx__work_native_release(tmp);
+        return rc;
+    }
     /* The backend enforces the op's timeout itself and can say which rank
      * is missing; the core's wait is a backstop a little later. */
     int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
@@ -287,10 +297,16 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     if (!w)
         a->flags |= PLX_COLL_FLAG_BLOCKING;
     struct plx__fp fp = plx__fp_of(c, &user);
-    plx__diag_post(c, &fp, a->coll == PLX_COLL_BARRIER ? 0 : user.count * plx_dtype_size(user.dtype));
+    uint64_t bytes = a->coll == PLX_COLL_BARRIER ? 0 : user.count * plx_dtype_size(user.dtype);
+    /* A native call starts now, unless fingerprints are exchanged first. */
+    int running = native && plx__fp_native_mode(c) != PLX__FP_NATIVE_EVERY;
+    if (running)
+        plx__diag_post_running(c, &fp, bytes);
+    else
+        plx__diag_post(c, &fp, bytes);
 
     if (native)
-        return run_native(c, a, what, &fp, scale_avg, lowp, w);
+        return run_native(c, a, what, &fp, scale_avg, lowp, w, running);
     if (!w)
         return plx__lowp_avg_end(lowp, plx__run_generic_blocking(c, a, &fp));
     return plx__work_generic(c, a, lowp, &fp, w);

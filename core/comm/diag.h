@@ -135,6 +135,8 @@ enum plx__op_state {
     PLX__OP_FAILED = PLX_LEDGER_FAILED,
 };
 void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes);
+/* plx__ledger_post, then plx__ledger_state(RUNNING), in one write. */
+void plx__ledger_post_running(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes);
 void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state);
 /* Called from waits every ~100 ms; cheap until the wait is slow: then it
  * publishes this rank's position to the store, looks for a mismatch

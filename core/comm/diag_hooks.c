@@ -52,6 +52,7 @@ const struct plx__diag_hooks plx__diag_none = {.name = "none"};
 const struct plx__diag_hooks plx__diag_full = {
     .name = "full", .post = plx__ledger_post, .state = full_state, .first_send = full_first_send,
     .first_recv = full_first_recv, .wait = full_wait, .discard = full_discard,
+    .post_running = plx__ledger_post_running, /* full_state(RUNNING) of a native call is the ledger's alone */
 };
 
 const struct plx__diag_hooks *plx__diag_pick(const struct plx_comm *c)

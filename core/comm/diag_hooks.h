@@ -43,6 +43,9 @@ struct plx__diag_hooks {
     /* Complete (a receive: check) or drop what a first_* took. */
     int (*wait)(struct plx_comm *c, struct plx__fp_io *io, uint64_t deadline_ns, const struct plx__p2p_raw *raw);
     void (*discard)(struct plx_comm *c, struct plx__fp_io *io, const struct plx__p2p_raw *raw);
+    /* Optional: post, then state RUNNING (inband NULL), as one hook, for a
+     * native collective that starts as it is issued; absent, the two. */
+    void (*post_running)(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes);
 };
 
 extern const struct plx__diag_hooks plx__diag_none;
@@ -61,6 +64,16 @@ static inline void plx__diag_state(struct plx_comm *c, uint64_t seq, int state, 
 {
     if (c->dh->state)
         c->dh->state(c, seq, state, inband);
+}
+
+static inline void plx__diag_post_running(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes)
+{
+    if (c->dh->post_running) {
+        c->dh->post_running(c, fp, bytes);
+        return;
+    }
+    plx__diag_post(c, fp, bytes);
+    plx__diag_state(c, fp->seq, PLX__OP_RUNNING, NULL);
 }
 
 #endif

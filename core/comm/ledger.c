@@ -269,7 +269,7 @@ static int running_slot(const struct plx__diag *d, struct plx__diag_slot *out)
     return p1 > __atomic_load_n(&d->done1, __ATOMIC_RELAXED) && slot_read(d, p1, out);
 }
 
-void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes)
+static void post_as(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes, uint32_t state)
 {
     struct plx__diag *d = c->diag;
     if (!d)
@@ -284,7 +284,7 @@ void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t byt
     uint32_t l = e->lock;
     __atomic_store_n(&e->lock, l + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    e->state = PLX__OP_POSTED;
+    e->state = state;
     e->seq = fp->seq;
     e->coll = fp->coll;
     e->dtype = fp->dtype;
@@ -295,6 +295,16 @@ void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t byt
     __atomic_store_n(&e->lock, l + 2, __ATOMIC_RELEASE);
     max_store(&f->posted1, fp->seq + 1);
     __atomic_store_n(&f->heartbeat_ns, now, __ATOMIC_RELAXED);
+}
+
+void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes)
+{
+    post_as(c, fp, bytes, PLX__OP_POSTED);
+}
+
+void plx__ledger_post_running(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes)
+{
+    post_as(c, fp, bytes, PLX__OP_RUNNING);
 }
 
 void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state)

@@ -5,7 +5,10 @@
  * advances while the caller computes.
  *
  * One collective runs at a time (`busy`): the protocol's epochs and slot
- * halves (sync.c, coll.c) are one sequence per communicator. The progress
+ * halves (sync.c, coll.c) are one sequence per communicator. A blocking
+ * collective with nothing queued claims `busy` with one compare-and-swap,
+ * without the lock (the queue's count, `queued`, says whether anything
+ * is); whoever else runs one claims it the same way, under the lock. The progress
  * thread is started by the first queued collective and sleeps on a
  * condition variable while the queue is empty; inside a collective it
  * waits as every shm wait does (pace.c: look, spin, yield, futex). A
@@ -51,7 +54,8 @@ struct shm_async {
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* work queued, a collective finished, or stopping */
     struct shm_creq *head, *tail;
-    int busy;               /* a collective runs (in a caller or the thread) */
+    int queued;             /* collectives in the queue: changed under mu, read atomically */
+    int busy;               /* atomic: a collective runs (in a caller or the thread) */
     int started, stopping;
     pthread_t thread;
 };
@@ -122,16 +126,32 @@ static int run(struct shm_comm *c, const struct plx_coll_args *a)
     return rc ? rc : shm__collective(c, a);
 }
 
-/* Take the next queued collective and run it in this thread; called and
- * returns with mu held, busy clear and the queue non-empty on entry. */
+static int claim(struct shm_async *q)
+{
+    int idle = 0;
+    return __atomic_compare_exchange_n(&q->busy, &idle, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+/* Sequentially consistent, as the end of an inline run's store and load:
+ * a thread that saw busy and sleeps is woken by the end that clears it. */
+static int is_busy(struct shm_async *q)
+{
+    return __atomic_load_n(&q->busy, __ATOMIC_SEQ_CST);
+}
+
+/* Take the next queued collective and run it in this thread, unless a
+ * caller's blocking one runs; called and returns with mu held and the
+ * queue non-empty on entry. */
 static void run_head(struct shm_comm *c, struct shm_async *q)
 {
+    if (!claim(q))
+        return; /* its end wakes the thread: the queue is not empty */
     struct shm_creq *r = q->head;
     q->head = r->next;
     if (!q->head)
         q->tail = NULL;
+    __atomic_store_n(&q->queued, q->queued - 1, __ATOMIC_RELAXED);
     r->running = 1;
-    q->busy = 1;
     int stopping = q->stopping;
     pthread_mutex_unlock(&q->mu);
 
@@ -144,7 +164,7 @@ static void run_head(struct shm_comm *c, struct shm_async *q)
     r->status = rc;
     if (rc)
         snprintf(r->err, sizeof r->err, "%s", last_msg[0] ? last_msg : "shm: collective failed");
-    q->busy = 0;
+    __atomic_store_n(&q->busy, 0, __ATOMIC_RELEASE);
     /* Under mu: the core frees the request (req_free takes mu) only after
      * this wake. */
     __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
@@ -159,11 +179,11 @@ static void *progress_main(void *arg)
     pthread_setname_np(pthread_self(), "plx-shm-progress");
     pthread_mutex_lock(&q->mu);
     for (;;) {
-        while ((!q->head || q->busy) && !q->stopping)
+        while ((!q->head || is_busy(q)) && !q->stopping)
             pthread_cond_wait(&q->cv, &q->mu);
         if (!q->head)
             break; /* stopping and drained */
-        if (q->busy) { /* stopping: the running one first (its end wakes us: the queue is not empty) */
+        if (is_busy(q)) { /* stopping: the running one first (its end wakes us: the queue is not empty) */
             pthread_cond_wait(&q->cv, &q->mu);
             continue;
         }
@@ -187,22 +207,28 @@ int shm__async_create(struct shm_comm *c)
 int shm__coll_start(struct shm_comm *c, const struct plx_coll_args *a, void **req)
 {
     struct shm_async *q = c->async;
-    pthread_mutex_lock(&q->mu);
-    if ((a->flags & PLX_COLL_FLAG_BLOCKING) && !q->busy && !q->head) {
-        /* Nothing before it: run here, no hand-off latency. */
-        q->busy = 1;
-        pthread_mutex_unlock(&q->mu);
-        int rc = run(c, a);
+    if ((a->flags & PLX_COLL_FLAG_BLOCKING) && !__atomic_load_n(&q->queued, __ATOMIC_ACQUIRE) && claim(q)) {
+        if (!__atomic_load_n(&q->queued, __ATOMIC_SEQ_CST)) {
+            /* Nothing before it: run here, no hand-off latency. */
+            int rc = run(c, a);
+            __atomic_store_n(&q->busy, 0, __ATOMIC_SEQ_CST);
+            if (__atomic_load_n(&q->queued, __ATOMIC_SEQ_CST)) { /* queued meanwhile by another thread */
+                pthread_mutex_lock(&q->mu);
+                pthread_cond_broadcast(&q->cv);
+                pthread_mutex_unlock(&q->mu);
+            }
+            if (rc)
+                return rc;
+            *req = c; /* complete on return */
+            return 0;
+        }
+        /* queued by another thread just now: it goes first */
+        __atomic_store_n(&q->busy, 0, __ATOMIC_SEQ_CST);
         pthread_mutex_lock(&q->mu);
-        q->busy = 0;
-        if (q->head) /* a collective queued meanwhile by another thread */
-            pthread_cond_broadcast(&q->cv);
+        pthread_cond_broadcast(&q->cv);
         pthread_mutex_unlock(&q->mu);
-        if (rc)
-            return rc;
-        *req = c; /* complete on return */
-        return 0;
     }
+    pthread_mutex_lock(&q->mu);
     struct shm_creq *r = calloc(1, sizeof *r);
     if (!r) {
         pthread_mutex_unlock(&q->mu);
@@ -224,6 +250,7 @@ int shm__coll_start(struct shm_comm *c, const struct plx_coll_args *a, void **re
     else
         q->head = r;
     q->tail = r;
+    __atomic_store_n(&q->queued, q->queued + 1, __ATOMIC_SEQ_CST);
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
     *req = tagged(r);
@@ -254,7 +281,7 @@ int shm__creq_wait_until(struct shm_comm *c, struct shm_creq *r, uint64_t deadli
         }
         /* The progress thread has not taken the next collective: run it here. */
         pthread_mutex_lock(&q->mu);
-        if (!__atomic_load_n(&r->done, __ATOMIC_RELAXED) && !q->busy && q->head && !q->stopping)
+        if (!__atomic_load_n(&r->done, __ATOMIC_RELAXED) && !is_busy(q) && q->head && !q->stopping)
             run_head(c, q);
         pthread_mutex_unlock(&q->mu);
         if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE))
@@ -282,6 +309,7 @@ void shm__creq_free(struct shm_comm *c, struct shm_creq *r)
             *p = r->next;
             if (q->tail == r)
                 q->tail = prev;
+            __atomic_store_n(&q->queued, q->queued - 1, __ATOMIC_RELAXED);
         }
     } else if (!__atomic_load_n(&r->done, __ATOMIC_RELAXED)) {
         /* Running: the caller's buffers must be free when this returns, so
@@ -302,7 +330,7 @@ void shm__async_destroy(struct shm_comm *c)
     if (!q)
         return;
     pthread_mutex_lock(&q->mu);
-    int pending = q->busy || q->head;
+    int pending = is_busy(q) || q->head;
     pthread_mutex_unlock(&q->mu);
     if (pending) { /* destroyed with collectives in flight: make them end now, not at their timeout */
         __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);

@@ -2,9 +2,10 @@
  * phase protocol). Every reduction runs through the core's kernels
  * (host->reduce, host->scale_div), straight from the peers' slots.
  *
- * allreduce: up to small_bytes, one phase: every rank copies its input in
- * and reduces all slots in rank order into its own output (every rank gets
- * the same bits). Larger: rounds of one slot; in each, rank r reduces slice
+ * allreduce: up to SHM_FAST_BYTES, one phase through the cache line that
+ * carries each rank's epoch; up to small_bytes, one phase: every rank
+ * copies its input in and reduces all slots in rank order into its own
+ * output (every rank gets the same bits). Larger: rounds of one slot; in each, rank r reduces slice
  * r of the round in place in its own slot (each slice reduced once), then
  * after a second barrier every rank copies all slices out: a reduce-scatter
  * and an all-gather through the slots, in cache-sized pieces. The other
@@ -47,7 +48,7 @@ uint32_t shm__publish(struct shm_op *o, size_t off, size_t len)
     struct shm_ctl *me = shm__ctl(c, c->rank);
     me->hdr[half] = h;
     __atomic_store_n(&me->pos_half, half, __ATOMIC_RELAXED);
-    __atomic_store_n(&me->pos_ns, shm__mono_ns(), __ATOMIC_RELEASE);
+    __atomic_store_n(&me->pos_ns, shm__coarse_ns(), __ATOMIC_RELEASE);
     return half;
 }
 
@@ -183,6 +184,55 @@ static int reduce_own_slice(struct shm_op *o, char *mine, uint32_t half, size_t 
     return 0;
 }
 
+/* A call as one word for the fast path, from the slot header this rank
+ * wrote (so a corrupt header disagrees here too); UINT32_MAX where a field
+ * does not fit its byte, which no fast call has. */
+static uint32_t fast_word(const struct shm_slot_hdr *h)
+{
+    if ((uint32_t)h->coll > 255 || (uint32_t)h->dtype > 255 || (uint32_t)h->op > 255 || h->count > 255)
+        return UINT32_MAX;
+    return (uint32_t)h->coll | (uint32_t)h->dtype << 8 | (uint32_t)h->op << 16 | (uint32_t)h->count << 24;
+}
+
+/* allreduce of at most SHM_FAST_BYTES: one phase through line 0 of every
+ * rank's control block (shm.h), where the call and the input ride with the
+ * epoch, so a rank takes one line from each peer. A peer whose line names
+ * another call (or none: it took another path) is judged by the slot
+ * headers, as every other phase is. Reduced in rank order, as
+ * reduce_slots does: every rank gets the same bits. */
+static int fast_allreduce(struct shm_op *o)
+{
+    struct shm_comm *c = o->c;
+    const struct plx_coll_args *a = o->a;
+    size_t bytes = a->count * o->es;
+    uint32_t half = shm__publish(o, 0, a->count);
+    struct shm_ctl *me = shm__ctl(c, c->rank);
+    uint32_t word = fast_word(&me->hdr[half]);
+    uint64_t seq = me->hdr[half].seq;
+    memcpy(me->fast_data[half], a->send, bytes);
+    me->fast_desc[half] = word;
+    me->fast_seq[half] = seq;
+    int rc = shm__barrier(o);
+    if (rc)
+        return rc;
+    for (int r = 0; r < c->size; r++) {
+        const struct shm_ctl *q = shm__ctl(c, r);
+        if (r == c->rank || (word != UINT32_MAX && q->fast_desc[half] == word && q->fast_seq[half] == seq))
+            continue;
+        if ((rc = expect(o, r, half)) != 0)
+            return rc;
+        shm__fail(c, PLX_ERR_PROTOCOL, -1);
+        return plx_plugin_error(host, PLX_ERR_PROTOCOL, "%s(seq %llu): rank %d's small-allreduce line disagrees "
+                                "with its slot header: the segment is corrupt", o->what, (unsigned long long)seq, r);
+    }
+    memcpy(a->recv, shm__ctl(c, 0)->fast_data[half], bytes);
+    for (int r = 1; r < c->size; r++)
+        if ((rc = host->reduce(a->recv, shm__ctl(c, r)->fast_data[half], a->count, a->dtype, a->op)) != 0)
+            return plx_plugin_error(host, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d",
+                                    o->what, (unsigned long long)seq, a->dtype, a->op);
+    return a->op == PLX_AVG ? host->scale_div(a->recv, a->count, a->dtype, (uint64_t)c->size) : 0;
+}
+
 /* allreduce (all = 1) and reduce (all = 0: only the root receives). */
 static int reduction(struct shm_op *o, int all)
 {
@@ -191,6 +241,8 @@ static int reduction(struct shm_op *o, int all)
     size_t es = o->es, bytes = a->count * es;
     int rc, receives = all || a->root == c->rank;
     if (bytes <= c->seg->small_bytes && bytes <= c->seg->slot_bytes) {
+        if (all && bytes <= SHM_FAST_BYTES)
+            return fast_allreduce(o);
         uint32_t half = c->round & 1;
         plx_plugin_move(shm__slot(c, c->rank, half), a->send, bytes);
         shm__publish(o, 0, a->count);
@@ -335,7 +387,7 @@ static int collective(struct shm_comm *c, const struct plx_coll_args *a)
         .c = c,
         .a = a,
         .what = shm__coll_name(a->coll),
-        .deadline = plx_plugin_deadline(ms),
+        .timeout_ms = ms,
         .es = a->coll == PLX_COLL_BARRIER ? 1 : plx_plugin_dtype_size(a->dtype),
     };
     if (!o.es)
@@ -367,6 +419,7 @@ static int collective(struct shm_comm *c, const struct plx_coll_args *a)
 int shm__collective(struct shm_comm *c, const struct plx_coll_args *a)
 {
     int rc = collective(c, a);
-    plx__slice_restore(); /* a wait may have shortened it */
+    if (c->cfg.wait_slice_ns) /* a wait may have shortened it (0: none did) */
+        plx__slice_restore();
     return rc;
 }

@@ -180,7 +180,7 @@ static int comm_create(const struct plx_comm_args *args, void **out)
         struct plx_coll_args join = {.struct_size = sizeof join, .coll = PLX_COLL_BARRIER,
                                      .timeout_ms = args->timeout_ms};
         struct shm_op o = {.c = c, .a = &join, .what = "comm_create", .es = 1,
-                           .deadline = plx_plugin_deadline(args->timeout_ms)};
+                           .deadline = plx_plugin_deadline(args->timeout_ms), .timeout_ms = args->timeout_ms};
         __atomic_store_n(&shm__ctl(c, c->rank)->cma_addr, (uint64_t)(uintptr_t)&c->cma_word, __ATOMIC_RELEASE);
         c->cma_word = UINT64_C(0x636d612d70726f62) ^ (uint64_t)(uint32_t)getpid();
         rc = shm__barrier(&o);

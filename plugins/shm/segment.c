@@ -33,6 +33,10 @@
 #define host shm__host
 
 _Static_assert(sizeof(struct shm_ctl) <= SHM_CTL_BYTES, "shm_ctl outgrew its block");
+_Static_assert(SHM_CTL_BYTES % 64 == 0 && offsetof(struct shm_ctl, fast_data) + sizeof(((struct shm_ctl *)0)->fast_data) <= 64,
+               "a rank's epoch and fast-path halves share one cache line");
+_Static_assert(offsetof(struct shm_ctl, verdict) % 64 == 0 && offsetof(struct shm_ctl, hdr) % 64 == 0,
+               "the verdict every rank writes and the slot headers have lines of their own");
 _Static_assert(sizeof(struct shm_seg_header) <= SHM_HDR_BYTES, "segment header outgrew its page");
 
 void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg)

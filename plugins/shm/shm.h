@@ -23,6 +23,12 @@
  * halves of each slot, so the barrier of round j+1 also proves every rank
  * has finished reading round j: no extra barrier before a slot is reused.
  *
+ * An allreduce of at most SHM_FAST_BYTES is one phase without slots: each
+ * rank writes its call (sequence number, collective, dtype, op, count) and
+ * its input into the cache line that holds its epoch, so a peer takes one
+ * line per rank per operation; the slot header is written too, and judges
+ * any peer whose line names another call.
+ *
  * Nothing read from the segment is used as an index or a length: offsets
  * come from this rank's own arguments, and a peer's slot header must equal
  * this rank's expectation field for field, or the operation fails with
@@ -36,8 +42,8 @@
 #include "plexus/backend.h"
 #include "plexus/plugin.h"
 
-#define SHM_MAGIC UINT64_C(0x706c78736873d003) /* "plxshs" + layout version */
-#define SHM_CTL_BYTES 320
+#define SHM_MAGIC UINT64_C(0x706c78736873d004) /* "plxshs" + layout version */
+#define SHM_CTL_BYTES 384
 #define SHM_HDR_BYTES 4096
 #define SHM_MAX_RANKS 256 /* a slot (>= 4 KiB) holds one 8-byte element per rank */
 
@@ -55,21 +61,31 @@ struct shm_slot_hdr {
     uint64_t send_addr, recv_addr;
 };
 
-/* One rank's control block. The owner writes everything but `sleepers`. */
+/* A small allreduce (coll.c's fast path) in one cache line: a rank writes
+ * its call and input beside its epoch, so the peer that sees it arrive has
+ * both in the same transfer. Two halves, alternating by round as the slots do. */
+#define SHM_FAST_BYTES 16
+
+/* One rank's control block. The owner writes everything but `sleepers`,
+ * `done_sleepers` and rank 0's `verdict`. Line 0 is what a waiting peer
+ * reads; the owner writes it once per phase. */
 struct shm_ctl {
     uint32_t epoch;    /* barrier arrivals: the futex word the others sleep on */
     uint32_t state;    /* SHM_STATE_* */
+    uint32_t fast_desc[2];  /* coll | dtype << 8 | op << 16 | count << 24 of the half's call */
+    uint64_t fast_seq[2];   /* ... and its sequence number */
+    _Alignas(16) unsigned char fast_data[2][SHM_FAST_BYTES]; /* ... and this rank's input */
     int32_t pid;
     int32_t why_rank;  /* failed: the rank it lost, or -1 */
     int32_t why_code;  /* failed: its status */
     uint32_t cma_ok;   /* 1: this rank read a peer's memory with process_vm_readv; 2: it could not */
     uint64_t cma_addr; /* where this rank's probe word lives (its own address space) */
-    uint64_t verdict;  /* rank 0's only: the last barrier's outcome (sync.c) */
-    uint32_t pad0[6];
     uint32_t sleepers; /* ranks asleep on epoch (others add and remove) */
     uint32_t pos_half; /* the slot half of this rank's latest round */
-    uint64_t pos_ns;   /* when it published that round (CLOCK_MONOTONIC: one host) */
-    uint32_t pad1[12];
+    uint64_t pos_ns;   /* when it published that round (CLOCK_MONOTONIC_COARSE: one host) */
+    uint32_t pad1[6];
+    uint64_t verdict;  /* rank 0's only: the last barrier's outcome (sync.c); every rank writes it */
+    uint32_t pad2[14];
     struct shm_slot_hdr hdr[2]; /* one per slot half */
     /* steal.c: the pieces of this rank's slice of a large allreduce round,
      * per slot half. The owner sets both before it publishes the round;
@@ -77,7 +93,7 @@ struct shm_ctl {
     uint64_t claim[2];      /* low 32 bits: next piece from the front (the owner's); high: end of those left (thieves take from there) */
     uint32_t done[2];       /* pieces reduced: a futex word */
     uint32_t done_sleepers; /* ranks asleep on done */
-    uint32_t pad2[9];
+    uint32_t pad3[9];
 };
 
 enum { SHM_STATE_ACTIVE = 0, SHM_STATE_FAILED = 1, SHM_STATE_LEFT = 2 };
@@ -186,7 +202,10 @@ struct shm_op {
     struct shm_comm *c;
     const struct plx_coll_args *a;
     const char *what;
-    uint64_t deadline; /* host clock, ns */
+    /* host clock, ns; 0 until the op's first wait turns slow (shm__deadline
+     * sets it then from timeout_ms): an op whose peers keep up reads no clock */
+    uint64_t deadline;
+    int64_t timeout_ms; /* < 0: none */
     size_t es;
 };
 
@@ -213,6 +232,11 @@ static inline char *shm__slot(const struct shm_comm *c, int r, uint32_t half)
 int shm__barrier(struct shm_op *o);
 /* CLOCK_MONOTONIC in ns: one clock for every process of the host. */
 uint64_t shm__mono_ns(void);
+/* CLOCK_MONOTONIC_COARSE in ns (a tick's resolution, a fraction of the
+ * fine clock's cost): when a round was published, for messages. */
+uint64_t shm__coarse_ns(void);
+/* o's deadline, set on first use. */
+uint64_t shm__deadline(struct shm_op *o);
 /* Mark this rank failed in the segment (so peers stop waiting) and wake all. */
 void shm__fail(struct shm_comm *c, int status, int lost_rank);
 /* The segment part alone, safe from any thread (plx_comm_abort's): peers learn why. */

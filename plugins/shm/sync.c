@@ -95,12 +95,26 @@ uint64_t shm__mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t shm__coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t shm__deadline(struct shm_op *o)
+{
+    if (!o->deadline)
+        o->deadline = plx_plugin_deadline(o->timeout_ms);
+    return o->deadline;
+}
+
 /* Where every rank is, for a timeout: the latest round each published (its
  * slot header) and how long ago, and whether it reached this barrier. The
  * segment is read live, so nothing in it is stale. */
 static void where(struct shm_comm *c, uint32_t target, char *out, size_t len)
 {
-    uint64_t now = shm__mono_ns();
+    uint64_t now = shm__coarse_ns();
     size_t at = (size_t)snprintf(out, len, " [where the ranks are on shm:");
     for (int r = 0; r < c->size && at + 1 < len; r++) {
         struct shm_ctl *q = shm__ctl(c, r);
@@ -121,26 +135,76 @@ static void where(struct shm_comm *c, uint32_t target, char *out, size_t len)
         snprintf(out + at, len - at, "]");
 }
 
-/* Every barrier ends in one verdict the ranks share: the first rank to
- * decide (it saw every rank arrive, or it gave up waiting) writes it into
- * rank 0's control block, and every other rank takes it. Without it a rank
- * that times out just as the last rank arrives fails an operation its
- * peers complete. The word: barrier epoch << 32 | (deciding rank + 1) << 8 |
- * -status (0: every rank arrived). A later epoch there means this barrier
- * ended well: nobody passes a barrier that failed. */
+/* Every barrier ends in one verdict the ranks share, so that a rank that
+ * gives up (a timeout, an abort, a lost or failed peer) just as the last
+ * rank arrives does not fail an operation its peers complete. The word, in
+ * rank 0's control block: barrier epoch << 32 | (rank + 1) << 8 | code,
+ * code -status (0: passed) or VERDICT_DECIDING.
+ *
+ * A rank that saw every rank arrive passes on one read when the word names
+ * no decision for this barrier (an older epoch): nothing is written on the
+ * way that every operation takes. A rank that gives up decides instead: it
+ * puts DECIDING with this epoch in the word (compare-and-swap: one decider
+ * at a time), then reads every rank's epoch again, and settles the word:
+ * passed if every rank has arrived, failed otherwise. Why that holds: a rank
+ * that passed on an older word read it before the decider's swap, after it
+ * saw every epoch reach this barrier, and epochs only grow; so the decider's
+ * second look sees them too and settles "passed". The loads and the swaps
+ * are sequentially consistent for that argument. A rank that finds DECIDING
+ * waits for it to settle, and after a while decides in its place (the
+ * decider may have died): any decider's answer is right, and the swap that
+ * settles lets only one stand. A later epoch in the word means this barrier
+ * passed: nobody decides a barrier that failed. Once in 2^20 barriers a
+ * passing rank settles "passed" itself, so the word is never so old that
+ * its epoch wraps past the current one. */
+#define VERDICT_DECIDING 0xffu
+#define VERDICT_TAKEOVER_LOOKS 100000u
+#define VERDICT_REFRESH_MASK 0xfffffu
+
+static uint64_t verdict_word(uint32_t target, int rank, unsigned code)
+{
+    return (uint64_t)target << 32 | (uint64_t)(uint32_t)(rank + 1) << 8 | (code & 0xffu);
+}
+
+static int all_arrived(struct shm_comm *c, uint32_t target)
+{
+    for (int r = 0; r < c->size; r++)
+        if ((int32_t)(__atomic_load_n(&shm__ctl(c, r)->epoch, __ATOMIC_SEQ_CST) - target) < 0)
+            return 0;
+    return 1;
+}
+
+/* The settled verdict of barrier target; status 0: this rank saw every
+ * rank arrive, else why it gives up. */
 static uint64_t verdict(struct shm_comm *c, uint32_t target, int status)
 {
     uint64_t *w = &shm__ctl(c, 0)->verdict;
-    uint64_t mine = (uint64_t)target << 32 | (uint64_t)(uint32_t)(c->rank + 1) << 8 | (uint8_t)-status;
-    uint64_t v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    unsigned code = (unsigned)(uint8_t)-status, looks = 0;
+    if (code == VERDICT_DECIDING)
+        code = (unsigned)(uint8_t)-PLX_ERR_REMOTE;
+    uint64_t v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
     for (;;) {
         uint32_t at = (uint32_t)(v >> 32);
         if ((int32_t)(at - target) > 0)
             return (uint64_t)target << 32;
-        if (at == target)
+        int deciding = at == target && (v & 0xffu) == VERDICT_DECIDING;
+        if (at == target && !deciding)
             return v;
-        if (__atomic_compare_exchange_n(w, &v, mine, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            return mine;
+        if (!deciding && !status && (target & VERDICT_REFRESH_MASK))
+            return (uint64_t)target << 32;
+        if (deciding && ++looks < VERDICT_TAKEOVER_LOOKS) {
+            shm__cpu_relax();
+            v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+            continue;
+        }
+        uint64_t mine = verdict_word(target, c->rank, VERDICT_DECIDING);
+        if (!__atomic_compare_exchange_n(w, &v, mine, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            continue;
+        uint64_t settled = all_arrived(c, target) ? (uint64_t)target << 32 : verdict_word(target, c->rank, code);
+        if (__atomic_compare_exchange_n(w, &mine, settled, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            return settled;
+        v = mine; /* taken over: follow the word */
+        looks = 0;
     }
 }
 
@@ -240,7 +304,7 @@ static int check(struct shm_op *o, uint32_t target)
         return plx_plugin_error(host, PLX_ERR_ABORTED, "%s(seq %llu): communicator '%s' aborted on rank %d", o->what,
                                 (unsigned long long)o->a->seq, c->name, c->rank);
     }
-    if (host->clock_ns() >= o->deadline) {
+    if (host->clock_ns() >= shm__deadline(o)) {
         if (!verdict_status(verdict(c, target, PLX_ERR_TIMEOUT)))
             return 0;
         int r = 0;
@@ -293,7 +357,7 @@ int shm__barrier(struct shm_op *o)
         struct shm_ctl *q = shm__ctl(c, r);
         w.looks = 0;
         for (unsigned k = 0;; k++) {
-            uint32_t e = __atomic_load_n(&q->epoch, __ATOMIC_ACQUIRE);
+            uint32_t e = __atomic_load_n(&q->epoch, __ATOMIC_SEQ_CST); /* verdict()'s argument */
             if ((int32_t)(e - target) >= 0)
                 break;
             if (k >= 64 && k % 256 == 0 && (__atomic_load_n(&c->aborted, __ATOMIC_RELAXED) || shm__revoked_by(c) >= 0)) {
@@ -347,7 +411,7 @@ static int pieces_stalled(struct shm_op *o, int owner)
                                 (unsigned long long)o->a->seq, c->name, stop == PLX_ERR_REVOKED ? "revoked" : "aborted",
                                 c->rank);
     }
-    if (host->clock_ns() >= o->deadline) {
+    if (host->clock_ns() >= shm__deadline(o)) {
         shm__fail(c, PLX_ERR_TIMEOUT, -1);
         return plx_plugin_error(host, PLX_ERR_TIMEOUT, "%s(seq %llu): rank %d timed out waiting for rank %d's slice to be "
                                 "reduced on shm", o->what, (unsigned long long)o->a->seq, c->rank, owner);
