@@ -37,11 +37,11 @@ model, alpha, beta and gamma fitted the same way at 2 ranks alone, with no
 wake-up ("2-rank fit, no wake"); and whether the prediction lies within the
 samples' interquartile range.
 
-    bench/calibrate.py [--build build] [--transports tcp,shm] [--reps 5] [--sample-ms 50] [--out DIR]
+    bench/calibrate.py [--build build] [--transports tcp,shm] [--reps 5] [--sample-ms 50] [--quiet-wait S] [--out DIR]
     bench/calibrate.py --quick ...   one repetition, 2 ranks, small sizes (for the test)
     bench/calibrate.py --measured DIR/calib-measured.json ...   fit again without measuring
 """
-import argparse, csv, datetime, json, os, socket, statistics, subprocess, sys, tempfile
+import argparse, csv, datetime, json, os, socket, statistics, subprocess, sys, tempfile, time
 
 SIZES = [8 << (3 * i) for i in range(8)]  # 8 B .. 16 MiB, by factors of 8
 QUICK_SIZES = [8, 512, 32768]
@@ -92,7 +92,8 @@ class Bench:
              "--inplace", "-b", str(size), "-e", str(size), "-n", str(iters), "-w", "5",
              "--output", "csv", path])
         with open(path, newline="") as f:
-            rows = [r for r in csv.DictReader(f) if r["coll"] == coll and int(r["size_bytes"]) == size]
+            want = row_size(coll, ranks, size)
+            rows = [r for r in csv.DictReader(f) if r["coll"] == coll and int(r["size_bytes"]) == want]
         if not rows:
             raise RuntimeError(f"plexus-bench wrote no {coll} row for {size} B")
         return float(rows[0]["time_us"])
@@ -117,7 +118,8 @@ class Bench:
                "--csv", path]
         run(cmd)
         with open(path, newline="") as f:
-            return {int(r["bytes"]): float(r["time_us"]) for r in csv.DictReader(f)}
+            got = {int(r["bytes"]): float(r["time_us"]) for r in csv.DictReader(f)}
+        return {n: got[row_size(coll, ranks, n)] for n in sizes}
 
 
 def fit_alpha_beta(points):
@@ -209,14 +211,46 @@ def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport):
     return coef
 
 
+def row_size(coll, P, n):
+    """The bytes a row of nominal size n moves: an allgather's, whole floats from each of P ranks (as plexus-bench
+    and plexus-whatif round it)."""
+    return n // (4 * P) * 4 * P if coll == "allgather" else n
+
+
 def sizes_for(coll, P, sizes):
     """An allgather row's size is what each rank receives: at least one float from each rank."""
     return [n for n in sizes if coll != "allgather" or n >= 4 * P]
 
 
-def measure(b, transports, colls, rank_counts, sizes, reps, sample_ms):
-    """reps interleaved repetitions: one-way times and collective times, every sample."""
+def cpu_times():
+    """All CPUs' (busy, total) jiffies so far, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return sum(v) - idle, sum(v)
+
+
+def wait_quiet(max_busy, max_wait_s, look_s=0.2):
+    """Wait, between samples, until the machine's CPUs were busy at most max_busy of the time over look_s (nothing
+    of ours runs then: what is busy is foreign), at most max_wait_s (one look at 0); True if it got quiet."""
+    end = time.monotonic() + max_wait_s
+    while True:
+        b0, t0 = cpu_times()
+        time.sleep(look_s)
+        b1, t1 = cpu_times()
+        if t1 > t0 and (b1 - b0) / (t1 - t0) <= max_busy:
+            return True
+        if time.monotonic() >= end:
+            return False
+
+
+def measure(b, transports, colls, rank_counts, sizes, reps, sample_ms, quiet_wait_s, quiet_budget_s):
+    """reps interleaved repetitions: one-way times and collective times, every sample; each sample waits up to
+    quiet_wait_s for the machine's foreign work to pause (under a quarter of its CPUs busy), all of them together
+    at most quiet_budget_s."""
     pp, meas = {t: {} for t in transports}, {}
+    loud = total = 0
+    budget_end = time.monotonic() + quiet_budget_s
     for rep in range(reps):
         for t in transports:
             for n, us in b.pingpong_us(t, sizes).items():
@@ -226,8 +260,12 @@ def measure(b, transports, colls, rank_counts, sizes, reps, sample_ms):
                     for n in sizes_for(coll, P, sizes):
                         got = meas.setdefault((t, coll, P, n), [])
                         iters = iters_after(n, got[-1], sample_ms) if got else iters_for(n)
+                        if quiet_wait_s > 0:
+                            loud += not wait_quiet(0.25, max(0.0, min(quiet_wait_s, budget_end - time.monotonic())))
+                        total += 1
                         got.append(b.coll_us(t, coll, P, n, iters))
-        print(f"# repetition {rep + 1} done, load average {os.getloadavg()[0]:.1f}", flush=True)
+        print(f"# repetition {rep + 1} done, load average {os.getloadavg()[0]:.1f}; {loud} of {total} samples so far "
+              f"began while the CPUs were busier than 25% after {quiet_wait_s:g} s of waiting", flush=True)
     return pp, meas
 
 
@@ -254,6 +292,9 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--sample-ms", type=float, default=50.0,
                     help="a sample's length after the first (its operations from the row's last time)")
+    ap.add_argument("--quiet-wait", type=float, default=0.0,
+                    help="seconds each sample waits at most for the machine's other work to pause (default 0)")
+    ap.add_argument("--quiet-budget", type=float, default=600.0, help="seconds all samples wait at most together")
     ap.add_argument("--out", default=".", help="folder for calib-<transport>.ini")
     ap.add_argument("--ranks", default="2,3,4", help="rank counts measured")
     ap.add_argument("--fit-ranks", default="2,4",
@@ -290,7 +331,8 @@ def main():
                    for k, v in doc["collectives"].items()}
             rank_counts = sorted({P for _, _, P, _ in raw})
         else:
-            raw_pp, raw = measure(b, transports, colls, rank_counts, sizes, reps, a.sample_ms)
+            raw_pp, raw = measure(b, transports, colls, rank_counts, sizes, reps, a.sample_ms, a.quiet_wait,
+                                  a.quiet_budget)
             with open(saved, "w") as f:
                 json.dump({"load": load, "reps": reps, "one_way": raw_pp,
                            "collectives": {"/".join(map(str, k)): v for k, v in raw.items()}}, f, indent=1)
@@ -358,7 +400,7 @@ def main():
                             c[1] += abs(e) <= 0.2
                             c[2] += within_iqr(pr, v)
                             worst[(name, t, P, r)] = max(worst.get((name, t, P, r), 0.0), abs(e))
-                        print(f"| {coll} | {P} | {n} | {m:.2f} | {q1:.2f}..{q3:.2f}, {min(v):.2f}..{max(v):.2f} | "
+                        print(f"| {coll} | {P} | {row_size(coll, P, n)} | {m:.2f} | {q1:.2f}..{q3:.2f}, {min(v):.2f}..{max(v):.2f} | "
                               f"{p:.2f} | {100 * err:+.1f}% | {'yes' if within_iqr(p, v) else 'no'} | {role} | "
                               f"{q:.2f} | {100 * qerr:+.1f}% | {prev_role} |")
         if not a.quick:
