@@ -247,8 +247,8 @@ def wait_quiet(max_busy, max_wait_s, look_s=0.2):
 def measure(b, transports, colls, rank_counts, sizes, reps, sample_ms, quiet_wait_s, quiet_budget_s):
     """reps interleaved repetitions: one-way times and collective times, every sample; each sample waits up to
     quiet_wait_s for the machine's foreign work to pause (under a quarter of its CPUs busy), all of them together
-    at most quiet_budget_s."""
-    pp, meas = {t: {} for t in transports}, {}
+    at most quiet_budget_s. Also returns, per collective sample, whether it began after such a pause."""
+    pp, meas, calm = {t: {} for t in transports}, {}, {}
     loud = total = 0
     budget_end = time.monotonic() + quiet_budget_s
     for rep in range(reps):
@@ -260,13 +260,15 @@ def measure(b, transports, colls, rank_counts, sizes, reps, sample_ms, quiet_wai
                     for n in sizes_for(coll, P, sizes):
                         got = meas.setdefault((t, coll, P, n), [])
                         iters = iters_after(n, got[-1], sample_ms) if got else iters_for(n)
-                        if quiet_wait_s > 0:
-                            loud += not wait_quiet(0.25, max(0.0, min(quiet_wait_s, budget_end - time.monotonic())))
+                        quiet = quiet_wait_s <= 0 or wait_quiet(
+                            0.25, max(0.0, min(quiet_wait_s, budget_end - time.monotonic())))
+                        loud += not quiet
                         total += 1
                         got.append(b.coll_us(t, coll, P, n, iters))
+                        calm.setdefault((t, coll, P, n), []).append(quiet)
         print(f"# repetition {rep + 1} done, load average {os.getloadavg()[0]:.1f}; {loud} of {total} samples so far "
               f"began while the CPUs were busier than 25% after {quiet_wait_s:g} s of waiting", flush=True)
-    return pp, meas
+    return pp, meas, calm
 
 
 def within_iqr(p, samples):
@@ -295,6 +297,8 @@ def main():
     ap.add_argument("--quiet-wait", type=float, default=0.0,
                     help="seconds each sample waits at most for the machine's other work to pause (default 0)")
     ap.add_argument("--quiet-budget", type=float, default=600.0, help="seconds all samples wait at most together")
+    ap.add_argument("--quiet-only", action="store_true",
+                    help="medians over the samples begun after a pause in the others' work, where a row has 3")
     ap.add_argument("--out", default=".", help="folder for calib-<transport>.ini")
     ap.add_argument("--ranks", default="2,3,4", help="rank counts measured")
     ap.add_argument("--fit-ranks", default="2,4",
@@ -329,13 +333,22 @@ def main():
             raw_pp = {t: {int(n): v for n, v in d.items()} for t, d in doc["one_way"].items()}
             raw = {(k.split("/")[0], k.split("/")[1], int(k.split("/")[2]), int(k.split("/")[3])): v
                    for k, v in doc["collectives"].items()}
+            calm = {(k.split("/")[0], k.split("/")[1], int(k.split("/")[2]), int(k.split("/")[3])): v
+                    for k, v in doc.get("quiet", {}).items()}
             rank_counts = sorted({P for _, _, P, _ in raw})
         else:
-            raw_pp, raw = measure(b, transports, colls, rank_counts, sizes, reps, a.sample_ms, a.quiet_wait,
-                                  a.quiet_budget)
+            raw_pp, raw, calm = measure(b, transports, colls, rank_counts, sizes, reps, a.sample_ms, a.quiet_wait,
+                                        a.quiet_budget)
             with open(saved, "w") as f:
                 json.dump({"load": load, "reps": reps, "one_way": raw_pp,
-                           "collectives": {"/".join(map(str, k)): v for k, v in raw.items()}}, f, indent=1)
+                           "collectives": {"/".join(map(str, k)): v for k, v in raw.items()},
+                           "quiet": {"/".join(map(str, k)): v for k, v in calm.items()}}, f, indent=1)
+        if a.quiet_only:
+            # Rows with at least 3 samples begun after a pause in the others' work keep those alone.
+            kept = {k: [x for x, q in zip(v, calm.get(k, [])) if q] for k, v in raw.items()}
+            print(f"# --quiet-only: {sum(len(kept[k]) >= 3 for k in raw)} of {len(raw)} rows keep only their samples "
+                  "begun after a pause (at least 3); the others keep all")
+            raw = {k: kept[k] if len(kept[k]) >= 3 else v for k, v in raw.items()}
         pp = {t: {n: statistics.median(v) for n, v in d.items()} for t, d in raw_pp.items()}
         med = {k: statistics.median(v) for k, v in raw.items()}
         print(f"# cores: {a.cores} (os.cpu_count() {os.cpu_count()}); ranks beyond them time-share them in the model")
