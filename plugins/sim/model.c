@@ -154,12 +154,15 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     double beta = inter ? m->inter_beta_ns : m->intra_beta_ns;
     double b = (double)send->bytes, s = inter ? 1.0 : stretch(m, n, dst);
     double arrive = send->t_depart + (m->yielding_waits ? 1.0 : s) * alpha + s * b * beta;
-    /* More ranks than cores: the receiver, waiting for a peer that was not
-     * running, has gone to sleep or lost its core, and is woken and switched
-     * back in only once the message is there. A message that queues behind
-     * earlier arrivals below finds its receiver busy with them, awake. */
+    /* More ranks than cores: a receiver is off the cores (it waited for a
+     * peer that was not running, and slept or lost its core) for the share
+     * of the time the cores cannot hold it, (ranks - cores) / ranks = 1 - 1/s
+     * under fair sharing; then it is woken and switched back in only once the
+     * message is there. Each message pays that wake-up times the chance. One
+     * that queues behind earlier arrivals below finds its receiver busy with
+     * them, awake. */
     if (s > 1.0)
-        arrive += m->wake_ns;
+        arrive += m->wake_ns * (1.0 - 1.0 / s);
     /* Arrivals share the receiver's link (and its host's NIC). */
     arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + s * b * max2(beta, m->inject_beta_ns));
     if (inter) {
