@@ -3,21 +3,27 @@
 
 For each transport (tcp, shm) on real processes (plexus-run):
   1. measure: one-way point-to-point times by size (calib_pingpong, 2 ranks)
-     and plexus-bench allreduce and allgather times (in place, float) at 2
-     and 4 ranks, every measurement repeated --reps times, the transports
-     and runs interleaved within each repetition, medians kept;
-  2. fit: alpha, beta and gamma (a message's latency and ns per byte, and
-     the ns per byte a rank reduces) to the collectives at --fit-ranks
-     (default 2), every other size (8 B, 4 KiB, 2 MiB ..: the sizes between
-     are held out), least squares in relative error with none negative. The
-     model's time is linear in the three where nothing contends, so three
-     plexus-whatif runs with one unit of each give every row's coefficients;
-     the one-way times get their own alpha + beta n fit, printed for
-     comparison (the core's collectives add their own cost per message);
+     and plexus-bench allreduce and allgather times (in place, float) at 2,
+     3 and 4 ranks, every measurement repeated --reps times, the transports
+     and runs interleaved within each repetition, medians kept; a sample
+     runs enough operations to last about --sample-ms (from the row's
+     previous sample), so a microsecond op is a mean over tens of
+     thousands, not a few milliseconds that one preemption doubles;
+  2. fit: alpha, beta, gamma and the wake-up (a message's latency and ns
+     per byte, the ns per byte a rank reduces, and what a message within a
+     host with more ranks than cores waits for its receiver to be woken and
+     switched in) to the collectives at --fit-ranks (default 2 and 4),
+     every other size (8 B, 4 KiB, 2 MiB ..: the sizes between are held
+     out, and so is every row at the other rank counts: 3), least squares
+     in relative error with none negative. The model's time is linear in
+     the four where nothing contends, so four plexus-whatif runs with one
+     unit of each give every row's coefficients; the one-way times get
+     their own alpha + beta n fit, printed for comparison (the core's
+     collectives add their own cost per message);
   3. write the model as a [sim] drop-in, calib-<transport>.ini in --out,
-     with the cores this machine has (os.cpu_count()): 4 ranks on 2 cores
-     time-share them, which the model then charges (tcp's waits yield the
-     core when oversubscribed: model_yielding_waits; shm's spin first);
+     with the cores this machine has (os.cpu_count()): 3 and 4 ranks on 2
+     cores time-share them, which the model then charges (tcp's waits yield
+     the core when oversubscribed: model_yielding_waits; shm's spin first);
   4. predict every measured collective with plexus-whatif --model and print
      predicted against measured, with the error;
   5. write tuning-<transport>.txt, the model's fastest allreduce algorithm
@@ -25,15 +31,17 @@ For each transport (tcp, shm) on real processes (plexus-run):
      [core] tuner.
 
 Rows whose measurement went into the fit are marked "fit"; "held out" rows
-are predictions the fit never saw (the 2-rank sizes between the fitted ones,
-and every row at other rank counts). Beside each prediction: the same model
-without its core count (every rank a core of its own).
+are predictions the fit never saw (the sizes between the fitted ones, and
+every row at other rank counts). Beside each prediction: the previous
+model, alpha, beta and gamma fitted the same way at 2 ranks alone, with no
+wake-up ("2-rank fit, no wake"); and whether the prediction lies within the
+samples' interquartile range.
 
-    bench/calibrate.py [--build build] [--transports tcp,shm] [--reps 5] [--out DIR]
+    bench/calibrate.py [--build build] [--transports tcp,shm] [--reps 5] [--sample-ms 50] [--quiet-wait S] [--out DIR]
     bench/calibrate.py --quick ...   one repetition, 2 ranks, small sizes (for the test)
     bench/calibrate.py --measured DIR/calib-measured.json ...   fit again without measuring
 """
-import argparse, csv, datetime, json, os, socket, statistics, subprocess, sys, tempfile
+import argparse, csv, datetime, json, os, socket, statistics, subprocess, sys, tempfile, time
 
 SIZES = [8 << (3 * i) for i in range(8)]  # 8 B .. 16 MiB, by factors of 8
 QUICK_SIZES = [8, 512, 32768]
@@ -47,8 +55,13 @@ def run(cmd, timeout=600):
 
 
 def iters_for(size):
-    """plexus-bench iterations: tens of milliseconds per size, at least."""
+    """plexus-bench iterations of a row's first sample: tens of milliseconds per size, at least."""
     return 2000 if size <= 512 else 500 if size <= 32768 else 50 if size <= 2 << 20 else 10
+
+
+def iters_after(size, last_us, sample_ms):
+    """Iterations of a later sample: enough for sample_ms at the row's last time, never fewer than the first's."""
+    return max(iters_for(size), min(200000, int(sample_ms * 1e3 / max(last_us, 1e-3))))
 
 
 class Bench:
@@ -72,14 +85,15 @@ class Bench:
                 got[int(f[0])] = float(f[1])
         return got
 
-    def coll_us(self, transport, coll, ranks, size):
+    def coll_us(self, transport, coll, ranks, size, iters):
         """plexus-bench's time for one size: the slowest rank's mean per op."""
         path = os.path.join(self.tmp, "bench.csv")
         run([self.run_, "-n", str(ranks), "--timeout", "300", self.bench, "--backend", transport, "--coll", coll,
-             "--inplace", "-b", str(size), "-e", str(size), "-n", str(iters_for(size)), "-w", "5",
+             "--inplace", "-b", str(size), "-e", str(size), "-n", str(iters), "-w", "5",
              "--output", "csv", path])
         with open(path, newline="") as f:
-            rows = [r for r in csv.DictReader(f) if r["coll"] == coll and int(r["size_bytes"]) == size]
+            want = row_size(coll, ranks, size)
+            rows = [r for r in csv.DictReader(f) if r["coll"] == coll and int(r["size_bytes"]) == want]
         if not rows:
             raise RuntimeError(f"plexus-bench wrote no {coll} row for {size} B")
         return float(rows[0]["time_us"])
@@ -104,7 +118,8 @@ class Bench:
                "--csv", path]
         run(cmd)
         with open(path, newline="") as f:
-            return {int(r["bytes"]): float(r["time_us"]) for r in csv.DictReader(f)}
+            got = {int(r["bytes"]): float(r["time_us"]) for r in csv.DictReader(f)}
+        return {n: got[row_size(coll, ranks, n)] for n in sizes}
 
 
 def fit_alpha_beta(points):
@@ -155,42 +170,51 @@ def nnls(rows, k):
 YIELDING_WAITS = {"tcp": "true", "shm": "false"}
 
 
-def write_model(path, transport, alpha_us, beta_ns, gamma_ns, note, cores):
+def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, note, cores):
     """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta or gamma 0)."""
-    alpha_ns = round(alpha_us * 1e3)
+    alpha_ns, wake_ns = round(alpha_us * 1e3), round(wake_us * 1e3)
     bandwidth = round(1e9 / beta_ns) if beta_ns > 0 else 0
     reduce_bw = round(1e9 / gamma_ns) if gamma_ns > 0 else 0
     with open(path, "w") as f:
         f.write(f"# sim's network model of {transport} on {socket.gethostname()}, written by bench/calibrate.py\n"
                 f"# {note}\n"
-                f"# alpha {alpha_us:.3f} us, beta {beta_ns:.4f} ns/B, gamma {gamma_ns:.4f} ns/B\n"
+                f"# alpha {alpha_us:.3f} us, beta {beta_ns:.4f} ns/B, gamma {gamma_ns:.4f} ns/B, wake-up {wake_us:.3f} us\n"
                 "[sim]\n"
                 "model = true\n"
                 "model_ranks_per_host = 0\n"
                 f"model_cores_per_host = {cores}\n"
                 f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n"
+                f"model_wake_latency = {wake_ns}ns\n"
                 f"model_intra_latency = {alpha_ns}ns\n"
                 f"model_intra_bandwidth = {bandwidth}\n"
                 f"model_reduce_bandwidth = {reduce_bw}\n")
 
 
 def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport):
-    """The model's time is alpha, beta and gamma times what each alone costs on the critical path (exactly so
-    without contention; time-sharing multiplies all three alike): per (coll, ranks, size), plexus-whatif's
-    time with each at one unit (1 us; 1 ns/B)."""
-    units = [("1000ns", "0", "0"), ("0ns", "1000000000", "0"), ("0ns", "0", "1000000000")]
+    """The model's time is alpha, beta, gamma and the wake-up times what each alone costs on the critical path
+    (exactly so without contention; time-sharing stretches each by the same factor in every run): per (coll,
+    ranks, size), plexus-whatif's time with each at one unit (1 us; 1 ns/B)."""
+    units = [("1000ns", "0", "0", "0ns"), ("0ns", "1000000000", "0", "0ns"), ("0ns", "0", "1000000000", "0ns"),
+             ("0ns", "0", "0", "1000ns")]
     coef = {}
-    for u, (lat, bw, red) in enumerate(units):
+    for u, (lat, bw, red, wake) in enumerate(units):
         model = os.path.join(tmp, f"unit{u}.ini")
         with open(model, "w") as f:
             f.write(f"[sim]\nmodel = true\nmodel_intra_latency = {lat}\nmodel_intra_bandwidth = {bw}\n"
                     f"model_reduce_bandwidth = {red}\nmodel_cores_per_host = {cores}\n"
+                    f"model_wake_latency = {wake}\n"
                     f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n")
         for coll in colls:
             for P in rank_counts:
                 for n, us in b.predict_us(model, coll, P, sizes_for(coll, P, sizes)).items():
-                    coef.setdefault((coll, P, n), [0.0, 0.0, 0.0])[u] = us
+                    coef.setdefault((coll, P, n), [0.0] * len(units))[u] = us
     return coef
+
+
+def row_size(coll, P, n):
+    """The bytes a row of nominal size n moves: an allgather's, whole floats from each of P ranks (as plexus-bench
+    and plexus-whatif round it)."""
+    return n // (4 * P) * 4 * P if coll == "allgather" else n
 
 
 def sizes_for(coll, P, sizes):
@@ -198,9 +222,35 @@ def sizes_for(coll, P, sizes):
     return [n for n in sizes if coll != "allgather" or n >= 4 * P]
 
 
-def measure(b, transports, colls, rank_counts, sizes, reps):
-    """reps interleaved repetitions: one-way times and collective times, every sample."""
-    pp, meas = {t: {} for t in transports}, {}
+def cpu_times():
+    """All CPUs' (busy, total) jiffies so far, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return sum(v) - idle, sum(v)
+
+
+def wait_quiet(max_busy, max_wait_s, look_s=0.2):
+    """Wait, between samples, until the machine's CPUs were busy at most max_busy of the time over look_s (nothing
+    of ours runs then: what is busy is foreign), at most max_wait_s (one look at 0); True if it got quiet."""
+    end = time.monotonic() + max_wait_s
+    while True:
+        b0, t0 = cpu_times()
+        time.sleep(look_s)
+        b1, t1 = cpu_times()
+        if t1 > t0 and (b1 - b0) / (t1 - t0) <= max_busy:
+            return True
+        if time.monotonic() >= end:
+            return False
+
+
+def measure(b, transports, colls, rank_counts, sizes, reps, sample_ms, quiet_wait_s, quiet_budget_s):
+    """reps interleaved repetitions: one-way times and collective times, every sample; each sample waits up to
+    quiet_wait_s for the machine's foreign work to pause (under a quarter of its CPUs busy), all of them together
+    at most quiet_budget_s. Also returns, per collective sample, whether it began after such a pause."""
+    pp, meas, calm = {t: {} for t in transports}, {}, {}
+    loud = total = 0
+    budget_end = time.monotonic() + quiet_budget_s
     for rep in range(reps):
         for t in transports:
             for n, us in b.pingpong_us(t, sizes).items():
@@ -208,9 +258,33 @@ def measure(b, transports, colls, rank_counts, sizes, reps):
             for coll in colls:
                 for P in rank_counts:
                     for n in sizes_for(coll, P, sizes):
-                        meas.setdefault((t, coll, P, n), []).append(b.coll_us(t, coll, P, n))
-        print(f"# repetition {rep + 1} done, load average {os.getloadavg()[0]:.1f}", flush=True)
-    return pp, meas
+                        got = meas.setdefault((t, coll, P, n), [])
+                        iters = iters_after(n, got[-1], sample_ms) if got else iters_for(n)
+                        quiet = quiet_wait_s <= 0 or wait_quiet(
+                            0.25, max(0.0, min(quiet_wait_s, budget_end - time.monotonic())))
+                        loud += not quiet
+                        total += 1
+                        got.append(b.coll_us(t, coll, P, n, iters))
+                        calm.setdefault((t, coll, P, n), []).append(quiet)
+        print(f"# repetition {rep + 1} done, load average {os.getloadavg()[0]:.1f}; {loud} of {total} samples so far "
+              f"began while the CPUs were busier than 25% after {quiet_wait_s:g} s of waiting", flush=True)
+    return pp, meas, calm
+
+
+def within_iqr(p, samples):
+    """Whether p lies between the samples' quartiles."""
+    if len(samples) < 2:
+        return abs(p - samples[0]) <= 0
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return q1 <= p <= q3
+
+
+def fit_model(b, tmp, coef, med, t, fitted, with_wake):
+    """alpha (us), beta (ns/B), gamma (ns/B), wake-up (us) fitted to the fitted rows of transport t."""
+    k = 4 if with_wake else 3
+    rows = [(coef[(coll, P, n)][:k], m) for (tt, coll, P, n), m in med.items() if tt == t and fitted(P, n)]
+    x = nnls(rows, k)
+    return x + [0.0] * (4 - k)
 
 
 def main():
@@ -218,8 +292,17 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--transports", default="tcp,shm")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--sample-ms", type=float, default=50.0,
+                    help="a sample's length after the first (its operations from the row's last time)")
+    ap.add_argument("--quiet-wait", type=float, default=0.0,
+                    help="seconds each sample waits at most for the machine's other work to pause (default 0)")
+    ap.add_argument("--quiet-budget", type=float, default=600.0, help="seconds all samples wait at most together")
+    ap.add_argument("--quiet-only", action="store_true",
+                    help="medians over the samples begun after a pause in the others' work, where a row has 3")
     ap.add_argument("--out", default=".", help="folder for calib-<transport>.ini")
-    ap.add_argument("--fit-ranks", default="2", help="rank counts whose collectives the fit uses (the rest: held out)")
+    ap.add_argument("--ranks", default="2,3,4", help="rank counts measured")
+    ap.add_argument("--fit-ranks", default="2,4",
+                    help="rank counts whose collectives the fit uses, every other size (the rest: held out)")
     ap.add_argument("--quick", action="store_true", help="one repetition, 2 ranks, allreduce, 8 B .. 32 KiB")
     ap.add_argument("--measured", help="fit and predict from this calib-measured.json instead of measuring")
     ap.add_argument("--cores", type=int, default=os.cpu_count(),
@@ -228,7 +311,7 @@ def main():
     transports = [t for t in a.transports.split(",") if t]
     sizes = QUICK_SIZES if a.quick else SIZES
     reps = 1 if a.quick else a.reps
-    rank_counts = [2] if a.quick else [2, 4]
+    rank_counts = [2] if a.quick else sorted({int(x) for x in a.ranks.split(",")})
     fit_ranks = {int(x) for x in a.fit_ranks.split(",")}
     colls = ["allreduce"] if a.quick else ["allreduce", "allgather"]
     os.environ.setdefault("PLEXUS_CONFIG_PATH", os.path.join(os.path.abspath(a.build), "devconfig"))
@@ -239,8 +322,8 @@ def main():
             b = Bench(a.build, tmp)
         except RuntimeError as e:
             sys.exit(f"calibrate: {e}")
-        print(f"# calibrate: {reps} repetition(s) of {len(sizes)} sizes; load average at start "
-              f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", flush=True)
+        print(f"# calibrate: {reps} repetition(s) of {len(sizes)} sizes at {rank_counts} ranks; load average at "
+              f"start {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", flush=True)
         saved = os.path.join(a.out, "calib-measured.json")
         if a.measured:
             with open(a.measured) as f:
@@ -250,38 +333,59 @@ def main():
             raw_pp = {t: {int(n): v for n, v in d.items()} for t, d in doc["one_way"].items()}
             raw = {(k.split("/")[0], k.split("/")[1], int(k.split("/")[2]), int(k.split("/")[3])): v
                    for k, v in doc["collectives"].items()}
+            calm = {(k.split("/")[0], k.split("/")[1], int(k.split("/")[2]), int(k.split("/")[3])): v
+                    for k, v in doc.get("quiet", {}).items()}
+            rank_counts = sorted({P for _, _, P, _ in raw})
         else:
-            raw_pp, raw = measure(b, transports, colls, rank_counts, sizes, reps)
+            raw_pp, raw, calm = measure(b, transports, colls, rank_counts, sizes, reps, a.sample_ms, a.quiet_wait,
+                                        a.quiet_budget)
             with open(saved, "w") as f:
                 json.dump({"load": load, "reps": reps, "one_way": raw_pp,
-                           "collectives": {"/".join(map(str, k)): v for k, v in raw.items()}}, f, indent=1)
+                           "collectives": {"/".join(map(str, k)): v for k, v in raw.items()},
+                           "quiet": {"/".join(map(str, k)): v for k, v in calm.items()}}, f, indent=1)
+        if a.quiet_only:
+            # Rows with at least 3 samples begun after a pause in the others' work keep those alone.
+            kept = {k: [x for x, q in zip(v, calm.get(k, [])) if q] for k, v in raw.items()}
+            print(f"# --quiet-only: {sum(len(kept[k]) >= 3 for k in raw)} of {len(raw)} rows keep only their samples "
+                  "begun after a pause (at least 3); the others keep all")
+            raw = {k: kept[k] if len(kept[k]) >= 3 else v for k, v in raw.items()}
         pp = {t: {n: statistics.median(v) for n, v in d.items()} for t, d in raw_pp.items()}
         med = {k: statistics.median(v) for k, v in raw.items()}
         print(f"# cores: {a.cores} (os.cpu_count() {os.cpu_count()}); ranks beyond them time-share them in the model")
         # Every other size at the fit's rank counts; all of them in --quick, which has too few.
         fit_sizes = set(sizes if a.quick else sizes[0::2])
+        fit_at = [P for P in rank_counts if P in fit_ranks]
+        held_at = [P for P in rank_counts if P not in fit_ranks]
+        print(f"# fit: every other size ({', '.join(str(n) for n in sorted(fit_sizes))} B) at {fit_at} ranks; "
+              f"held out: the sizes between at {fit_at} ranks, and every size at {held_at or 'no other'} ranks")
 
         def fitted(P, n):
             return P in fit_ranks and n in fit_sizes
 
-        worst, within, held, spreads = {}, {}, {}, []
+        def fitted_2(P, n):
+            return P == 2 and n in fit_sizes
+
+        # count[(model, P, fit or held)] = [rows, within 20%, in the IQR]
+        count, worst, spreads = {}, {}, []
         for t in transports:
             p_alpha, p_beta = fit_alpha_beta(pp[t])
             coef = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t)
-            rows = [(coef[(coll, P, n)], m) for (tt, coll, P, n), m in med.items() if tt == t and fitted(P, n)]
-            alpha, beta_ns, gamma_ns = nnls(rows, 3)
+            alpha, beta_ns, gamma_ns, wake = fit_model(b, tmp, coef, med, t, fitted, True)
+            old = fit_model(b, tmp, coef, med, t, fitted_2, False)
             model = os.path.join(a.out, f"calib-{t}.ini")
-            note = (f"fitted to plexus-bench {'/'.join(colls)} at {a.fit_ranks} ranks, medians of {reps} interleaved "
-                    f"repetition(s), sizes {', '.join(str(n) for n in sorted(fit_sizes))}; load average {load[0]:.1f} at the start; "
+            note = (f"fitted to plexus-bench {'/'.join(colls)} at {'/'.join(map(str, fit_at))} ranks, medians of "
+                    f"{reps} interleaved repetition(s), sizes {', '.join(str(n) for n in sorted(fit_sizes))}; "
+                    f"load average {load[0]:.1f} at the start; "
                     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-            write_model(model, t, alpha, beta_ns, gamma_ns, note, a.cores)
-            flat = os.path.join(tmp, f"flat-{t}.ini")
-            write_model(flat, t, alpha, beta_ns, gamma_ns, note, 0)
+            write_model(model, t, alpha, beta_ns, gamma_ns, wake, note, a.cores)
+            prev = os.path.join(tmp, f"prev-{t}.ini")
+            write_model(prev, t, *old, "the previous fit: 2 ranks, no wake-up", a.cores)
             tuning = os.path.join(a.out, f"tuning-{t}.txt")
             b.emit_tuning(model, rank_counts, sizes, tuning)
             print(f"\n## {t}: alpha {alpha:.2f} us, beta {beta_ns:.4f} ns/B "
-                  f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B -> {model}, "
-                  f"tuner table {tuning}")
+                  f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B, "
+                  f"wake-up {wake:.2f} us -> {model}, tuner table {tuning}")
+            print(f"(2-rank fit, no wake: alpha {old[0]:.2f} us, beta {old[1]:.4f} ns/B, gamma {old[2]:.4f} ns/B)")
             print(f"(point-to-point alone, calib_pingpong: alpha {p_alpha:.2f} us, beta {p_beta * 1e3:.4f} ns/B)")
             print("\n| one-way, 2 ranks | size (B) | measured (us) | samples min..max (us) | ping-pong fit (us) | error |\n"
                   "|---|---|---|---|---|---|")
@@ -289,28 +393,45 @@ def main():
                 f, v = p_alpha + p_beta * n, raw_pp[t][n]
                 print(f"| {t} | {n} | {pp[t][n]:.2f} | {min(v):.2f}..{max(v):.2f} | {f:.2f} | "
                       f"{100 * (f - pp[t][n]) / pp[t][n]:+.1f}% |")
-            print("\n| collective | ranks | size (B) | measured (us) | samples min..max (us) | predicted (us) | error "
-                  "| | without cores (us) | error |\n|---|---|---|---|---|---|---|---|---|---|")
+            print("\n| collective | ranks | size (B) | measured median (us) | samples q1..q3, min..max (us) | "
+                  "predicted (us) | error | in IQR | | 2-rank fit, no wake (us) | error | |\n"
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|")
             for coll in colls:
                 for P in rank_counts:
                     pred = b.predict_us(model, coll, P, sizes_for(coll, P, sizes))
-                    flat_pred = b.predict_us(flat, coll, P, sizes_for(coll, P, sizes))
+                    prev_pred = b.predict_us(prev, coll, P, sizes_for(coll, P, sizes))
                     for n in sizes_for(coll, P, sizes):
-                        m, p, q = med[(t, coll, P, n)], pred[n], flat_pred[n]
-                        err = (p - m) / m
-                        spreads.append((max(raw[(t, coll, P, n)]) - min(raw[(t, coll, P, n)])) / m)
-                        if not fitted(P, n):
-                            worst[P] = max(worst.get(P, 0.0), abs(err))
-                            held[P] = held.get(P, 0) + 1
-                            within[P] = within.get(P, 0) + (abs(err) <= 0.2)
-                        v = raw[(t, coll, P, n)]
-                        print(f"| {coll} | {P} | {n} | {m:.2f} | {min(v):.2f}..{max(v):.2f} | {p:.2f} | {100 * err:+.1f}% | "
-                              f"{'fit' if fitted(P, n) else 'held out'} | {q:.2f} | {100 * (q - m) / m:+.1f}% |")
+                        m, p, q, v = med[(t, coll, P, n)], pred[n], prev_pred[n], raw[(t, coll, P, n)]
+                        err, qerr = (p - m) / m, (q - m) / m
+                        spreads.append((max(v) - min(v)) / m)
+                        q1, _, q3 = statistics.quantiles(v, n=4, method="inclusive") if len(v) > 1 else (m, m, m)
+                        role = "fit" if fitted(P, n) else "held out"
+                        prev_role = "fit" if fitted_2(P, n) else "held out"
+                        for name, r, e, pr in (("new", role, err, p), ("prev", prev_role, qerr, q)):
+                            c = count.setdefault((name, t, P, r), [0, 0, 0])
+                            c[0] += 1
+                            c[1] += abs(e) <= 0.2
+                            c[2] += within_iqr(pr, v)
+                            worst[(name, t, P, r)] = max(worst.get((name, t, P, r), 0.0), abs(e))
+                        print(f"| {coll} | {P} | {row_size(coll, P, n)} | {m:.2f} | {q1:.2f}..{q3:.2f}, {min(v):.2f}..{max(v):.2f} | "
+                              f"{p:.2f} | {100 * err:+.1f}% | {'yes' if within_iqr(p, v) else 'no'} | {role} | "
+                              f"{q:.2f} | {100 * qerr:+.1f}% | {prev_role} |")
         if not a.quick:
-            for P in sorted(held):
-                print(f"\n# held-out predictions at {P} ranks within 20%: {within[P]} of {held[P]}; the worst is off by "
-                      f"{100 * worst[P]:.1f}%", end="")
-            print()
+            print("\n| model | transport | ranks | rows | within 20% | in the samples' IQR | worst error |\n"
+                  "|---|---|---|---|---|---|---|")
+            for name, label in (("new", "fitted at " + "+".join(map(str, fit_at)) + " ranks, wake-up"),
+                                ("prev", "fitted at 2 ranks, no wake-up")):
+                for t in transports:
+                    for P in rank_counts:
+                        for r in ("fit", "held out"):
+                            c = count.get((name, t, P, r))
+                            if c:
+                                print(f"| {label} | {t} | {P}, {r} | {c[0]} | {c[1]} | {c[2]} | "
+                                      f"{100 * worst[(name, t, P, r)]:.0f}% |")
+            for name in ("new", "prev"):
+                for r in ("held out", "fit"):
+                    tot = [sum(c[i] for (nm, _, _, rr), c in count.items() if nm == name and rr == r) for i in range(3)]
+                    print(f"# {name} model, {r} rows: {tot[1]} of {tot[0]} within 20%, {tot[2]} in the IQR")
             print(f"# the samples' spread, (max - min) / median, over all collective rows: median "
                   f"{100 * statistics.median(spreads):.0f}%, largest {100 * max(spreads):.0f}%")
 

@@ -25,15 +25,15 @@
 
 #include "plexus/plexus.h"
 
-enum { MAX_ALGOS = 8, N_MODEL_KEYS = 7 };
+enum { MAX_ALGOS = 8, N_MODEL_KEYS = 8 };
 #define RANK_STACK ((size_t)256 << 10)
 
 /* The model's keys and their defaults without --model; given[i]: on the
  * command line, so it overrides the model file too. */
 static const char *const MODEL_KEYS[N_MODEL_KEYS] = {
     "model_ranks_per_host", "model_intra_latency", "model_intra_bandwidth", "model_inter_latency",
-    "model_inter_bandwidth", "model_injection_bandwidth", "model_cores_per_host"};
-enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW, K_CORES };
+    "model_inter_bandwidth", "model_injection_bandwidth", "model_cores_per_host", "model_wake_latency"};
+enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW, K_CORES, K_WAKE };
 
 struct opts {
     int ranks, hosts, allgather;
@@ -46,7 +46,7 @@ struct opts {
     int nalgo;
 };
 static struct opts O = {.ranks = 1024, .hosts = 1, .minb = 8, .maxb = 64u << 20, .factor = 2,
-                        .val = {NULL, "1us", "50G", "5us", "12G", "0", "0"},
+                        .val = {NULL, "1us", "50G", "5us", "12G", "0", "0", "0ns"},
                         .algos = {"ring", "recdbl", "tree", "rabenseifner"}, .nalgo = 4};
 static double (*model_clock)(void);
 
@@ -195,6 +195,8 @@ static void usage(FILE *f)
                "  --inter-bandwidth B/s   a host's NIC (default 12G, about 100 Gb/s)\n"
                "  --injection-bandwidth B/s  per rank (default 0: no limit)\n"
                "  --cores-per-host C      a host's cores, time-shared by more ranks (default 0: unlimited)\n"
+               "  --wake-latency T        with more ranks than cores, a message's wait for its receiver to be\n"
+               "                          woken and switched in (default 0)\n"
                "  --reduce-bandwidth B/s  bytes a rank reduces per second (gamma; default: the model's, 0)\n"
                "  -b, --minbytes SIZE     smallest allreduce (default 8)\n"
                "  -e, --maxbytes SIZE     largest (default 64M)\n"
@@ -240,6 +242,7 @@ static int parse_args(int argc, char **argv)
         {"csv", 1, 0, 'C'},           {"help", 0, 0, 'h'},            {"model", 1, 0, 'M'},
         {"coll", 1, 0, 'c'},          {"algos", 1, 0, 'g'},           {"reduce-bandwidth", 1, 0, 'G'},
         {"stepfactor", 1, 0, 'f'},    {"cores-per-host", 1, 0, 'K'}, {"emit-tuning", 1, 0, 'T'},
+        {"wake-latency", 1, 0, 'L'},
         {0, 0, 0, 0},
     };
     int ch, hosts_given = 0;
@@ -253,6 +256,7 @@ static int parse_args(int argc, char **argv)
         case 'W': set_key(K_INTER_BW, optarg); break;
         case 'J': set_key(K_INJECT_BW, optarg); break;
         case 'K': set_key(K_CORES, optarg); break;
+        case 'L': set_key(K_WAKE, optarg); break;
         case 'T': O.tuning = optarg; break;
         case 'G': O.reduce_bw = optarg; break;
         case 'b': O.minb = parse_size(optarg); break;
@@ -325,7 +329,8 @@ static void print_header(const char *coll)
     if (O.model)
         printf("# plexus-whatif: %d ranks; model %s%s\n", O.ranks, O.model,
                O.given[K_RPH] || O.given[K_INTRA_LAT] || O.given[K_INTRA_BW] || O.given[K_INTER_LAT] ||
-                       O.given[K_INTER_BW] || O.given[K_INJECT_BW] || O.reduce_bw
+                       O.given[K_INTER_BW] || O.given[K_INJECT_BW] || O.given[K_CORES] || O.given[K_WAKE] ||
+                       O.reduce_bw
                    ? " with the options given over it"
                    : "");
     else

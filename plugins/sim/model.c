@@ -5,7 +5,8 @@
  * injection bandwidth), behind the host NIC's other traffic when it leaves
  * the host, and behind the receiver's other arrivals; a reduction the core
  * runs costs gamma * bytes on the rank's clock; a host with fewer cores than
- * ranks time-shares them (stretch). Nothing sleeps: wall
+ * ranks time-shares them (stretch), and there a message also waits for its
+ * receiver to be woken and switched in (wake_ns). Nothing sleeps: wall
  * time does not depend on the modelled latency. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->ranks_per_host = (int)plx_plugin_config_int(h, config, "model_ranks_per_host", 0);
     m->cores_per_host = (int)plx_plugin_config_int(h, config, "model_cores_per_host", 0);
     m->yielding_waits = plx_plugin_config_bool(h, config, "model_yielding_waits", 0);
+    m->wake_ns = (double)plx_plugin_config_int(h, config, "model_wake_latency", 0);
     m->intra_alpha_ns = (double)plx_plugin_config_int(h, config, "model_intra_latency", 0);
     m->intra_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_bandwidth", 0));
     m->inter_alpha_ns = (double)plx_plugin_config_int(h, config, "model_inter_latency", 0);
@@ -152,6 +154,15 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     double beta = inter ? m->inter_beta_ns : m->intra_beta_ns;
     double b = (double)send->bytes, s = inter ? 1.0 : stretch(m, n, dst);
     double arrive = send->t_depart + (m->yielding_waits ? 1.0 : s) * alpha + s * b * beta;
+    /* More ranks than cores: a receiver is off the cores (it waited for a
+     * peer that was not running, and slept or lost its core) for the share
+     * of the time the cores cannot hold it, (ranks - cores) / ranks = 1 - 1/s
+     * under fair sharing; then it is woken and switched back in only once the
+     * message is there. Each message pays that wake-up times the chance. One
+     * that queues behind earlier arrivals below finds its receiver busy with
+     * them, awake. */
+    if (s > 1.0)
+        arrive += m->wake_ns * (1.0 - 1.0 / s);
     /* Arrivals share the receiver's link (and its host's NIC). */
     arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + s * b * max2(beta, m->inject_beta_ns));
     if (inter) {

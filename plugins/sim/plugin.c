@@ -37,6 +37,11 @@ static const struct plx_key keys[] = {
      "Model, with model_cores_per_host: a waiting rank gives its core to the others (tcp yields between "
      "looks when oversubscribed) instead of spinning on its share (shm spins first), so a message's latency "
      "is not time-shared; its copy and reductions still are"},
+    {"model_wake_latency", PLX_KEY_DURATION, "0", NULL,
+     "Model, with model_cores_per_host: on a host with more ranks than cores, a message within it finds its "
+     "receiver off the cores (it waited for a peer that was not running, so it slept or was descheduled) "
+     "for the share of the time the cores cannot hold it, (ranks - cores) / ranks, and then reaches it this "
+     "much later: the wake-up and the switch to it; each message pays it times that share"},
     {"model_intra_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency within a host (alpha)"},
     {"model_intra_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second of a link within a host (1/beta; 0: infinite)"},

@@ -19,6 +19,8 @@ static int failures;
 static double (*model_clock)(void);
 
 #define ALPHA_NS 2000.0
+/* The latency the formulas use: ALPHA_NS, or the wake-up while pricing each message's. */
+static double alpha_ns = ALPHA_NS;
 static double beta_ns; /* 1G per second, as the key reads it: 2^30 bytes */
 /* Reduction cost per byte (sim.model_reduce_bandwidth=2G), 0: off. A rank
  * reduces a received block before it sends what depends on it, so each
@@ -32,6 +34,12 @@ static int cores;
 /* sim.model_yielding_waits: a waiting rank gives its core up, so only the
  * copies and reductions (beta, gamma) take P/cores as long, not alpha. */
 static int yielding;
+/* sim.model_wake_latency (ns, 0: off): with P ranks on cores < P, a
+ * receiver is off the cores (P - cores) / P of the time, and a message that
+ * finds it so waits for it to be woken and switched in: every message on the
+ * critical path adds wake (P - cores) / P, unshared, so the formula's alpha
+ * count (its messages) times that. */
+static double wake_ns;
 
 struct job {
     int coll;          /* PLX_COLL_ALLREDUCE, _ALLGATHER, _REDUCE_SCATTER */
@@ -104,17 +112,17 @@ static double formula(const char *algo, int coll, int P, size_t count, const cha
     if (coll == PLX_COLL_ALLGATHER) {
         /* (P-1) sendrecv steps of one block each. */
         name = "allgather ring";
-        want = (P - 1) * (ALPHA_NS + n * beta_ns);
+        want = (P - 1) * (alpha_ns + n * beta_ns);
     } else if (coll == PLX_COLL_REDUCE_SCATTER) {
         /* (P-1) ring steps of one block, segmented. */
         name = "reduce_scatter ring";
-        want = (P - 1) * (nseg(P, n) * ALPHA_NS + n * (beta_ns + gamma_ns));
+        want = (P - 1) * (nseg(P, n) * alpha_ns + n * (beta_ns + gamma_ns));
     } else if (!strcmp(algo, "ring")) {
         /* Reduce-scatter then allgather of blocks n/P: 2(P-1) alpha + 2(P-1)/P n beta
          * when a block is one segment. */
         name = "allreduce ring";
         double m = n / P;
-        want = (P - 1) * (nseg(P, m) * ALPHA_NS + m * (beta_ns + gamma_ns)) + (P - 1) * (ALPHA_NS + m * beta_ns);
+        want = (P - 1) * (nseg(P, m) * alpha_ns + m * (beta_ns + gamma_ns)) + (P - 1) * (alpha_ns + m * beta_ns);
     } else if (!strcmp(algo, "tree")) {
         /* Binomial reduce to rank 0, then binomial broadcast, at a power of
          * two: each log2 P hops of the whole buffer on the critical path
@@ -122,25 +130,25 @@ static double formula(const char *algo, int coll, int P, size_t count, const cha
          * sent last has the smallest subtree, so the deepest path still
          * costs log2 P (alpha + n beta)). */
         name = "allreduce tree";
-        want = 2 * log2i(P) * (ALPHA_NS + n * beta_ns) + log2i(P) * n * gamma_ns;
+        want = 2 * log2i(P) * (alpha_ns + n * beta_ns) + log2i(P) * n * gamma_ns;
         if (P == 3) /* the root hears from rank 1, then rank 2, whose message queued at its link, and
                        sends to rank 2, then rank 1, through its one link: each phase alpha + 2 n beta */
-            want = 2 * (ALPHA_NS + 2 * n * beta_ns);
+            want = 2 * (alpha_ns + 2 * n * beta_ns);
     } else if (!strcmp(algo, "rabenseifner")) {
         /* Recursive halving (blocks n/2, n/4 .. n/P) then recursive doubling
          * back, at a power of two, one segment per block:
          * 2 log2 P alpha + 2 (P-1)/P n beta. */
         name = "allreduce rabenseifner";
         int p2 = 1 << log2i(P);
-        want = 2 * log2i(P) * ALPHA_NS + 2.0 * (p2 - 1) / p2 * n * beta_ns + (p2 - 1.0) / p2 * n * gamma_ns;
+        want = 2 * log2i(P) * alpha_ns + 2.0 * (p2 - 1) / p2 * n * beta_ns + (p2 - 1.0) / p2 * n * gamma_ns;
         if (p2 != P) /* fold the first 2(P - p2) ranks in pairs before, unfold after: a whole buffer each */
-            want += 2 * (ALPHA_NS + n * beta_ns);
+            want += 2 * (alpha_ns + n * beta_ns);
     } else {
         /* Recursive doubling at a power of two: log2 P exchanges of the
          * whole buffer. (Elsewhere the fold makes ranks that sent at time 0
          * queue at a folded rank's link: contention, not checked here.) */
         name = "allreduce recdbl";
-        want = log2i(P) * (ALPHA_NS + n * (beta_ns + gamma_ns));
+        want = log2i(P) * (alpha_ns + n * (beta_ns + gamma_ns));
     }
     *name_out = name;
     return want;
@@ -160,11 +168,21 @@ static void check(const char *algo, int coll, int P, size_t count)
         beta_ns = b;
         gamma_ns = g;
     }
-    char algo_kv[64], cores_kv[64];
+    if (share > 1 && wake_ns > 0) { /* one wake-up per message on the critical path: alpha's count */
+        double b = beta_ns, g = gamma_ns;
+        beta_ns = gamma_ns = 0;
+        alpha_ns = wake_ns * (1 - 1 / share);
+        want += formula(algo, coll, P, count, &name);
+        alpha_ns = ALPHA_NS;
+        beta_ns = b;
+        gamma_ns = g;
+    }
+    char algo_kv[64], cores_kv[64], wake_kv[64];
     snprintf(algo_kv, sizeof algo_kv, "core.allreduce_algo=%s", algo);
     snprintf(cores_kv, sizeof cores_kv, "sim.model_cores_per_host=%d", cores);
+    snprintf(wake_kv, sizeof wake_kv, "sim.model_wake_latency=%.0fns", wake_ns);
     const char *ov[] = {"sim.model=true", "sim.model_intra_latency=2us", "sim.model_intra_bandwidth=1G",
-                        algo_kv, cores_kv,
+                        algo_kv, cores_kv, wake_kv,
                         yielding ? "sim.model_yielding_waits=true" : "sim.model_yielding_waits=false",
                         gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
     struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
@@ -174,9 +192,9 @@ static void check(const char *algo, int coll, int P, size_t count)
         got = j.end_ns[r] > got ? j.end_ns[r] : got;
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
-    printf("%s %-20s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
-           name, gamma_ns > 0 ? " +gamma" : "", share > 1 ? (yielding ? " shared, yielding" : " time-shared") : "", P, n,
-           got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+    printf("%s %-20s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
+           name, gamma_ns > 0 ? " +gamma" : "", share > 1 ? (yielding ? " shared, yielding" : " time-shared") : "",
+           wake_ns > 0 ? " +wake" : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
     if (!ok)
         failures++;
     free(j.end_ns);
@@ -184,16 +202,19 @@ static void check(const char *algo, int coll, int P, size_t count)
 
 /* Two hosts of two ranks on one core each: recursive doubling's first
  * exchange stays in the host, time-shared by two ranks (twice alpha + n
- * beta), its second crosses hosts (NIC latency alpha, bandwidth unlimited:
- * no CPU), and each step's reduction runs time-shared (twice n gamma). */
+ * beta, and half a wake-up: each rank is off the core half the time), its second crosses hosts (NIC latency alpha,
+ * bandwidth unlimited: no CPU, no wake-up), and each step's reduction runs
+ * time-shared (twice n gamma). */
 static void check_two_hosts(void)
 {
     const int P = 4;
     double n = 1024 * 4;
-    double want = 2 * (ALPHA_NS + n * beta_ns) + ALPHA_NS + 2 * 2 * n * gamma_ns;
+    double want = 2 * (ALPHA_NS + n * beta_ns) + wake_ns / 2 + ALPHA_NS + 2 * 2 * n * gamma_ns;
+    char wake_kv[64];
+    snprintf(wake_kv, sizeof wake_kv, "sim.model_wake_latency=%.0fns", wake_ns);
     const char *ov[] = {"sim.model=true", "sim.model_intra_latency=2us", "sim.model_intra_bandwidth=1G",
                         "sim.model_inter_latency=2us", "sim.model_ranks_per_host=2", "sim.model_cores_per_host=1",
-                        "sim.model_reduce_bandwidth=2G", "core.allreduce_algo=recdbl", NULL};
+                        "sim.model_reduce_bandwidth=2G", "core.allreduce_algo=recdbl", wake_kv, NULL};
     struct job j = {.coll = PLX_COLL_ALLREDUCE, .count = 1024, .end_ns = calloc((size_t)P, sizeof(double))};
     int rc = run_ranks(P, "sim", ov, 60000, run, &j);
     double got = 0;
@@ -201,8 +222,8 @@ static void check_two_hosts(void)
         got = j.end_ns[r] > got ? j.end_ns[r] : got;
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
-    printf("%s allreduce recdbl 2 hosts x 2 ranks on 1 core +gamma: model %.0f ns formula %.0f ns (%.2f%%)%s\n",
-           ok ? "ok  " : "FAIL", got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+    printf("%s allreduce recdbl 2 hosts x 2 ranks on 1 core +gamma%s: model %.0f ns formula %.0f ns (%.2f%%)%s\n",
+           ok ? "ok  " : "FAIL", wake_ns > 0 ? " +wake" : "", got, want, 100 * err, j.bad ? " WRONG DATA" : "");
     if (!ok)
         failures++;
     free(j.end_ns);
@@ -312,9 +333,25 @@ int main(void)
     check("tree", PLX_COLL_ALLREDUCE, 8, 1024);
     gamma_ns = 1e9 / (double)(2u << 30);
     check("ring", PLX_COLL_REDUCE_SCATTER, 5, 1024);
+    /* And a wake-up per message where ranks outnumber the cores. */
+    wake_ns = 5000;
+    check("tree", PLX_COLL_ALLREDUCE, 8, 1024);
+    check("ring", PLX_COLL_REDUCE_SCATTER, 5, 1024);
     gamma_ns = 0;
+    check("ring", PLX_COLL_ALLREDUCE, 4, 4 * 1024);
     yielding = 0;
+    check("ring", PLX_COLL_ALLREDUCE, 4, 4 * 1024);
+    check("recdbl", PLX_COLL_ALLREDUCE, 4, 1024);
+    check("rabenseifner", PLX_COLL_ALLREDUCE, 4, 4 * 1024);
+    check("ring", PLX_COLL_ALLGATHER, 3, 1024);
+    check("recdbl", PLX_COLL_ALLREDUCE, 2, 1024); /* as many cores as ranks: no wake-up */
+    gamma_ns = 1e9 / (double)(2u << 30);
+    check("ring", PLX_COLL_REDUCE_SCATTER, 5, 1024);
     cores = 0;
+    check("ring", PLX_COLL_ALLREDUCE, 4, 4 * 1024); /* a core for every rank: no wake-up */
+    check_two_hosts();
+    gamma_ns = 0;
+    wake_ns = 0;
     dlclose(h);
     return failures ? 1 : 0;
 }
