@@ -45,7 +45,22 @@ elif MODE == "gloo-place":
             # name: the profiler's events say "gloo:all_reduce", as torch's tests expect of a gloo group.
             return plexus.torch.ProcessGroupPlexus(store, rank, size, timeout, name="gloo")
 
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL (the *_subgroup object tests) wraps a group
+    # in torch's _ProcessGroupWrapper with a helper group of gloo's own class,
+    # which checks that the ranks call the same collectives: that checker is
+    # torch's, not a group the test asks for, so it stays gloo.
+    _real_gloo = c10d.ProcessGroupGloo
+    _make_wrapper = c10d._create_process_group_wrapper
+
+    def _wrapper_with_real_gloo(*args, **kwargs):
+        c10d.ProcessGroupGloo = _real_gloo
+        try:
+            return _make_wrapper(*args, **kwargs)
+        finally:
+            c10d.ProcessGroupGloo = _GlooOnPlexus
+
     c10d.ProcessGroupGloo = _GlooOnPlexus
+    c10d._create_process_group_wrapper = _wrapper_with_real_gloo
 
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest,

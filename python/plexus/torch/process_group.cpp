@@ -1058,12 +1058,12 @@ class ProcessGroupPlexus : public GroupBase {
 
     intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src, int tag) override
     {
-        return receive(tensors, src, tag);
+        return receive(tensors, src, tag, c10d::OpType::RECV);
     }
 
     intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors, int tag) override
     {
-        return receive(tensors, PLX_ANY_SOURCE, tag);
+        return receive(tensors, PLX_ANY_SOURCE, tag, c10d::OpType::RECVANYSOURCE); // its own profiler event
     }
 
   private:
@@ -1148,7 +1148,7 @@ class ProcessGroupPlexus : public GroupBase {
     intrusive_ptr<WorkPlexus> make(c10d::OpType type, std::vector<at::Tensor> outputs,
                                    const std::vector<at::Tensor> *inputs = nullptr)
     {
-        if (type != c10d::OpType::SEND && type != c10d::OpType::RECV)
+        if (type != c10d::OpType::SEND && type != c10d::OpType::RECV && type != c10d::OpType::RECVANYSOURCE)
             seq_++;
         comm_->flush();
         const char *t = title(type);
@@ -1268,11 +1268,11 @@ class ProcessGroupPlexus : public GroupBase {
             refuse("tag " + std::to_string(tag) + " is out of range (0 .. 2^29)");
     }
 
-    intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor> &tensors, int src, int tag)
+    intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor> &tensors, int src, int tag, c10d::OpType type)
     {
         const at::Tensor &t = one(tensors, "recv");
         check_tag(tag);
-        auto w = make(c10d::OpType::RECV, tensors);
+        auto w = make(type, tensors);
         at::Tensor buf = dense(t), hdr = at::empty({1}, at::kInt);
         start(w, "recv", plx_irecv(c(), hdr.data_ptr(), 1, PLX_I32, src, 2 * tag, nullptr, slot(w)));
         plx_comm *comm = c();
