@@ -115,12 +115,25 @@ class _Record(unittest.TextTestResult):
         self._put(test, "FAIL")
 
 
+# Tests that build a DistributedDataParallel without saying so in their name,
+# seen to end in SIGSEGV in gloo's place on torch 2.6 (the logger's cast below);
+# other tests that build one fail before DDP's logger runs, and still count.
+BUILDS_DDP = {
+    "test_accumulate_gradients_no_sync", "test_accumulate_gradients_no_sync_allreduce_hook",
+    "test_accumulate_gradients_no_sync_allreduce_with_then_hook", "test_accumulate_gradients_no_sync_grad_is_view",
+    "test_grads_same_across_ranks_with_no_sync", "test_static_graph_api_cpu",
+}
+
+
 def cannot_stand_in(name):
     """Tests no backend but gloo's own class can run in gloo's place on torch 2.x: DDP's logger
     takes a group whose backend type is GLOO to be a ProcessGroupGloo (a static_cast in
-    Logger::set_env_variables reads its thread count), and the rank crashes on any other class."""
+    Logger::set_env_variables reads its thread count), and the rank crashes (SIGSEGV) on any other
+    class. They run with plexus as a plugin instead."""
     major = int(torch.__version__.split(".")[0])
-    return MODE == "gloo-place" and major >= 2 and ("DistributedDataParallel" in name or "ddp" in name.lower())
+    if MODE != "gloo-place" or major < 2:
+        return False
+    return "DistributedDataParallel" in name or "ddp" in name.lower() or name in BUILDS_DDP
 
 
 if __name__ == "__main__":
