@@ -10,9 +10,11 @@
  * back to what it was when the operation ends, so the caller's own compute
  * keeps its slice. Per thread, as scheduling attributes are. */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -30,11 +32,37 @@ struct plx__sched_attr {
 };
 
 /* The calling thread's slice before plx__slice_shorten, while shortened:
- * per thread, as the scheduling attributes are. */
-static _Thread_local struct {
+ * per thread, as the scheduling attributes are. In a pthread key, not
+ * _Thread_local: this file is linked into dlopen'ed plugins, and gcc 12's
+ * LeakSanitizer crashes now and then at exit walking the dynamic TLS of a
+ * plugin whose block a thread never touched. */
+struct slice_state {
     int shortened;
     uint64_t old_ns;
-} slice;
+};
+
+static pthread_key_t slice_key;
+static pthread_once_t slice_once = PTHREAD_ONCE_INIT;
+static int key_ok;
+
+static void make_key(void)
+{
+    key_ok = pthread_key_create(&slice_key, free) == 0;
+}
+
+/* This thread's state; created when asked for (NULL if it cannot be). */
+static struct slice_state *state(int create)
+{
+    pthread_once(&slice_once, make_key);
+    if (!key_ok)
+        return NULL;
+    struct slice_state *s = pthread_getspecific(slice_key);
+    if (!s && create && (s = calloc(1, sizeof *s)) && pthread_setspecific(slice_key, s) != 0) {
+        free(s);
+        s = NULL;
+    }
+    return s;
+}
 
 static int get_attr(struct plx__sched_attr *a)
 {
@@ -52,7 +80,8 @@ static int set_runtime(struct plx__sched_attr *a, uint64_t ns)
 
 void plx__slice_shorten(uint64_t ns)
 {
-    if (!ns || slice.shortened)
+    struct slice_state *slice = ns ? state(1) : NULL;
+    if (!slice || slice->shortened)
         return;
     struct plx__sched_attr a;
     /* Only fair tasks: a real-time or deadline thread keeps its policy. */
@@ -62,19 +91,20 @@ void plx__slice_shorten(uint64_t ns)
     if (old && old <= ns)
         return;
     if (set_runtime(&a, ns) == 0) {
-        slice.shortened = 1;
-        slice.old_ns = old;
+        slice->shortened = 1;
+        slice->old_ns = old;
     }
 }
 
 void plx__slice_restore(void)
 {
-    if (!slice.shortened)
+    struct slice_state *slice = state(0);
+    if (!slice || !slice->shortened)
         return;
-    slice.shortened = 0;
+    slice->shortened = 0;
     struct plx__sched_attr a;
     if (get_attr(&a) == 0)
-        set_runtime(&a, slice.old_ns);
+        set_runtime(&a, slice->old_ns);
 }
 
 int plx__slice_probe(uint64_t ns, char *why, size_t len)
