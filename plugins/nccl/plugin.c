@@ -234,6 +234,17 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     return 0;
 }
 
+/* A communicator made from parent's (split, shrink): its device and
+ * context, a stream and flag of its own, its watchdog. */
+static int adopt(const struct impl *parent, struct impl *s)
+{
+    s->device = parent->device;
+    s->ctx = parent->ctx;
+    cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
+    cu.cuMemAlloc(&s->flag, 1);
+    return start_comm(s);
+}
+
 static int comm_split(void *comm, int color, int key, const struct plx_comm_args *a, void **out)
 {
     struct impl *c = comm;
@@ -252,11 +263,7 @@ static int comm_split(void *comm, int color, int key, const struct plx_comm_args
     if (!s)
         return plx_plugin_error(c->host, PLX_ERR_NOMEM, "nccl: out of memory");
     s->comm = n;
-    s->device = c->device;
-    s->ctx = c->ctx;
-    cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
-    cu.cuMemAlloc(&s->flag, 1);
-    int rc = start_comm(s);
+    int rc = adopt(c, s);
     if (rc) {
         free(s);
         return rc;
@@ -291,34 +298,22 @@ static int comm_shrink(void *comm, unsigned char *alive, int agreed, const struc
     ncclComm_t nc_new = NULL;
     ncclResult_t r = shrink(c->comm, exclude, n, &nc_new, &cfg, PLX_NCCL_SHRINK_ABORT);
     free(exclude);
-    struct impl *s = NULL;
-    if ((r == ncclSuccess || r == ncclInProgress) && nc_new && !(s = new_impl(host_of(a, c->host), a->rank, a->size,
-                                                                          a->timeout_ms))) {
+    if ((r != ncclSuccess && r != ncclInProgress) || !nc_new)
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "nccl: ncclCommShrink: %s",
+                                r != ncclSuccess && r != ncclInProgress ? nerr(r) : "no communicator");
+    struct impl *s = new_impl(host_of(a, c->host), a->rank, a->size, a->timeout_ms);
+    if (!s) {
         nc.ncclCommAbort(nc_new);
         return plx_plugin_error(c->host, PLX_ERR_NOMEM, "nccl: out of memory");
     }
-    if (s) {
-        s->comm = nc_new;
-        if (r == ncclInProgress && (r = settle(s, a->timeout_ms)) == ncclInProgress) {
-            abort_bounded(s);
-            free(s);
-            return plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "nccl: ncclCommShrink not finished after %lld ms",
-                                    (long long)a->timeout_ms);
-        }
+    s->comm = nc_new;
+    if (r == ncclInProgress && settle(s, a->timeout_ms) == ncclInProgress) {
+        abort_bounded(s);
+        free(s);
+        return plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "nccl: ncclCommShrink not finished after %lld ms",
+                                (long long)a->timeout_ms);
     }
-    if (r != ncclSuccess || !s) {
-        if (s) {
-            abort_bounded(s);
-            free(s);
-        }
-        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "nccl: ncclCommShrink: %s",
-                                r != ncclSuccess ? nerr(r) : "no communicator");
-    }
-    s->device = c->device;
-    s->ctx = c->ctx;
-    cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
-    cu.cuMemAlloc(&s->flag, 1);
-    int rc = start_comm(s);
+    int rc = adopt(c, s);
     if (rc) {
         nc.ncclCommAbort(nc_new);
         free(s);
