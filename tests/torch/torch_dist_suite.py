@@ -18,8 +18,8 @@ usage: torch_dist_suite.py [--all] WORLD_SIZE...
   runs those tests instead of SUBSET. PLEXUS_SUITE_START=fork forks each
   test's ranks from the run's process instead of spawning fresh
   interpreters (as upstream's test_distributed_fork.py ran gloo): the same
-  tests, several times faster, which makes --all a matter of tens of
-  minutes per world size rather than hours.
+  tests, several times faster, which makes --all a matter of minutes per
+  world size rather than hours.
 Exits 77 when torch or plexus.torch cannot be imported.
 """
 import json
