@@ -12,10 +12,10 @@ torch 2.x DDP tests are not run in gloo's place ("n/a", printed with the
 reason: DDP's logger casts a GLOO group's backend to gloo's own class);
 they run with plexus as a plugin.
 
-usage: torch_dist_suite.py [--all] WORLD_SIZE...
+usage: torch_dist_suite.py [--all] [--fork] WORLD_SIZE...
   default: the fixed list SUBSET below; --all: the whole class (long,
   skipped unless PLEXUS_TORCH_FULL=1); PLEXUS_TORCH_TESTS="test_a test_b"
-  runs those tests instead of SUBSET. PLEXUS_SUITE_START=fork forks each
+  runs those tests instead of SUBSET. --fork (or PLEXUS_SUITE_START=fork) forks each
   test's ranks from the run's process instead of spawning fresh
   interpreters (as upstream's test_distributed_fork.py ran gloo): the same
   tests, several times faster, which makes --all a matter of minutes per
@@ -75,7 +75,9 @@ def run(mode, world, names):
 def main():
     args = sys.argv[1:]
     full = "--all" in args
-    worlds = [int(a) for a in args if a != "--all"] or [2]
+    if "--fork" in args:
+        os.environ["PLEXUS_SUITE_START"] = "fork"  # read by dist_suite_child.py in each run
+    worlds = [int(a) for a in args if a not in ("--all", "--fork")] or [2]
     if full and os.environ.get("PLEXUS_TORCH_FULL") != "1":
         print("skip: the whole suite runs only with PLEXUS_TORCH_FULL=1 (opt-in: it takes hours on 2 cores)")
         return 77
