@@ -52,7 +52,7 @@ void plx__coll_extent(const struct plx_comm *c, const struct plx_coll_args *a, s
     }
 }
 
-static int check_usable(struct plx_comm *c, const char *what)
+int plx__check_usable(struct plx_comm *c, const char *what)
 {
     if (__atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE))
         return plx__err(PLX_ERR_REVOKED, "%s on '%s': this rank revoked the communicator", what, c->name);
@@ -254,7 +254,7 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
         return plx__err(PLX_ERR_INVALID_ARG, "%s: comm is NULL", what);
     if (w)
         *w = NULL;
-    int rc = check_usable(c, what);
+    int rc = plx__check_usable(c, what);
     if (rc)
         return rc;
     if (a->coll != PLX_COLL_BARRIER && (rc = check_args(c, a, what)) != 0)
@@ -459,7 +459,7 @@ static int p2p(struct plx_comm *c, int is_send, void *buf, size_t count, int dty
     plx__err_clear();
     if (!c)
         return plx__err(PLX_ERR_INVALID_ARG, "%s: comm is NULL", what);
-    int rc = check_usable(c, what);
+    int rc = plx__check_usable(c, what);
     if (rc)
         return rc;
     if (!elem_ok(dtype))

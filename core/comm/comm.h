@@ -152,6 +152,9 @@ void plx__preq_pool_free(struct plx_comm *c);
  * PLX__STILL_PENDING when the deadline passed first (unlike a request that
  * ended in a timeout). */
 #define PLX__STILL_PENDING 1
+/* coll.c: 0, or the error an operation what on c must fail with (revoked,
+ * aborted, or unusable after an earlier error). */
+int plx__check_usable(struct plx_comm *c, const char *what);
 int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer);
 
 /* mem.c: free what plx_mem_alloc handed out and the caller did not free. */

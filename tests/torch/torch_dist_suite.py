@@ -29,7 +29,7 @@ import sys
 import tempfile
 
 # The default run: what plexus.torch added for this suite (the coalesced and
-# sparse forms, the timeout wording) and one each of the common collectives,
+# sparse forms, the timeout wording, monitored_barrier's report of who is late) and one each of the common collectives,
 # point-to-point and DDP. Every test spawns its ranks afresh (seconds each,
 # a minute under heavy load), the whole class far longer (--all).
 SUBSET = [
@@ -42,6 +42,8 @@ SUBSET = [
     "test_all_gather",
     "test_send_recv_any_source",
     "test_barrier_timeout_full_group",
+    "test_monitored_barrier_gloo",
+    "test_monitored_barrier_wait_all_ranks",
     "test_DistributedDataParallelCPU",
 ]
 MODES = ("gloo", "plugin", "gloo-place")

@@ -424,6 +424,21 @@ PLX_API int plx_iallgatherv(struct plx_comm *c, const void *send, size_t send_co
                             const struct plx_op_options *o, struct plx_work **w);
 PLX_API int plx_barrier(struct plx_comm *c);
 PLX_API int plx_ibarrier(struct plx_comm *c, const struct plx_op_options *o, struct plx_work **w);
+/* A barrier that names the ranks that did not come (torch's
+ * monitored_barrier, as gloo runs it): every rank reports to rank 0 and
+ * waits for its release; rank 0 waits for the reports in rank order until
+ * timeout_ms (< 0: the communicator's) has passed. On rank 0 a rank that
+ * did not report in time is late: late[] (late_cap entries) gets the late
+ * ranks in order, *nlate their number; without wait_all rank 0 stops at the
+ * first, and when its time ran out before a rank's turn it stops naming
+ * none (PLX_ERR_TIMEOUT, *nlate 0). Then rank 0 returns PLX_ERR_TIMEOUT, or
+ * the first late rank's own error (PLX_ERR_PEER_LOST for a rank known
+ * gone), and releases no one: the others fail waiting for the release.
+ * Blocking only; its messages use the core's tags, not the user's. After a
+ * failure the ranks no longer agree on their collectives' order: destroy
+ * the communicator (or revoke and shrink it). */
+PLX_API int plx_monitored_barrier(struct plx_comm *c, int64_t timeout_ms, int wait_all, int *late, int late_cap,
+                                  int *nlate);
 
 /* Point-to-point. tag: 0 .. 2^31-1. Matched by (peer, tag), FIFO. */
 PLX_API int plx_send(struct plx_comm *c, const void *buf, size_t count, int dtype, int peer, int tag);

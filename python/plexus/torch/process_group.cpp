@@ -370,11 +370,6 @@ struct Comm : c10::intrusive_ptr_target {
     // kept here because a profiler event holds the pointer until it ends.
     std::vector<std::string> titles;
 
-    // A failed monitoredBarrier's receives never complete: their buffers
-    // stay here until the communicator is gone (its handles are not freed:
-    // freeing waits for them).
-    std::vector<std::unique_ptr<int32_t>> monitor_leftovers;
-
     // Another rank hosts the store's server (see store_handover.hpp).
     bool peer_hosts_store = false;
     milliseconds timeout{0};
@@ -1046,89 +1041,32 @@ class ProcessGroupPlexus : public GroupBase {
         return w;
     }
 
-    // torch's monitored_barrier, as gloo runs it: each rank reports to rank
-    // 0 and waits for its release; rank 0 waits for the reports until the
-    // timeout and names the ranks that did not report (the first, or all
-    // with waitAllRanks), else releases everyone. Tags above the range
-    // send/recv use (2 * tag + 1 < 2^30 + 2).
+    // torch's monitored_barrier: plexus's own (plx_monitored_barrier), its
+    // outcome worded as gloo words it (torch's tests match those words).
     void monitoredBarrier(const c10d::BarrierOptions &opts, bool waitAllRanks) override
     {
-        constexpr int kReport = (1 << 30) + 16, kRelease = kReport + 1;
         comm_->flush();
         int64_t ms = opts.timeout != c10d::kUnsetTimeout ? int64_t(opts.timeout.count()) : comm_->timeout.count();
         int me = getRank(), n = getSize(); // torch's binding has released the GIL
-        auto leftover = [this](std::unique_ptr<int32_t> &b) { comm_->monitor_leftovers.push_back(std::move(b)); };
-        if (me != 0) {
-            auto token = std::make_unique<int32_t>(me);
-            plx_work *w = nullptr;
-            int rc = plx_isend(c(), token.get(), 1, PLX_I32, 0, kReport, nullptr, &w);
-            if (rc == 0 && (rc = plx_work_wait(w, ms)) == 0) {
-                plx_work_free(w);
-                w = nullptr;
-                rc = plx_irecv(c(), token.get(), 1, PLX_I32, 0, kRelease, nullptr, &w);
-                if (rc == 0 && (rc = plx_work_wait(w, ms)) == 0)
-                    plx_work_free(w);
-            }
-            if (rc != 0) {
-                leftover(token);
-                throw std::runtime_error("Rank " + std::to_string(me) + " successfully reached monitoredBarrier, but "
-                                         "received errors while waiting for send/recv from rank 0. Please check "
-                                         "rank 0 logs for faulty rank. (plexus: " + std::string(plx_err_name(rc)) +
-                                         ": " + plx_last_error() + ")");
-            }
+        std::vector<int> late(size_t(n), -1);
+        int nlate = 0;
+        int rc = plx_monitored_barrier(c(), ms, waitAllRanks ? 1 : 0, late.data(), n, &nlate);
+        if (rc == 0)
             return;
-        }
-        std::vector<std::unique_ptr<int32_t>> got(n);
-        std::vector<plx_work *> works(n, nullptr);
-        for (int r = 1; r < n; r++) {
-            got[r] = std::make_unique<int32_t>(-1);
-            if (plx_irecv(c(), got[r].get(), 1, PLX_I32, r, kReport, nullptr, &works[r]) != 0)
-                works[r] = nullptr;
-        }
-        auto start = std::chrono::steady_clock::now();
-        std::vector<int> missing;
-        for (int r = 1; r < n; r++) {
-            int64_t left = ms - std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start).count();
-            if (left <= 0 && missing.empty() && !waitAllRanks) {
-                for (int q = r; q < n; q++)
-                    if (works[q])
-                        leftover(got[q]);
-                throw std::runtime_error("Rank 0 timed out in monitoredBarrier after " + std::to_string(ms) + " ms.");
-            }
-            int rc = works[r] ? plx_work_wait(works[r], left > 0 ? left : 0) : PLX_ERR_PEER_LOST;
-            if (rc == 0) {
-                plx_work_free(works[r]);
-                continue;
-            }
-            if (works[r])
-                leftover(got[r]);
-            missing.push_back(r);
-            if (!waitAllRanks) {
-                for (int q = r + 1; q < n; q++)
-                    if (works[q])
-                        leftover(got[q]);
-                throw std::runtime_error("Rank " + std::to_string(r) + " failed to pass monitoredBarrier in " +
-                                         std::to_string(ms) + " ms");
-            }
-        }
-        if (!missing.empty()) {
-            std::string ranks;
-            for (int r : missing)
-                ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-            throw std::runtime_error("Ranks " + ranks + " failed to pass monitoredBarrier in " + std::to_string(ms) +
-                                     " ms");
-        }
-        auto go = std::make_unique<int32_t>(1);
-        for (int r = 1; r < n; r++) {
-            plx_work *w = nullptr;
-            int rc = plx_isend(c(), go.get(), 1, PLX_I32, r, kRelease, nullptr, &w);
-            if (rc == 0 && (rc = plx_work_wait(w, ms)) == 0)
-                plx_work_free(w);
-            if (rc != 0) {
-                leftover(go);
-                fail(rc, "monitoredBarrier: releasing rank " + std::to_string(r));
-            }
-        }
+        std::string why = " (plexus: " + std::string(plx_err_name(rc)) + ": " + plx_last_error() + ")";
+        if (me != 0)
+            throw std::runtime_error("Rank " + std::to_string(me) + " successfully reached monitoredBarrier, but "
+                                     "received errors while waiting for send/recv from rank 0. Please check rank 0 "
+                                     "logs for faulty rank." + why);
+        if (nlate == 0 && rc == PLX_ERR_TIMEOUT)
+            throw std::runtime_error("Rank 0 timed out in monitoredBarrier after " + std::to_string(ms) + " ms." + why);
+        if (nlate == 0)
+            fail(rc, "monitoredBarrier");
+        std::string ranks;
+        for (int i = 0; i < nlate && i < n; i++)
+            ranks += (ranks.empty() ? "" : ", ") + std::to_string(late[size_t(i)]);
+        throw std::runtime_error((waitAllRanks ? "Ranks " : "Rank ") + ranks + " failed to pass monitoredBarrier in " +
+                                 std::to_string(ms) + " ms" + why);
     }
 
     // Point-to-point: each message is preceded by a 4-byte header with the
