@@ -88,7 +88,7 @@ static int not_root(struct plx_comm *c, uint64_t seq, int64_t timeout_ms)
 
 /* Rank 0: the reports in rank order, each until the common deadline. */
 static int gather_reports(struct plx_comm *c, struct xfer **x, int64_t timeout_ms, int wait_all, int *late,
-                          int late_cap, int *nlate, int *first_rc)
+                          int late_cap, int *nlate, int *first_rc, char *first_msg, size_t cap)
 {
     uint64_t deadline = plx__clock_ns() + (uint64_t)timeout_ms * 1000000u;
     for (int r = 1; r < c->size; r++) {
@@ -102,8 +102,10 @@ static int gather_reports(struct plx_comm *c, struct xfer **x, int64_t timeout_m
             continue;
         if (*nlate < late_cap)
             late[*nlate] = r;
-        if (++*nlate == 1)
+        if (++*nlate == 1) {
             *first_rc = rc;
+            snprintf(first_msg, cap, "%s", rc == PLX_ERR_TIMEOUT ? "not reported" : plx_last_error());
+        }
         if (!wait_all)
             return rc;
     }
@@ -131,6 +133,7 @@ static int root(struct plx_comm *c, uint64_t seq, int64_t timeout_ms, int wait_a
                 int *nlate)
 {
     int n = c->size, rc = 0, first_rc = 0;
+    char first_msg[256] = "";
     struct xfer **x = calloc((size_t)n, sizeof *x);
     if (!x)
         return plx__err(PLX_ERR_NOMEM, "monitored barrier on '%s': out of memory", c->name);
@@ -139,7 +142,8 @@ static int root(struct plx_comm *c, uint64_t seq, int64_t timeout_ms, int wait_a
             rc = plx__err(PLX_ERR_NOMEM, "monitored barrier on '%s': out of memory", c->name);
         else /* one that cannot be posted fails in its turn: that rank is late */
             post(c, x[r], 0, r, plx__algo_tag(seq, STEP_REPORT), timeout_ms);
-    if (rc == 0 && (rc = gather_reports(c, x, timeout_ms, wait_all, late, late_cap, nlate, &first_rc)) != 0) {
+    if (rc == 0 && (rc = gather_reports(c, x, timeout_ms, wait_all, late, late_cap, nlate, &first_rc, first_msg,
+                                          sizeof first_msg)) != 0) {
         if (rc != PLX_ERR_TIMEOUT)
             name_the_dead(c, wait_all, late, late_cap, nlate);
         char ranks[256] = "";
@@ -149,8 +153,8 @@ static int root(struct plx_comm *c, uint64_t seq, int64_t timeout_ms, int wait_a
             plx__err(rc, "monitored barrier on '%s': rank 0 timed out after %lld ms before it had checked every "
                      "rank", c->name, (long long)timeout_ms);
         else
-            plx__err(rc, "monitored barrier on '%s': rank%s %s did not reach it within %lld ms (%s)", c->name,
-                     *nlate > 1 ? "s" : "", ranks, (long long)timeout_ms, plx_err_name(first_rc));
+            plx__err(rc, "monitored barrier on '%s': rank%s %s did not reach it within %lld ms (%s: %s)", c->name,
+                     *nlate > 1 ? "s" : "", ranks, (long long)timeout_ms, plx_err_name(first_rc), first_msg);
     }
     for (int r = 1; r < n && rc == 0; r++) { /* everyone came: release them */
         x[r]->word = 1;

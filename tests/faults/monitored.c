@@ -8,8 +8,9 @@
  *   (late = {2}); ranks 1 and 3 fail waiting for rank 0's release;
  * - all-late: ranks 1 and 3 stay away, wait_all: rank 0 gets late = {1, 3};
  * - zero: rank 0 alone with timeout 0: PLX_ERR_TIMEOUT, no rank named;
- * - dead: rank 3 exits after a barrier, before the call: rank 0 names rank 3.
- * The ranks that stay away hold their communicator until rank 0 is done. */
+ * - dead: rank 3 exits before the call: rank 0 names rank 3.
+ * Every case begins with a barrier; the ranks that stay away hold their
+ * communicator until rank 0 is done. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ struct shared {
     int port, kase;
     const char *backend;
     volatile int root_done;
+    int ready; /* ranks through the barrier that opens each case */
     int failures;
     char log[P][2048];
 };
@@ -106,9 +108,13 @@ static int run_rank(int rank, void *arg)
     struct plx_comm *c;
     if (procs_open(rank, P, sh->port, sh->backend, TIMEOUT_MS, log, sizeof sh->log[0], &sh->failures, &c) != 0)
         return 1;
-    /* Everyone is connected before the dead rank goes. */
-    if (sh->kase == DEAD && plx_barrier(c) != 0)
-        FAIL("rank %d: barrier before the death: %s\n", rank, plx_last_error());
+    /* Everyone is through a barrier before the case: a rank that gives up
+     * fails what its peers still have in progress (tcp). */
+    if (plx_barrier(c) != 0)
+        FAIL("rank %d: barrier before the case: %s\n", rank, plx_last_error());
+    __atomic_add_fetch(&sh->ready, 1, __ATOMIC_ACQ_REL);
+    for (int i = 0; i < 400 && __atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE) < P; i++)
+        usleep(25 * 1000);
     if (sh->kase == ALL) {
         run_all(sh, log, c, rank);
     } else if (stays_away(sh->kase, rank)) {
@@ -132,6 +138,31 @@ static int run_rank(int rank, void *arg)
     return 0;
 }
 
+/* One case on fresh ranks; 1 if it failed. */
+static int run_case(struct shared *sh, int k)
+{
+    memset(sh->log, 0, sizeof sh->log);
+    sh->failures = 0;
+    sh->root_done = 0;
+    sh->ready = 0;
+    sh->kase = k;
+    sh->port = free_port();
+    struct procs p;
+    double t0 = now_s();
+    if (sh->port < 0 || procs_start(&p, P, run_rank, sh) != 0) {
+        fprintf(stderr, "case %s: cannot start the ranks\n", case_name[k]);
+        return 1;
+    }
+    procs_wait(&p, t0 + 60);
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "case %s: ", case_name[k]);
+    sh->failures += procs_bad_ends(&p, stderr, prefix);
+    for (int r = 0; r < P; r++)
+        fputs(sh->log[r], stderr);
+    printf("case %s: %s (%.1f s)\n", case_name[k], sh->failures ? "FAILED" : "ok", now_s() - t0);
+    return sh->failures != 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -141,28 +172,7 @@ int main(int argc, char **argv)
     struct shared *sh = shared_alloc(sizeof *sh);
     sh->backend = argv[1];
     int bad = 0;
-    for (int k = 0; k < NCASES; k++) {
-        memset(sh->log, 0, sizeof sh->log);
-        sh->failures = 0;
-        sh->root_done = 0;
-        sh->kase = k;
-        sh->port = free_port();
-        struct procs p;
-        double t0 = now_s();
-        if (sh->port < 0 || procs_start(&p, P, run_rank, sh) != 0) {
-            fprintf(stderr, "case %s: cannot start the ranks\n", case_name[k]);
-            return 1;
-        }
-        procs_wait(&p, t0 + 60);
-        for (int r = 0; r < P; r++)
-            if (p.hung[r] || (p.reaped[r] && p.status[r] != 0)) {
-                fprintf(stderr, "case %s: rank %d: %s\n", case_name[k], r, procs_describe(&p, r));
-                sh->failures++;
-            }
-        for (int r = 0; r < P; r++)
-            fputs(sh->log[r], stderr);
-        printf("case %s: %s (%.1f s)\n", case_name[k], sh->failures ? "FAILED" : "ok", now_s() - t0);
-        bad += sh->failures != 0;
-    }
+    for (int k = 0; k < NCASES; k++)
+        bad += run_case(sh, k);
     return bad ? 1 : 0;
 }

@@ -85,14 +85,9 @@ int main(int argc, char **argv)
     if (procs_start(&p, NRANK, run_rank, sh) != 0)
         return 1;
     procs_wait(&p, now_s() + 80);
-    int bad = 0;
-    for (int r = 0; r < NRANK; r++) {
+    for (int r = 0; r < NRANK; r++)
         fputs(sh->log[r], stdout);
-        if (p.hung[r] || !WIFEXITED(p.status[r]) || WEXITSTATUS(p.status[r])) {
-            printf("rank %d: %s\n", r, procs_describe(&p, r));
-            bad = 1;
-        }
-    }
+    int bad = procs_bad_ends(&p, stdout, "") != 0;
     if (bad || sh->failures) {
         printf("FAIL: %s: %d failure(s)\n", sh->backend, sh->failures);
         return 1;

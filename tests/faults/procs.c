@@ -171,3 +171,14 @@ int procs_open(int rank, int size, int port, const char *backend, int timeout_ms
         procs_report(log, cap, failures, "rank %d: init: %s\n", rank, plx_last_error());
     return rc;
 }
+
+int procs_bad_ends(const struct procs *p, FILE *out, const char *prefix)
+{
+    int bad = 0;
+    for (int r = 0; r < p->n; r++)
+        if (p->hung[r] || !WIFEXITED(p->status[r]) || WEXITSTATUS(p->status[r])) {
+            fprintf(out, "%srank %d: %s\n", prefix, r, procs_describe(p, r));
+            bad++;
+        }
+    return bad;
+}

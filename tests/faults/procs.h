@@ -5,6 +5,7 @@
 #define PLEXUS_TEST_PROCS_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define PROCS_MAX 16
@@ -34,6 +35,9 @@ int procs_start(struct procs *p, int n, int (*fn)(int rank, void *arg), void *ar
 void procs_wait(struct procs *p, double deadline);
 /* "exit 0", "signal 9 (Killed)", "hung": for messages. Static storage. */
 const char *procs_describe(const struct procs *p, int r);
+/* Print "PREFIXrank R: how it ended" to out for every child that hung or
+ * did not exit 0; returns how many. */
+int procs_bad_ends(const struct procs *p, FILE *out, const char *prefix);
 /* Append a formatted line to a rank's report (log, cap bytes, in shared
  * memory); with failures non-NULL it also counts one failure there. */
 void procs_report(char *log, size_t cap, int *failures, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
