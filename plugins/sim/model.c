@@ -1,7 +1,8 @@
 /* model.c - the network model: virtual time for sim's point-to-point
  * messages. Each rank keeps a clock that moves only when one of its waits
  * completes; a message costs alpha + beta * bytes on its link (within a host
- * or across hosts), queues behind the sender's earlier messages (the rank's
+ * or across hosts; bytes of a message within a host beyond the cache cost
+ * more), queues behind the sender's earlier messages (the rank's
  * injection bandwidth), behind the host NIC's other traffic when it leaves
  * the host, and behind the receiver's other arrivals; a reduction the core
  * runs costs gamma * bytes on the rank's clock; a host with fewer cores than
@@ -31,6 +32,8 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->wake_ns = (double)plx_plugin_config_int(h, config, "model_wake_latency", 0);
     m->intra_alpha_ns = (double)plx_plugin_config_int(h, config, "model_intra_latency", 0);
     m->intra_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_bandwidth", 0));
+    m->intra_cache_bytes = (double)plx_plugin_config_int(h, config, "model_intra_cache", 0);
+    m->intra_memory_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_memory_bandwidth", 0));
     m->inter_alpha_ns = (double)plx_plugin_config_int(h, config, "model_inter_latency", 0);
     m->inter_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_inter_bandwidth", 0));
     m->inject_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_injection_bandwidth", 0));
@@ -73,6 +76,21 @@ static double stretch(const struct sim_model *m, int slots, int rank)
     return on_host > m->cores_per_host ? (double)on_host / m->cores_per_host : 1.0;
 }
 
+/* The ns a message's bytes take on its link. Within a host both ends copy
+ * them on the CPUs (through the kernel's socket buffers, or a segment's
+ * slots): while a message fits the cache the copies run at cache speed
+ * (beta); bytes beyond the cache stream through memory, each at beta plus
+ * the memory's extra cost. A pipelined algorithm keeps its segments under
+ * the cache; one large message pays for all of it. */
+static double link_ns(const struct sim_model *m, int inter, size_t bytes)
+{
+    double b = (double)bytes;
+    if (inter)
+        return b * m->inter_beta_ns;
+    double beyond = b > m->intra_cache_bytes ? b - m->intra_cache_bytes : 0.0;
+    return b * m->intra_beta_ns + beyond * m->intra_memory_beta_ns;
+}
+
 /* Queues by rank and by host, made on first use (w->mu held): the
  * world's, or, for coroutine ranks, the run's, which all the communicators
  * of a rank share (its links are the same whichever communicator sends). */
@@ -105,8 +123,7 @@ int sim_model_send(struct impl *c, struct sim_req *r)
     int n = queue_slots(c), me = c->model_rank, host = host_of(m, me);
     const struct impl *dst = c->w->members[r->peer];
     int inter = host != host_of(m, dst ? dst->model_rank : r->peer);
-    double beta = inter ? m->inter_beta_ns : m->intra_beta_ns;
-    double occupy = (double)r->bytes * max2(beta, m->inject_beta_ns);
+    double occupy = max2(link_ns(m, inter, r->bytes), (double)r->bytes * m->inject_beta_ns);
     if (!inter)
         occupy *= stretch(m, n, me);
     double depart = max2(r->t_post, QUEUE(q, n, EGRESS, me));
@@ -151,9 +168,8 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     int n = queue_slots(sc), dst = rc ? rc->model_rank : recv->owner, host = host_of(m, dst);
     int inter = host_of(m, sc->model_rank) != host;
     double alpha = inter ? m->inter_alpha_ns : m->intra_alpha_ns;
-    double beta = inter ? m->inter_beta_ns : m->intra_beta_ns;
-    double b = (double)send->bytes, s = inter ? 1.0 : stretch(m, n, dst);
-    double arrive = send->t_depart + (m->yielding_waits ? 1.0 : s) * alpha + s * b * beta;
+    double b = (double)send->bytes, s = inter ? 1.0 : stretch(m, n, dst), copy = link_ns(m, inter, send->bytes);
+    double arrive = send->t_depart + (m->yielding_waits ? 1.0 : s) * alpha + s * copy;
     /* More ranks than cores: a receiver is off the cores (it waited for a
      * peer that was not running, and slept or lost its core) for the share
      * of the time the cores cannot hold it, (ranks - cores) / ranks = 1 - 1/s
@@ -164,7 +180,7 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     if (s > 1.0)
         arrive += m->wake_ns * (1.0 - 1.0 / s);
     /* Arrivals share the receiver's link (and its host's NIC). */
-    arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + s * b * max2(beta, m->inject_beta_ns));
+    arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + s * max2(copy, b * m->inject_beta_ns));
     if (inter) {
         arrive = max2(arrive, QUEUE(q, n, NIC_IN, host) + b * m->inter_beta_ns);
         QUEUE(q, n, NIC_IN, host) = arrive;

@@ -45,6 +45,13 @@ static const struct plx_key keys[] = {
     {"model_intra_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency within a host (alpha)"},
     {"model_intra_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second of a link within a host (1/beta; 0: infinite)"},
+    {"model_intra_cache", PLX_KEY_SIZE, "0", NULL,
+     "Model, with model_intra_memory_bandwidth: the bytes of a message within a host that its copies "
+     "(sender to kernel or segment, then to the receiver) keep in the CPU's cache"},
+    {"model_intra_memory_bandwidth", PLX_KEY_SIZE, "0", NULL,
+     "Model: a message within a host larger than model_intra_cache streams its bytes beyond it through "
+     "memory instead of the cache; each such byte costs 1/this more than model_intra_bandwidth's "
+     "(0: nothing more)"},
     {"model_inter_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency across hosts (alpha)"},
     {"model_inter_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second of a host's NIC, shared by its ranks (0: infinite)"},

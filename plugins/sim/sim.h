@@ -40,6 +40,8 @@ struct sim_model {
     int yielding_waits;   /* time-shared: a waiting rank gives its core up (else it spins on its share) */
     double wake_ns;       /* time-shared: a message's wait for its receiver to be woken and scheduled */
     double intra_alpha_ns, intra_beta_ns; /* within a host: latency, ns per byte */
+    double intra_cache_bytes;  /* within a host: the bytes of a message its copies keep in cache */
+    double intra_memory_beta_ns; /* ... and the ns each byte beyond them costs more (0: none) */
     double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */
     double inject_beta_ns; /* per rank, shared by its messages (0: no limit) */
     double reduce_gamma_ns; /* ns per byte the core reduces on a rank (0: free) */
