@@ -11,6 +11,7 @@
  * time does not depend on the modelled latency. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sim.h"
 
@@ -39,6 +40,8 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->inject_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_injection_bandwidth", 0));
     m->reduce_gamma_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_reduce_bandwidth", 0));
     m->payload = plx_plugin_config_bool(h, config, "model_payload", 1);
+    const char *native = plx_plugin_config_str(h, config, "model_intra_native");
+    m->native_shm = native && !strcmp(native, "shm");
     const char *trace = plx_plugin_config_str(h, config, "model_trace");
     snprintf(m->trace, sizeof m->trace, "%s", trace ? trace : "");
 }
@@ -193,7 +196,7 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
 
 void sim_model_complete(struct impl *c, const struct sim_req *r)
 {
-    if (!c->cfg.model.on || r->is_coll)
+    if (!c->cfg.model.on || (r->is_coll && !r->timed))
         return;
     if (r->t_done > *c->clock_ns)
         *c->clock_ns = r->t_done;
@@ -222,4 +225,60 @@ PLX_BACKEND_EXPORT double plexus_sim_model_clock_ns(void)
 {
     struct sim_fiber *f = sim_fiber_self();
     return f ? *sim_fiber_clock(f) : last_clock_ns;
+}
+
+/* shm's native collectives (plugins/shm/coll.c, its default [shm] keys):
+ * the bytes up to which an allreduce rides the control line, runs in one
+ * phase, and the rounds of one slot, and the pieces it reduces in. */
+enum {
+    SHM_LINE_BYTES = 16,
+    SHM_SMALL_BYTES = 16 << 10,
+    SHM_SLOT_BYTES = 1 << 20,
+    SHM_PIECE_BYTES = 32 << 10
+};
+
+int sim_model_native(const struct sim_model *m, int coll)
+{
+    return m->on && m->native_shm && m->ranks_per_host == 0 &&
+           (coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_ALLGATHER);
+}
+
+/* total bytes copied in pieces of at most piece: each copy a link's cost. */
+static double copies_ns(const struct sim_model *m, double total, double piece)
+{
+    double whole = (double)(size_t)(total / piece);
+    return whole * link_ns(m, 0, (size_t)piece) + link_ns(m, 0, (size_t)(total - whole * piece));
+}
+
+/* Every rank runs the same schedule, so the collective ends its cost after
+ * the last rank arrives. A barrier is one line between the ranks (alpha,
+ * and, time-shared, the wake-up of a rank that waited, as a message's); a
+ * copy within a host costs what a message of its bytes does on the link;
+ * a reduction gamma per byte; all of it CPU work, shared by the host's
+ * ranks (stretch). In shm, a rank copies its input into its slot, a
+ * barrier, then reads the others' slots: an allgather copies each block in
+ * once and all P out, per slot-sized round; an allreduce over
+ * SHM_SMALL_BYTES copies in the others' slices, reduces its own slice (in
+ * pieces: a copy, P - 1 reductions and a copy out), a second barrier, and
+ * copies the others' reduced slices out; up to it, one barrier, and each
+ * rank reduces everything. */
+double sim_model_native_ns(struct impl *c, const struct plx_coll_args *a)
+{
+    const struct sim_model *m = &c->cfg.model;
+    double s = stretch(m, queue_slots(c), c->model_rank), P = c->size;
+    double barrier = (m->yielding_waits ? 1.0 : s) * m->intra_alpha_ns + (s > 1.0 ? m->wake_ns * (1.0 - 1.0 / s) : 0);
+    double bytes = (double)a->count * (double)sim_dtype_size(a->dtype), t = 0;
+    if (a->coll == PLX_COLL_ALLREDUCE && bytes <= SHM_SMALL_BYTES)
+        return barrier + s * (2 * copies_ns(m, bytes, bytes > 0 ? bytes : 1) + (P - 1) * bytes * m->reduce_gamma_ns);
+    for (double off = 0; off < bytes; off += SHM_SLOT_BYTES) {
+        double len = bytes - off < SHM_SLOT_BYTES ? bytes - off : SHM_SLOT_BYTES;
+        if (a->coll == PLX_COLL_ALLGATHER) {
+            t += barrier + s * (P + 1) * link_ns(m, 0, (size_t)len);
+            continue;
+        }
+        double slice = len / P;
+        t += 2 * barrier + s * (2 * (P - 1) * link_ns(m, 0, (size_t)slice) +
+                                2 * copies_ns(m, slice, SHM_PIECE_BYTES) + (P - 1) * slice * m->reduce_gamma_ns);
+    }
+    return t;
 }

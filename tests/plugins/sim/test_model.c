@@ -260,6 +260,68 @@ static void check_two_hosts(void)
     free(j.end_ns);
 }
 
+/* sim.model_intra_native=shm: allreduce and allgather as shm's native
+ * collectives by their schedule (plugins/shm/coll.c), each rank the same.
+ * A barrier costs alpha; a copy of m bytes what a message of m bytes does
+ * (xfer); a reduction gamma per byte. Allreduce up to 16 KiB: its input in,
+ * a barrier, then every input reduced into its output (a copy and P - 1
+ * reductions). Above, per round of 1 MiB (len L): the other P - 1 slices of
+ * L / P in, a barrier, its own slice reduced in 32 KiB pieces (a copy, P - 1
+ * reductions, a copy out), a barrier, the P - 1 reduced slices out.
+ * Allgather per round of up to 1 MiB of each block: its block in, a
+ * barrier, all P blocks out. Time-shared (P > cores): every cost above
+ * times P / cores, a barrier's alpha too (shm spins), plus the wake-up's
+ * share (P - cores) / P per barrier. */
+static double pieces(double total, double piece)
+{
+    double whole = floor(total / piece);
+    return whole * xfer(piece) + xfer(total - whole * piece);
+}
+
+static double native_formula(int coll, int P, double bytes)
+{
+    double share = cores > 0 && P > cores ? (double)P / cores : 1.0;
+    double barrier = share * alpha_ns + (share > 1 ? wake_ns * (1 - 1 / share) : 0), t = 0;
+    if (coll == PLX_COLL_ALLREDUCE && bytes <= 16 << 10)
+        return barrier + share * (2 * xfer(bytes) + (P - 1) * bytes * gamma_ns);
+    for (double off = 0; off < bytes; off += 1 << 20) {
+        double len = bytes - off < (1 << 20) ? bytes - off : 1 << 20, slice = len / P;
+        if (coll == PLX_COLL_ALLGATHER)
+            t += barrier + share * (P + 1) * xfer(len);
+        else
+            t += 2 * barrier + share * (2 * (P - 1) * xfer(slice) + 2 * pieces(slice, 32 << 10) +
+                                        (P - 1) * slice * gamma_ns);
+    }
+    return t;
+}
+
+static void check_native(int coll, int P, size_t count)
+{
+    double bytes = (double)count * 4, want = native_formula(coll, P, bytes);
+    char cores_kv[64], wake_kv[64], cache_kv[64];
+    snprintf(cores_kv, sizeof cores_kv, "sim.model_cores_per_host=%d", cores);
+    snprintf(wake_kv, sizeof wake_kv, "sim.model_wake_latency=%.0fns", wake_ns);
+    snprintf(cache_kv, sizeof cache_kv, "sim.model_intra_cache=%.0f", cache_bytes);
+    const char *ov[] = {"sim.model=true", "sim.model_intra_native=shm", "sim.model_intra_latency=2us",
+                        "sim.model_intra_bandwidth=1G", cores_kv, wake_kv, cache_kv,
+                        mem_ns > 0 ? "sim.model_intra_memory_bandwidth=512M" : "sim.model_intra_memory_bandwidth=0",
+                        gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
+    struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
+    int rc = run_ranks(P, "sim", ov, 60000, run, &j);
+    double got = 0;
+    for (int r = 0; r < P; r++)
+        got = j.end_ns[r] > got ? j.end_ns[r] : got;
+    double err = fabs(got - want) / want;
+    int ok = rc == 0 && j.bad == 0 && err <= 0.02;
+    printf("%s %s shm-native%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
+           ok ? "ok  " : "FAIL", coll == PLX_COLL_ALLREDUCE ? "allreduce" : "allgather", gamma_ns > 0 ? " +gamma" : "",
+           cores > 0 && P > cores ? " time-shared" : "", wake_ns > 0 ? " +wake" : "", mem_ns > 0 ? " +memory" : "", P,
+           bytes, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+    if (!ok)
+        failures++;
+    free(j.end_ns);
+}
+
 /* sim.model_trace: recursive doubling on 4 ranks is 8 messages, each
  * lasting alpha + bytes * beta, the last ending when the op does. */
 static void check_trace(void)
@@ -412,6 +474,30 @@ int main(void)
     gamma_ns = 0;
     wake_ns = 0;
     mem_ns = 0;
+    /* shm's native collectives: one barrier up to 16 KiB, two per 1 MiB
+     * round above; an allgather one per round. */
+    check_native(PLX_COLL_ALLREDUCE, 4, 1024);
+    check_native(PLX_COLL_ALLREDUCE, 2, 2);
+    check_native(PLX_COLL_ALLGATHER, 4, 16);
+    check_native(PLX_COLL_ALLGATHER, 3, 640 << 10); /* 2.5 MiB blocks: three rounds */
+    gamma_ns = 1e9 / (double)(2u << 30);
+    check_native(PLX_COLL_ALLREDUCE, 3, 3 << 18);   /* 3 MiB: three rounds */
+    check_native(PLX_COLL_ALLREDUCE, 5, 8192);      /* 32 KiB: one round, slices of 6.4 KiB */
+    cores = 2;
+    wake_ns = 5000;
+    check_native(PLX_COLL_ALLREDUCE, 4, 1024);
+    check_native(PLX_COLL_ALLREDUCE, 4, 1 << 19);
+    check_native(PLX_COLL_ALLGATHER, 3, 1024);
+    check_native(PLX_COLL_ALLREDUCE, 2, 1 << 19);   /* as many cores as ranks: no sharing */
+    cores = 0;
+    wake_ns = 0;
+    cache_bytes = 256 << 10;
+    mem_ns = 1e9 / (double)(512u << 20);
+    check_native(PLX_COLL_ALLGATHER, 2, 1 << 18);   /* 1 MiB copies: beyond the cache */
+    check_native(PLX_COLL_ALLREDUCE, 2, 1 << 19);   /* slices of 1 MiB copied, pieces of 32 KiB reduced */
+    cache_bytes = 0;
+    mem_ns = 0;
+    gamma_ns = 0;
     dlclose(h);
     return failures ? 1 : 0;
 }
