@@ -23,7 +23,9 @@ For each transport (tcp, shm) on real processes (plexus-run):
      coefficients; the one-way times get
      their own alpha + beta n fit, printed for comparison (the core's
      collectives add their own cost per message);
-  3. write the model as a [sim] drop-in, calib-<transport>.ini in --out,
+  3. write the model as a [sim] drop-in, calib-<transport>.ini in --out
+     (shm's with model_intra_native = shm: its allreduce and allgather are
+     its own, priced by their schedule; tcp's run the core's algorithms),
      with the cores this machine has (os.cpu_count()): 3 and 4 ranks on 2
      cores time-share them, which the model then charges (tcp's waits yield
      the core when oversubscribed: model_yielding_waits; shm's spin first);
@@ -36,7 +38,8 @@ For each transport (tcp, shm) on real processes (plexus-run):
 Rows whose measurement went into the fit are marked "fit"; "held out" rows
 are predictions the fit never saw (the sizes between the fitted ones, and
 every row at other rank counts). Beside each prediction: the previous
-model, fitted the same way without the memory term ("no memory term");
+model, fitted the same way without the memory term and with the core's
+generic algorithms for shm too ("previous model");
 and whether the prediction lies within the samples' interquartile range.
 
     bench/calibrate.py [--build build] [--transports tcp,shm] [--reps 5] [--sample-ms 50] [--quiet-wait S] [--out DIR]
@@ -170,9 +173,12 @@ def nnls(rows, k):
 # How each transport waits for a message with more ranks than cores: tcp yields the core between looks
 # (plugins/tcp/plugin.c spin_yield), shm spins first.
 YIELDING_WAITS = {"tcp": "true", "shm": "false"}
+# shm runs allreduce and allgather as its own native collectives (plugins/shm/coll.c), which the model prices by
+# their schedule; tcp runs the core's generic algorithms, which the model runs over its messages.
+NATIVE = {"tcp": "none", "shm": "shm"}
 
 
-def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, cache, note, cores):
+def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, cache, note, cores, native):
     """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta, gamma or the memory's 0)."""
     alpha_ns, wake_ns = round(alpha_us * 1e3), round(wake_us * 1e3)
     bandwidth = round(1e9 / beta_ns) if beta_ns > 0 else 0
@@ -193,14 +199,15 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, c
                 f"model_intra_bandwidth = {bandwidth}\n"
                 f"model_reduce_bandwidth = {reduce_bw}\n"
                 f"model_intra_cache = {cache}\n"
-                f"model_intra_memory_bandwidth = {memory_bw}\n")
+                f"model_intra_memory_bandwidth = {memory_bw}\n"
+                f"model_intra_native = {native}\n")
 
 
-def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache):
+def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache, native):
     """The model's time is alpha, beta, gamma, the wake-up and the memory's cost per byte beyond the cache times
     what each alone costs on the critical path (exactly so without contention; time-sharing stretches each by the
     same factor in every run): per (coll, ranks, size), plexus-whatif's time with each at one unit (1 us; 1 ns/B),
-    the cache at cache bytes."""
+    the cache at cache bytes, allreduce and allgather native as native says (model_intra_native)."""
     units = [("1000ns", "0", "0", "0ns", "0"), ("0ns", "1000000000", "0", "0ns", "0"),
              ("0ns", "0", "1000000000", "0ns", "0"), ("0ns", "0", "0", "1000ns", "0"),
              ("0ns", "0", "0", "0ns", "1000000000")]
@@ -212,6 +219,7 @@ def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache
                     f"model_reduce_bandwidth = {red}\nmodel_cores_per_host = {cores}\n"
                     f"model_wake_latency = {wake}\n"
                     f"model_intra_cache = {cache}\nmodel_intra_memory_bandwidth = {mem}\n"
+                    f"model_intra_native = {native}\n"
                     f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n")
         for coll in colls:
             for P in rank_counts:
@@ -382,26 +390,29 @@ def main():
             p_alpha, p_beta = fit_alpha_beta(pp[t])
             fits = []
             for cache in CACHES:
-                coef = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, cache)
+                coef = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, cache, NATIVE.get(t, "none"))
                 x, err = fit_model(coef, med, t, fitted, 5)
                 fits.append((err, cache, x))
                 print(f"# {t}: cache {cache} B: fit rows' squared relative error {err:.4f}", flush=True)
             _, cache, (alpha, beta_ns, gamma_ns, wake, mem_ns) = min(fits)
-            old, _ = fit_model(coef, med, t, fitted, 4)
+            # The previous model: the core's generic algorithms over messages, no memory term.
+            old, _ = fit_model(unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, CACHES[0], "none"),
+                               med, t, fitted, 4)
             model = os.path.join(a.out, f"calib-{t}.ini")
             note = (f"fitted to plexus-bench {'/'.join(colls)} at {'/'.join(map(str, fit_at))} ranks, medians of "
                     f"{reps} interleaved repetition(s), sizes {', '.join(str(n) for n in sorted(fit_sizes))}; "
                     f"load average {load[0]:.1f} at the start; "
                     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-            write_model(model, t, alpha, beta_ns, gamma_ns, wake, mem_ns, cache, note, a.cores)
+            write_model(model, t, alpha, beta_ns, gamma_ns, wake, mem_ns, cache, note, a.cores, NATIVE.get(t, "none"))
             prev = os.path.join(tmp, f"prev-{t}.ini")
-            write_model(prev, t, *old[:4], 0.0, 0, "the previous fit: no memory term", a.cores)
+            write_model(prev, t, *old[:4], 0.0, 0, "the previous fit: generic algorithms, no memory term", a.cores,
+                        "none")
             tuning = os.path.join(a.out, f"tuning-{t}.txt")
             b.emit_tuning(model, rank_counts, sizes, tuning)
             print(f"\n## {t}: alpha {alpha:.2f} us, beta {beta_ns:.4f} ns/B "
                   f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B, "
                   f"wake-up {wake:.2f} us, memory {mem_ns:.4f} ns/B beyond {cache} B -> {model}, tuner table {tuning}")
-            print(f"(previous model, no memory term: alpha {old[0]:.2f} us, beta {old[1]:.4f} ns/B, gamma {old[2]:.4f} ns/B, "
+            print(f"(previous model, generic algorithms, no memory term: alpha {old[0]:.2f} us, beta {old[1]:.4f} ns/B, gamma {old[2]:.4f} ns/B, "
                   f"wake-up {old[3]:.2f} us)")
             print(f"(point-to-point alone, calib_pingpong: alpha {p_alpha:.2f} us, beta {p_beta * 1e3:.4f} ns/B)")
             print("\n| one-way, 2 ranks | size (B) | measured (us) | samples min..max (us) | ping-pong fit (us) | error |\n"
@@ -411,7 +422,7 @@ def main():
                 print(f"| {t} | {n} | {pp[t][n]:.2f} | {min(v):.2f}..{max(v):.2f} | {f:.2f} | "
                       f"{100 * (f - pp[t][n]) / pp[t][n]:+.1f}% |")
             print("\n| collective | ranks | size (B) | measured median (us) | samples q1..q3, min..max (us) | "
-                  "predicted (us) | error | in IQR | | no memory term (us) | error | |\n"
+                  "predicted (us) | error | in IQR | | previous model (us) | error | |\n"
                   "|---|---|---|---|---|---|---|---|---|---|---|---|")
             for coll in colls:
                 for P in rank_counts:
@@ -436,8 +447,8 @@ def main():
         if not a.quick:
             print("\n| model | transport | ranks | rows | within 20% | in the samples' IQR | worst error |\n"
                   "|---|---|---|---|---|---|---|")
-            for name, label in (("new", "fitted at " + "+".join(map(str, fit_at)) + " ranks, memory term"),
-                                ("prev", "the same, no memory term")):
+            for name, label in (("new", "fitted at " + "+".join(map(str, fit_at)) + " ranks, memory term, shm native"),
+                                ("prev", "the previous model (generic algorithms, no memory term)")):
                 for t in transports:
                     for P in rank_counts:
                         for r in ("fit", "held out"):

@@ -251,8 +251,11 @@ static double copies_ns(const struct sim_model *m, double total, double piece)
 }
 
 /* Every rank runs the same schedule, so the collective ends its cost after
- * the last rank arrives. A barrier is one line between the ranks (alpha,
- * and, time-shared, the wake-up of a rank that waited, as a message's); a
+ * the last rank arrives. A barrier is one line between the ranks (alpha);
+ * time-shared, it also waits for every rank that is off the cores: where a
+ * message needs its one receiver, off them (ranks - cores) / ranks of the
+ * time, a barrier needs all ranks - cores of those, switched back in as
+ * many at a time as there are cores: (ranks - cores) / cores wake-ups. A
  * copy within a host costs what a message of its bytes does on the link;
  * a reduction gamma per byte; all of it CPU work, shared by the host's
  * ranks (stretch). In shm, a rank copies its input into its slot, a
@@ -266,7 +269,7 @@ double sim_model_native_ns(struct impl *c, const struct plx_coll_args *a)
 {
     const struct sim_model *m = &c->cfg.model;
     double s = stretch(m, queue_slots(c), c->model_rank), P = c->size;
-    double barrier = (m->yielding_waits ? 1.0 : s) * m->intra_alpha_ns + (s > 1.0 ? m->wake_ns * (1.0 - 1.0 / s) : 0);
+    double barrier = (m->yielding_waits ? 1.0 : s) * m->intra_alpha_ns + (s > 1.0 ? m->wake_ns * (s - 1.0) : 0);
     double bytes = (double)a->count * (double)sim_dtype_size(a->dtype), t = 0;
     if (a->coll == PLX_COLL_ALLREDUCE && bytes <= SHM_SMALL_BYTES)
         return barrier + s * (2 * copies_ns(m, bytes, bytes > 0 ? bytes : 1) + (P - 1) * bytes * m->reduce_gamma_ns);

@@ -270,8 +270,9 @@ static void check_two_hosts(void)
  * reductions, a copy out), a barrier, the P - 1 reduced slices out.
  * Allgather per round of up to 1 MiB of each block: its block in, a
  * barrier, all P blocks out. Time-shared (P > cores): every cost above
- * times P / cores, a barrier's alpha too (shm spins), plus the wake-up's
- * share (P - cores) / P per barrier. */
+ * times P / cores, a barrier's alpha too (shm spins), plus per barrier a
+ * wake-up for each of the P - cores ranks off the cores, cores at a time:
+ * (P - cores) / cores of it (a message waits for one receiver alone). */
 static double pieces(double total, double piece)
 {
     double whole = floor(total / piece);
@@ -281,7 +282,7 @@ static double pieces(double total, double piece)
 static double native_formula(int coll, int P, double bytes)
 {
     double share = cores > 0 && P > cores ? (double)P / cores : 1.0;
-    double barrier = share * alpha_ns + (share > 1 ? wake_ns * (1 - 1 / share) : 0), t = 0;
+    double barrier = share * alpha_ns + (share > 1 ? wake_ns * (share - 1) : 0), t = 0;
     if (coll == PLX_COLL_ALLREDUCE && bytes <= 16 << 10)
         return barrier + share * (2 * xfer(bytes) + (P - 1) * bytes * gamma_ns);
     for (double off = 0; off < bytes; off += 1 << 20) {
