@@ -237,10 +237,11 @@ enum {
     SHM_PIECE_BYTES = 32 << 10
 };
 
-int sim_model_native(const struct sim_model *m, int coll)
+int sim_model_native(const struct impl *c, int coll)
 {
-    return m->on && m->native_shm && m->ranks_per_host == 0 &&
-           (coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_ALLGATHER);
+    const struct sim_model *m = &c->cfg.model;
+    int one_host = m->ranks_per_host == 0 || m->ranks_per_host >= queue_slots(c);
+    return m->on && m->native_shm && one_host && (coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_ALLGATHER);
 }
 
 /* total bytes copied in pieces of at most piece: each copy a link's cost. */

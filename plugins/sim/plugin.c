@@ -61,7 +61,7 @@ static const struct plx_key keys[] = {
      "Model: bytes per second one rank reduces in the core's generic algorithms (1/gamma, charged to the "
      "rank's clock per reduction; 0: reductions take no time)"},
     {"model_intra_native", PLX_KEY_ENUM, "none", "none|shm",
-     "Model, on one host (model_ranks_per_host 0): none: every collective runs the core's generic algorithms "
+     "Model, where every rank is on one host: none: every collective runs the core's generic algorithms "
      "over the modelled messages; shm: allreduce and allgather run as plexus's shm transport runs them "
      "natively, through its slots (1 MiB rounds; a barrier per round, two for an allreduce over 16 KiB; "
      "every byte copied in and out), priced from that schedule with the same latency (per barrier), "
@@ -131,8 +131,8 @@ static int get_caps(void *comm, struct plx_caps *out)
     if (c && !c->cfg.native)
         caps.collectives = 0;
     if (c && c->cfg.model.on)
-        caps.collectives = (sim_model_native(&c->cfg.model, PLX_COLL_ALLREDUCE) ? PLX_BIT(PLX_COLL_ALLREDUCE) : 0) |
-                           (sim_model_native(&c->cfg.model, PLX_COLL_ALLGATHER) ? PLX_BIT(PLX_COLL_ALLGATHER) : 0);
+        caps.collectives = (sim_model_native(c, PLX_COLL_ALLREDUCE) ? PLX_BIT(PLX_COLL_ALLREDUCE) : 0) |
+                           (sim_model_native(c, PLX_COLL_ALLGATHER) ? PLX_BIT(PLX_COLL_ALLGATHER) : 0);
     /* Shrink and grow rebuild through the job's store under new keys, a new
      * world; coroutine ranks cannot, as the survivors' agreement sleeps and
      * runs a heartbeat thread, which would block their only thread. The

@@ -216,8 +216,9 @@ void sim_model_charge_reduce(void *comm, size_t bytes);
 /* With model_intra_native = shm: the virtual ns shm's native allreduce or
  * allgather takes by its schedule, from the last rank's arrival. */
 double sim_model_native_ns(struct impl *c, const struct plx_coll_args *a);
-/* Whether the model runs a as a native collective (w->mu not needed). */
-int sim_model_native(const struct sim_model *m, int coll);
+/* Whether the model runs coll on c as a native collective: shm's, where
+ * every rank of the run is on one host. */
+int sim_model_native(const struct impl *c, int coll);
 
 /* native.c: the model's native collective a on c, completed in *req by
  * the last rank to arrive. */
