@@ -92,7 +92,12 @@ int sim_native_model(struct impl *c, const struct plx_coll_args *a, void **req)
                 snprintf(q->err, sizeof q->err, "%s", sim_last_error());
             q->done = 1;
             w->native_reqs[s] = NULL;
-            if (m && m != c) {
+            if (q->freed) { /* its rank gave up waiting (a timeout) and the core let it go */
+                if (m)
+                    sim_req_release_locked(m, q);
+                else
+                    free(q);
+            } else if (m && m != c) {
                 pthread_cond_broadcast(&m->cv);
                 if (m->fiber)
                     sim_fiber_wake(m->fiber, end);
