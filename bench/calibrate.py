@@ -32,8 +32,8 @@ For each transport (tcp, shm) on real processes (plexus-run):
   4. predict every measured collective with plexus-whatif --model and print
      predicted against measured, with the error;
   5. write tuning-<transport>.txt, the model's fastest allreduce algorithm
-     by size at each rank count (plexus-whatif --emit-tuning), for
-     [core] tuner.
+     by size at each rank count (plexus-whatif --emit-tuning, over the
+     core's generic algorithms, for shm too), for [core] tuner.
 
 Rows whose measurement went into the fit are marked "fit"; "held out" rows
 are predictions the fit never saw (the sizes between the fitted ones, and
@@ -408,7 +408,11 @@ def main():
             write_model(prev, t, *old[:4], 0.0, 0, "the previous fit: generic algorithms, no memory term", a.cores,
                         "none")
             tuning = os.path.join(a.out, f"tuning-{t}.txt")
-            b.emit_tuning(model, rank_counts, sizes, tuning)
+            # The tuner picks among the core's generic algorithms: time them as such, even where the transport's
+            # own collectives run instead (shm).
+            generic = os.path.join(tmp, f"generic-{t}.ini")
+            write_model(generic, t, alpha, beta_ns, gamma_ns, wake, mem_ns, cache, note, a.cores, "none")
+            b.emit_tuning(generic, rank_counts, sizes, tuning)
             print(f"\n## {t}: alpha {alpha:.2f} us, beta {beta_ns:.4f} ns/B "
                   f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B, "
                   f"wake-up {wake:.2f} us, memory {mem_ns:.4f} ns/B beyond {cache} B -> {model}, tuner table {tuning}")
