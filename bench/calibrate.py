@@ -9,33 +9,38 @@ For each transport (tcp, shm) on real processes (plexus-run):
      runs enough operations to last about --sample-ms (from the row's
      previous sample), so a microsecond op is a mean over tens of
      thousands, not a few milliseconds that one preemption doubles;
-  2. fit: alpha, beta, gamma and the wake-up (a message's latency and ns
-     per byte, the ns per byte a rank reduces, and what a message within a
-     host with more ranks than cores waits for its receiver to be woken and
-     switched in) to the collectives at --fit-ranks (default 2 and 4),
-     every other size (8 B, 4 KiB, 2 MiB ..: the sizes between are held
-     out, and so is every row at the other rank counts: 3), least squares
-     in relative error with none negative. The model's time is linear in
-     the four where nothing contends, so four plexus-whatif runs with one
-     unit of each give every row's coefficients; the one-way times get
+  2. fit: alpha, beta, gamma, the wake-up and the memory (a message's
+     latency and ns per byte, the ns per byte a rank reduces, what a
+     message within a host with more ranks than cores waits for its
+     receiver to be woken and switched in, and the ns more each byte of a
+     message beyond the cache costs) to the collectives at --fit-ranks
+     (default 2 and 4), every other size (8 B, 4 KiB, 2 MiB ..: the sizes
+     between are held out, and so is every row at the other rank counts:
+     3), least squares in relative error with none negative, for each
+     cache size of CACHES; the cache whose fit rows fit best is kept. The
+     model's time is linear in the five where nothing contends, so five
+     plexus-whatif runs with one unit of each give every row's
+     coefficients; the one-way times get
      their own alpha + beta n fit, printed for comparison (the core's
      collectives add their own cost per message);
-  3. write the model as a [sim] drop-in, calib-<transport>.ini in --out,
+  3. write the model as a [sim] drop-in, calib-<transport>.ini in --out
+     (shm's with model_intra_native = shm: its allreduce and allgather are
+     its own, priced by their schedule; tcp's run the core's algorithms),
      with the cores this machine has (os.cpu_count()): 3 and 4 ranks on 2
      cores time-share them, which the model then charges (tcp's waits yield
      the core when oversubscribed: model_yielding_waits; shm's spin first);
   4. predict every measured collective with plexus-whatif --model and print
      predicted against measured, with the error;
   5. write tuning-<transport>.txt, the model's fastest allreduce algorithm
-     by size at each rank count (plexus-whatif --emit-tuning), for
-     [core] tuner.
+     by size at each rank count (plexus-whatif --emit-tuning, over the
+     core's generic algorithms, for shm too), for [core] tuner.
 
 Rows whose measurement went into the fit are marked "fit"; "held out" rows
 are predictions the fit never saw (the sizes between the fitted ones, and
 every row at other rank counts). Beside each prediction: the previous
-model, alpha, beta and gamma fitted the same way at 2 ranks alone, with no
-wake-up ("2-rank fit, no wake"); and whether the prediction lies within the
-samples' interquartile range.
+model, fitted the same way without the memory term and with the core's
+generic algorithms for shm too ("previous model");
+and whether the prediction lies within the samples' interquartile range.
 
     bench/calibrate.py [--build build] [--transports tcp,shm] [--reps 5] [--sample-ms 50] [--quiet-wait S] [--out DIR]
     bench/calibrate.py --quick ...   one repetition, 2 ranks, small sizes (for the test)
@@ -168,17 +173,22 @@ def nnls(rows, k):
 # How each transport waits for a message with more ranks than cores: tcp yields the core between looks
 # (plugins/tcp/plugin.c spin_yield), shm spins first.
 YIELDING_WAITS = {"tcp": "true", "shm": "false"}
+# shm runs allreduce and allgather as its own native collectives (plugins/shm/coll.c), which the model prices by
+# their schedule; tcp runs the core's generic algorithms, which the model runs over its messages.
+NATIVE = {"tcp": "none", "shm": "shm"}
 
 
-def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, note, cores):
-    """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta or gamma 0)."""
+def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, cache, note, cores, native):
+    """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta, gamma or the memory's 0)."""
     alpha_ns, wake_ns = round(alpha_us * 1e3), round(wake_us * 1e3)
     bandwidth = round(1e9 / beta_ns) if beta_ns > 0 else 0
     reduce_bw = round(1e9 / gamma_ns) if gamma_ns > 0 else 0
+    memory_bw = round(1e9 / mem_ns) if mem_ns > 0 else 0
     with open(path, "w") as f:
         f.write(f"# sim's network model of {transport} on {socket.gethostname()}, written by bench/calibrate.py\n"
                 f"# {note}\n"
-                f"# alpha {alpha_us:.3f} us, beta {beta_ns:.4f} ns/B, gamma {gamma_ns:.4f} ns/B, wake-up {wake_us:.3f} us\n"
+                f"# alpha {alpha_us:.3f} us, beta {beta_ns:.4f} ns/B, gamma {gamma_ns:.4f} ns/B, wake-up {wake_us:.3f} us, "
+                f"memory {mem_ns:.4f} ns/B beyond {cache} B\n"
                 "[sim]\n"
                 "model = true\n"
                 "model_ranks_per_host = 0\n"
@@ -187,22 +197,29 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, note, cor
                 f"model_wake_latency = {wake_ns}ns\n"
                 f"model_intra_latency = {alpha_ns}ns\n"
                 f"model_intra_bandwidth = {bandwidth}\n"
-                f"model_reduce_bandwidth = {reduce_bw}\n")
+                f"model_reduce_bandwidth = {reduce_bw}\n"
+                f"model_intra_cache = {cache}\n"
+                f"model_intra_memory_bandwidth = {memory_bw}\n"
+                f"model_intra_native = {native}\n")
 
 
-def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport):
-    """The model's time is alpha, beta, gamma and the wake-up times what each alone costs on the critical path
-    (exactly so without contention; time-sharing stretches each by the same factor in every run): per (coll,
-    ranks, size), plexus-whatif's time with each at one unit (1 us; 1 ns/B)."""
-    units = [("1000ns", "0", "0", "0ns"), ("0ns", "1000000000", "0", "0ns"), ("0ns", "0", "1000000000", "0ns"),
-             ("0ns", "0", "0", "1000ns")]
+def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache, native):
+    """The model's time is alpha, beta, gamma, the wake-up and the memory's cost per byte beyond the cache times
+    what each alone costs on the critical path (exactly so without contention; time-sharing stretches each by the
+    same factor in every run): per (coll, ranks, size), plexus-whatif's time with each at one unit (1 us; 1 ns/B),
+    the cache at cache bytes, allreduce and allgather native as native says (model_intra_native)."""
+    units = [("1000ns", "0", "0", "0ns", "0"), ("0ns", "1000000000", "0", "0ns", "0"),
+             ("0ns", "0", "1000000000", "0ns", "0"), ("0ns", "0", "0", "1000ns", "0"),
+             ("0ns", "0", "0", "0ns", "1000000000")]
     coef = {}
-    for u, (lat, bw, red, wake) in enumerate(units):
+    for u, (lat, bw, red, wake, mem) in enumerate(units):
         model = os.path.join(tmp, f"unit{u}.ini")
         with open(model, "w") as f:
             f.write(f"[sim]\nmodel = true\nmodel_intra_latency = {lat}\nmodel_intra_bandwidth = {bw}\n"
                     f"model_reduce_bandwidth = {red}\nmodel_cores_per_host = {cores}\n"
                     f"model_wake_latency = {wake}\n"
+                    f"model_intra_cache = {cache}\nmodel_intra_memory_bandwidth = {mem}\n"
+                    f"model_intra_native = {native}\n"
                     f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n")
         for coll in colls:
             for P in rank_counts:
@@ -279,12 +296,17 @@ def within_iqr(p, samples):
     return q1 <= p <= q3
 
 
-def fit_model(b, tmp, coef, med, t, fitted, with_wake):
-    """alpha (us), beta (ns/B), gamma (ns/B), wake-up (us) fitted to the fitted rows of transport t."""
-    k = 4 if with_wake else 3
+def fit_model(coef, med, t, fitted, k):
+    """The first k of alpha (us), beta (ns/B), gamma (ns/B), wake-up (us), memory (ns/B beyond the cache) fitted to
+    the fitted rows of transport t (the rest 0), and the fit's sum of squared relative errors."""
     rows = [(coef[(coll, P, n)][:k], m) for (tt, coll, P, n), m in med.items() if tt == t and fitted(P, n)]
     x = nnls(rows, k)
-    return x + [0.0] * (4 - k)
+    err = sum(((sum(ci * xi for ci, xi in zip(c, x)) - m) / m) ** 2 for c, m in rows)
+    return x + [0.0] * (5 - k), err
+
+
+# The cache sizes the fit tries for model_intra_cache: it keeps the one whose fit rows fit best.
+CACHES = [32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20]
 
 
 def main():
@@ -362,30 +384,40 @@ def main():
         def fitted(P, n):
             return P in fit_ranks and n in fit_sizes
 
-        def fitted_2(P, n):
-            return P == 2 and n in fit_sizes
-
         # count[(model, P, fit or held)] = [rows, within 20%, in the IQR]
         count, worst, spreads = {}, {}, []
         for t in transports:
             p_alpha, p_beta = fit_alpha_beta(pp[t])
-            coef = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t)
-            alpha, beta_ns, gamma_ns, wake = fit_model(b, tmp, coef, med, t, fitted, True)
-            old = fit_model(b, tmp, coef, med, t, fitted_2, False)
+            fits = []
+            for cache in CACHES:
+                coef = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, cache, NATIVE.get(t, "none"))
+                x, err = fit_model(coef, med, t, fitted, 5)
+                fits.append((err, cache, x))
+                print(f"# {t}: cache {cache} B: fit rows' squared relative error {err:.4f}", flush=True)
+            _, cache, (alpha, beta_ns, gamma_ns, wake, mem_ns) = min(fits)
+            # The previous model: the core's generic algorithms over messages, no memory term.
+            old, _ = fit_model(unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, CACHES[0], "none"),
+                               med, t, fitted, 4)
             model = os.path.join(a.out, f"calib-{t}.ini")
             note = (f"fitted to plexus-bench {'/'.join(colls)} at {'/'.join(map(str, fit_at))} ranks, medians of "
                     f"{reps} interleaved repetition(s), sizes {', '.join(str(n) for n in sorted(fit_sizes))}; "
                     f"load average {load[0]:.1f} at the start; "
                     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-            write_model(model, t, alpha, beta_ns, gamma_ns, wake, note, a.cores)
+            write_model(model, t, alpha, beta_ns, gamma_ns, wake, mem_ns, cache, note, a.cores, NATIVE.get(t, "none"))
             prev = os.path.join(tmp, f"prev-{t}.ini")
-            write_model(prev, t, *old, "the previous fit: 2 ranks, no wake-up", a.cores)
+            write_model(prev, t, *old[:4], 0.0, 0, "the previous fit: generic algorithms, no memory term", a.cores,
+                        "none")
             tuning = os.path.join(a.out, f"tuning-{t}.txt")
-            b.emit_tuning(model, rank_counts, sizes, tuning)
+            # The tuner picks among the core's generic algorithms: time them as such, even where the transport's
+            # own collectives run instead (shm).
+            generic = os.path.join(tmp, f"generic-{t}.ini")
+            write_model(generic, t, alpha, beta_ns, gamma_ns, wake, mem_ns, cache, note, a.cores, "none")
+            b.emit_tuning(generic, rank_counts, sizes, tuning)
             print(f"\n## {t}: alpha {alpha:.2f} us, beta {beta_ns:.4f} ns/B "
                   f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B, "
-                  f"wake-up {wake:.2f} us -> {model}, tuner table {tuning}")
-            print(f"(2-rank fit, no wake: alpha {old[0]:.2f} us, beta {old[1]:.4f} ns/B, gamma {old[2]:.4f} ns/B)")
+                  f"wake-up {wake:.2f} us, memory {mem_ns:.4f} ns/B beyond {cache} B -> {model}, tuner table {tuning}")
+            print(f"(previous model, generic algorithms, no memory term: alpha {old[0]:.2f} us, beta {old[1]:.4f} ns/B, gamma {old[2]:.4f} ns/B, "
+                  f"wake-up {old[3]:.2f} us)")
             print(f"(point-to-point alone, calib_pingpong: alpha {p_alpha:.2f} us, beta {p_beta * 1e3:.4f} ns/B)")
             print("\n| one-way, 2 ranks | size (B) | measured (us) | samples min..max (us) | ping-pong fit (us) | error |\n"
                   "|---|---|---|---|---|---|")
@@ -394,7 +426,7 @@ def main():
                 print(f"| {t} | {n} | {pp[t][n]:.2f} | {min(v):.2f}..{max(v):.2f} | {f:.2f} | "
                       f"{100 * (f - pp[t][n]) / pp[t][n]:+.1f}% |")
             print("\n| collective | ranks | size (B) | measured median (us) | samples q1..q3, min..max (us) | "
-                  "predicted (us) | error | in IQR | | 2-rank fit, no wake (us) | error | |\n"
+                  "predicted (us) | error | in IQR | | previous model (us) | error | |\n"
                   "|---|---|---|---|---|---|---|---|---|---|---|---|")
             for coll in colls:
                 for P in rank_counts:
@@ -406,7 +438,7 @@ def main():
                         spreads.append((max(v) - min(v)) / m)
                         q1, _, q3 = statistics.quantiles(v, n=4, method="inclusive") if len(v) > 1 else (m, m, m)
                         role = "fit" if fitted(P, n) else "held out"
-                        prev_role = "fit" if fitted_2(P, n) else "held out"
+                        prev_role = role
                         for name, r, e, pr in (("new", role, err, p), ("prev", prev_role, qerr, q)):
                             c = count.setdefault((name, t, P, r), [0, 0, 0])
                             c[0] += 1
@@ -419,8 +451,8 @@ def main():
         if not a.quick:
             print("\n| model | transport | ranks | rows | within 20% | in the samples' IQR | worst error |\n"
                   "|---|---|---|---|---|---|---|")
-            for name, label in (("new", "fitted at " + "+".join(map(str, fit_at)) + " ranks, wake-up"),
-                                ("prev", "fitted at 2 ranks, no wake-up")):
+            for name, label in (("new", "fitted at " + "+".join(map(str, fit_at)) + " ranks, memory term, shm native"),
+                                ("prev", "the previous model (generic algorithms, no memory term)")):
                 for t in transports:
                     for P in rank_counts:
                         for r in ("fit", "held out"):

@@ -25,15 +25,17 @@
 
 #include "plexus/plexus.h"
 
-enum { MAX_ALGOS = 8, N_MODEL_KEYS = 8 };
+enum { MAX_ALGOS = 8, N_MODEL_KEYS = 11 };
 #define RANK_STACK ((size_t)256 << 10)
 
 /* The model's keys and their defaults without --model; given[i]: on the
  * command line, so it overrides the model file too. */
 static const char *const MODEL_KEYS[N_MODEL_KEYS] = {
     "model_ranks_per_host", "model_intra_latency", "model_intra_bandwidth", "model_inter_latency",
-    "model_inter_bandwidth", "model_injection_bandwidth", "model_cores_per_host", "model_wake_latency"};
-enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW, K_CORES, K_WAKE };
+    "model_inter_bandwidth", "model_injection_bandwidth", "model_cores_per_host", "model_wake_latency",
+    "model_intra_cache", "model_intra_memory_bandwidth", "model_intra_native"};
+enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW, K_CORES, K_WAKE, K_CACHE, K_MEMORY,
+       K_NATIVE };
 
 struct opts {
     int ranks, hosts, allgather;
@@ -46,7 +48,7 @@ struct opts {
     int nalgo;
 };
 static struct opts O = {.ranks = 1024, .hosts = 1, .minb = 8, .maxb = 64u << 20, .factor = 2,
-                        .val = {NULL, "1us", "50G", "5us", "12G", "0", "0", "0ns"},
+                        .val = {NULL, "1us", "50G", "5us", "12G", "0", "0", "0ns", "0", "0", "none"},
                         .algos = {"ring", "recdbl", "tree", "rabenseifner"}, .nalgo = 4};
 static double (*model_clock)(void);
 
@@ -197,6 +199,10 @@ static void usage(FILE *f)
                "  --cores-per-host C      a host's cores, time-shared by more ranks (default 0: unlimited)\n"
                "  --wake-latency T        with more ranks than cores, a message's wait for its receiver to be\n"
                "                          woken and switched in (default 0)\n"
+               "  --intra-cache B          a message within a host up to B bytes is copied in cache (default 0)\n"
+               "  --intra-memory-bandwidth B/s  ... and its bytes beyond B cost 1/this each more (default 0: none)\n"
+               "  --intra-native none|shm  one host: allreduce and allgather as shm runs them natively (default\n"
+               "                          none: the core's algorithms over messages)\n"
                "  --reduce-bandwidth B/s  bytes a rank reduces per second (gamma; default: the model's, 0)\n"
                "  -b, --minbytes SIZE     smallest allreduce (default 8)\n"
                "  -e, --maxbytes SIZE     largest (default 64M)\n"
@@ -242,7 +248,8 @@ static int parse_args(int argc, char **argv)
         {"csv", 1, 0, 'C'},           {"help", 0, 0, 'h'},            {"model", 1, 0, 'M'},
         {"coll", 1, 0, 'c'},          {"algos", 1, 0, 'g'},           {"reduce-bandwidth", 1, 0, 'G'},
         {"stepfactor", 1, 0, 'f'},    {"cores-per-host", 1, 0, 'K'}, {"emit-tuning", 1, 0, 'T'},
-        {"wake-latency", 1, 0, 'L'},
+        {"wake-latency", 1, 0, 'L'},  {"intra-cache", 1, 0, 'X'},   {"intra-memory-bandwidth", 1, 0, 'Y'},
+        {"intra-native", 1, 0, 'N'},
         {0, 0, 0, 0},
     };
     int ch, hosts_given = 0;
@@ -257,6 +264,9 @@ static int parse_args(int argc, char **argv)
         case 'J': set_key(K_INJECT_BW, optarg); break;
         case 'K': set_key(K_CORES, optarg); break;
         case 'L': set_key(K_WAKE, optarg); break;
+        case 'X': set_key(K_CACHE, optarg); break;
+        case 'Y': set_key(K_MEMORY, optarg); break;
+        case 'N': set_key(K_NATIVE, optarg); break;
         case 'T': O.tuning = optarg; break;
         case 'G': O.reduce_bw = optarg; break;
         case 'b': O.minb = parse_size(optarg); break;
@@ -330,7 +340,7 @@ static void print_header(const char *coll)
         printf("# plexus-whatif: %d ranks; model %s%s\n", O.ranks, O.model,
                O.given[K_RPH] || O.given[K_INTRA_LAT] || O.given[K_INTRA_BW] || O.given[K_INTER_LAT] ||
                        O.given[K_INTER_BW] || O.given[K_INJECT_BW] || O.given[K_CORES] || O.given[K_WAKE] ||
-                       O.reduce_bw
+                       O.given[K_CACHE] || O.given[K_MEMORY] || O.given[K_NATIVE] || O.reduce_bw
                    ? " with the options given over it"
                    : "");
     else

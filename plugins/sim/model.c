@@ -1,7 +1,8 @@
 /* model.c - the network model: virtual time for sim's point-to-point
  * messages. Each rank keeps a clock that moves only when one of its waits
  * completes; a message costs alpha + beta * bytes on its link (within a host
- * or across hosts), queues behind the sender's earlier messages (the rank's
+ * or across hosts; bytes of a message within a host beyond the cache cost
+ * more), queues behind the sender's earlier messages (the rank's
  * injection bandwidth), behind the host NIC's other traffic when it leaves
  * the host, and behind the receiver's other arrivals; a reduction the core
  * runs costs gamma * bytes on the rank's clock; a host with fewer cores than
@@ -10,6 +11,7 @@
  * time does not depend on the modelled latency. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sim.h"
 
@@ -31,11 +33,15 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->wake_ns = (double)plx_plugin_config_int(h, config, "model_wake_latency", 0);
     m->intra_alpha_ns = (double)plx_plugin_config_int(h, config, "model_intra_latency", 0);
     m->intra_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_bandwidth", 0));
+    m->intra_cache_bytes = (double)plx_plugin_config_int(h, config, "model_intra_cache", 0);
+    m->intra_memory_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_memory_bandwidth", 0));
     m->inter_alpha_ns = (double)plx_plugin_config_int(h, config, "model_inter_latency", 0);
     m->inter_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_inter_bandwidth", 0));
     m->inject_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_injection_bandwidth", 0));
     m->reduce_gamma_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_reduce_bandwidth", 0));
     m->payload = plx_plugin_config_bool(h, config, "model_payload", 1);
+    const char *native = plx_plugin_config_str(h, config, "model_intra_native");
+    m->native_shm = native && !strcmp(native, "shm");
     const char *trace = plx_plugin_config_str(h, config, "model_trace");
     snprintf(m->trace, sizeof m->trace, "%s", trace ? trace : "");
 }
@@ -73,6 +79,21 @@ static double stretch(const struct sim_model *m, int slots, int rank)
     return on_host > m->cores_per_host ? (double)on_host / m->cores_per_host : 1.0;
 }
 
+/* The ns a message's bytes take on its link. Within a host both ends copy
+ * them on the CPUs (through the kernel's socket buffers, or a segment's
+ * slots): while a message fits the cache the copies run at cache speed
+ * (beta); bytes beyond the cache stream through memory, each at beta plus
+ * the memory's extra cost. A pipelined algorithm keeps its segments under
+ * the cache; one large message pays for all of it. */
+static double link_ns(const struct sim_model *m, int inter, size_t bytes)
+{
+    double b = (double)bytes;
+    if (inter)
+        return b * m->inter_beta_ns;
+    double beyond = b > m->intra_cache_bytes ? b - m->intra_cache_bytes : 0.0;
+    return b * m->intra_beta_ns + beyond * m->intra_memory_beta_ns;
+}
+
 /* Queues by rank and by host, made on first use (w->mu held): the
  * world's, or, for coroutine ranks, the run's, which all the communicators
  * of a rank share (its links are the same whichever communicator sends). */
@@ -105,8 +126,7 @@ int sim_model_send(struct impl *c, struct sim_req *r)
     int n = queue_slots(c), me = c->model_rank, host = host_of(m, me);
     const struct impl *dst = c->w->members[r->peer];
     int inter = host != host_of(m, dst ? dst->model_rank : r->peer);
-    double beta = inter ? m->inter_beta_ns : m->intra_beta_ns;
-    double occupy = (double)r->bytes * max2(beta, m->inject_beta_ns);
+    double occupy = max2(link_ns(m, inter, r->bytes), (double)r->bytes * m->inject_beta_ns);
     if (!inter)
         occupy *= stretch(m, n, me);
     double depart = max2(r->t_post, QUEUE(q, n, EGRESS, me));
@@ -151,9 +171,8 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     int n = queue_slots(sc), dst = rc ? rc->model_rank : recv->owner, host = host_of(m, dst);
     int inter = host_of(m, sc->model_rank) != host;
     double alpha = inter ? m->inter_alpha_ns : m->intra_alpha_ns;
-    double beta = inter ? m->inter_beta_ns : m->intra_beta_ns;
-    double b = (double)send->bytes, s = inter ? 1.0 : stretch(m, n, dst);
-    double arrive = send->t_depart + (m->yielding_waits ? 1.0 : s) * alpha + s * b * beta;
+    double b = (double)send->bytes, s = inter ? 1.0 : stretch(m, n, dst), copy = link_ns(m, inter, send->bytes);
+    double arrive = send->t_depart + (m->yielding_waits ? 1.0 : s) * alpha + s * copy;
     /* More ranks than cores: a receiver is off the cores (it waited for a
      * peer that was not running, and slept or lost its core) for the share
      * of the time the cores cannot hold it, (ranks - cores) / ranks = 1 - 1/s
@@ -164,7 +183,7 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     if (s > 1.0)
         arrive += m->wake_ns * (1.0 - 1.0 / s);
     /* Arrivals share the receiver's link (and its host's NIC). */
-    arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + s * b * max2(beta, m->inject_beta_ns));
+    arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + s * max2(copy, b * m->inject_beta_ns));
     if (inter) {
         arrive = max2(arrive, QUEUE(q, n, NIC_IN, host) + b * m->inter_beta_ns);
         QUEUE(q, n, NIC_IN, host) = arrive;
@@ -177,7 +196,7 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
 
 void sim_model_complete(struct impl *c, const struct sim_req *r)
 {
-    if (!c->cfg.model.on || r->is_coll)
+    if (!c->cfg.model.on || (r->is_coll && !r->timed))
         return;
     if (r->t_done > *c->clock_ns)
         *c->clock_ns = r->t_done;
@@ -206,4 +225,64 @@ PLX_BACKEND_EXPORT double plexus_sim_model_clock_ns(void)
 {
     struct sim_fiber *f = sim_fiber_self();
     return f ? *sim_fiber_clock(f) : last_clock_ns;
+}
+
+/* shm's native collectives (plugins/shm/coll.c, its default [shm] keys):
+ * the bytes up to which an allreduce rides the control line, runs in one
+ * phase, and the rounds of one slot, and the pieces it reduces in. */
+enum {
+    SHM_LINE_BYTES = 16,
+    SHM_SMALL_BYTES = 16 << 10,
+    SHM_SLOT_BYTES = 1 << 20,
+    SHM_PIECE_BYTES = 32 << 10
+};
+
+int sim_model_native(const struct impl *c, int coll)
+{
+    const struct sim_model *m = &c->cfg.model;
+    int one_host = m->ranks_per_host == 0 || m->ranks_per_host >= queue_slots(c);
+    return m->on && m->native_shm && one_host && (coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_ALLGATHER);
+}
+
+/* total bytes copied in pieces of at most piece: each copy a link's cost. */
+static double copies_ns(const struct sim_model *m, double total, double piece)
+{
+    double whole = (double)(size_t)(total / piece);
+    return whole * link_ns(m, 0, (size_t)piece) + link_ns(m, 0, (size_t)(total - whole * piece));
+}
+
+/* Every rank runs the same schedule, so the collective ends its cost after
+ * the last rank arrives. A barrier is one line between the ranks (alpha);
+ * time-shared, it also waits for every rank that is off the cores: where a
+ * message needs its one receiver, off them (ranks - cores) / ranks of the
+ * time, a barrier needs all ranks - cores of those, switched back in as
+ * many at a time as there are cores: (ranks - cores) / cores wake-ups. A
+ * copy within a host costs what a message of its bytes does on the link;
+ * a reduction gamma per byte; all of it CPU work, shared by the host's
+ * ranks (stretch). In shm, a rank copies its input into its slot, a
+ * barrier, then reads the others' slots: an allgather copies each block in
+ * once and all P out, per slot-sized round; an allreduce over
+ * SHM_SMALL_BYTES copies in the others' slices, reduces its own slice (in
+ * pieces: a copy, P - 1 reductions and a copy out), a second barrier, and
+ * copies the others' reduced slices out; up to it, one barrier, and each
+ * rank reduces everything. */
+double sim_model_native_ns(struct impl *c, const struct plx_coll_args *a)
+{
+    const struct sim_model *m = &c->cfg.model;
+    double s = stretch(m, queue_slots(c), c->model_rank), P = c->size;
+    double barrier = (m->yielding_waits ? 1.0 : s) * m->intra_alpha_ns + (s > 1.0 ? m->wake_ns * (s - 1.0) : 0);
+    double bytes = (double)a->count * (double)sim_dtype_size(a->dtype), t = 0;
+    if (a->coll == PLX_COLL_ALLREDUCE && bytes <= SHM_SMALL_BYTES)
+        return barrier + s * (2 * copies_ns(m, bytes, bytes > 0 ? bytes : 1) + (P - 1) * bytes * m->reduce_gamma_ns);
+    for (double off = 0; off < bytes; off += SHM_SLOT_BYTES) {
+        double len = bytes - off < SHM_SLOT_BYTES ? bytes - off : SHM_SLOT_BYTES;
+        if (a->coll == PLX_COLL_ALLGATHER) {
+            t += barrier + s * (P + 1) * link_ns(m, 0, (size_t)len);
+            continue;
+        }
+        double slice = len / P;
+        t += 2 * barrier + s * (2 * (P - 1) * link_ns(m, 0, (size_t)slice) +
+                                2 * copies_ns(m, slice, SHM_PIECE_BYTES) + (P - 1) * slice * m->reduce_gamma_ns);
+    }
+    return t;
 }

@@ -45,6 +45,13 @@ static const struct plx_key keys[] = {
     {"model_intra_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency within a host (alpha)"},
     {"model_intra_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second of a link within a host (1/beta; 0: infinite)"},
+    {"model_intra_cache", PLX_KEY_SIZE, "0", NULL,
+     "Model, with model_intra_memory_bandwidth: the bytes of a message within a host that its copies "
+     "(sender to kernel or segment, then to the receiver) keep in the CPU's cache"},
+    {"model_intra_memory_bandwidth", PLX_KEY_SIZE, "0", NULL,
+     "Model: a message within a host larger than model_intra_cache streams its bytes beyond it through "
+     "memory instead of the cache; each such byte costs 1/this more than model_intra_bandwidth's "
+     "(0: nothing more)"},
     {"model_inter_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency across hosts (alpha)"},
     {"model_inter_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second of a host's NIC, shared by its ranks (0: infinite)"},
@@ -53,6 +60,12 @@ static const struct plx_key keys[] = {
     {"model_reduce_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second one rank reduces in the core's generic algorithms (1/gamma, charged to the "
      "rank's clock per reduction; 0: reductions take no time)"},
+    {"model_intra_native", PLX_KEY_ENUM, "none", "none|shm",
+     "Model, where every rank is on one host: none: every collective runs the core's generic algorithms "
+     "over the modelled messages; shm: allreduce and allgather run as plexus's shm transport runs them "
+     "natively, through its slots (1 MiB rounds; a barrier per round, two for an allreduce over 16 KiB; "
+     "every byte copied in and out), priced from that schedule with the same latency (per barrier), "
+     "bandwidth (per byte copied), reduction cost, wake-up and memory keys"},
     {"model_payload", PLX_KEY_BOOL, "true", NULL,
      "Model: messages carry their bytes (false: timing only, sizes and virtual times and only the first "
      "128 bytes of each message, and the core skips the reductions and copies of collectives over 64 "
@@ -117,6 +130,9 @@ static int get_caps(void *comm, struct plx_caps *out)
     };
     if (c && !c->cfg.native)
         caps.collectives = 0;
+    if (c && c->cfg.model.on)
+        caps.collectives = (sim_model_native(c, PLX_COLL_ALLREDUCE) ? PLX_BIT(PLX_COLL_ALLREDUCE) : 0) |
+                           (sim_model_native(c, PLX_COLL_ALLGATHER) ? PLX_BIT(PLX_COLL_ALLGATHER) : 0);
     /* Shrink and grow rebuild through the job's store under new keys, a new
      * world; coroutine ranks cannot, as the survivors' agreement sleeps and
      * runs a heartbeat thread, which would block their only thread. The

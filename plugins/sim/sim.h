@@ -26,6 +26,7 @@ struct sim_req {
     int freed;            /* the core released it; the worker frees it when done */
     double t_post, t_depart, t_done; /* model: virtual ns it was posted, the message left, it completes */
     int priced;           /* model: the send's departure is known */
+    int timed;            /* model: a native collective the model priced (native.c): completes at t_done */
     struct sim_req *next;      /* p2p lists / worker queue */
     /* Not cleared for a new request (sim_req_new): set where used. */
     char err[256];
@@ -40,9 +41,12 @@ struct sim_model {
     int yielding_waits;   /* time-shared: a waiting rank gives its core up (else it spins on its share) */
     double wake_ns;       /* time-shared: a message's wait for its receiver to be woken and scheduled */
     double intra_alpha_ns, intra_beta_ns; /* within a host: latency, ns per byte */
+    double intra_cache_bytes;  /* within a host: the bytes of a message its copies keep in cache */
+    double intra_memory_beta_ns; /* ... and the ns each byte beyond them costs more (0: none) */
     double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */
     double inject_beta_ns; /* per rank, shared by its messages (0: no limit) */
     double reduce_gamma_ns; /* ns per byte the core reduces on a rank (0: free) */
+    int native_shm;       /* allreduce and allgather as shm's native collectives, by their schedule */
     int payload;          /* 0: timing only, messages carry sizes and no bytes */
     char trace[256];      /* Chrome trace JSON of every message to this file ("": none) */
 };
@@ -129,6 +133,11 @@ struct world {
     char broken_msg[200];
     /* model: virtual ns each queue is busy until, by rank and by host */
     double *egress_free, *ingress_free, *nic_out_free, *nic_in_free;
+    /* model, native.c: the requests of the ranks that reached the native
+     * collective in progress, how many, and the latest's virtual time */
+    struct sim_req **native_reqs;
+    int native_arrived;
+    double native_start_ns;
     struct world *next;
 };
 
@@ -204,6 +213,16 @@ void sim_model_deliver(struct impl *sender, struct sim_req *send, struct sim_req
 void sim_model_complete(struct impl *c, const struct sim_req *r);
 /* The backend's charge_reduce: the rank's clock moves by gamma * bytes. */
 void sim_model_charge_reduce(void *comm, size_t bytes);
+/* With model_intra_native = shm: the virtual ns shm's native allreduce or
+ * allgather takes by its schedule, from the last rank's arrival. */
+double sim_model_native_ns(struct impl *c, const struct plx_coll_args *a);
+/* Whether the model runs coll on c as a native collective: shm's, where
+ * every rank of the run is on one host. */
+int sim_model_native(const struct impl *c, int coll);
+
+/* native.c: the model's native collective a on c, completed in *req by
+ * the last rank to arrive. */
+int sim_native_model(struct impl *c, const struct plx_coll_args *a, void **req);
 
 size_t sim_dtype_size(int dtype);
 const char *sim_coll_name(int coll);

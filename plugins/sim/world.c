@@ -183,6 +183,7 @@ void sim_world_leave(struct impl *c)
         free(w->arrive_gen);
         free(w->ever_joined);
         free(w->egress_free);
+        free(w->native_reqs);
         free(w->sends_to);
         free(w);
     }

@@ -40,6 +40,11 @@ static int yielding;
  * critical path adds wake (P - cores) / P, unshared, so the formula's alpha
  * count (its messages) times that. */
 static double wake_ns;
+/* sim.model_intra_cache and model_intra_memory_bandwidth (0: off): a
+ * message's bytes beyond cache_bytes cost mem_ns each more, so every
+ * message of m bytes costs alpha + m beta + (m - cache)+ mem; a segmented
+ * ring step pays it per segment, so segments under the cache pay nothing. */
+static double cache_bytes, mem_ns;
 
 struct job {
     int coll;          /* PLX_COLL_ALLREDUCE, _ALLGATHER, _REDUCE_SCATTER */
@@ -98,10 +103,27 @@ static int log2i(int p)
 }
 
 /* The segment of a ring step (plx__seg_elems): 128 KiB at 2 ranks, else 1 MiB. */
+static double seg_bytes(int P)
+{
+    return P == 2 ? 128 << 10 : 1 << 20;
+}
+
 static double nseg(int P, double block_bytes)
 {
-    double seg = P == 2 ? 128 << 10 : 1 << 20;
-    return block_bytes <= 0 ? 1 : ceil(block_bytes / seg);
+    return block_bytes <= 0 ? 1 : ceil(block_bytes / seg_bytes(P));
+}
+
+/* One message of m bytes on its link: m beta, and the bytes beyond the cache. */
+static double xfer(double m)
+{
+    return m * beta_ns + (m > cache_bytes ? (m - cache_bytes) * mem_ns : 0.0);
+}
+
+/* A segmented ring step's block: each segment a message of its own. */
+static double seg_xfer(int P, double block_bytes)
+{
+    double seg = seg_bytes(P), whole = floor(block_bytes / seg);
+    return whole * xfer(seg) + xfer(block_bytes - whole * seg);
 }
 
 /* The closed form of algo at the current alpha, beta, gamma, and its name. */
@@ -112,17 +134,17 @@ static double formula(const char *algo, int coll, int P, size_t count, const cha
     if (coll == PLX_COLL_ALLGATHER) {
         /* (P-1) sendrecv steps of one block each. */
         name = "allgather ring";
-        want = (P - 1) * (alpha_ns + n * beta_ns);
+        want = (P - 1) * (alpha_ns + xfer(n));
     } else if (coll == PLX_COLL_REDUCE_SCATTER) {
         /* (P-1) ring steps of one block, segmented. */
         name = "reduce_scatter ring";
-        want = (P - 1) * (nseg(P, n) * alpha_ns + n * (beta_ns + gamma_ns));
+        want = (P - 1) * (nseg(P, n) * alpha_ns + seg_xfer(P, n) + n * gamma_ns);
     } else if (!strcmp(algo, "ring")) {
         /* Reduce-scatter then allgather of blocks n/P: 2(P-1) alpha + 2(P-1)/P n beta
          * when a block is one segment. */
         name = "allreduce ring";
         double m = n / P;
-        want = (P - 1) * (nseg(P, m) * alpha_ns + m * (beta_ns + gamma_ns)) + (P - 1) * (alpha_ns + m * beta_ns);
+        want = (P - 1) * (nseg(P, m) * alpha_ns + seg_xfer(P, m) + m * gamma_ns) + (P - 1) * (alpha_ns + xfer(m));
     } else if (!strcmp(algo, "tree")) {
         /* Binomial reduce to rank 0, then binomial broadcast, at a power of
          * two: each log2 P hops of the whole buffer on the critical path
@@ -130,25 +152,27 @@ static double formula(const char *algo, int coll, int P, size_t count, const cha
          * sent last has the smallest subtree, so the deepest path still
          * costs log2 P (alpha + n beta)). */
         name = "allreduce tree";
-        want = 2 * log2i(P) * (alpha_ns + n * beta_ns) + log2i(P) * n * gamma_ns;
+        want = 2 * log2i(P) * (alpha_ns + xfer(n)) + log2i(P) * n * gamma_ns;
         if (P == 3) /* the root hears from rank 1, then rank 2, whose message queued at its link, and
                        sends to rank 2, then rank 1, through its one link: each phase alpha + 2 n beta */
-            want = 2 * (alpha_ns + 2 * n * beta_ns);
+            want = 2 * (alpha_ns + 2 * xfer(n));
     } else if (!strcmp(algo, "rabenseifner")) {
         /* Recursive halving (blocks n/2, n/4 .. n/P) then recursive doubling
          * back, at a power of two, one segment per block:
          * 2 log2 P alpha + 2 (P-1)/P n beta. */
         name = "allreduce rabenseifner";
         int p2 = 1 << log2i(P);
-        want = 2 * log2i(P) * alpha_ns + 2.0 * (p2 - 1) / p2 * n * beta_ns + (p2 - 1.0) / p2 * n * gamma_ns;
+        want = 2 * log2i(P) * alpha_ns + (p2 - 1.0) / p2 * n * gamma_ns;
+        for (int k = 1; k <= log2i(P); k++) /* each block n / 2^k out and back: 2 (p2-1)/p2 n beta in all */
+            want += 2 * xfer(n / (1 << k));
         if (p2 != P) /* fold the first 2(P - p2) ranks in pairs before, unfold after: a whole buffer each */
-            want += 2 * (alpha_ns + n * beta_ns);
+            want += 2 * (alpha_ns + xfer(n));
     } else {
         /* Recursive doubling at a power of two: log2 P exchanges of the
          * whole buffer. (Elsewhere the fold makes ranks that sent at time 0
          * queue at a folded rank's link: contention, not checked here.) */
         name = "allreduce recdbl";
-        want = log2i(P) * (alpha_ns + n * (beta_ns + gamma_ns));
+        want = log2i(P) * (alpha_ns + xfer(n) + n * gamma_ns);
     }
     *name_out = name;
     return want;
@@ -162,27 +186,31 @@ static void check(const char *algo, int coll, int P, size_t count)
     double share = cores > 0 && P > cores ? (double)P / cores : 1.0;
     want *= share;
     if (yielding) { /* the formulas are linear in alpha, beta, gamma: take alpha's share back out */
-        double b = beta_ns, g = gamma_ns;
-        beta_ns = gamma_ns = 0;
+        double b = beta_ns, g = gamma_ns, mm = mem_ns;
+        beta_ns = gamma_ns = mem_ns = 0;
         want -= (share - 1) * formula(algo, coll, P, count, &name);
         beta_ns = b;
         gamma_ns = g;
+        mem_ns = mm;
     }
     if (share > 1 && wake_ns > 0) { /* one wake-up per message on the critical path: alpha's count */
-        double b = beta_ns, g = gamma_ns;
-        beta_ns = gamma_ns = 0;
+        double b = beta_ns, g = gamma_ns, mm = mem_ns;
+        beta_ns = gamma_ns = mem_ns = 0;
         alpha_ns = wake_ns * (1 - 1 / share);
         want += formula(algo, coll, P, count, &name);
         alpha_ns = ALPHA_NS;
         beta_ns = b;
         gamma_ns = g;
+        mem_ns = mm;
     }
-    char algo_kv[64], cores_kv[64], wake_kv[64];
+    char algo_kv[64], cores_kv[64], wake_kv[64], cache_kv[64];
     snprintf(algo_kv, sizeof algo_kv, "core.allreduce_algo=%s", algo);
     snprintf(cores_kv, sizeof cores_kv, "sim.model_cores_per_host=%d", cores);
     snprintf(wake_kv, sizeof wake_kv, "sim.model_wake_latency=%.0fns", wake_ns);
+    snprintf(cache_kv, sizeof cache_kv, "sim.model_intra_cache=%.0f", cache_bytes);
     const char *ov[] = {"sim.model=true", "sim.model_intra_latency=2us", "sim.model_intra_bandwidth=1G",
-                        algo_kv, cores_kv, wake_kv,
+                        algo_kv, cores_kv, wake_kv, cache_kv,
+                        mem_ns > 0 ? "sim.model_intra_memory_bandwidth=512M" : "sim.model_intra_memory_bandwidth=0",
                         yielding ? "sim.model_yielding_waits=true" : "sim.model_yielding_waits=false",
                         gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
     struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
@@ -192,9 +220,9 @@ static void check(const char *algo, int coll, int P, size_t count)
         got = j.end_ns[r] > got ? j.end_ns[r] : got;
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
-    printf("%s %-20s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
+    printf("%s %-20s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
            name, gamma_ns > 0 ? " +gamma" : "", share > 1 ? (yielding ? " shared, yielding" : " time-shared") : "",
-           wake_ns > 0 ? " +wake" : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+           wake_ns > 0 ? " +wake" : "", mem_ns > 0 ? " +memory" : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
     if (!ok)
         failures++;
     free(j.end_ns);
@@ -209,12 +237,15 @@ static void check_two_hosts(void)
 {
     const int P = 4;
     double n = 1024 * 4;
-    double want = 2 * (ALPHA_NS + n * beta_ns) + wake_ns / 2 + ALPHA_NS + 2 * 2 * n * gamma_ns;
-    char wake_kv[64];
+    double want = 2 * (ALPHA_NS + xfer(n)) + wake_ns / 2 + ALPHA_NS + 2 * 2 * n * gamma_ns;
+    char wake_kv[64], cache_kv[64];
     snprintf(wake_kv, sizeof wake_kv, "sim.model_wake_latency=%.0fns", wake_ns);
+    snprintf(cache_kv, sizeof cache_kv, "sim.model_intra_cache=%.0f", cache_bytes);
     const char *ov[] = {"sim.model=true", "sim.model_intra_latency=2us", "sim.model_intra_bandwidth=1G",
                         "sim.model_inter_latency=2us", "sim.model_ranks_per_host=2", "sim.model_cores_per_host=1",
-                        "sim.model_reduce_bandwidth=2G", "core.allreduce_algo=recdbl", wake_kv, NULL};
+                        "sim.model_reduce_bandwidth=2G", "core.allreduce_algo=recdbl", wake_kv, cache_kv,
+                        mem_ns > 0 ? "sim.model_intra_memory_bandwidth=512M" : "sim.model_intra_memory_bandwidth=0",
+                        NULL};
     struct job j = {.coll = PLX_COLL_ALLREDUCE, .count = 1024, .end_ns = calloc((size_t)P, sizeof(double))};
     int rc = run_ranks(P, "sim", ov, 60000, run, &j);
     double got = 0;
@@ -222,8 +253,71 @@ static void check_two_hosts(void)
         got = j.end_ns[r] > got ? j.end_ns[r] : got;
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
-    printf("%s allreduce recdbl 2 hosts x 2 ranks on 1 core +gamma%s: model %.0f ns formula %.0f ns (%.2f%%)%s\n",
-           ok ? "ok  " : "FAIL", wake_ns > 0 ? " +wake" : "", got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+    printf("%s allreduce recdbl 2 hosts x 2 ranks on 1 core +gamma%s%s: model %.0f ns formula %.0f ns (%.2f%%)%s\n",
+           ok ? "ok  " : "FAIL", wake_ns > 0 ? " +wake" : "", mem_ns > 0 ? " +memory" : "", got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+    if (!ok)
+        failures++;
+    free(j.end_ns);
+}
+
+/* sim.model_intra_native=shm: allreduce and allgather as shm's native
+ * collectives by their schedule (plugins/shm/coll.c), each rank the same.
+ * A barrier costs alpha; a copy of m bytes what a message of m bytes does
+ * (xfer); a reduction gamma per byte. Allreduce up to 16 KiB: its input in,
+ * a barrier, then every input reduced into its output (a copy and P - 1
+ * reductions). Above, per round of 1 MiB (len L): the other P - 1 slices of
+ * L / P in, a barrier, its own slice reduced in 32 KiB pieces (a copy, P - 1
+ * reductions, a copy out), a barrier, the P - 1 reduced slices out.
+ * Allgather per round of up to 1 MiB of each block: its block in, a
+ * barrier, all P blocks out. Time-shared (P > cores): every cost above
+ * times P / cores, a barrier's alpha too (shm spins), plus per barrier a
+ * wake-up for each of the P - cores ranks off the cores, cores at a time:
+ * (P - cores) / cores of it (a message waits for one receiver alone). */
+static double pieces(double total, double piece)
+{
+    double whole = floor(total / piece);
+    return whole * xfer(piece) + xfer(total - whole * piece);
+}
+
+static double native_formula(int coll, int P, double bytes)
+{
+    double share = cores > 0 && P > cores ? (double)P / cores : 1.0;
+    double barrier = share * alpha_ns + (share > 1 ? wake_ns * (share - 1) : 0), t = 0;
+    if (coll == PLX_COLL_ALLREDUCE && bytes <= 16 << 10)
+        return barrier + share * (2 * xfer(bytes) + (P - 1) * bytes * gamma_ns);
+    for (double off = 0; off < bytes; off += 1 << 20) {
+        double len = bytes - off < (1 << 20) ? bytes - off : 1 << 20, slice = len / P;
+        if (coll == PLX_COLL_ALLGATHER)
+            t += barrier + share * (P + 1) * xfer(len);
+        else
+            t += 2 * barrier + share * (2 * (P - 1) * xfer(slice) + 2 * pieces(slice, 32 << 10) +
+                                        (P - 1) * slice * gamma_ns);
+    }
+    return t;
+}
+
+static void check_native(int coll, int P, size_t count)
+{
+    double bytes = (double)count * 4, want = native_formula(coll, P, bytes);
+    char cores_kv[64], wake_kv[64], cache_kv[64];
+    snprintf(cores_kv, sizeof cores_kv, "sim.model_cores_per_host=%d", cores);
+    snprintf(wake_kv, sizeof wake_kv, "sim.model_wake_latency=%.0fns", wake_ns);
+    snprintf(cache_kv, sizeof cache_kv, "sim.model_intra_cache=%.0f", cache_bytes);
+    const char *ov[] = {"sim.model=true", "sim.model_intra_native=shm", "sim.model_intra_latency=2us",
+                        "sim.model_intra_bandwidth=1G", cores_kv, wake_kv, cache_kv,
+                        mem_ns > 0 ? "sim.model_intra_memory_bandwidth=512M" : "sim.model_intra_memory_bandwidth=0",
+                        gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
+    struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
+    int rc = run_ranks(P, "sim", ov, 60000, run, &j);
+    double got = 0;
+    for (int r = 0; r < P; r++)
+        got = j.end_ns[r] > got ? j.end_ns[r] : got;
+    double err = fabs(got - want) / want;
+    int ok = rc == 0 && j.bad == 0 && err <= 0.02;
+    printf("%s %s shm-native%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
+           ok ? "ok  " : "FAIL", coll == PLX_COLL_ALLREDUCE ? "allreduce" : "allgather", gamma_ns > 0 ? " +gamma" : "",
+           cores > 0 && P > cores ? " time-shared" : "", wake_ns > 0 ? " +wake" : "", mem_ns > 0 ? " +memory" : "", P,
+           bytes, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
     if (!ok)
         failures++;
     free(j.end_ns);
@@ -352,6 +446,59 @@ int main(void)
     check_two_hosts();
     gamma_ns = 0;
     wake_ns = 0;
+    /* Messages within a host larger than its cache: each byte beyond it
+     * costs the memory's more. */
+    cache_bytes = 256 << 10;
+    mem_ns = 1e9 / (double)(512u << 20);
+    check("ring", PLX_COLL_ALLGATHER, 3, 256 << 10);  /* one 1 MiB message per step */
+    check("ring", PLX_COLL_ALLREDUCE, 3, 3 << 18);    /* blocks of 1 MiB, one segment each */
+    check("recdbl", PLX_COLL_ALLREDUCE, 4, 128 << 10);
+    check("tree", PLX_COLL_ALLREDUCE, 8, 128 << 10);
+    check("rabenseifner", PLX_COLL_ALLREDUCE, 4, 512 << 10); /* blocks of 1 MiB and 512 KiB */
+    gamma_ns = 1e9 / (double)(2u << 30);
+    check("ring", PLX_COLL_REDUCE_SCATTER, 3, 512 << 10); /* 2 MiB blocks in two 1 MiB segments */
+    /* Segments under the cache pay nothing more: 128 KiB at 2 ranks. */
+    check("ring", PLX_COLL_REDUCE_SCATTER, 2, 256 << 10);
+    gamma_ns = 0;
+    check("ring", PLX_COLL_ALLGATHER, 2, 32 << 10);
+    /* Time-shared, the memory's bytes too; with the wake-up per message. */
+    cores = 2;
+    check("ring", PLX_COLL_ALLGATHER, 3, 256 << 10);
+    wake_ns = 5000;
+    check("ring", PLX_COLL_ALLREDUCE, 4, 1 << 20);
+    /* Across hosts the NIC moves the bytes: only the exchange within a
+     * host pays the memory (all of its bytes, with no cache). */
+    cache_bytes = 0;
+    gamma_ns = 1e9 / (double)(2u << 30);
+    check_two_hosts();
+    cores = 0;
+    gamma_ns = 0;
+    wake_ns = 0;
+    mem_ns = 0;
+    /* shm's native collectives: one barrier up to 16 KiB, two per 1 MiB
+     * round above; an allgather one per round. */
+    check_native(PLX_COLL_ALLREDUCE, 4, 1024);
+    check_native(PLX_COLL_ALLREDUCE, 2, 2);
+    check_native(PLX_COLL_ALLGATHER, 4, 16);
+    check_native(PLX_COLL_ALLGATHER, 3, 640 << 10); /* 2.5 MiB blocks: three rounds */
+    gamma_ns = 1e9 / (double)(2u << 30);
+    check_native(PLX_COLL_ALLREDUCE, 3, 3 << 18);   /* 3 MiB: three rounds */
+    check_native(PLX_COLL_ALLREDUCE, 5, 8192);      /* 32 KiB: one round, slices of 6.4 KiB */
+    cores = 2;
+    wake_ns = 5000;
+    check_native(PLX_COLL_ALLREDUCE, 4, 1024);
+    check_native(PLX_COLL_ALLREDUCE, 4, 1 << 19);
+    check_native(PLX_COLL_ALLGATHER, 3, 1024);
+    check_native(PLX_COLL_ALLREDUCE, 2, 1 << 19);   /* as many cores as ranks: no sharing */
+    cores = 0;
+    wake_ns = 0;
+    cache_bytes = 256 << 10;
+    mem_ns = 1e9 / (double)(512u << 20);
+    check_native(PLX_COLL_ALLGATHER, 2, 1 << 18);   /* 1 MiB copies: beyond the cache */
+    check_native(PLX_COLL_ALLREDUCE, 2, 1 << 19);   /* slices of 1 MiB copied, pieces of 32 KiB reduced */
+    cache_bytes = 0;
+    mem_ns = 0;
+    gamma_ns = 0;
     dlclose(h);
     return failures ? 1 : 0;
 }
