@@ -11,7 +11,9 @@
 # one pass, in place like the rest) beside them. NP="2 4", SIZES="1048576 16777216" and
 # PEERS="shm tcp vader ompitcp gloo" override; an absent peer is skipped.
 # A peer shm:KEY=VALUE or tcp:KEY=VALUE is that backend with one of its
-# keys set (e.g. PEERS="shm shm:wait_slice=0 vader"), in the same interleave.
+# keys set (e.g. PEERS="shm shm:wait_slice=0 vader"), in the same interleave;
+# a peer shm@DIR is plexus shm from another build directory (an older
+# build beside this one: PEERS="shm shm@../old/build vader").
 set -u
 build=${1:-build}
 [ -d "$build" ] || { echo "no build directory '$build'"; exit 2; }
@@ -37,6 +39,7 @@ iters_for() { # bytes load -> iterations (busy runs are slow: fewer)
 have() {
     case $1 in
     shm|tcp|shm:*=*|tcp:*=*) [ -x "$build/tools/plexus-bench" ] ;;
+    shm@*) [ -x "${1#shm@}/tools/plexus-bench" ] ;;
     vader|ompitcp) command -v mpirun.openmpi >/dev/null 2>&1 && [ -x "$build/bench/mpi_allreduce_loop_openmpi" ] ;;
     gloo) /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null ;;
     *) false ;;
@@ -49,6 +52,11 @@ done
 
 run() { # peer np bytes iters -> us per op (the slowest rank's mean)
     case $1 in
+    shm@*)
+        d=$(cd "${1#shm@}" && pwd)
+        PLEXUS_CONFIG_PATH=$d/devconfig "$d/tools/plexus-run" -n "$2" --timeout 300 "$d/tools/plexus-bench" --backend shm \
+            --inplace -b "$3" -e "$3" -n "$4" -w 3 2>/dev/null |
+            awk '$1 == "[rank" && $2 == "0]" && $3 ~ /^[0-9]+$/ { print $8; exit }' ;;
     shm:*=*|tcp:*=*) # the backend with one key set, through its PLEXUS_<SECTION>_<KEY> variable
         b=${1%%:*} kv=${1#*:}
         var=$(echo "PLEXUS_${b}_${kv%%=*}" | tr '[:lower:]' '[:upper:]')
@@ -72,6 +80,18 @@ run() { # peer np bytes iters -> us per op (the slowest rank's mean)
             --bytes "$3" --iters "$4" 2>/dev/null | awk 'NF == 2 { print $2 }' | tail -1 ;;
     esac
 }
+key() { # a peer's name as a file name (shm@DIR holds slashes)
+    echo "$1" | tr '/' '%'
+}
+label() { # a peer's column heading: shm@DIR by its name (a "build" by its parent's)
+    case $1 in
+    shm@*)
+        d=$(cd "${1#shm@}" && pwd)
+        [ "$(basename "$d")" = build ] && d=$(dirname "$d")
+        echo "shm@$(basename "$d")" ;;
+    *) echo "$1" ;;
+    esac
+}
 floor() { # np bytes iters -> us per op
     "$build/bench/floor" "$1" "$2" "$3" inplace 2>/dev/null | awk 'NF == 3 { print $3 }' | tail -1
 }
@@ -85,7 +105,7 @@ while [ "$rep" -le "$reps" ]; do
             for s in $sizes; do
                 it=$(iters_for "$s" $load)
                 for p in $avail; do
-                    echo "$(run "$p" "$np" "$s" "$it")" >"$out/$p.$load.$np.$s.$rep"
+                    echo "$(run "$p" "$np" "$s" "$it")" >"$out/$(key "$p").$load.$np.$s.$rep"
                 done
                 [ -x "$build/bench/floor" ] && echo "$(floor "$np" "$s" "$it")" >"$out/floor.$load.$np.$s.$rep"
                 printf '.' >&2
@@ -101,7 +121,7 @@ echo >&2
 busbw() { # peer load np size
     r=1
     while [ $r -le "$reps" ]; do
-        cat "$out/$1.$2.$3.$4.$r" 2>/dev/null
+        cat "$out/$(key "$1").$2.$3.$4.$r" 2>/dev/null
         r=$((r + 1))
     done | awk -v b="$4" -v p="$3" '$1 > 0 { print 2 * (p - 1) / p * b / ($1 * 1e3) }' | sort -g |
         awk '{ v[n++] = $1 } END { if (!n) { print "-"; exit }
@@ -113,7 +133,7 @@ med() { echo "$1" | awk '{ print ($1 == "-" ? "" : $1) }'; }
 cat "$out/load.quiet" "$out/load.busy"
 echo "# busbw GB/s, median [min-max] over $reps interleaved reps; busy = one 'while :; do :; done' per core"
 hdr=$(printf '%-3s %-9s %-5s' np bytes load)
-for p in $avail floor; do hdr="$hdr $(printf '%-20s' "$p")"; done
+for p in $avail floor; do hdr="$hdr $(printf '%-20s' "$(label "$p")")"; done
 echo "$hdr"
 for np in $nps; do
     for s in $sizes; do

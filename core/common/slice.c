@@ -107,6 +107,14 @@ void plx__slice_restore(void)
         set_runtime(&a, slice->old_ns);
 }
 
+uint64_t plx__slice_ns(void)
+{
+    struct plx__sched_attr a;
+    if (get_attr(&a) || (a.sched_policy != SCHED_OTHER && a.sched_policy != SCHED_BATCH))
+        return 0;
+    return a.sched_runtime;
+}
+
 int plx__slice_probe(uint64_t ns, char *why, size_t len)
 {
     struct plx__sched_attr a;

@@ -12,6 +12,9 @@ void plx__slice_shorten(uint64_t ns);
 /* The calling thread's slice back to what it was before shortening; a
  * no-op when it was not shortened. */
 void plx__slice_restore(void);
+/* The calling thread's scheduler slice in ns as the kernel reports it
+ * (Linux 6.12 and later), or 0 where it reports none. */
+uint64_t plx__slice_ns(void);
 /* Whether this kernel honours a slice of ns (1) and why, in words. */
 int plx__slice_probe(uint64_t ns, char *why, size_t len);
 

@@ -487,8 +487,10 @@ int shm__p2p_wait_until(struct shm_comm *c, void *req, uint64_t deadline_ns)
         pthread_mutex_unlock(&p->mu);
         if (done || now >= deadline_ns)
             plx__slice_restore(); /* a sleep below may have shortened it */
-        if (done)
+        if (done) {
+            shm__pace_done(c, &w);
             return report(r);
+        }
         if (now >= deadline_ns)
             return PLX_ERR_TIMEOUT; /* still pending: the core decides */
         /* As sync.c: pace.c decides between looking again and sleeping on

@@ -2,13 +2,29 @@
  * arrives: look, spin, yield, sleep, adapted at run time to who else wants
  * the core.
  *
- * A rank first looks 64 times with a pause between, then spins for
- * spin_ns, then looks between sched_yield()s for yield_ns, then sleeps on
- * a futex (the caller's). Both spin_ns and yield_ns are 0 by default: a
- * futex sleeper is woken as soon as its peer arrives, which serves ranks
- * that outnumber cores and ranks beside foreign work alike. Yielding, when
- * set, hands the core to a peer rank, which gives it back as soon as it
- * waits in turn.
+ * A rank first looks 64 times with a pause between, then spins (spin_ns),
+ * then looks between sched_yield()s for yield_ns (0 by default), then
+ * sleeps on a futex (the caller's).
+ *
+ * spin_ns = auto (the default) spins only while no other rank of the
+ * communicator shares this rank's CPU: each rank publishes the CPU it
+ * arrives at barriers on (sched_getcpu, when it changes), and a rank that
+ * finds another on its own CPU, or a communicator with more ranks than the
+ * cores this process may run on (a CPU a rank last arrived on may be stale
+ * while ranks move), sleeps after its looks, so the peer it waits for gets
+ * the core at once. Otherwise the peer runs on another
+ * core, and spinning costs it nothing. Beside foreign work (a compute
+ * process on every core) that peer is preempted for whole time slices; a
+ * rank that slept meanwhile is woken when the peer arrives but waits for
+ * the foreign task's slice to end before it runs again, on every barrier,
+ * while a rank that spins is still runnable and keeps its share of its
+ * core. So the spin budget starts at twice this thread's scheduler slice
+ * (as the kernel reports it; its default formula where it reports none),
+ * which rides out one preemption of the peer. It adapts as tcp's does: a
+ * wait that slept for longer than twice that bound (the peer computes, or
+ * is slow for reasons no spin would cover) halves the budget, down to none,
+ * and after SHM_PACE_REGROW waits that slept but that a full spin would
+ * have caught, it doubles again.
  *
  * Yielding goes wrong when the other runnable task is foreign work (a
  * compute process, a training job's intra-op threads): it keeps the core
@@ -30,6 +46,7 @@
  * wait_slice, core/common/slice.c); shm__collective and the point-to-point
  * wait give it back when they return. */
 #include <sched.h>
+#include <unistd.h>
 
 #include "shm.h"
 #include "slice.h"
@@ -38,12 +55,82 @@
 #define SHM_PACE_LOST_NS 200000u
 #define SHM_PACE_BACKOFF_MIN_NS (20 * UINT64_C(1000000))
 #define SHM_PACE_BACKOFF_MAX_NS (2 * UINT64_C(1000000000))
+#define SHM_PACE_REGROW 8
 
 /* The fields of struct shm_pace are hints shared by the threads that wait
  * on one communicator (a collective, point-to-point): relaxed atomics, a
  * lost update only shifts when yielding is tried again. */
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
+/* The kernel's default slice where it reports none: 0.75 ms scaled by
+ * 1 + log2 of the online CPUs (at most 8), as CFS and EEVDF both size it. */
+static uint64_t default_slice_ns(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t scale = 1;
+    for (long k = n < 8 ? n : 8; k > 1; k /= 2)
+        scale++;
+    return 750000u * scale;
+}
+
+void shm__pace_init(struct shm_comm *c)
+{
+    struct shm_pace *p = &c->pace;
+    uint64_t slice = plx__slice_ns();
+    p->spin_max_ns = 2 * (slice ? slice : default_slice_ns());
+    p->spin_ns = p->spin_max_ns;
+    /* A process bound to one CPU (a launcher's --bind-to core) is told
+     * apart from its peers by the CPUs they publish alone. */
+    cpu_set_t aff;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof aff, &aff) == 0 && CPU_COUNT(&aff) > 0)
+        cores = CPU_COUNT(&aff);
+    p->crowded = cores > 1 && c->size > cores;
+}
+
+void shm__pace_arrive(struct shm_comm *c)
+{
+    int32_t cpu = sched_getcpu() + 1; /* 0: unknown */
+    if (cpu != LOAD(c->pace.cpu)) {
+        STORE(c->pace.cpu, cpu);
+        __atomic_store_n(&shm__ctl(c, c->rank)->cpu, cpu, __ATOMIC_RELAXED);
+    }
+}
+
+/* Whether a spin here could keep a rank of this communicator off its core. */
+static int shares_core(struct shm_comm *c)
+{
+    if (c->pace.crowded)
+        return 1;
+    shm__pace_arrive(c);
+    int32_t mine = LOAD(c->pace.cpu);
+    if (!mine)
+        return 1;
+    for (int r = 0; r < c->size; r++)
+        if (r != c->rank && __atomic_load_n(&shm__ctl(c, r)->cpu, __ATOMIC_RELAXED) == mine)
+            return 1;
+    return 0;
+}
+
+void shm__pace_done(struct shm_comm *c, const struct shm_pace_wait *w)
+{
+    struct shm_pace *p = &c->pace;
+    if (!w->learns || !w->slept)
+        return;
+    uint64_t waited = host->clock_ns() - w->t0, spin = LOAD(p->spin_ns);
+    if (waited >= 2 * p->spin_max_ns) {
+        spin /= 2;
+        STORE(p->spin_ns, spin < p->spin_max_ns / 64 ? 0 : spin);
+        STORE(p->regrow, 0);
+    } else if (spin < p->spin_max_ns && LOAD(p->regrow) + 1 >= SHM_PACE_REGROW) {
+        spin = spin ? spin * 2 : p->spin_max_ns / 32;
+        STORE(p->spin_ns, spin < p->spin_max_ns ? spin : p->spin_max_ns);
+        STORE(p->regrow, 0);
+    } else if (spin < p->spin_max_ns) {
+        STORE(p->regrow, LOAD(p->regrow) + 1);
+    }
+}
 
 int shm__pace(struct shm_comm *c, struct shm_pace_wait *w)
 {
@@ -56,7 +143,13 @@ int shm__pace(struct shm_comm *c, struct shm_pace_wait *w)
     uint64_t now = host->clock_ns();
     if (!w->started) {
         w->started = 1;
-        w->spin_until = now + c->cfg.spin_ns;
+        w->t0 = now;
+        uint64_t spin = c->cfg.spin_ns;
+        if (c->cfg.spin_auto) {
+            w->learns = !shares_core(c);
+            spin = w->learns ? LOAD(p->spin_ns) : 0;
+        }
+        w->spin_until = now + spin;
         /* recent yields lost the core: sleep instead */
         w->yield_until = now < LOAD(p->calm_at) ? w->spin_until : w->spin_until + c->cfg.yield_ns;
     }
@@ -82,6 +175,7 @@ int shm__pace(struct shm_comm *c, struct shm_pace_wait *w)
         return SHM_PACE_AGAIN;
     }
     __atomic_add_fetch(&p->sleeps, 1, __ATOMIC_RELAXED);
+    w->slept = 1;
     plx__slice_shorten(c->cfg.wait_slice_ns);
     return SHM_PACE_SLEEP;
 }

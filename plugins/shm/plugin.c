@@ -38,8 +38,10 @@ static const struct plx_key keys[] = {
      "Larger allreduce rounds: a running rank also reduces the pieces of slices whose owner has not taken them "
      "yet, so a round waits for each rank once (its input) instead of twice (rank 0's value holds for the "
      "communicator; off by default: slower quiet and busy where measured, see bench/tuning.md)"},
-    {"spin_ns", PLX_KEY_DURATION, "0", NULL,
-     "A waiting rank spins this long (bare numbers: ns) after its first few looks, ..."},
+    {"spin_ns", PLX_KEY_DURATION, "auto", "auto",
+     "A waiting rank spins this long (bare numbers: ns) after its first few looks, ... (auto: only while no other "
+     "rank of the communicator shares its CPU, up to twice the thread's scheduler slice, halved whenever a wait "
+     "outlasts twice that, doubled again after 8 waits a full spin would have caught)"},
     {"yield_ns", PLX_KEY_DURATION, "0", NULL,
      "... then yields its core between looks this long (bare numbers: ns), then sleeps on the futex"},
     {"wait_slice", PLX_KEY_DURATION, SHM_WAIT_SLICE_DEFAULT, NULL, wait_slice_help},
@@ -164,6 +166,7 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     c->memfd = -1;
     snprintf(c->name, sizeof c->name, "%s", args->name ? args->name : "?");
     shm__cfg_read(args->config, &c->cfg);
+    shm__pace_init(c);
     if (!(c->pidfd = malloc((size_t)c->size * sizeof *c->pidfd))) {
         free(c);
         return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
@@ -188,6 +191,8 @@ static int comm_create(const struct plx_comm_args *args, void **out)
             rc = shm__cma_agree(&o);
         if (rc == 0)
             rc = shm__p2p_create(c, &o);
+        /* the join waits for processes to start: not what the spin is for */
+        shm__pace_init(c);
     }
     if (rc) {
         comm_free(c);

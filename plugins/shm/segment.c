@@ -44,7 +44,9 @@ void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg)
     cfg->slot_bytes = (size_t)plx_plugin_config_int(host, config, "slot_bytes", 1 << 20);
     cfg->small_bytes = (size_t)plx_plugin_config_int(host, config, "small_bytes", 16 << 10);
     cfg->steal = plx_plugin_config_bool(host, config, "steal", 0);
-    cfg->spin_ns = (uint64_t)plx_plugin_config_int(host, config, "spin_ns", 0);
+    int64_t spin = plx_plugin_config_int(host, config, "spin_ns", -1); /* -1: auto */
+    cfg->spin_auto = spin < 0;
+    cfg->spin_ns = spin < 0 ? 0 : (uint64_t)spin;
     cfg->yield_ns = (uint64_t)plx_plugin_config_int(host, config, "yield_ns", 0);
     cfg->wait_slice_ns = (uint64_t)plx_plugin_config_int(host, config, "wait_slice", 0);
     cfg->cma = plx_plugin_config_bool(host, config, "cma", 0);

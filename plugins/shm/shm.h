@@ -42,7 +42,7 @@
 #include "plexus/backend.h"
 #include "plexus/plugin.h"
 
-#define SHM_MAGIC UINT64_C(0x706c78736873d004) /* "plxshs" + layout version */
+#define SHM_MAGIC UINT64_C(0x706c78736873d005) /* "plxshs" + layout version */
 #define SHM_CTL_BYTES 384
 #define SHM_HDR_BYTES 4096
 #define SHM_MAX_RANKS 256 /* a slot (>= 4 KiB) holds one 8-byte element per rank */
@@ -83,7 +83,8 @@ struct shm_ctl {
     uint32_t sleepers; /* ranks asleep on epoch (others add and remove) */
     uint32_t pos_half; /* the slot half of this rank's latest round */
     uint64_t pos_ns;   /* when it published that round (CLOCK_MONOTONIC_COARSE: one host) */
-    uint32_t pad1[6];
+    int32_t cpu;       /* 1 + the CPU it last arrived at a barrier on (pace.c), 0: not known */
+    uint32_t pad1[5];
     uint64_t verdict;  /* rank 0's only: the last barrier's outcome (sync.c); every rank writes it */
     uint32_t pad2[14];
     struct shm_slot_hdr hdr[2]; /* one per slot half */
@@ -137,6 +138,7 @@ struct shm_cfg {
     size_t slot_bytes, small_bytes;
     int steal;          /* large allreduce rounds: running ranks reduce pieces nobody took yet */
     uint64_t spin_ns;   /* spin this long, */
+    int spin_auto;      /* ... or as pace.c learns (spin_ns = auto) */
     uint64_t yield_ns;  /* then yield the core this long, then sleep on the futex */
     uint64_t wait_slice_ns; /* a sleeping wait's scheduler slice, until its op ends (0: unchanged) */
     int cma;            /* 0: never single-copy; 1: when every rank can (probed at create) */
@@ -157,13 +159,19 @@ struct shm_pace {
     uint64_t backoff_ns; /* how long the next lost yield stops yielding */
     uint64_t lost;       /* yields that lost the core (foreign work on it) */
     uint64_t sleeps;     /* futex sleeps */
+    /* spin_ns = auto: */
+    uint64_t spin_ns;     /* the spin budget now, */
+    uint64_t spin_max_ns; /* at most this: twice this thread's scheduler slice */
+    uint32_t regrow;      /* waits that slept but a full spin would have caught */
+    int crowded;          /* more ranks than cores this process may run on: never spin */
+    int32_t cpu;          /* what this rank last published in its control block */
 };
 
 /* One wait's progress through look, spin, yield, sleep: starts zeroed. */
 struct shm_pace_wait {
     unsigned looks;
-    int started;
-    uint64_t spin_until, yield_until;
+    int started, slept, learns;
+    uint64_t spin_until, yield_until, t0;
 };
 
 struct shm_comm {
@@ -352,6 +360,12 @@ void shm__cpu_relax(void);
  * sleep on the futex (a slice), then look again. */
 enum { SHM_PACE_AGAIN, SHM_PACE_SLEEP };
 int shm__pace(struct shm_comm *c, struct shm_pace_wait *w);
+/* The wait w ended (what it waited for came): the spin budget learns from it. */
+void shm__pace_done(struct shm_comm *c, const struct shm_pace_wait *w);
+/* Before the first wait: the spin budget's bound (spin_ns = auto). */
+void shm__pace_init(struct shm_comm *c);
+/* At each barrier arrival: publish the CPU this rank runs on, if it moved. */
+void shm__pace_arrive(struct shm_comm *c);
 /* [shm] wait_slice's default (core/common/slice.c): off. Beside busy
  * processes 200us made 1 MiB rounds faster in one run and no faster in the
  * next, and on quiet cores it costs an 8 B allreduce several times its

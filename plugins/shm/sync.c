@@ -346,6 +346,7 @@ int shm__barrier(struct shm_op *o)
         return 0;
     uint32_t target = ++c->epoch;
     struct shm_ctl *me = shm__ctl(c, c->rank);
+    shm__pace_arrive(c);
     __atomic_store_n(&me->epoch, target, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&me->sleepers, __ATOMIC_SEQ_CST))
         futex_wake(&me->epoch);
@@ -377,6 +378,7 @@ int shm__barrier(struct shm_op *o)
             __atomic_sub_fetch(&q->sleepers, 1, __ATOMIC_SEQ_CST);
         }
     }
+    shm__pace_done(c, &w);
     uint64_t v = verdict(c, target, 0);
     return verdict_status(v) ? gave_up(o, v) : 0;
 }
@@ -426,8 +428,10 @@ int shm__wait_pieces(struct shm_op *o, int owner, uint32_t half, uint32_t want)
     struct shm_pace_wait w = {0};
     for (;;) {
         uint32_t d = __atomic_load_n(&q->done[half], __ATOMIC_ACQUIRE);
-        if (d >= want)
+        if (d >= want) {
+            shm__pace_done(c, &w);
             return 0;
+        }
         if (shm__pace(c, &w) == SHM_PACE_AGAIN)
             continue;
         int rc = pieces_stalled(o, owner);
