@@ -31,17 +31,10 @@
 #include <unistd.h>
 
 #include "plexus/plexus.h"
+#include "thread_slice.h"
 
 #define OPS 2000
 #define SLOW_OPS 25
-
-struct sched_attr_v0 {
-    uint32_t size, policy;
-    uint64_t flags;
-    int32_t nice;
-    uint32_t priority;
-    uint64_t runtime, deadline, period;
-};
 
 static uint64_t now_ns(void)
 {
@@ -67,10 +60,9 @@ static void sleep_ms(unsigned ms)
  * reports it, else its default formula (plugins/shm/pace.c). */
 static uint64_t spin_bound_ns(void)
 {
-    struct sched_attr_v0 a;
-    memset(&a, 0, sizeof a);
-    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) == 0 && a.runtime)
-        return 2 * a.runtime;
+    uint64_t slice = thread_slice_ns(0);
+    if (slice)
+        return 2 * slice;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     uint64_t scale = 1;
     for (long k = n < 8 ? n : 8; k > 1; k /= 2)

@@ -21,23 +21,7 @@
 #include <unistd.h>
 
 #include "plexus/plexus.h"
-
-struct sched_attr_v0 {
-    uint32_t size, policy;
-    uint64_t flags;
-    int32_t nice;
-    uint32_t priority;
-    uint64_t runtime, deadline, period;
-};
-
-static uint64_t slice_of(pid_t tid)
-{
-    struct sched_attr_v0 a;
-    memset(&a, 0, sizeof a);
-    if (syscall(SYS_sched_getattr, tid, &a, sizeof a, 0))
-        return 0;
-    return a.runtime;
-}
+#include "thread_slice.h"
 
 static pid_t caller;
 static atomic_int watching;
@@ -47,7 +31,7 @@ static void *watch(void *arg)
 {
     (void)arg;
     while (atomic_load(&watching)) {
-        uint64_t s = slice_of(caller);
+        uint64_t s = thread_slice_ns(caller);
         if (s && (!smallest || s < smallest))
             smallest = s;
         struct timespec ts = {0, 1000000};
@@ -73,7 +57,7 @@ static int check(const char *what, int (*op)(struct plx_comm *, float *), struct
     int rc = op(c, buf);
     atomic_store(&watching, 0);
     pthread_join(t, NULL);
-    uint64_t after = slice_of(caller);
+    uint64_t after = thread_slice_ns(caller);
     if (rc) {
         fprintf(stderr, "%s: %s: %s\n", what, plx_err_name(rc), plx_last_error());
         return 1;
@@ -113,7 +97,7 @@ int main(int argc, char **argv)
     }
     uint64_t want = strtoull(argv[1], NULL, 10) * 1000;
     caller = (pid_t)syscall(SYS_gettid);
-    uint64_t own = slice_of(caller);
+    uint64_t own = thread_slice_ns(caller);
     if (!own) {
         printf("SKIP: this kernel reports no time slice for fair tasks (no custom slices)\n");
         return 77;

@@ -178,6 +178,17 @@ static double formula(const char *algo, int coll, int P, size_t count, const cha
     return want;
 }
 
+
+/* The job on P ranks of sim with overrides ov; *end_ns: the latest rank's
+ * modelled clock after it (the op's time). */
+static int run_timed(int P, const char **ov, struct job *j, double *end_ns)
+{
+    int rc = run_ranks(P, "sim", ov, 60000, run, j);
+    *end_ns = 0;
+    for (int r = 0; r < P; r++)
+        *end_ns = j->end_ns[r] > *end_ns ? j->end_ns[r] : *end_ns;
+    return rc;
+}
 static void check(const char *algo, int coll, int P, size_t count)
 {
     double n = (double)count * 4;
@@ -214,10 +225,8 @@ static void check(const char *algo, int coll, int P, size_t count)
                         yielding ? "sim.model_yielding_waits=true" : "sim.model_yielding_waits=false",
                         gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
     struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
-    int rc = run_ranks(P, "sim", ov, 60000, run, &j);
-    double got = 0;
-    for (int r = 0; r < P; r++)
-        got = j.end_ns[r] > got ? j.end_ns[r] : got;
+    double got;
+    int rc = run_timed(P, ov, &j, &got);
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
     printf("%s %-20s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
@@ -247,10 +256,8 @@ static void check_two_hosts(void)
                         mem_ns > 0 ? "sim.model_intra_memory_bandwidth=512M" : "sim.model_intra_memory_bandwidth=0",
                         NULL};
     struct job j = {.coll = PLX_COLL_ALLREDUCE, .count = 1024, .end_ns = calloc((size_t)P, sizeof(double))};
-    int rc = run_ranks(P, "sim", ov, 60000, run, &j);
-    double got = 0;
-    for (int r = 0; r < P; r++)
-        got = j.end_ns[r] > got ? j.end_ns[r] : got;
+    double got;
+    int rc = run_timed(P, ov, &j, &got);
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
     printf("%s allreduce recdbl 2 hosts x 2 ranks on 1 core +gamma%s%s: model %.0f ns formula %.0f ns (%.2f%%)%s\n",
@@ -308,10 +315,8 @@ static void check_native(int coll, int P, size_t count)
                         mem_ns > 0 ? "sim.model_intra_memory_bandwidth=512M" : "sim.model_intra_memory_bandwidth=0",
                         gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
     struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
-    int rc = run_ranks(P, "sim", ov, 60000, run, &j);
-    double got = 0;
-    for (int r = 0; r < P; r++)
-        got = j.end_ns[r] > got ? j.end_ns[r] : got;
+    double got;
+    int rc = run_timed(P, ov, &j, &got);
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
     printf("%s %s shm-native%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
