@@ -73,16 +73,19 @@ static int not_root(struct plx_comm *c, uint64_t seq, int64_t timeout_ms)
     const char *step = "sending its report to rank 0";
     int rc = post(c, x, 1, 0, plx__algo_tag(seq, STEP_REPORT), timeout_ms);
     if (rc == 0)
-        rc = finish(c, x, plx__clock_ns() + (uint64_t)timeout_ms * 1000000u, 0);
+        rc = finish(c, x, plx__deadline_ms(timeout_ms), 0);
     if (rc == 0) {
         step = "waiting for rank 0's release";
         if ((rc = post(c, x, 0, 0, plx__algo_tag(seq, STEP_RELEASE), timeout_ms)) == 0)
-            rc = finish(c, x, plx__clock_ns() + (uint64_t)timeout_ms * 1000000u, 0);
+            rc = finish(c, x, plx__deadline_ms(timeout_ms), 0);
     }
     cancel(c, x);
-    if (rc != 0)
-        return plx__err(rc, "monitored barrier on '%s': rank %d reached it, but failed %s within %lld ms (%s)",
-                        c->name, c->rank, step, (long long)timeout_ms, plx_err_name(rc));
+    if (rc != 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", rc == PLX_ERR_TIMEOUT ? "no answer in time" : plx_last_error());
+        return plx__err(rc, "monitored barrier on '%s': rank %d reached it, but failed %s within %lld ms (%s: %s)",
+                        c->name, c->rank, step, (long long)timeout_ms, plx_err_name(rc), why);
+    }
     return 0;
 }
 
@@ -90,7 +93,7 @@ static int not_root(struct plx_comm *c, uint64_t seq, int64_t timeout_ms)
 static int gather_reports(struct plx_comm *c, struct xfer **x, int64_t timeout_ms, int wait_all, int *late,
                           int late_cap, int *nlate, int *first_rc, char *first_msg, size_t cap)
 {
-    uint64_t deadline = plx__clock_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t deadline = plx__deadline_ms(timeout_ms);
     for (int r = 1; r < c->size; r++) {
         /* Out of time at this rank's turn: stop without naming it, as gloo
          * does, unless every late rank is wanted (then each is still
@@ -159,7 +162,7 @@ static int root(struct plx_comm *c, uint64_t seq, int64_t timeout_ms, int wait_a
     for (int r = 1; r < n && rc == 0; r++) { /* everyone came: release them */
         x[r]->word = 1;
         if ((rc = post(c, x[r], 1, r, plx__algo_tag(seq, STEP_RELEASE), timeout_ms)) == 0)
-            rc = finish(c, x[r], plx__clock_ns() + (uint64_t)timeout_ms * 1000000u, r);
+            rc = finish(c, x[r], plx__deadline_ms(timeout_ms), r);
         if (rc != 0)
             plx__err(rc, "monitored barrier on '%s': releasing rank %d failed within %lld ms (%s)", c->name, r,
                      (long long)timeout_ms, plx_err_name(rc));

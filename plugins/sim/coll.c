@@ -53,7 +53,7 @@ static int reduce_into(struct impl *c, char *out, int first, size_t byte_off, si
     return a->op == PLX_AVG ? h->scale_div(out, len, a->dtype, (uint64_t)c->size) : 0;
 }
 
-static void *scratch(struct impl *c, size_t bytes)
+void *sim_scratch(struct impl *c, size_t bytes)
 {
     if (bytes > c->scratch_bytes) {
         void *p = realloc(c->scratch, bytes);
@@ -229,7 +229,7 @@ static int alltoall(const struct phase *x)
         inplace |= w->slot[s]->send == w->slot[s]->recv;
     if (!inplace)
         return exchange(x, 1);
-    char *tmp = scratch(c, x->bytes * (size_t)P);
+    char *tmp = sim_scratch(c, x->bytes * (size_t)P);
     if (!tmp && x->bytes)
         return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
     for (int s = 0; s < P; s++)

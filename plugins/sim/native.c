@@ -26,26 +26,22 @@ static int move_data(struct impl *c, struct sim_req **reqs)
                 memmove((char *)reqs[d]->args.recv + (size_t)s * bytes, reqs[s]->args.send, bytes);
         return 0;
     }
-    if (bytes > c->scratch_bytes) {
-        void *p = realloc(c->scratch, bytes);
-        if (!p)
-            return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
-        c->scratch = p;
-        c->scratch_bytes = bytes;
-    }
-    memcpy(c->scratch, reqs[0]->args.send, bytes);
+    char *acc = sim_scratch(c, bytes);
+    if (!acc)
+        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+    memcpy(acc, reqs[0]->args.send, bytes);
     for (int s = 1; s < P; s++) {
-        int rc = sim_host->reduce(c->scratch, reqs[s]->args.send, a->count, a->dtype, a->op);
+        int rc = sim_host->reduce(acc, reqs[s]->args.send, a->count, a->dtype, a->op);
         if (rc)
             return sim_error(rc, "sim: the core's reduction kernel refused dtype %d op %d", a->dtype, a->op);
     }
     if (a->op == PLX_AVG) {
-        int rc = sim_host->scale_div(c->scratch, a->count, a->dtype, (uint64_t)P);
+        int rc = sim_host->scale_div(acc, a->count, a->dtype, (uint64_t)P);
         if (rc)
             return sim_error(rc, "sim: the core's kernel cannot divide dtype %d", a->dtype);
     }
     for (int d = 0; d < P; d++)
-        memcpy(reqs[d]->args.recv, c->scratch, bytes);
+        memcpy(reqs[d]->args.recv, acc, bytes);
     return 0;
 }
 

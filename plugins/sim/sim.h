@@ -163,6 +163,8 @@ void sim_p2p_cancel(struct impl *c, struct sim_req *r);
 
 /* coll.c */
 int sim_collective(void *comm, const struct plx_coll_args *a, void **req);
+/* c's scratch, grown to at least bytes and kept (NULL: out of memory). */
+void *sim_scratch(struct impl *c, size_t bytes);
 int sim_worker_start(struct impl *c);
 void sim_worker_stop(struct impl *c);
 
