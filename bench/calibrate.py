@@ -12,11 +12,12 @@ For each transport (tcp, shm) on real processes (plexus-run):
   2. fit: alpha, beta, gamma, the wake-up and the memory (a message's
      latency and ns per byte, the ns per byte a rank reduces, what a
      message within a host with more ranks than cores waits for its
-     receiver to be woken and switched in, and the ns more each byte of a
-     message beyond the cache costs) to the collectives at --fit-ranks
-     (default 2 and 4), every other size (8 B, 4 KiB, 2 MiB ..: the sizes
-     between are held out, and so is every row at the other rank counts:
-     3), least squares in relative error with none negative, for each
+     receiver to be woken and switched in, and the ns more each byte
+     costs where the data outgrows the cache) to the collectives at
+     --fit-ranks (default 2, 3 and 4), every other size (8 B, 512 B,
+     32 KiB, 2 MiB, 64 MiB: the sizes between are held out, and so is
+     every row at a rank count left out of --fit-ranks), least squares in
+     relative error with none negative, for each
      cache size of CACHES; the cache whose fit rows fit best is kept. The
      model's time is linear in the five where nothing contends, so five
      plexus-whatif runs with one unit of each give every row's
@@ -48,7 +49,7 @@ and whether the prediction lies within the samples' interquartile range.
 """
 import argparse, csv, datetime, json, os, socket, statistics, subprocess, sys, tempfile, time
 
-SIZES = [8 << (3 * i) for i in range(8)]  # 8 B .. 16 MiB, by factors of 8
+SIZES = [8 << (3 * i) for i in range(8)] + [64 << 20]  # 8 B .. 16 MiB by factors of 8, and 64 MiB (held out)
 QUICK_SIZES = [8, 512, 32768]
 
 
@@ -118,12 +119,15 @@ class Bench:
     def predict_us(self, model, coll, ranks, sizes):
         """plexus-whatif's modelled time per size (the core's own algorithm choice)."""
         path = os.path.join(self.tmp, "whatif.csv")
-        cmd = [self.whatif, "--model", model, "--ranks", str(ranks), "--coll", coll, "--algos", "auto",
-               "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(sizes[1] // sizes[0] if len(sizes) > 1 else 2),
-               "--csv", path]
-        run(cmd)
-        with open(path, newline="") as f:
-            got = {int(r["bytes"]): float(r["time_us"]) for r in csv.DictReader(f)}
+        got = {}
+        # One run over the sizes by factors of 8, one each for any size off that series (64 MiB).
+        series = [n for n in sizes if n in SIZES[:8]]
+        runs = ([(series[0], series[-1])] if series else []) + [(n, n) for n in sizes if n not in series]
+        for lo, hi in runs:
+            run([self.whatif, "--model", model, "--ranks", str(ranks), "--coll", coll, "--algos", "auto",
+                 "-b", str(lo), "-e", str(hi), "-f", "8", "--csv", path])
+            with open(path, newline="") as f:
+                got.update({int(r["bytes"]): float(r["time_us"]) for r in csv.DictReader(f)})
         return {n: got[row_size(coll, ranks, n)] for n in sizes}
 
 
@@ -306,7 +310,7 @@ def fit_model(coef, med, t, fitted, k):
 
 
 # The cache sizes the fit tries for model_intra_cache: it keeps the one whose fit rows fit best.
-CACHES = [32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20]
+CACHES = [32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20]
 
 
 def main():
@@ -323,8 +327,9 @@ def main():
                     help="medians over the samples begun after a pause in the others' work, where a row has 3")
     ap.add_argument("--out", default=".", help="folder for calib-<transport>.ini")
     ap.add_argument("--ranks", default="2,3,4", help="rank counts measured")
-    ap.add_argument("--fit-ranks", default="2,4",
-                    help="rank counts whose collectives the fit uses, every other size (the rest: held out)")
+    ap.add_argument("--fit-ranks", default="2,3,4",
+                    help="rank counts whose collectives the fit uses, every other size (the rest: held out); "
+                         "2,4 holds out every row at 3 ranks too")
     ap.add_argument("--quick", action="store_true", help="one repetition, 2 ranks, allreduce, 8 B .. 32 KiB")
     ap.add_argument("--measured", help="fit and predict from this calib-measured.json instead of measuring")
     ap.add_argument("--cores", type=int, default=os.cpu_count(),

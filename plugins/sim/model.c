@@ -229,12 +229,11 @@ PLX_BACKEND_EXPORT double plexus_sim_model_clock_ns(void)
 
 /* shm's native collectives (plugins/shm/coll.c, its default [shm] keys):
  * the bytes up to which an allreduce rides the control line, runs in one
- * phase, and the rounds of one slot, and the pieces it reduces in. */
+ * phase, and the rounds of one slot. */
 enum {
     SHM_LINE_BYTES = 16,
     SHM_SMALL_BYTES = 16 << 10,
-    SHM_SLOT_BYTES = 1 << 20,
-    SHM_PIECE_BYTES = 32 << 10
+    SHM_SLOT_BYTES = 1 << 20
 };
 
 int sim_model_native(const struct impl *c, int coll)
@@ -244,45 +243,54 @@ int sim_model_native(const struct impl *c, int coll)
     return m->on && m->native_shm && one_host && (coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_ALLGATHER);
 }
 
-/* total bytes copied in pieces of at most piece: each copy a link's cost. */
-static double copies_ns(const struct sim_model *m, double total, double piece)
+/* The ns a native collective's copy costs per byte. Its copies move
+ * pieces of at most a slot, but to and from the ranks' own buffers, so
+ * what stays in cache is not a piece but the host's working set: every
+ * rank's buffers (an allreduce's one, in place; an allgather's block in and
+ * P blocks out) and the slots in use. The cache the ranks share holds
+ * model_intra_cache of it; the rest of every byte comes from memory. */
+static double native_byte_ns(const struct sim_model *m, double working_set)
 {
-    double whole = (double)(size_t)(total / piece);
-    return whole * link_ns(m, 0, (size_t)piece) + link_ns(m, 0, (size_t)(total - whole * piece));
+    double cache = m->intra_cache_bytes;
+    double beyond = working_set > cache ? 1.0 - cache / working_set : 0.0;
+    return m->intra_beta_ns + beyond * m->intra_memory_beta_ns;
 }
 
 /* Every rank runs the same schedule, so the collective ends its cost after
  * the last rank arrives. A barrier is one line between the ranks (alpha);
- * time-shared, it also waits for every rank that is off the cores: where a
- * message needs its one receiver, off them (ranks - cores) / ranks of the
- * time, a barrier needs all ranks - cores of those, switched back in as
- * many at a time as there are cores: (ranks - cores) / cores wake-ups. A
- * copy within a host costs what a message of its bytes does on the link;
- * a reduction gamma per byte; all of it CPU work, shared by the host's
- * ranks (stretch). In shm, a rank copies its input into its slot, a
- * barrier, then reads the others' slots: an allgather copies each block in
- * once and all P out, per slot-sized round; an allreduce over
- * SHM_SMALL_BYTES copies in the others' slices, reduces its own slice (in
- * pieces: a copy, P - 1 reductions and a copy out), a second barrier, and
- * copies the others' reduced slices out; up to it, one barrier, and each
- * rank reduces everything. */
+ * time-shared, it also waits for every rank that is off the cores: the
+ * ranks - cores of them, switched back in as many at a time as there are
+ * cores, so ceil((ranks - cores) / cores) wake-ups (a message, which needs
+ * its one receiver alone, pays the chance that it is off the cores). A
+ * byte copied costs native_byte_ns; a reduction gamma per byte; all of it
+ * CPU work, shared by the host's ranks (stretch). In shm, a rank copies its
+ * input into its slot, a barrier, then reads the others' slots: an
+ * allgather copies each block in once and all P out, per slot-sized round;
+ * an allreduce over SHM_SMALL_BYTES copies in the others' slices, reduces
+ * its own slice (in pieces: a copy, P - 1 reductions and a copy out), a
+ * second barrier, and copies the others' reduced slices out; up to it,
+ * one barrier, and each rank reduces everything. */
 double sim_model_native_ns(struct impl *c, const struct plx_coll_args *a)
 {
     const struct sim_model *m = &c->cfg.model;
     double s = stretch(m, queue_slots(c), c->model_rank), P = c->size;
-    double barrier = (m->yielding_waits ? 1.0 : s) * m->intra_alpha_ns + (s > 1.0 ? m->wake_ns * (s - 1.0) : 0);
+    int cores = m->cores_per_host, off_cores = s > 1.0 ? c->size - cores : 0;
+    double wakes = off_cores > 0 ? (double)((off_cores + cores - 1) / cores) : 0.0;
+    double barrier = (m->yielding_waits ? 1.0 : s) * m->intra_alpha_ns + wakes * m->wake_ns;
     double bytes = (double)a->count * (double)sim_dtype_size(a->dtype), t = 0;
-    if (a->coll == PLX_COLL_ALLREDUCE && bytes <= SHM_SMALL_BYTES)
-        return barrier + s * (2 * copies_ns(m, bytes, bytes > 0 ? bytes : 1) + (P - 1) * bytes * m->reduce_gamma_ns);
+    int gather = a->coll == PLX_COLL_ALLGATHER;
+    double slots = 2.0 * P * (bytes < SHM_SLOT_BYTES ? bytes : SHM_SLOT_BYTES);
+    double byte_ns = native_byte_ns(m, P * (gather ? (P + 1) * bytes : bytes) + slots);
+    if (!gather && bytes <= SHM_SMALL_BYTES)
+        return barrier + s * (2 * bytes * byte_ns + (P - 1) * bytes * m->reduce_gamma_ns);
     for (double off = 0; off < bytes; off += SHM_SLOT_BYTES) {
         double len = bytes - off < SHM_SLOT_BYTES ? bytes - off : SHM_SLOT_BYTES;
-        if (a->coll == PLX_COLL_ALLGATHER) {
-            t += barrier + s * (P + 1) * link_ns(m, 0, (size_t)len);
+        if (gather) {
+            t += barrier + s * (P + 1) * len * byte_ns;
             continue;
         }
         double slice = len / P;
-        t += 2 * barrier + s * (2 * (P - 1) * link_ns(m, 0, (size_t)slice) +
-                                2 * copies_ns(m, slice, SHM_PIECE_BYTES) + (P - 1) * slice * m->reduce_gamma_ns);
+        t += 2 * barrier + s * (2 * P * slice * byte_ns + (P - 1) * slice * m->reduce_gamma_ns);
     }
     return t;
 }

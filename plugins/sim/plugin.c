@@ -41,17 +41,21 @@ static const struct plx_key keys[] = {
      "Model, with model_cores_per_host: on a host with more ranks than cores, a message within it finds its "
      "receiver off the cores (it waited for a peer that was not running, so it slept or was descheduled) "
      "for the share of the time the cores cannot hold it, (ranks - cores) / ranks, and then reaches it this "
-     "much later: the wake-up and the switch to it; each message pays it times that share"},
+     "much later: the wake-up and the switch to it; each message pays it times that share, and a native "
+     "collective's barrier (model_intra_native) one per round of switching the ranks off the cores back in"},
     {"model_intra_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency within a host (alpha)"},
     {"model_intra_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second of a link within a host (1/beta; 0: infinite)"},
     {"model_intra_cache", PLX_KEY_SIZE, "0", NULL,
      "Model, with model_intra_memory_bandwidth: the bytes of a message within a host that its copies "
-     "(sender to kernel or segment, then to the receiver) keep in the CPU's cache"},
+     "(sender to kernel or segment, then to the receiver) keep in the CPU's cache; for a native collective "
+     "(model_intra_native), the share of the host's working set (every rank's buffers and the slots in use) "
+     "the cache holds"},
     {"model_intra_memory_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: a message within a host larger than model_intra_cache streams its bytes beyond it through "
      "memory instead of the cache; each such byte costs 1/this more than model_intra_bandwidth's "
-     "(0: nothing more)"},
+     "(0: nothing more); a native collective's copies pay it on the share of their bytes the cache cannot "
+     "hold"},
     {"model_inter_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency across hosts (alpha)"},
     {"model_inter_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second of a host's NIC, shared by its ranks (0: infinite)"},

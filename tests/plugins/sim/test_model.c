@@ -269,36 +269,35 @@ static void check_two_hosts(void)
 
 /* sim.model_intra_native=shm: allreduce and allgather as shm's native
  * collectives by their schedule (plugins/shm/coll.c), each rank the same.
- * A barrier costs alpha; a copy of m bytes what a message of m bytes does
- * (xfer); a reduction gamma per byte. Allreduce up to 16 KiB: its input in,
- * a barrier, then every input reduced into its output (a copy and P - 1
- * reductions). Above, per round of 1 MiB (len L): the other P - 1 slices of
- * L / P in, a barrier, its own slice reduced in 32 KiB pieces (a copy, P - 1
- * reductions, a copy out), a barrier, the P - 1 reduced slices out.
- * Allgather per round of up to 1 MiB of each block: its block in, a
+ * A barrier costs alpha; a copied byte beta, and beyond the cache the
+ * memory's extra cost for the share of the host's working set (every
+ * rank's buffer, P + 1 blocks for an allgather, and the slots in use) that
+ * the cache cannot hold; a reduction gamma per byte. Allreduce up to
+ * 16 KiB: its input in, a barrier, then every input reduced into its
+ * output (a copy and P - 1 reductions). Above, per round of 1 MiB (len L):
+ * the other P - 1 slices of L / P in, a barrier, its own slice reduced (a
+ * copy, P - 1 reductions, a copy out), a barrier, the P - 1 reduced slices
+ * out. Allgather per round of up to 1 MiB of each block: its block in, a
  * barrier, all P blocks out. Time-shared (P > cores): every cost above
- * times P / cores, a barrier's alpha too (shm spins), plus per barrier a
- * wake-up for each of the P - cores ranks off the cores, cores at a time:
- * (P - cores) / cores of it (a message waits for one receiver alone). */
-static double pieces(double total, double piece)
-{
-    double whole = floor(total / piece);
-    return whole * xfer(piece) + xfer(total - whole * piece);
-}
-
+ * times P / cores, a barrier's alpha too (shm spins), plus per barrier one
+ * wake-up for each round of switching the P - cores ranks off the cores
+ * back in, cores at a time: ceil((P - cores) / cores). */
 static double native_formula(int coll, int P, double bytes)
 {
     double share = cores > 0 && P > cores ? (double)P / cores : 1.0;
-    double barrier = share * alpha_ns + (share > 1 ? wake_ns * (share - 1) : 0), t = 0;
-    if (coll == PLX_COLL_ALLREDUCE && bytes <= 16 << 10)
-        return barrier + share * (2 * xfer(bytes) + (P - 1) * bytes * gamma_ns);
+    double wakes = share > 1 ? ceil((double)(P - cores) / cores) : 0;
+    double barrier = share * alpha_ns + wakes * wake_ns, t = 0;
+    int gather = coll == PLX_COLL_ALLGATHER;
+    double working_set = P * (gather ? (P + 1) * bytes : bytes) + 2.0 * P * fmin(bytes, 1 << 20);
+    double per_byte = beta_ns + (working_set > cache_bytes ? 1 - cache_bytes / working_set : 0) * mem_ns;
+    if (!gather && bytes <= 16 << 10)
+        return barrier + share * (2 * bytes * per_byte + (P - 1) * bytes * gamma_ns);
     for (double off = 0; off < bytes; off += 1 << 20) {
         double len = bytes - off < (1 << 20) ? bytes - off : 1 << 20, slice = len / P;
-        if (coll == PLX_COLL_ALLGATHER)
-            t += barrier + share * (P + 1) * xfer(len);
+        if (gather)
+            t += barrier + share * (P + 1) * len * per_byte;
         else
-            t += 2 * barrier + share * (2 * (P - 1) * xfer(slice) + 2 * pieces(slice, 32 << 10) +
-                                        (P - 1) * slice * gamma_ns);
+            t += 2 * barrier + share * (2 * P * slice * per_byte + (P - 1) * slice * gamma_ns);
     }
     return t;
 }
@@ -499,8 +498,10 @@ int main(void)
     wake_ns = 0;
     cache_bytes = 256 << 10;
     mem_ns = 1e9 / (double)(512u << 20);
-    check_native(PLX_COLL_ALLGATHER, 2, 1 << 18);   /* 1 MiB copies: beyond the cache */
-    check_native(PLX_COLL_ALLREDUCE, 2, 1 << 19);   /* slices of 1 MiB copied, pieces of 32 KiB reduced */
+    check_native(PLX_COLL_ALLGATHER, 2, 1 << 18);   /* 10 MiB working set: mostly beyond the cache */
+    check_native(PLX_COLL_ALLREDUCE, 2, 1 << 19);   /* 8 MiB: the same, in rounds of 1 MiB slices */
+    check_native(PLX_COLL_ALLREDUCE, 2, 8192);      /* 192 KiB working set: within the cache */
+    check_native(PLX_COLL_ALLREDUCE, 4, 8 << 18);   /* 8 MiB each, 40 MiB on the host: four rounds */
     cache_bytes = 0;
     mem_ns = 0;
     gamma_ns = 0;
