@@ -363,6 +363,7 @@ def main():
             calm = {(k.split("/")[0], k.split("/")[1], int(k.split("/")[2]), int(k.split("/")[3])): v
                     for k, v in doc.get("quiet", {}).items()}
             rank_counts = sorted({P for _, _, P, _ in raw})
+            sizes = sorted({n for _, _, _, n in raw})  # an older file may lack 64 MiB
         else:
             raw_pp, raw, calm = measure(b, transports, colls, rank_counts, sizes, reps, a.sample_ms, a.quiet_wait,
                                         a.quiet_budget)
