@@ -4,6 +4,9 @@
 #   sh scripts/chroot-trixie.sh [test]  make or reuse the chroot, build this
 #                                       tree inside it, run the torch suite
 #   sh scripts/chroot-trixie.sh create  only make (or reuse) the chroot
+#   sh scripts/chroot-trixie.sh build   make or reuse it, build in it what the
+#                                       tests `test` runs need (CI does this
+#                                       early, at idle priority)
 #   sh scripts/chroot-trixie.sh shell   a shell in it (source at /src)
 #   sh scripts/chroot-trixie.sh run CMD CMD run by sh in /src (as `test` left it)
 #   sh scripts/chroot-trixie.sh destroy delete the cached chroot
@@ -127,18 +130,10 @@ copy_source() {
         xargs -0 cp -p --parents -t "$root/src" 2>/dev/null) || true
 }
 
-case $action in
-create)
-    create
-    ;;
-test)
-    create
-    copy_source
-    mount_all
-    t0=$(date +%s)
+# /src/build configured (set up, or its options set again) in the mounted chroot.
+configure() {
     # -Dtorch=enabled: a plexus.torch that fails to build against torch 2.x is a failure, not a skip;
     # so is an mpi plugin that fails against Open MPI 5.
-    # What the tests need is built (meson test builds its tests' dependencies), not the rest.
     # A kept build reconfigures itself when a meson.build changed (and here when the options did).
     opts="-Dwerror=true -Dtorch=enabled -Dmpi=enabled -Dmpi_impls=openmpi -Dnccl=disabled -Ducc=disabled"
     if ! chroot "$root" sh -c "cd /src && { if [ -f build/build.ninja ]; then meson configure build $opts; \
@@ -147,6 +142,53 @@ test)
         echo "FAIL: configuring plexus in the trixie chroot"
         exit 1
     fi
+}
+
+case $action in
+create)
+    create
+    ;;
+build)
+    create
+    copy_source
+    mount_all
+    t0=$(date +%s)
+    configure
+    # What `meson test` would build for these tests (their dependencies, as
+    # meson's rebuild_deps picks them), so `test` finds them up to date; a
+    # suite (--suite NAME) builds everything.
+    tests=${PLEXUS_TRIXIE_TESTS:---suite torch}
+    case $tests in
+    -*) targets="" ;;
+    *)
+        # shellcheck disable=SC2086 # one test name per word
+        targets=$(chroot "$root" python3 - $tests <<'PY'
+import json, os, sys
+info = "/src/build/meson-info/"
+files = {t["id"]: t["filename"] for t in json.load(open(info + "intro-targets.json"))}
+out = set()
+for t in json.load(open(info + "intro-tests.json")):
+    if t["name"] in sys.argv[1:]:
+        for d in t["depends"]:
+            out.update(os.path.relpath(f, "/src/build") for f in files[d])
+print(" ".join(sorted(out)))
+PY
+) || exit 1
+        ;;
+    esac
+    if ! chroot "$root" sh -c "cd /src && ninja -C build $targets >/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }"; then
+        echo "FAIL: building plexus in the trixie chroot"
+        exit 1
+    fi
+    echo "trixie chroot: build $(($(date +%s) - t0)) s"
+    ;;
+test)
+    create
+    copy_source
+    mount_all
+    t0=$(date +%s)
+    # What the tests need is built (meson test builds its tests' dependencies), not the rest.
+    configure
     rc=0
     # PLEXUS_TRIXIE_SECONDS bounds the build and the tests (CI's time budget):
     # timeout stops the whole process group, and meson's log keeps the tests

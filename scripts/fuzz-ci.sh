@@ -4,6 +4,8 @@
 #   sh scripts/fuzz-ci.sh                 each target for FUZZ_SECONDS (default 60)
 #   FUZZ_SECONDS=600 sh scripts/fuzz-ci.sh config tcp_wire
 #   FUZZ_ARGS='-rss_limit_mb=4096 -seed=1' ...   more libFuzzer flags
+#   sh scripts/fuzz-ci.sh --build         only configure and build the targets
+#   FUZZ_JOBS=2 sh scripts/fuzz-ci.sh     that many targets at once (one core each)
 #
 # Needs clang with libFuzzer (Debian's clang); without it, says so and exits
 # 0: the committed corpus still runs in every build (meson test --suite
@@ -17,6 +19,8 @@
 set -u
 cd "$(dirname "$0")/.."
 
+build_only=0
+[ "${1:-}" = --build ] && { build_only=1; shift; }
 seconds=${FUZZ_SECONDS:-60}
 build=${FUZZ_BUILD_DIR:-build-fuzzer}
 clang=${FUZZ_CC:-clang}
@@ -49,19 +53,23 @@ done
 ninja -C "$build" $ninja_targets >"$build/fuzz-build.log" 2>&1 ||
     ninja -C "$build" -k 0 $ninja_targets >>"$build/fuzz-build.log" 2>&1
 
+[ $build_only = 0 ] || exit 0
+
 # UBSan findings are fatal, as ASan's are; libFuzzer reports both as crashes.
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1
-failed=0
-for t in $targets; do
-    bin="$build/tests/fuzz/fuzz_$t"
-    if [ ! -x "$bin" ]; then
-        echo "fuzz $t: not built here (see $build/fuzz-build.log): skipped"
-        continue
-    fi
+# fuzz_one TARGET: run it; its line (and any crash excerpt) goes to
+# fuzz-out/TARGET/summary, and fuzz-out/TARGET/failed marks a crash.
+fuzz_one() {
+    t=$1
     out="$build/fuzz-out/$t"
     rm -rf "$out"
     mkdir -p "$out/corpus"
+    bin="$build/tests/fuzz/fuzz_$t"
+    if [ ! -x "$bin" ]; then
+        echo "fuzz $t: not built here (see $build/fuzz-build.log): skipped" >"$out/summary"
+        return
+    fi
     log="$out/log.txt"
     case $t in
     # Every input of these "leaks" by design (the config keeps each string
@@ -85,9 +93,32 @@ for t in $targets; do
         status=ok
     else
         status="CRASH (exit $rc): ${artifacts:-no input saved} - see $log"
-        failed=1
-        grep -E 'ERROR: |runtime error:|fuzz check failed|SUMMARY:' "$log" | head -n 5 | sed 's/^/    /'
+        touch "$out/failed"
+        grep -E 'ERROR: |runtime error:|fuzz check failed|SUMMARY:' "$log" | head -n 5 | sed 's/^/    /' >"$out/excerpt"
     fi
-    echo "fuzz $t: ${execs:-?} execs, ${rate:-?} execs/s, ${cov:-cov ?}, peak RSS ${rss:-?} MB, ${seconds} s: $status"
+    echo "fuzz $t: ${execs:-?} execs, ${rate:-?} execs/s, ${cov:-cov ?}, peak RSS ${rss:-?} MB, ${seconds} s: $status" \
+        >"$out/summary"
+    [ ! -f "$out/excerpt" ] || cat "$out/excerpt" >>"$out/summary"
+}
+
+# FUZZ_JOBS lanes, each running its share of the targets one after another
+# (each target is one process on one core, for FUZZ_SECONDS of wall time).
+jobs=${FUZZ_JOBS:-1}
+lane=0
+while [ $lane -lt "$jobs" ]; do
+    (
+        i=0
+        for t in $targets; do
+            [ $((i % jobs)) = $lane ] && fuzz_one "$t"
+            i=$((i + 1))
+        done
+    ) &
+    lane=$((lane + 1))
+done
+wait
+failed=0
+for t in $targets; do
+    cat "$build/fuzz-out/$t/summary"
+    [ ! -f "$build/fuzz-out/$t/failed" ] || failed=1
 done
 exit $failed

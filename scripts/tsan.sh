@@ -7,8 +7,12 @@
 # code 66) and is also written to BUILD_DIR/tsan-reports/; the last line
 # counts them. Suppressions: tests/tsan.supp, each entry with its reason.
 # CC defaults to gcc (Debian's libtsan); CC=clang works as well.
+#   sh scripts/tsan.sh --build [BUILD_DIR]  only configure and build (CI does
+#                                           it while the main suite runs)
 set -u
 cd "$(dirname "$0")/.."
+build_only=0
+[ "${1:-}" = --build ] && { build_only=1; shift; }
 dir=${1:-build-tsan}
 start=$(date +%s)
 # Without the MPI plugins: Open MPI pulls in UCX, whose libucm hooks madvise
@@ -20,6 +24,7 @@ if [ ! -d "$dir" ]; then
         { echo "tsan: setup failed"; exit 1; }
 fi
 ninja -C "$dir" >/dev/null || { echo "tsan: build failed"; exit 1; }
+[ $build_only = 0 ] || exit 0
 reports="$PWD/$dir/tsan-reports"
 rm -rf "$reports"
 mkdir -p "$reports"

@@ -54,7 +54,12 @@ check() {
         int) kill -INT "$pid" ;;
         pipe) ;; # head closes it
     esac
-    sleep 2
+    # Judged as soon as every rank is gone, at the latest 2 s after.
+    i=0
+    while [ "$(alive "$kids")" != 0 ] && [ $i -lt 20 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
     left=$(alive "$kids")
     if [ "$left" != 0 ]; then
         echo "FAILED $how/$what: $left rank process(es) still alive 2 s after plexus-run ended:"
