@@ -104,6 +104,9 @@ fuzz_one() {
 # FUZZ_JOBS lanes, each running its share of the targets one after another
 # (each target is one process on one core, for FUZZ_SECONDS of wall time).
 jobs=${FUZZ_JOBS:-1}
+for t in $targets; do # no result left from an earlier run may stand for this one's
+    rm -rf "$build/fuzz-out/$t"
+done
 lane=0
 while [ $lane -lt "$jobs" ]; do
     (
@@ -118,6 +121,11 @@ done
 wait
 failed=0
 for t in $targets; do
+    if [ ! -f "$build/fuzz-out/$t/summary" ]; then # its lane stopped before it: nothing ran
+        echo "fuzz $t: no result (its lane ended early)"
+        failed=1
+        continue
+    fi
     cat "$build/fuzz-out/$t/summary"
     [ ! -f "$build/fuzz-out/$t/failed" ] || failed=1
 done

@@ -56,6 +56,14 @@ static double max2(double a, double b)
     return a > b ? a : b;
 }
 
+/* The ranks on rank's host, of slots in all. */
+static int ranks_on_host(const struct sim_model *m, int slots, int rank)
+{
+    int per = m->ranks_per_host > 0 ? m->ranks_per_host : slots;
+    int first = host_of(m, rank) * per;
+    return slots - first < per ? slots - first : per;
+}
+
 /* Time-sharing: while a collective runs, every rank of a host is runnable
  * (it copies, reduces, or spins and yields on its waits), and the kernel
  * shares the host's cores fairly among them, so each rank runs cores/ranks
@@ -71,12 +79,8 @@ static double max2(double a, double b)
  * the cores. The factor: ranks on the host / cores, at least 1. */
 static double stretch(const struct sim_model *m, int slots, int rank)
 {
-    if (m->cores_per_host <= 0)
-        return 1.0;
-    int per = m->ranks_per_host > 0 ? m->ranks_per_host : slots;
-    int first = host_of(m, rank) * per;
-    int on_host = slots - first < per ? slots - first : per;
-    return on_host > m->cores_per_host ? (double)on_host / m->cores_per_host : 1.0;
+    int on_host = ranks_on_host(m, slots, rank);
+    return m->cores_per_host > 0 && on_host > m->cores_per_host ? (double)on_host / m->cores_per_host : 1.0;
 }
 
 /* The ns a message's bytes take on its link. Within a host both ends copy
@@ -228,10 +232,9 @@ PLX_BACKEND_EXPORT double plexus_sim_model_clock_ns(void)
 }
 
 /* shm's native collectives (plugins/shm/coll.c, its default [shm] keys):
- * the bytes up to which an allreduce rides the control line, runs in one
- * phase, and the rounds of one slot. */
+ * the bytes up to which an allreduce runs in one phase, and the rounds of
+ * one slot. */
 enum {
-    SHM_LINE_BYTES = 16,
     SHM_SMALL_BYTES = 16 << 10,
     SHM_SLOT_BYTES = 1 << 20
 };
@@ -274,7 +277,7 @@ double sim_model_native_ns(struct impl *c, const struct plx_coll_args *a)
 {
     const struct sim_model *m = &c->cfg.model;
     double s = stretch(m, queue_slots(c), c->model_rank), P = c->size;
-    int cores = m->cores_per_host, off_cores = s > 1.0 ? c->size - cores : 0;
+    int cores = m->cores_per_host, off_cores = s > 1.0 ? ranks_on_host(m, queue_slots(c), c->model_rank) - cores : 0;
     double wakes = off_cores > 0 ? (double)((off_cores + cores - 1) / cores) : 0.0;
     double barrier = (m->yielding_waits ? 1.0 : s) * m->intra_alpha_ns + wakes * m->wake_ns;
     double bytes = (double)a->count * (double)sim_dtype_size(a->dtype), t = 0;
