@@ -28,7 +28,10 @@
 struct shared {
     int port, victim;
     char path[512];
-    volatile int gen1_done; /* rank 0: generation 1 saved by every rank */
+    /* Each rank: generation 1 saved by every rank and its barrier passed. A
+     * rank leaves the barrier before the others may have, so one flag from
+     * rank 0 let a kill land in another rank's generation-1 barrier. */
+    volatile int gen1_done[RANKS];
     volatile int save2_rc[RANKS];
     volatile int save2_ended[RANKS];
     char msg[RANKS][600];
@@ -77,8 +80,7 @@ static int rank_main(int rank, void *arg)
                      plx_last_error());
         return 1;
     }
-    if (rank == 0)
-        __atomic_store_n(&sh->gen1_done, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&sh->gen1_done[rank], 1, __ATOMIC_RELEASE);
     int rc = save_gen(c, sh->path, 2, buf);
     snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", rc ? plx_last_error() : "");
     sh->save2_rc[rank] = rc;
@@ -145,8 +147,9 @@ int main(void)
             return 1;
         /* Wait for generation 1, then for the second save's folder. */
         double until = now_s() + 30;
-        while (!__atomic_load_n(&sh->gen1_done, __ATOMIC_ACQUIRE) && now_s() < until && !sh->failures)
-            usleep(200);
+        for (int k = 0; k < RANKS; k++)
+            while (!__atomic_load_n(&sh->gen1_done[k], __ATOMIC_ACQUIRE) && now_s() < until && !sh->failures)
+                usleep(200);
         struct stat st;
         while (stat(tmp, &st) != 0 && now_s() < until && !sh->save2_ended[0])
             usleep(100);

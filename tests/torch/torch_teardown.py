@@ -24,6 +24,13 @@ import time
 RUN_TIMEOUT = 180
 WAYS = ("destroy", "late0", "exit")
 NOISE = ("recvValue failed", "Exception raised from")
+# Tensors handed to collectives, held until the process ends. torch 2.x's
+# gloo worker thread may drop its reference to a finished work's tensors
+# after the interpreter began finalizing; freeing a tensor's Python object
+# then kills that thread (pthread_exit through a noexcept frame: "terminate
+# called without an active exception", SIGABRT), in gloo's group, not ours.
+# Holding them here leaves the last reference with the main thread.
+HELD = []
 
 
 def skip(why):
@@ -58,6 +65,7 @@ def rank_main(rank, way, port):
         opt.step()
     for group in (gloo, plexus):
         t = torch.full((16,), float(rank + 1))
+        HELD.append(t)
         dist.all_reduce(t, group=group)
         if not torch.equal(t, torch.full((16,), 3.0)):
             print("rank %d: wrong sum %s" % (rank, t[:2].tolist()), flush=True)
