@@ -131,3 +131,8 @@ def main():
 
 if __name__ == "__main__":
     main()
+    # The oracle's results are written; skip the interpreter's teardown, where
+    # torch 2.x's gloo worker threads can free tensors after finalization
+    # began (SIGABRT, or a rank that never exits). torch_teardown tests teardown.
+    sys.stdout.flush()
+    os._exit(0)
