@@ -180,9 +180,11 @@ YIELDING_WAITS = {"tcp": "true", "shm": "false"}
 # shm runs allreduce and allgather as its own native collectives (plugins/shm/coll.c), which the model prices by
 # their schedule; tcp runs the core's generic algorithms, which the model runs over its messages.
 NATIVE = {"tcp": "none", "shm": "shm"}
+# Bytes above which a message waits for its receiver's ready notice (tcp's TCP_EAGER_MAX, plugins/tcp/tcp.h).
+EAGER_LIMIT = {"tcp": 64 << 10}
 
 
-def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, cache, note, cores, native):
+def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, cache, note, cores, native, serial=False, eager=True):
     """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta, gamma or the memory's 0)."""
     alpha_ns, wake_ns = round(alpha_us * 1e3), round(wake_us * 1e3)
     bandwidth = round(1e9 / beta_ns) if beta_ns > 0 else 0
@@ -204,10 +206,12 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, c
                 f"model_reduce_bandwidth = {reduce_bw}\n"
                 f"model_intra_cache = {cache}\n"
                 f"model_intra_memory_bandwidth = {memory_bw}\n"
-                f"model_intra_native = {native}\n")
+                f"model_intra_native = {native}\n"
+                f"model_intra_serial_copies = {'true' if serial else 'false'}\n"
+                f"model_eager_limit = {EAGER_LIMIT.get(transport, 0) if eager else 0}\n")
 
 
-def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache, native):
+def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache, native, serial=False, eager=True):
     """The model's time is alpha, beta, gamma, the wake-up and the memory's cost per byte beyond the cache times
     what each alone costs on the critical path (exactly so without contention; time-sharing stretches each by the
     same factor in every run): per (coll, ranks, size), plexus-whatif's time with each at one unit (1 us; 1 ns/B),
@@ -224,6 +228,8 @@ def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache
                     f"model_wake_latency = {wake}\n"
                     f"model_intra_cache = {cache}\nmodel_intra_memory_bandwidth = {mem}\n"
                     f"model_intra_native = {native}\n"
+                    f"model_intra_serial_copies = {'true' if serial else 'false'}\n"
+                    f"model_eager_limit = {EAGER_LIMIT.get(transport, 0) if eager else 0}\n"
                     f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n")
         for coll in colls:
             for P in rank_counts:
@@ -332,6 +338,10 @@ def main():
                          "2,4 holds out every row at 3 ranks too")
     ap.add_argument("--quick", action="store_true", help="one repetition, 2 ranks, allreduce, 8 B .. 32 KiB")
     ap.add_argument("--measured", help="fit and predict from this calib-measured.json instead of measuring")
+    ap.add_argument("--serial-copies", action="store_true",
+                    help="fit and write model_intra_serial_copies = true: a rank's copies in and out within the host "
+                         "share its core (an exchange pays both; the fit, linear, counts both copies where the model "
+                         "takes the later of latency + one copy and two copies); the previous model never has it")
     ap.add_argument("--cores", type=int, default=os.cpu_count(),
                     help="this machine's cores, written to the model (default: os.cpu_count())")
     a = ap.parse_args()
@@ -396,28 +406,31 @@ def main():
             p_alpha, p_beta = fit_alpha_beta(pp[t])
             fits = []
             for cache in CACHES:
-                coef = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, cache, NATIVE.get(t, "none"))
+                coef = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, cache, NATIVE.get(t, "none"),
+                                         a.serial_copies)
                 x, err = fit_model(coef, med, t, fitted, 5)
                 fits.append((err, cache, x))
                 print(f"# {t}: cache {cache} B: fit rows' squared relative error {err:.4f}", flush=True)
             _, cache, (alpha, beta_ns, gamma_ns, wake, mem_ns) = min(fits)
             # The previous model: the core's generic algorithms over messages, no memory term.
-            old, _ = fit_model(unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, CACHES[0], "none"),
-                               med, t, fitted, 4)
+            old, _ = fit_model(unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, CACHES[0], "none",
+                                                 eager=False), med, t, fitted, 4)
             model = os.path.join(a.out, f"calib-{t}.ini")
             note = (f"fitted to plexus-bench {'/'.join(colls)} at {'/'.join(map(str, fit_at))} ranks, medians of "
                     f"{reps} interleaved repetition(s), sizes {', '.join(str(n) for n in sorted(fit_sizes))}; "
                     f"load average {load[0]:.1f} at the start; "
                     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-            write_model(model, t, alpha, beta_ns, gamma_ns, wake, mem_ns, cache, note, a.cores, NATIVE.get(t, "none"))
+            write_model(model, t, alpha, beta_ns, gamma_ns, wake, mem_ns, cache, note, a.cores, NATIVE.get(t, "none"),
+                        a.serial_copies)
             prev = os.path.join(tmp, f"prev-{t}.ini")
             write_model(prev, t, *old[:4], 0.0, 0, "the previous fit: generic algorithms, no memory term", a.cores,
-                        "none")
+                        "none", eager=False)
             tuning = os.path.join(a.out, f"tuning-{t}.txt")
             # The tuner picks among the core's generic algorithms: time them as such, even where the transport's
             # own collectives run instead (shm).
             generic = os.path.join(tmp, f"generic-{t}.ini")
-            write_model(generic, t, alpha, beta_ns, gamma_ns, wake, mem_ns, cache, note, a.cores, "none")
+            write_model(generic, t, alpha, beta_ns, gamma_ns, wake, mem_ns, cache, note, a.cores, "none",
+                        a.serial_copies)
             b.emit_tuning(generic, rank_counts, sizes, tuning)
             print(f"\n## {t}: alpha {alpha:.2f} us, beta {beta_ns:.4f} ns/B "
                   f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B, "

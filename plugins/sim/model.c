@@ -35,6 +35,8 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->intra_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_bandwidth", 0));
     m->intra_cache_bytes = (double)plx_plugin_config_int(h, config, "model_intra_cache", 0);
     m->intra_memory_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_memory_bandwidth", 0));
+    m->intra_serial_copies = plx_plugin_config_bool(h, config, "model_intra_serial_copies", 0);
+    m->eager_limit = (double)plx_plugin_config_int(h, config, "model_eager_limit", 0);
     m->inter_alpha_ns = (double)plx_plugin_config_int(h, config, "model_inter_latency", 0);
     m->inter_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_inter_bandwidth", 0));
     m->inject_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_injection_bandwidth", 0));
@@ -176,6 +178,21 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     int inter = host_of(m, sc->model_rank) != host;
     double alpha = inter ? m->inter_alpha_ns : m->intra_alpha_ns;
     double b = (double)send->bytes, s = inter ? 1.0 : stretch(m, n, dst), copy = link_ns(m, inter, send->bytes);
+    /* A message above the eager limit leaves only once the receiver's
+     * notice that it posted the receive reached the sender (tcp's
+     * rendezvous): the notice's latency after the receive's post, and, on a
+     * shared host, the sender's wake-up to read it. */
+    if (m->eager_limit > 0 && send->bytes > m->eager_limit) {
+        double ss = inter ? 1.0 : stretch(m, n, sc->model_rank);
+        double ready = recv->t_post + (m->yielding_waits ? 1.0 : ss) * alpha;
+        if (ss > 1.0)
+            ready += m->wake_ns * (1.0 - 1.0 / ss);
+        if (ready > send->t_depart) { /* the send, and its copy on the sender's link, as much later */
+            send->t_done += ready - send->t_depart;
+            send->t_depart = ready;
+            QUEUE(q, n, EGRESS, sc->model_rank) = max2(QUEUE(q, n, EGRESS, sc->model_rank), send->t_done);
+        }
+    }
     double arrive = send->t_depart + (m->yielding_waits ? 1.0 : s) * alpha + s * copy;
     /* More ranks than cores: a receiver is off the cores (it waited for a
      * peer that was not running, and slept or lost its core) for the share
@@ -188,6 +205,13 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
         arrive += m->wake_ns * (1.0 - 1.0 / s);
     /* Arrivals share the receiver's link (and its host's NIC). */
     arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + s * max2(copy, b * m->inject_beta_ns));
+    /* Within a host whose copies are serial, the receiver's core copies the
+     * message in after its own sends' copies out (loopback tcp: each end
+     * copies through the kernel on its own core), so a rank that sends and
+     * receives at once takes both: priced when the receive completes, by
+     * which time the receiver's sends posted before it are priced too
+     * (here they may not be yet, whichever rank the world ran first). */
+    recv->copy_in = !inter && m->intra_serial_copies ? s * copy : 0.0;
     if (inter) {
         arrive = max2(arrive, QUEUE(q, n, NIC_IN, host) + b * m->inter_beta_ns);
         QUEUE(q, n, NIC_IN, host) = arrive;
@@ -202,8 +226,11 @@ void sim_model_complete(struct impl *c, const struct sim_req *r)
 {
     if (!c->cfg.model.on || (r->is_coll && !r->timed))
         return;
-    if (r->t_done > *c->clock_ns)
-        *c->clock_ns = r->t_done;
+    double done = r->t_done, *q;
+    if (r->copy_in > 0 && (q = model_queues(c)) != NULL) /* after this rank's sends' copies */
+        done = max2(done, QUEUE(q, queue_slots(c), EGRESS, c->model_rank) + r->copy_in);
+    if (done > *c->clock_ns)
+        *c->clock_ns = done;
     last_clock_ns = *c->clock_ns;
 }
 

@@ -56,6 +56,14 @@ static const struct plx_key keys[] = {
      "memory instead of the cache; each such byte costs 1/this more than model_intra_bandwidth's "
      "(0: nothing more); a native collective's copies pay it on the share of their bytes the cache cannot "
      "hold"},
+    {"model_intra_serial_copies", PLX_KEY_BOOL, "false", NULL,
+     "Model: within a host a rank's core makes both its sends' and its receives' copies, one after the "
+     "other (loopback tcp: each end copies through the kernel), so a rank that sends and receives at once "
+     "takes both copies' time; false: a rank's way in and way out are separate links"},
+    {"model_eager_limit", PLX_KEY_SIZE, "0", NULL,
+     "Model: a message larger than this leaves only once the receiver's notice that it posted the receive "
+     "has reached the sender (tcp's rendezvous above its eager limit of 64 KiB; MPI's above its eager "
+     "limit); 0: every message leaves when sent"},
     {"model_inter_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency across hosts (alpha)"},
     {"model_inter_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second of a host's NIC, shared by its ranks (0: infinite)"},

@@ -25,6 +25,7 @@ struct sim_req {
     int status;
     int freed;            /* the core released it; the worker frees it when done */
     double t_post, t_depart, t_done; /* model: virtual ns it was posted, the message left, it completes */
+    double copy_in;       /* model, serial copies: a receive's copy on its rank's core (0: none) */
     int priced;           /* model: the send's departure is known */
     int timed;            /* model: a native collective the model priced (native.c): completes at t_done */
     struct sim_req *next;      /* p2p lists / worker queue */
@@ -43,6 +44,8 @@ struct sim_model {
     double intra_alpha_ns, intra_beta_ns; /* within a host: latency, ns per byte */
     double intra_cache_bytes;  /* within a host: the bytes of a message its copies keep in cache */
     double intra_memory_beta_ns; /* ... and the ns each byte beyond them costs more (0: none) */
+    int intra_serial_copies; /* within a host a rank's copies out and in share its core, one after another */
+    double eager_limit;   /* bytes above which a message waits for its receive's post (0: none) */
     double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */
     double inject_beta_ns; /* per rank, shared by its messages (0: no limit) */
     double reduce_gamma_ns; /* ns per byte the core reduces on a rank (0: free) */

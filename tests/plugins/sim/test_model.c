@@ -45,6 +45,16 @@ static double wake_ns;
  * message of m bytes costs alpha + m beta + (m - cache)+ mem; a segmented
  * ring step pays it per segment, so segments under the cache pay nothing. */
 static double cache_bytes, mem_ns;
+/* sim.model_intra_serial_copies: a rank's core copies its send and then its
+ * receive, so an exchange step (each rank sends and receives m bytes at
+ * once) ends when the later of the message (alpha + its copy) and the
+ * receiver's two copies is done: max(alpha + c, 2c). Checked where ranks
+ * have a core each (the formulas below take alpha's share out linearly). */
+static int serial;
+/* sim.model_eager_limit (bytes, 0: off): a larger message leaves once the
+ * receiver's ready notice is back, alpha after the receive was posted; an
+ * exchange step posts its receive with its send, so it costs alpha more. */
+static double eager;
 
 struct job {
     int coll;          /* PLX_COLL_ALLREDUCE, _ALLGATHER, _REDUCE_SCATTER */
@@ -119,6 +129,13 @@ static double xfer(double m)
     return m * beta_ns + (m > cache_bytes ? (m - cache_bytes) * mem_ns : 0.0);
 }
 
+/* One exchange step of m bytes a rank (see serial). */
+static double exchange(double m)
+{
+    double c = xfer(m), wait = eager > 0 && m > eager ? alpha_ns : 0.0;
+    return wait + (serial && 2 * c > alpha_ns + c ? 2 * c : alpha_ns + c);
+}
+
 /* A segmented ring step's block: each segment a message of its own. */
 static double seg_xfer(int P, double block_bytes)
 {
@@ -134,7 +151,7 @@ static double formula(const char *algo, int coll, int P, size_t count, const cha
     if (coll == PLX_COLL_ALLGATHER) {
         /* (P-1) sendrecv steps of one block each. */
         name = "allgather ring";
-        want = (P - 1) * (alpha_ns + xfer(n));
+        want = (P - 1) * exchange(n);
     } else if (coll == PLX_COLL_REDUCE_SCATTER) {
         /* (P-1) ring steps of one block, segmented. */
         name = "reduce_scatter ring";
@@ -172,7 +189,7 @@ static double formula(const char *algo, int coll, int P, size_t count, const cha
          * whole buffer. (Elsewhere the fold makes ranks that sent at time 0
          * queue at a folded rank's link: contention, not checked here.) */
         name = "allreduce recdbl";
-        want = log2i(P) * (alpha_ns + xfer(n) + n * gamma_ns);
+        want = log2i(P) * (exchange(n) + n * gamma_ns);
     }
     *name_out = name;
     return want;
@@ -214,7 +231,8 @@ static void check(const char *algo, int coll, int P, size_t count)
         gamma_ns = g;
         mem_ns = mm;
     }
-    char algo_kv[64], cores_kv[64], wake_kv[64], cache_kv[64];
+    char algo_kv[64], cores_kv[64], wake_kv[64], cache_kv[64], eager_kv[64];
+    snprintf(eager_kv, sizeof eager_kv, "sim.model_eager_limit=%.0f", eager);
     snprintf(algo_kv, sizeof algo_kv, "core.allreduce_algo=%s", algo);
     snprintf(cores_kv, sizeof cores_kv, "sim.model_cores_per_host=%d", cores);
     snprintf(wake_kv, sizeof wake_kv, "sim.model_wake_latency=%.0fns", wake_ns);
@@ -223,15 +241,16 @@ static void check(const char *algo, int coll, int P, size_t count)
                         algo_kv, cores_kv, wake_kv, cache_kv,
                         mem_ns > 0 ? "sim.model_intra_memory_bandwidth=512M" : "sim.model_intra_memory_bandwidth=0",
                         yielding ? "sim.model_yielding_waits=true" : "sim.model_yielding_waits=false",
+                        serial ? "sim.model_intra_serial_copies=true" : "sim.model_intra_serial_copies=false", eager_kv,
                         gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
     struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
     double got;
     int rc = run_timed(P, ov, &j, &got);
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
-    printf("%s %-20s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
+    printf("%s %-20s%s%s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
            name, gamma_ns > 0 ? " +gamma" : "", share > 1 ? (yielding ? " shared, yielding" : " time-shared") : "",
-           wake_ns > 0 ? " +wake" : "", mem_ns > 0 ? " +memory" : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+           wake_ns > 0 ? " +wake" : "", mem_ns > 0 ? " +memory" : "", serial ? " serial copies" : "", eager > 0 ? " +rendezvous" : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
     if (!ok)
         failures++;
     free(j.end_ns);
@@ -479,6 +498,23 @@ int main(void)
     gamma_ns = 0;
     wake_ns = 0;
     mem_ns = 0;
+    /* Serial copies: an exchange of 4 KiB (c > alpha) takes both copies,
+     * one of 1 KiB (2c < alpha + c) the message's time as before; a ring step too. */
+    serial = 1;
+    check("recdbl", PLX_COLL_ALLREDUCE, 2, 1024);
+    check("recdbl", PLX_COLL_ALLREDUCE, 2, 256);
+    check("ring", PLX_COLL_ALLGATHER, 3, 1024);
+    gamma_ns = 1e9 / (double)(2u << 30);
+    check("recdbl", PLX_COLL_ALLREDUCE, 4, 1024);
+    /* Above the eager limit each exchange waits for the ready notice. */
+    eager = 2048;
+    check("recdbl", PLX_COLL_ALLREDUCE, 4, 1024);
+    gamma_ns = 0;
+    check("ring", PLX_COLL_ALLGATHER, 3, 1024);
+    serial = 0;
+    check("recdbl", PLX_COLL_ALLREDUCE, 2, 1024);
+    check("recdbl", PLX_COLL_ALLREDUCE, 2, 256); /* 1 KiB: eager */
+    eager = 0;
     /* shm's native collectives: one barrier up to 16 KiB, two per 1 MiB
      * round above; an allgather one per round. */
     check_native(PLX_COLL_ALLREDUCE, 4, 1024);
