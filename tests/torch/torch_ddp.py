@@ -26,12 +26,21 @@ EXAMPLE = os.path.join(os.environ.get("PLEXUS_SOURCE_ROOT", os.path.join(os.path
                        "examples", "torch_ddp.py")
 
 
+TORCH_GLOO_EXIT = "terminate called without an active exception"
+
+
 def train(plexus_run, backend, out):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     p = subprocess.run([plexus_run, "-n", "2", "--timeout", "100", sys.executable, "-B", EXAMPLE, "--backend", backend,
                         "--steps", "20", "--out", out], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=150)
     print("--- %s (exit %d)\n%s" % (backend, p.returncode, p.stdout[-3000:]), flush=True)
+    if p.returncode and backend == "gloo" and os.path.exists(out) and TORCH_GLOO_EXIT in p.stdout:
+        # torch 2.x's gloo worker thread can free a finished all_reduce's tensor after the interpreter began
+        # finalizing, which aborts that rank at exit (tests/torch/torch_teardown.py). The reference run's
+        # results are written by then; plexus's run must still exit 0.
+        print("(the gloo reference aborted at exit in torch's own gloo thread; its results are complete)")
+        return True
     return p.returncode == 0
 
 
