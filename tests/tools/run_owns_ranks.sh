@@ -14,10 +14,14 @@ fail=0
 # ranks_of PID: the pids of plexus-run PID's children.
 ranks_of() { cat /proc/"$1"/task/*/children 2>/dev/null; }
 
+# alive PIDS: how many still run. A process whose memory is gone (empty
+# cmdline: the kernel has let go of its mm) is exiting, not a zombie yet:
+# a sanitizer's huge mappings can take seconds to tear down under load.
 alive() {
     n=0
     for p in $1; do
-        [ -d /proc/"$p" ] && [ "$(awk '{print $3}' /proc/"$p"/stat 2>/dev/null)" != Z ] && n=$((n + 1))
+        [ -d /proc/"$p" ] && [ "$(awk '{print $3}' /proc/"$p"/stat 2>/dev/null)" != Z ] &&
+            [ -n "$(tr -d '\0' </proc/"$p"/cmdline 2>/dev/null)" ] && n=$((n + 1))
     done
     echo $n
 }
