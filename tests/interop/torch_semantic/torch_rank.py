@@ -125,14 +125,16 @@ def main():
             idx.flush()  # a crash inside gloo then shows which case it was
         for name, status, why in api_notes(rank, P):
             idx.write("api.%s\t%s\t0\t%s\n" % (name, status, why))
-    dist.barrier()
-    dist.destroy_process_group()
+    dist.barrier()  # no rank leaves while another still reads from it
 
 
 if __name__ == "__main__":
     main()
-    # The oracle's results are written; skip the interpreter's teardown, where
-    # torch 2.x's gloo worker threads can free tensors after finalization
-    # began (SIGABRT, or a rank that never exits). torch_teardown tests teardown.
+    # The oracle's results are written: leave without destroying the group or
+    # the interpreter's teardown. On torch 2.x a gloo worker thread may still
+    # hold a finished work's tensor and need the GIL to free it: at
+    # destroy_process_group (the main thread joins it, holding the GIL) the
+    # rank hangs, and after finalization began it aborts.
+    # tests/torch/torch_teardown.py tests teardown.
     sys.stdout.flush()
     os._exit(0)
