@@ -26,7 +26,9 @@ EXAMPLE = os.path.join(os.environ.get("PLEXUS_SOURCE_ROOT", os.path.join(os.path
                        "examples", "torch_ddp.py")
 
 
-TORCH_GLOO_EXIT = "terminate called without an active exception"
+# How torch 2.x's gloo teardown fails (tests/interop/torch_semantic/torch_rank.py): an abort after
+# finalization began, or a hang where the main thread joins gloo's worker while holding the GIL it needs.
+TORCH_GLOO_EXIT = ("terminate called without an active exception", "ran past --timeout")
 
 
 def train(plexus_run, backend, out):
@@ -35,11 +37,11 @@ def train(plexus_run, backend, out):
                         "--steps", "20", "--out", out], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=150)
     print("--- %s (exit %d)\n%s" % (backend, p.returncode, p.stdout[-3000:]), flush=True)
-    if p.returncode and backend == "gloo" and os.path.exists(out) and TORCH_GLOO_EXIT in p.stdout:
-        # torch 2.x's gloo worker thread can free a finished all_reduce's tensor after the interpreter began
-        # finalizing, which aborts that rank at exit (tests/torch/torch_teardown.py). The reference run's
+    if p.returncode and backend == "gloo" and os.path.exists(out) and any(m in p.stdout for m in TORCH_GLOO_EXIT):
+        # torch 2.x's gloo worker thread can free a finished all_reduce's tensor after the rank's work is done:
+        # at exit (tests/torch/torch_teardown.py) or while destroy_process_group joins it. The reference run's
         # results are written by then; plexus's run must still exit 0.
-        print("(the gloo reference aborted at exit in torch's own gloo thread; its results are complete)")
+        print("(the gloo reference failed in torch's own gloo teardown; its results are complete)")
         return True
     return p.returncode == 0
 
