@@ -186,7 +186,19 @@ NATIVE = {"tcp": "none", "shm": "shm"}
 EAGER_LIMIT = {"tcp": 64 << 10}
 
 
-def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, cache, note, cores, native, serial=False, eager=True):
+def shape_keys(transport, cores, cache, native, serial, eager):
+    """The [sim] keys a fit does not set: the machine's cores, the cache, and how the transport behaves (its waits,
+    its own collectives, its copies, its eager limit; eager=False: none, as the previous model had)."""
+    return (f"model_cores_per_host = {cores}\n"
+            f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n"
+            f"model_intra_cache = {cache}\n"
+            f"model_intra_native = {native}\n"
+            f"model_intra_serial_copies = {'true' if serial else 'false'}\n"
+            f"model_eager_limit = {EAGER_LIMIT.get(transport, 0) if eager else 0}\n")
+
+
+def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, cache, note, cores, native,
+                serial=False, eager=True):
     """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta, gamma or the memory's 0)."""
     alpha_ns, wake_ns = round(alpha_us * 1e3), round(wake_us * 1e3)
     bandwidth = round(1e9 / beta_ns) if beta_ns > 0 else 0
@@ -200,17 +212,12 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, c
                 "[sim]\n"
                 "model = true\n"
                 "model_ranks_per_host = 0\n"
-                f"model_cores_per_host = {cores}\n"
-                f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n"
                 f"model_wake_latency = {wake_ns}ns\n"
                 f"model_intra_latency = {alpha_ns}ns\n"
                 f"model_intra_bandwidth = {bandwidth}\n"
                 f"model_reduce_bandwidth = {reduce_bw}\n"
-                f"model_intra_cache = {cache}\n"
                 f"model_intra_memory_bandwidth = {memory_bw}\n"
-                f"model_intra_native = {native}\n"
-                f"model_intra_serial_copies = {'true' if serial else 'false'}\n"
-                f"model_eager_limit = {EAGER_LIMIT.get(transport, 0) if eager else 0}\n")
+                + shape_keys(transport, cores, cache, native, serial, eager))
 
 
 def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache, native, serial=False, eager=True):
@@ -226,13 +233,9 @@ def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache
         model = os.path.join(tmp, f"unit{u}.ini")
         with open(model, "w") as f:
             f.write(f"[sim]\nmodel = true\nmodel_intra_latency = {lat}\nmodel_intra_bandwidth = {bw}\n"
-                    f"model_reduce_bandwidth = {red}\nmodel_cores_per_host = {cores}\n"
-                    f"model_wake_latency = {wake}\n"
-                    f"model_intra_cache = {cache}\nmodel_intra_memory_bandwidth = {mem}\n"
-                    f"model_intra_native = {native}\n"
-                    f"model_intra_serial_copies = {'true' if serial else 'false'}\n"
-                    f"model_eager_limit = {EAGER_LIMIT.get(transport, 0) if eager else 0}\n"
-                    f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n")
+                    f"model_reduce_bandwidth = {red}\nmodel_wake_latency = {wake}\n"
+                    f"model_intra_memory_bandwidth = {mem}\n"
+                    + shape_keys(transport, cores, cache, native, serial, eager))
         for coll in colls:
             for P in rank_counts:
                 for n, us in b.predict_us(model, coll, P, sizes_for(coll, P, sizes)).items():

@@ -100,6 +100,19 @@ static double link_ns(const struct sim_model *m, int inter, size_t bytes)
     return b * m->intra_beta_ns + beyond * m->intra_memory_beta_ns;
 }
 
+/* A message's latency to a rank whose host stretch is s. More ranks than
+ * cores: the rank is off the cores (it waited for a peer that was not
+ * running, and slept or lost its core) for the share of the time the cores
+ * cannot hold it, (ranks - cores) / ranks = 1 - 1/s under fair sharing; then
+ * it is woken and switched back in only once the message is there, so each
+ * message pays that wake-up times the chance. One that queues behind
+ * earlier arrivals finds its receiver busy with them, awake. */
+static double latency_ns(const struct sim_model *m, double alpha, double s)
+{
+    double t = (m->yielding_waits ? 1.0 : s) * alpha;
+    return s > 1.0 ? t + m->wake_ns * (1.0 - 1.0 / s) : t;
+}
+
 /* Queues by rank and by host, made on first use (w->mu held): the
  * world's, or, for coroutine ranks, the run's, which all the communicators
  * of a rank share (its links are the same whichever communicator sends). */
@@ -183,26 +196,14 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
      * rendezvous): the notice's latency after the receive's post, and, on a
      * shared host, the sender's wake-up to read it. */
     if (m->eager_limit > 0 && send->bytes > m->eager_limit) {
-        double ss = inter ? 1.0 : stretch(m, n, sc->model_rank);
-        double ready = recv->t_post + (m->yielding_waits ? 1.0 : ss) * alpha;
-        if (ss > 1.0)
-            ready += m->wake_ns * (1.0 - 1.0 / ss);
+        double ready = recv->t_post + latency_ns(m, alpha, inter ? 1.0 : stretch(m, n, sc->model_rank));
         if (ready > send->t_depart) { /* the send, and its copy on the sender's link, as much later */
             send->t_done += ready - send->t_depart;
             send->t_depart = ready;
             QUEUE(q, n, EGRESS, sc->model_rank) = max2(QUEUE(q, n, EGRESS, sc->model_rank), send->t_done);
         }
     }
-    double arrive = send->t_depart + (m->yielding_waits ? 1.0 : s) * alpha + s * copy;
-    /* More ranks than cores: a receiver is off the cores (it waited for a
-     * peer that was not running, and slept or lost its core) for the share
-     * of the time the cores cannot hold it, (ranks - cores) / ranks = 1 - 1/s
-     * under fair sharing; then it is woken and switched back in only once the
-     * message is there. Each message pays that wake-up times the chance. One
-     * that queues behind earlier arrivals below finds its receiver busy with
-     * them, awake. */
-    if (s > 1.0)
-        arrive += m->wake_ns * (1.0 - 1.0 / s);
+    double arrive = send->t_depart + latency_ns(m, alpha, s) + s * copy;
     /* Arrivals share the receiver's link (and its host's NIC). */
     arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + s * max2(copy, b * m->inject_beta_ns));
     /* Within a host whose copies are serial, the receiver's core copies the
