@@ -9,19 +9,20 @@ For each transport (tcp, shm) on real processes (plexus-run):
      runs enough operations to last about --sample-ms (from the row's
      previous sample), so a microsecond op is a mean over tens of
      thousands, not a few milliseconds that one preemption doubles;
-  2. fit: alpha, beta, gamma, the wake-up and the memory (a message's
-     latency and ns per byte, the ns per byte a rank reduces, what a
-     message within a host with more ranks than cores waits for its
-     receiver to be woken and switched in, and the ns more each byte
-     costs where the data outgrows the cache) to the collectives at
+  2. fit: alpha, beta, gamma, the wake-up, the memory and the head (a
+     message's latency and ns per byte, the ns per byte a rank reduces,
+     what a message within a host with more ranks than cores waits for its
+     receiver to be woken and switched in, the ns more each byte costs
+     where the data outgrows the cache, and the ns more each of a copy's
+     first bytes costs: shm only, HEADS_OF) to the collectives at
      --fit-ranks (default 2, 3 and 4), every other size (8 B, 512 B,
      32 KiB, 2 MiB, 64 MiB: the sizes between are held out, and so is
      every row at a rank count left out of --fit-ranks), least squares in
      relative error with none negative, for each
-     cache size of CACHES; the smallest cache whose fit rows fit within
-     5% of the best is kept (the fit sizes cannot tell caches between
-     2 MiB and 64 MiB apart). The
-     model's time is linear in the five where nothing contends, so five
+     cache size of CACHES and head size of HEADS; the smallest cache whose
+     fit rows fit within 5% of the best is kept, with its best head (the
+     fit sizes cannot tell caches between 2 MiB and 64 MiB apart). The
+     model's time is linear in the six where nothing contends, so six
      plexus-whatif runs with one unit of each give every row's
      coefficients; the one-way times get
      their own alpha + beta n fit, printed for comparison (the core's
@@ -186,29 +187,32 @@ NATIVE = {"tcp": "none", "shm": "shm"}
 EAGER_LIMIT = {"tcp": 64 << 10}
 
 
-def shape_keys(transport, cores, cache, native, serial, eager):
-    """The [sim] keys a fit does not set: the machine's cores, the cache, and how the transport behaves (its waits,
-    its own collectives, its copies, its eager limit; eager=False: none, as the previous model had)."""
+def shape_keys(transport, cores, cache, head, native, serial, eager):
+    """The [sim] keys a fit does not set: the machine's cores, the cache, a copy's head, and how the transport
+    behaves (its waits, its own collectives, its copies, its eager limit; eager=False: none, as the previous model
+    had)."""
     return (f"model_cores_per_host = {cores}\n"
             f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n"
             f"model_intra_cache = {cache}\n"
+            f"model_intra_head = {head}\n"
             f"model_intra_native = {native}\n"
             f"model_intra_serial_copies = {'true' if serial else 'false'}\n"
             f"model_eager_limit = {EAGER_LIMIT.get(transport, 0) if eager else 0}\n")
 
 
-def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, cache, note, cores, native,
-                serial=False, eager=True):
-    """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta, gamma or the memory's 0)."""
+def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, head_ns, cache, head, note, cores,
+                native, serial=False, eager=True):
+    """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta, gamma, the memory's or the head's 0)."""
     alpha_ns, wake_ns = round(alpha_us * 1e3), round(wake_us * 1e3)
     bandwidth = round(1e9 / beta_ns) if beta_ns > 0 else 0
     reduce_bw = round(1e9 / gamma_ns) if gamma_ns > 0 else 0
     memory_bw = round(1e9 / mem_ns) if mem_ns > 0 else 0
+    head_bw = round(1e9 / head_ns) if head_ns > 0 else 0
     with open(path, "w") as f:
         f.write(f"# sim's network model of {transport} on {socket.gethostname()}, written by bench/calibrate.py\n"
                 f"# {note}\n"
                 f"# alpha {alpha_us:.3f} us, beta {beta_ns:.4f} ns/B, gamma {gamma_ns:.4f} ns/B, wake-up {wake_us:.3f} us, "
-                f"memory {mem_ns:.4f} ns/B beyond {cache} B\n"
+                f"memory {mem_ns:.4f} ns/B beyond {cache} B, head {head_ns:.4f} ns/B of a copy's first {head} B\n"
                 "[sim]\n"
                 "model = true\n"
                 "model_ranks_per_host = 0\n"
@@ -217,25 +221,31 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, c
                 f"model_intra_bandwidth = {bandwidth}\n"
                 f"model_reduce_bandwidth = {reduce_bw}\n"
                 f"model_intra_memory_bandwidth = {memory_bw}\n"
-                + shape_keys(transport, cores, cache, native, serial, eager))
+                f"model_intra_head_bandwidth = {head_bw}\n"
+                + shape_keys(transport, cores, cache, head, native, serial, eager))
 
 
-def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache, native, serial=False, eager=True):
-    """The model's time is alpha, beta, gamma, the wake-up and the memory's cost per byte beyond the cache times
-    what each alone costs on the critical path (exactly so without contention; time-sharing stretches each by the
-    same factor in every run): per (coll, ranks, size), plexus-whatif's time with each at one unit (1 us; 1 ns/B),
-    the cache at cache bytes, allreduce and allgather native as native says (model_intra_native)."""
-    units = [("1000ns", "0", "0", "0ns", "0"), ("0ns", "1000000000", "0", "0ns", "0"),
-             ("0ns", "0", "1000000000", "0ns", "0"), ("0ns", "0", "0", "1000ns", "0"),
-             ("0ns", "0", "0", "0ns", "1000000000")]
+def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache, head, native, serial=False,
+                      eager=True, only=range(6)):
+    """The model's time is alpha, beta, gamma, the wake-up, the memory's cost per byte beyond the cache and a copy's
+    head's cost per byte times what each alone costs on the critical path (exactly so without contention;
+    time-sharing stretches each by the same factor in every run): per (coll, ranks, size), plexus-whatif's time with
+    each at one unit (1 us; 1 ns/B), the cache at cache bytes, the head at head bytes, allreduce and allgather native
+    as native says (model_intra_native). Units not in only are left at 0: the cache matters to the memory's unit
+    alone, the head to the head's."""
+    units = [("1000ns", "0", "0", "0ns", "0", "0"), ("0ns", "1000000000", "0", "0ns", "0", "0"),
+             ("0ns", "0", "1000000000", "0ns", "0", "0"), ("0ns", "0", "0", "1000ns", "0", "0"),
+             ("0ns", "0", "0", "0ns", "1000000000", "0"), ("0ns", "0", "0", "0ns", "0", "1000000000")]
     coef = {}
-    for u, (lat, bw, red, wake, mem) in enumerate(units):
+    for u, (lat, bw, red, wake, mem, hd) in enumerate(units):
+        if u not in only:
+            continue
         model = os.path.join(tmp, f"unit{u}.ini")
         with open(model, "w") as f:
             f.write(f"[sim]\nmodel = true\nmodel_intra_latency = {lat}\nmodel_intra_bandwidth = {bw}\n"
                     f"model_reduce_bandwidth = {red}\nmodel_wake_latency = {wake}\n"
-                    f"model_intra_memory_bandwidth = {mem}\n"
-                    + shape_keys(transport, cores, cache, native, serial, eager))
+                    f"model_intra_memory_bandwidth = {mem}\nmodel_intra_head_bandwidth = {hd}\n"
+                    + shape_keys(transport, cores, cache, head, native, serial, eager))
         for coll in colls:
             for P in rank_counts:
                 for n, us in b.predict_us(model, coll, P, sizes_for(coll, P, sizes)).items():
@@ -312,17 +322,25 @@ def within_iqr(p, samples):
 
 
 def fit_model(coef, med, t, fitted, k):
-    """The first k of alpha (us), beta (ns/B), gamma (ns/B), wake-up (us), memory (ns/B beyond the cache) fitted to
-    the fitted rows of transport t (the rest 0), and the fit's sum of squared relative errors."""
+    """The first k of alpha (us), beta (ns/B), gamma (ns/B), wake-up (us), memory (ns/B beyond the cache), head
+    (ns/B of a copy's first bytes) fitted to the fitted rows of transport t (the rest 0), and the fit's sum of
+    squared relative errors."""
     rows = [(coef[(coll, P, n)][:k], m) for (tt, coll, P, n), m in med.items() if tt == t and fitted(P, n)]
     x = nnls(rows, k)
     err = sum(((sum(ci * xi for ci, xi in zip(c, x)) - m) / m) ** 2 for c, m in rows)
-    return x + [0.0] * (5 - k), err
+    return x + [0.0] * (6 - k), err
 
 
 # The cache sizes the fit tries for model_intra_cache: it keeps the smallest whose fit rows' error is within
 # CACHE_TIE of the best's.
 CACHE_TIE = 0.05
+# The head sizes it tries for model_intra_head, with each cache, where the transport's copies have one (HEADS_OF).
+HEADS = [4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20]
+# shm's copies read lines the other core has just written, at their latency until the prefetchers run ahead: a
+# head. tcp's mid sizes cost more for a reason that is not bytes: its wait spins or sleeps (the same 2-rank allgather,
+# 8 KiB each way, took 13.5 us and 22 us in back-to-back runs), and a head fitted to that prices every 4 KiB message
+# too.
+HEADS_OF = {"shm": HEADS}
 CACHES = [32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20]
 
 
@@ -412,41 +430,56 @@ def main():
         for t in transports:
             p_alpha, p_beta = fit_alpha_beta(pp[t])
             fits = []
+            native = NATIVE.get(t, "none")
+
+            def unit(u, cache, head):
+                return unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, cache, head, native,
+                                         a.serial_copies, only=[u])
+
+            # Only the memory's unit depends on the cache, and only the head's on the head: the others once.
+            base = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native, a.serial_copies,
+                                     only=range(4))
+            mem_of = {cache: unit(4, cache, 0) for cache in CACHES}
+            heads = HEADS_OF.get(t, [0])
+            head_of = {head: unit(5, 0, head) for head in heads}
             for cache in CACHES:
-                coef = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, cache, NATIVE.get(t, "none"),
-                                         a.serial_copies)
-                x, err = fit_model(coef, med, t, fitted, 5)
-                fits.append((err, cache, x))
-                print(f"# {t}: cache {cache} B: fit rows' squared relative error {err:.4f}", flush=True)
+                for head in heads:
+                    coef = {k: v[:4] + [mem_of[cache][k][4], head_of[head][k][5]] for k, v in base.items()}
+                    x, err = fit_model(coef, med, t, fitted, 6)
+                    fits.append((err, cache, head, x))
+                best_c = min(f for f in fits if f[1] == cache)
+                print(f"# {t}: cache {cache} B: fit rows' squared relative error {best_c[0]:.4f} "
+                      f"(head {best_c[2]} B)", flush=True)
             # The fit sizes jump 32-fold from 2 MiB to 64 MiB, so caches between fit them about equally well:
             # of those within CACHE_TIE of the best, keep the smallest (a message's copies outgrow a core's
-            # own cache first).
-            best = min(err for err, _, _ in fits)
-            _, cache, (alpha, beta_ns, gamma_ns, wake, mem_ns) = min(
-                (f for f in fits if f[0] <= best * (1 + CACHE_TIE)), key=lambda f: f[1])
+            # own cache first), with its best head.
+            best = min(f[0] for f in fits)
+            cache = min(f[1] for f in fits if f[0] <= best * (1 + CACHE_TIE))
+            _, _, head, (alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns) = min(f for f in fits if f[1] == cache)
             # The previous model: the core's generic algorithms over messages, no memory term.
-            old, _ = fit_model(unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, CACHES[0], "none",
-                                                 eager=False), med, t, fitted, 4)
+            old, _ = fit_model(unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, CACHES[0], 0, "none",
+                                                 eager=False, only=range(4)), med, t, fitted, 4)
             model = os.path.join(a.out, f"calib-{t}.ini")
             note = (f"fitted to plexus-bench {'/'.join(colls)} at {'/'.join(map(str, fit_at))} ranks, medians of "
                     f"{reps} interleaved repetition(s), sizes {', '.join(str(n) for n in sorted(fit_sizes))}; "
                     f"load average {load[0]:.1f} at the start; "
                     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-            write_model(model, t, alpha, beta_ns, gamma_ns, wake, mem_ns, cache, note, a.cores, NATIVE.get(t, "none"),
+            write_model(model, t, alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, cache, head, note, a.cores, native,
                         a.serial_copies)
             prev = os.path.join(tmp, f"prev-{t}.ini")
-            write_model(prev, t, *old[:4], 0.0, 0, "the previous fit: generic algorithms, no memory term", a.cores,
-                        "none", eager=False)
+            write_model(prev, t, *old[:4], 0.0, 0.0, 0, 0, "the previous fit: generic algorithms, no memory term",
+                        a.cores, "none", eager=False)
             tuning = os.path.join(a.out, f"tuning-{t}.txt")
             # The tuner picks among the core's generic algorithms: time them as such, even where the transport's
             # own collectives run instead (shm).
             generic = os.path.join(tmp, f"generic-{t}.ini")
-            write_model(generic, t, alpha, beta_ns, gamma_ns, wake, mem_ns, cache, note, a.cores, "none",
-                        a.serial_copies)
+            write_model(generic, t, alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, cache, head, note, a.cores,
+                        "none", a.serial_copies)
             b.emit_tuning(generic, rank_counts, sizes, tuning)
             print(f"\n## {t}: alpha {alpha:.2f} us, beta {beta_ns:.4f} ns/B "
                   f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B, "
-                  f"wake-up {wake:.2f} us, memory {mem_ns:.4f} ns/B beyond {cache} B -> {model}, tuner table {tuning}")
+                  f"wake-up {wake:.2f} us, memory {mem_ns:.4f} ns/B beyond {cache} B, head {head_ns:.4f} ns/B of a "
+                  f"copy's first {head} B -> {model}, tuner table {tuning}")
             print(f"(previous model, generic algorithms, no memory term: alpha {old[0]:.2f} us, beta {old[1]:.4f} ns/B, gamma {old[2]:.4f} ns/B, "
                   f"wake-up {old[3]:.2f} us)")
             print(f"(point-to-point alone, calib_pingpong: alpha {p_alpha:.2f} us, beta {p_beta * 1e3:.4f} ns/B)")

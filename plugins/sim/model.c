@@ -35,6 +35,8 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->intra_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_bandwidth", 0));
     m->intra_cache_bytes = (double)plx_plugin_config_int(h, config, "model_intra_cache", 0);
     m->intra_memory_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_memory_bandwidth", 0));
+    m->intra_head_bytes = (double)plx_plugin_config_int(h, config, "model_intra_head", 0);
+    m->intra_head_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_head_bandwidth", 0));
     m->intra_serial_copies = plx_plugin_config_bool(h, config, "model_intra_serial_copies", 0);
     m->eager_limit = (double)plx_plugin_config_int(h, config, "model_eager_limit", 0);
     m->inter_alpha_ns = (double)plx_plugin_config_int(h, config, "model_inter_latency", 0);
@@ -85,19 +87,32 @@ static double stretch(const struct sim_model *m, int slots, int rank)
     return m->cores_per_host > 0 && on_host > m->cores_per_host ? (double)on_host / m->cores_per_host : 1.0;
 }
 
+/* What a copy of bytes within a host costs beyond its bytes at beta: its
+ * head, the first model_intra_head bytes, costs more per byte. Until then a
+ * copy runs at the latency of its lines rather than their bandwidth: lines
+ * the other core just wrote, fetched from its cache before the prefetchers
+ * run ahead (shm), or the first socket-buffer chunk, which the sender
+ * copies in before the receiver can start copying out, where later chunks
+ * overlap (loopback tcp). */
+static double head_ns(const struct sim_model *m, double bytes)
+{
+    return (bytes < m->intra_head_bytes ? bytes : m->intra_head_bytes) * m->intra_head_beta_ns;
+}
+
 /* The ns a message's bytes take on its link. Within a host both ends copy
  * them on the CPUs (through the kernel's socket buffers, or a segment's
  * slots): while a message fits the cache the copies run at cache speed
- * (beta); bytes beyond the cache stream through memory, each at beta plus
- * the memory's extra cost. A pipelined algorithm keeps its segments under
- * the cache; one large message pays for all of it. */
+ * (beta, and its head's extra); bytes beyond the cache stream through
+ * memory, each at beta plus the memory's extra cost. A pipelined algorithm
+ * keeps its segments under the cache; one large message pays for all of
+ * it. */
 static double link_ns(const struct sim_model *m, int inter, size_t bytes)
 {
     double b = (double)bytes;
     if (inter)
         return b * m->inter_beta_ns;
     double beyond = b > m->intra_cache_bytes ? b - m->intra_cache_bytes : 0.0;
-    return b * m->intra_beta_ns + beyond * m->intra_memory_beta_ns;
+    return b * m->intra_beta_ns + beyond * m->intra_memory_beta_ns + head_ns(m, b);
 }
 
 /* A message's latency to a rank whose host stretch is s. More ranks than
@@ -293,7 +308,8 @@ static double native_byte_ns(const struct sim_model *m, double working_set)
  * ranks - cores of them, switched back in as many at a time as there are
  * cores, so ceil((ranks - cores) / cores) wake-ups (a message, which needs
  * its one receiver alone, pays the chance that it is off the cores). A
- * byte copied costs native_byte_ns; a reduction gamma per byte; all of it
+ * byte copied costs native_byte_ns, and each copy its head (head_ns); a
+ * reduction gamma per byte; all of it
  * CPU work, shared by the host's ranks (stretch). In shm, a rank copies its
  * input into its slot, a barrier, then reads the others' slots: an
  * allgather copies each block in once and all P out, per slot-sized round;
@@ -313,15 +329,15 @@ double sim_model_native_ns(struct impl *c, const struct plx_coll_args *a)
     double slots = 2.0 * P * (bytes < SHM_SLOT_BYTES ? bytes : SHM_SLOT_BYTES);
     double byte_ns = native_byte_ns(m, P * (gather ? (P + 1) * bytes : bytes) + slots);
     if (!gather && bytes <= SHM_SMALL_BYTES)
-        return barrier + s * (2 * bytes * byte_ns + (P - 1) * bytes * m->reduce_gamma_ns);
+        return barrier + s * (2 * (bytes * byte_ns + head_ns(m, bytes)) + (P - 1) * bytes * m->reduce_gamma_ns);
     for (double off = 0; off < bytes; off += SHM_SLOT_BYTES) {
         double len = bytes - off < SHM_SLOT_BYTES ? bytes - off : SHM_SLOT_BYTES;
         if (gather) {
-            t += barrier + s * (P + 1) * len * byte_ns;
+            t += barrier + s * (P + 1) * (len * byte_ns + head_ns(m, len));
             continue;
         }
         double slice = len / P;
-        t += 2 * barrier + s * (2 * P * slice * byte_ns + (P - 1) * slice * m->reduce_gamma_ns);
+        t += 2 * barrier + s * (2 * P * (slice * byte_ns + head_ns(m, slice)) + (P - 1) * slice * m->reduce_gamma_ns);
     }
     return t;
 }

@@ -56,6 +56,14 @@ static const struct plx_key keys[] = {
      "memory instead of the cache; each such byte costs 1/this more than model_intra_bandwidth's "
      "(0: nothing more); a native collective's copies pay it on the share of their bytes the cache cannot "
      "hold"},
+    {"model_intra_head", PLX_KEY_SIZE, "0", NULL,
+     "Model, with model_intra_head_bandwidth: the first bytes of every copy within a host (a message's, or "
+     "each piece a native collective copies), which run at the latency of their cache lines rather than "
+     "their bandwidth: lines the other core just wrote, before the prefetchers run ahead (shm), or the "
+     "first socket-buffer chunk, copied in before the receiver can start copying out (loopback tcp)"},
+    {"model_intra_head_bandwidth", PLX_KEY_SIZE, "0", NULL,
+     "Model: each byte of a copy's head (model_intra_head) costs 1/this more than model_intra_bandwidth's "
+     "(0: nothing more)"},
     {"model_intra_serial_copies", PLX_KEY_BOOL, "false", NULL,
      "Model: within a host a rank's core makes both its sends' and its receives' copies, one after the "
      "other (loopback tcp: each end copies through the kernel), so a rank that sends and receives at once "

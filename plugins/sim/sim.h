@@ -44,6 +44,8 @@ struct sim_model {
     double intra_alpha_ns, intra_beta_ns; /* within a host: latency, ns per byte */
     double intra_cache_bytes;  /* within a host: the bytes of a message its copies keep in cache */
     double intra_memory_beta_ns; /* ... and the ns each byte beyond them costs more (0: none) */
+    double intra_head_bytes;   /* within a host: the first bytes of each copy ... */
+    double intra_head_beta_ns; /* ... cost this many ns each more (0: none) */
     int intra_serial_copies; /* within a host a rank's copies out and in share its core, one after another */
     double eager_limit;   /* bytes above which a message waits for its receive's post (0: none) */
     double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */

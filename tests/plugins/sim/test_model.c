@@ -45,6 +45,11 @@ static double wake_ns;
  * message of m bytes costs alpha + m beta + (m - cache)+ mem; a segmented
  * ring step pays it per segment, so segments under the cache pay nothing. */
 static double cache_bytes, mem_ns;
+/* sim.model_intra_head and model_intra_head_bandwidth (0: off): the first
+ * head_bytes of every copy cost head_ns each more, so a message of m bytes
+ * costs min(m, head) head_ns more, each segment of a ring step too, and
+ * each piece a native collective copies. */
+static double head_bytes, head_ns;
 /* sim.model_intra_serial_copies: a rank's core copies its send and then its
  * receive, so an exchange step (each rank sends and receives m bytes at
  * once) ends when the later of the message (alpha + its copy) and the
@@ -126,7 +131,7 @@ static double nseg(int P, double block_bytes)
 /* One message of m bytes on its link: m beta, and the bytes beyond the cache. */
 static double xfer(double m)
 {
-    return m * beta_ns + (m > cache_bytes ? (m - cache_bytes) * mem_ns : 0.0);
+    return m * beta_ns + (m > cache_bytes ? (m - cache_bytes) * mem_ns : 0.0) + fmin(m, head_bytes) * head_ns;
 }
 
 /* One exchange step of m bytes a rank (see serial). */
@@ -214,25 +219,28 @@ static void check(const char *algo, int coll, int P, size_t count)
     double share = cores > 0 && P > cores ? (double)P / cores : 1.0;
     want *= share;
     if (yielding) { /* the formulas are linear in alpha, beta, gamma: take alpha's share back out */
-        double b = beta_ns, g = gamma_ns, mm = mem_ns;
-        beta_ns = gamma_ns = mem_ns = 0;
+        double b = beta_ns, g = gamma_ns, mm = mem_ns, h = head_ns;
+        beta_ns = gamma_ns = mem_ns = head_ns = 0;
         want -= (share - 1) * formula(algo, coll, P, count, &name);
         beta_ns = b;
         gamma_ns = g;
         mem_ns = mm;
+        head_ns = h;
     }
     if (share > 1 && wake_ns > 0) { /* one wake-up per message on the critical path: alpha's count */
-        double b = beta_ns, g = gamma_ns, mm = mem_ns;
-        beta_ns = gamma_ns = mem_ns = 0;
+        double b = beta_ns, g = gamma_ns, mm = mem_ns, h = head_ns;
+        beta_ns = gamma_ns = mem_ns = head_ns = 0;
         alpha_ns = wake_ns * (1 - 1 / share);
         want += formula(algo, coll, P, count, &name);
         alpha_ns = ALPHA_NS;
         beta_ns = b;
         gamma_ns = g;
         mem_ns = mm;
+        head_ns = h;
     }
-    char algo_kv[64], cores_kv[64], wake_kv[64], cache_kv[64], eager_kv[64];
+    char algo_kv[64], cores_kv[64], wake_kv[64], cache_kv[64], eager_kv[64], head_kv[64];
     snprintf(eager_kv, sizeof eager_kv, "sim.model_eager_limit=%.0f", eager);
+    snprintf(head_kv, sizeof head_kv, "sim.model_intra_head=%.0f", head_bytes);
     snprintf(algo_kv, sizeof algo_kv, "core.allreduce_algo=%s", algo);
     snprintf(cores_kv, sizeof cores_kv, "sim.model_cores_per_host=%d", cores);
     snprintf(wake_kv, sizeof wake_kv, "sim.model_wake_latency=%.0fns", wake_ns);
@@ -242,15 +250,18 @@ static void check(const char *algo, int coll, int P, size_t count)
                         mem_ns > 0 ? "sim.model_intra_memory_bandwidth=512M" : "sim.model_intra_memory_bandwidth=0",
                         yielding ? "sim.model_yielding_waits=true" : "sim.model_yielding_waits=false",
                         serial ? "sim.model_intra_serial_copies=true" : "sim.model_intra_serial_copies=false", eager_kv,
+                        head_kv, head_ns > 0 ? "sim.model_intra_head_bandwidth=256M" : "sim.model_intra_head_bandwidth=0",
                         gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
     struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
     double got;
     int rc = run_timed(P, ov, &j, &got);
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
-    printf("%s %-20s%s%s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n", ok ? "ok  " : "FAIL",
-           name, gamma_ns > 0 ? " +gamma" : "", share > 1 ? (yielding ? " shared, yielding" : " time-shared") : "",
-           wake_ns > 0 ? " +wake" : "", mem_ns > 0 ? " +memory" : "", serial ? " serial copies" : "", eager > 0 ? " +rendezvous" : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+    printf("%s %-20s%s%s%s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
+           ok ? "ok  " : "FAIL", name, gamma_ns > 0 ? " +gamma" : "",
+           share > 1 ? (yielding ? " shared, yielding" : " time-shared") : "", wake_ns > 0 ? " +wake" : "",
+           mem_ns > 0 ? " +memory" : "", head_ns > 0 ? " +head" : "", serial ? " serial copies" : "",
+           eager > 0 ? " +rendezvous" : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
     if (!ok)
         failures++;
     free(j.end_ns);
@@ -310,13 +321,15 @@ static double native_formula(int coll, int P, double bytes)
     double working_set = P * (gather ? (P + 1) * bytes : bytes) + 2.0 * P * fmin(bytes, 1 << 20);
     double per_byte = beta_ns + (working_set > cache_bytes ? 1 - cache_bytes / working_set : 0) * mem_ns;
     if (!gather && bytes <= 16 << 10)
-        return barrier + share * (2 * bytes * per_byte + (P - 1) * bytes * gamma_ns);
+        return barrier + share * (2 * (bytes * per_byte + fmin(bytes, head_bytes) * head_ns) +
+                                  (P - 1) * bytes * gamma_ns);
     for (double off = 0; off < bytes; off += 1 << 20) {
         double len = bytes - off < (1 << 20) ? bytes - off : 1 << 20, slice = len / P;
         if (gather)
-            t += barrier + share * (P + 1) * len * per_byte;
+            t += barrier + share * (P + 1) * (len * per_byte + fmin(len, head_bytes) * head_ns);
         else
-            t += 2 * barrier + share * (2 * P * slice * per_byte + (P - 1) * slice * gamma_ns);
+            t += 2 * barrier + share * (2 * P * (slice * per_byte + fmin(slice, head_bytes) * head_ns) +
+                                        (P - 1) * slice * gamma_ns);
     }
     return t;
 }
@@ -324,23 +337,25 @@ static double native_formula(int coll, int P, double bytes)
 static void check_native(int coll, int P, size_t count)
 {
     double bytes = (double)count * 4, want = native_formula(coll, P, bytes);
-    char cores_kv[64], wake_kv[64], cache_kv[64];
+    char cores_kv[64], wake_kv[64], cache_kv[64], head_kv[64];
     snprintf(cores_kv, sizeof cores_kv, "sim.model_cores_per_host=%d", cores);
     snprintf(wake_kv, sizeof wake_kv, "sim.model_wake_latency=%.0fns", wake_ns);
     snprintf(cache_kv, sizeof cache_kv, "sim.model_intra_cache=%.0f", cache_bytes);
+    snprintf(head_kv, sizeof head_kv, "sim.model_intra_head=%.0f", head_bytes);
     const char *ov[] = {"sim.model=true", "sim.model_intra_native=shm", "sim.model_intra_latency=2us",
                         "sim.model_intra_bandwidth=1G", cores_kv, wake_kv, cache_kv,
                         mem_ns > 0 ? "sim.model_intra_memory_bandwidth=512M" : "sim.model_intra_memory_bandwidth=0",
+                        head_kv, head_ns > 0 ? "sim.model_intra_head_bandwidth=256M" : "sim.model_intra_head_bandwidth=0",
                         gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
     struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
     double got;
     int rc = run_timed(P, ov, &j, &got);
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
-    printf("%s %s shm-native%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
+    printf("%s %s shm-native%s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
            ok ? "ok  " : "FAIL", coll == PLX_COLL_ALLREDUCE ? "allreduce" : "allgather", gamma_ns > 0 ? " +gamma" : "",
-           cores > 0 && P > cores ? " time-shared" : "", wake_ns > 0 ? " +wake" : "", mem_ns > 0 ? " +memory" : "", P,
-           bytes, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+           cores > 0 && P > cores ? " time-shared" : "", wake_ns > 0 ? " +wake" : "", mem_ns > 0 ? " +memory" : "",
+           head_ns > 0 ? " +head" : "", P, bytes, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
     if (!ok)
         failures++;
     free(j.end_ns);
@@ -515,6 +530,21 @@ int main(void)
     check("recdbl", PLX_COLL_ALLREDUCE, 2, 1024);
     check("recdbl", PLX_COLL_ALLREDUCE, 2, 256); /* 1 KiB: eager */
     eager = 0;
+    /* A copy's head: the first 8 KiB of every message cost more. */
+    head_bytes = 8 << 10;
+    head_ns = 1e9 / (double)(256u << 20);
+    check("recdbl", PLX_COLL_ALLREDUCE, 2, 1024);            /* 4 KiB: all head */
+    check("ring", PLX_COLL_ALLGATHER, 3, 4096);              /* 16 KiB a step: its first 8 KiB */
+    check("ring", PLX_COLL_REDUCE_SCATTER, 2, 128 << 10);    /* each of four segments pays it */
+    gamma_ns = 1e9 / (double)(2u << 30);
+    check("rabenseifner", PLX_COLL_ALLREDUCE, 4, 4 * 1024);  /* blocks of 8 and 4 KiB */
+    cores = 2;
+    wake_ns = 5000;
+    check("ring", PLX_COLL_ALLREDUCE, 4, 4 * 1024);          /* time-shared, as the copy is */
+    cores = 0;
+    wake_ns = 0;
+    gamma_ns = 0;
+    head_bytes = head_ns = 0;
     /* shm's native collectives: one barrier up to 16 KiB, two per 1 MiB
      * round above; an allgather one per round. */
     check_native(PLX_COLL_ALLREDUCE, 4, 1024);
@@ -540,6 +570,16 @@ int main(void)
     check_native(PLX_COLL_ALLREDUCE, 4, 8 << 18);   /* 8 MiB each, 40 MiB on the host: four rounds */
     cache_bytes = 0;
     mem_ns = 0;
+    /* Each piece a native collective copies pays the head. */
+    head_bytes = 64 << 10;
+    head_ns = 1e9 / (double)(256u << 20);
+    check_native(PLX_COLL_ALLREDUCE, 2, 2048);      /* 8 KiB: two copies, all head */
+    check_native(PLX_COLL_ALLREDUCE, 4, 1 << 19);   /* two rounds, slices of 256 KiB: 64 KiB of each */
+    check_native(PLX_COLL_ALLGATHER, 3, 8192);      /* 32 KiB blocks: four copies, all head */
+    cores = 2;
+    check_native(PLX_COLL_ALLGATHER, 4, 1 << 18);   /* 1 MiB blocks, time-shared */
+    cores = 0;
+    head_bytes = head_ns = 0;
     gamma_ns = 0;
     dlclose(h);
     return failures ? 1 : 0;
