@@ -530,7 +530,7 @@ static void on_recv_ready(struct tcp_comm *c, struct tcp_peer *p, struct tcp_slo
         s->owed--;
     } else if (s->pending) {
         struct tcp_req *r = pop_req(&s->pending, &s->pending_tail);
-        if (enqueue(p, OP_SEND_UNBOUND, slot, r->bytes, r))
+        if (enqueue(p, OP_SEND_UNBOUND, slot, msg_len(r), r))
             complete(c, r, PLX_ERR_NOMEM, "tcp: out of memory");
         unlink_req(r); /* the frame holds it now */
         flush(c, p);

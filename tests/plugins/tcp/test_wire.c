@@ -3,7 +3,8 @@
  * flight, receive-from-any, timeouts, abort, a rank that never starts, and a
  * hand-written peer that checks the Gloo wire layout and then sends garbage
  * (bad opcode, oversized length, random bytes, a length larger than the
- * posted receive, a closed connection). Usage: test_wire PLUGIN.so [CASE] */
+ * posted receive, a closed connection), and messages with a head (ABI 1.5).
+ * Usage: test_wire PLUGIN.so [CASE] */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -42,6 +43,15 @@ static void *create(struct plx_store *st, int rank, int size, int64_t timeout_ms
 static int xfer(void *c, int send, int peer, void *buf, size_t n, uint64_t tag, void **req)
 {
     struct plx_p2p_args a = {.struct_size = sizeof a, .peer = peer, .buf = buf, .bytes = n, .tag = tag};
+    return send ? B->isend(c, &a, req) : B->irecv(c, &a, req);
+}
+
+/* A message of head_n bytes at head, then n at buf (PLX_CAP_P2P_HEAD). */
+static int xfer_head(void *c, int send, int peer, void *head, size_t head_n, void *buf, size_t n, uint64_t tag,
+                     void **req)
+{
+    struct plx_p2p_args a = {.struct_size = sizeof a, .peer = peer, .buf = buf, .bytes = n, .tag = tag,
+                             .head = head, .head_bytes = head_n};
     return send ? B->isend(c, &a, req) : B->irecv(c, &a, req);
 }
 
@@ -234,6 +244,73 @@ static int timeout_fn(void *c, int me, int P)
         bad += rc != PLX_ERR_ABORTED;
         B->req_free(c, r);
     }
+    return bad;
+}
+
+/* Messages with a 56-byte head (the core's fingerprint header rides so),
+ * rank 0 to rank 1, each checked byte by byte, head and payload: sizes
+ * around the 64 KiB eager limit (head + payload at it, and one byte over,
+ * which waits for the receiver's ready notice) and far above, each once with
+ * the receive posted first and once posted 50 ms after the send (the send
+ * then leaves when the ready notice comes). Then a message longer than the
+ * receive: it fails with PLX_ERR_INVALID_ARG, its head and the part that
+ * fits delivered, and the next message on the connection still arrives
+ * whole. */
+static int head_fn(void *c, int me, int P)
+{
+    (void)P;
+    enum { HEAD = 56 };
+    static const size_t sizes[] = {0, 7, 8 << 10, (64 << 10) - HEAD, (64 << 10) - HEAD + 1, 1 << 20};
+    const int n_sizes = (int)(sizeof sizes / sizeof *sizes);
+    int bad = 0;
+    unsigned char head[HEAD], *buf = malloc((2 << 20) + 1);
+    if (!buf)
+        return 1;
+    for (int k = 0; k < 2 * n_sizes + 2; k++) {
+        int late = k >= n_sizes && k < 2 * n_sizes, over = k == 2 * n_sizes;
+        size_t n = k < 2 * n_sizes ? sizes[k % n_sizes] : 100 << 10, room = over ? 50 << 10 : n;
+        void *r;
+        if (me == 0) {
+            for (size_t i = 0; i < HEAD; i++)
+                head[i] = pat(0, 1, i, 200 + k);
+            for (size_t i = 0; i < n; i++)
+                buf[i] = pat(0, 1, i, k);
+            if (xfer_head(c, 1, 1, head, HEAD, buf, n, 7000 + (uint64_t)k, &r) || wait_free(c, r, 10000)) {
+                fprintf(stderr, "head: send %d (%zu B): %s\n", k, n, fake_last_error());
+                bad++;
+            }
+            continue;
+        }
+        if (late)
+            usleep(50000);
+        memset(head, 0xee, HEAD);
+        memset(buf, 0xee, room + 1);
+        int rc = xfer_head(c, 0, 0, head, HEAD, buf, room, 7000 + (uint64_t)k, &r);
+        if (rc == 0)
+            rc = wait_free(c, r, 10000);
+        if (rc != (over ? PLX_ERR_INVALID_ARG : 0)) {
+            fprintf(stderr, "head: receive %d (%zu B into %zu): %s (rc %d)\n", k, n, room, fake_last_error(), rc);
+            bad++;
+            continue;
+        }
+        for (size_t i = 0; i < HEAD; i++)
+            if (head[i] != pat(0, 1, i, 200 + k)) {
+                fprintf(stderr, "head: message %d (%zu B): head byte %zu wrong\n", k, n, i);
+                bad++;
+                break;
+            }
+        for (size_t i = 0; i < room; i++)
+            if (buf[i] != pat(0, 1, i, k)) {
+                fprintf(stderr, "head: message %d (%zu B): payload byte %zu wrong\n", k, n, i);
+                bad++;
+                break;
+            }
+        if (buf[room] != 0xee) {
+            fprintf(stderr, "head: message %d wrote past its receive\n", k);
+            bad++;
+        }
+    }
+    free(buf);
     return bad;
 }
 
@@ -480,6 +557,7 @@ int main(int argc, char **argv)
     if (!strcmp(only, "early")) /* only alone: the limit applies to every case run after it */
         setenv("PLEXUS_TCP_MAX_EARLY_BYTES", "1048576", 1);
     CASE("early", run_job(2, early_fn));
+    CASE("head", run_job(2, head_fn));
     CASE("ifname", bad_ifname());
     CASE("wire", evil_case(BAD_NONE));
     CASE("badop", evil_case(BAD_OPCODE));
