@@ -9,15 +9,18 @@
  * on that tag too, whatever its algorithm expects first, so two ranks that
  * run different algorithms (a broadcast against an allreduce, 8 elements
  * against 6) still meet on it, and the receiver names both calls instead of
- * mis-delivering data or calling the frame malformed. Up to FP_INLINE bytes
- * of payload ride in the same message (no extra frame, so nothing extra at 8
- * bytes): behind the header as the message's head where the backend takes
- * one (PLX_CAP_P2P_HEAD: the payload goes from and lands in the caller's
- * buffer), else copied through a per-peer bounce buffer; a larger payload
- * follows under its own tag and the header goes alone just before it (one
- * small extra frame, nothing against a segment of more than 8 KiB). The
- * receive is posted with room for header + FP_INLINE, so a mismatched
- * sender's first message always fits.
+ * mis-delivering data or calling the frame malformed. Where the backend
+ * takes a head in front of a message (PLX_CAP_P2P_HEAD), the header is the
+ * head of the first message, whatever its size: the payload goes from and
+ * lands in the caller's buffer, and a mismatched sender's longer message
+ * still delivers the header (the backend fails the receive after it). Else
+ * up to FP_INLINE bytes of payload ride behind the header, copied through a
+ * per-peer bounce buffer (no extra frame, so nothing extra at 8 bytes), and
+ * a larger payload follows under its own tag with the header alone just
+ * before it; that receive is posted with room for header + FP_INLINE, so a
+ * mismatched sender's first message always fits. (The header alone cost
+ * loopback tcp a second write and its receiver a second wake-up: a 2-rank
+ * exchange of 16 KiB took about a third longer.)
  *
  * A rank that finds a mismatch publishes it in the store; ranks that wait on
  * it instead of talking to the mismatched rank find it there within a
@@ -199,10 +202,10 @@ int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t b
     io->buf = buf;
     io->bytes = bytes;
     uint64_t ftag = plx__algo_tag(d->cur.seq, FP_STEP);
-    int inl = bytes <= FP_INLINE, rc;
-    /* With a head, an inline payload stays in the caller's buffer: the
-     * header goes in front of it on the wire, not in memory. */
-    io->head = inl && bytes && head_ok(c);
+    /* With a head, the payload stays in the caller's buffer: the header goes
+     * in front of it on the wire, not in memory. */
+    io->head = bytes && head_ok(c);
+    int inl = io->head || bytes <= FP_INLINE, rc;
     void *m0 = io->req_mem, *m1 = io->req_mem ? io->req_mem + rs : NULL;
     const size_t W = sizeof(struct fp_wire);
     if (is_send) {
@@ -255,7 +258,7 @@ static int check(struct plx_comm *c, struct plx__fp_io *io)
         plx__diag_publish_mismatch(c, msg);
         return plx__err(PLX_ERR_MISMATCH, "%s", msg);
     }
-    if (w.payload != io->bytes || (w.inline_data != 0) != (io->bytes <= FP_INLINE))
+    if (w.payload != io->bytes || (w.inline_data != 0) != (io->head || io->bytes <= FP_INLINE))
         return plx__err(PLX_ERR_PROTOCOL, "rank %d sent %llu bytes where %zu were expected in seq %llu", io->peer,
                         (unsigned long long)w.payload, io->bytes, (unsigned long long)d->cur.seq);
     if (w.inline_data && io->bytes && !io->head)

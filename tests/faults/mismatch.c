@@ -2,9 +2,12 @@
  * them, with PLX_ERR_MISMATCH and a message naming both calls; nothing
  * hangs, nothing returns wrong data.
  *
- * Five cases, each on a fresh communicator where the last rank differs from
+ * Six cases, each on a fresh communicator where the last rank differs from
  * the others: count (8 against 6), kind (broadcast against allreduce), dtype
- * (f32 against i32), op (sum against max), root (0 against 1). Every rank
+ * (f32 against i32), op (sum against max), root (0 against 1), and a large
+ * count (4096 against 3072: first messages over 8 KiB, which carry the
+ * fingerprint as their head on tcp, so one side's message overflows the
+ * other's receive). Every rank
  * must see PLX_ERR_MISMATCH within 5 s (the timeout is 30 s) with both calls
  * in the message: from the collective itself or, for a rank that only sent
  * in it (the broadcast's root on the generic path cannot learn of the
@@ -41,20 +44,21 @@
 #include "plexus/plexus.h"
 #include "procs.h"
 
-#define NCASE 5
+#define NCASE 6
+#define LARGE 4096
 #define NRANK 4 /* at most */
 #define TIMEOUT_MS 30000
 
-static const char *const case_name[NCASE] = {"count", "kind", "dtype", "op", "root"};
+static const char *const case_name[NCASE] = {"count", "kind", "dtype", "op", "root", "large"};
 /* What the others call, what the last rank calls (seq 0 of a fresh comm). */
 static const char *const call_others[NCASE] = {
     "allreduce(seq 0, f32, sum, count 8)", "broadcast(seq 0, f32, count 8, root 0)",
     "allreduce(seq 0, f32, sum, count 8)", "allreduce(seq 0, f32, sum, count 8)",
-    "broadcast(seq 0, f32, count 8, root 0)"};
+    "broadcast(seq 0, f32, count 8, root 0)", "allreduce(seq 0, f32, sum, count 4096)"};
 static const char *const call_last[NCASE] = {
     "allreduce(seq 0, f32, sum, count 6)", "allreduce(seq 0, f32, sum, count 8)",
     "allreduce(seq 0, i32, sum, count 8)", "allreduce(seq 0, f32, max, count 8)",
-    "broadcast(seq 0, f32, count 8, root 1)"};
+    "broadcast(seq 0, f32, count 8, root 1)", "allreduce(seq 0, f32, sum, count 3072)"};
 
 struct shared {
     const char *mode;
@@ -99,11 +103,13 @@ static int call(struct plx_comm *c, int cs, int last)
 {
     float f[8] = {1, 2, 3, 4, 5, 6, 7, 8}, g[8];
     int32_t i[8] = {1, 2, 3, 4, 5, 6, 7, 8}, j[8];
+    static _Thread_local float big[LARGE], big_out[LARGE];
     switch (cs) {
     case 0: return plx_allreduce(c, f, g, last ? 6 : 8, PLX_F32, PLX_SUM);
     case 1: return last ? plx_allreduce(c, f, g, 8, PLX_F32, PLX_SUM) : plx_broadcast(c, f, 8, PLX_F32, 0);
     case 2: return last ? plx_allreduce(c, i, j, 8, PLX_I32, PLX_SUM) : plx_allreduce(c, f, g, 8, PLX_F32, PLX_SUM);
     case 3: return plx_allreduce(c, f, g, 8, PLX_F32, last ? PLX_MAX : PLX_SUM);
+    case 5: return plx_allreduce(c, big, big_out, last ? LARGE * 3 / 4 : LARGE, PLX_F32, PLX_SUM);
     default: return plx_broadcast(c, f, 8, PLX_F32, last ? 1 : 0);
     }
 }
