@@ -36,7 +36,12 @@
 
 #define TCP_ADDR_BYTES 136
 #define TCP_HDR_BYTES 48
+/* Between plexus peers a message whose payload is at most TCP_EAGER_MAX
+ * goes at once, without waiting for the receiver's ready notice, with a head
+ * of up to TCP_EAGER_HEAD_MAX bytes in front (the core's fingerprint header:
+ * so a collective's first message of 64 KiB is not the one that waits). */
 #define TCP_EAGER_MAX (64u << 10)
+#define TCP_EAGER_HEAD_MAX 64u
 #define TCP_RXBUF (64u << 10)
 /* A peer whose last payload had at least TCP_BULK_BYTES is read at most
  * TCP_RX_BULK_STAGE bytes at a time up to the next payload, which then goes

@@ -298,7 +298,7 @@ int tcp__post_send(struct tcp_comm *c, struct tcp_req *r)
     if (s->recv_ready) {
         s->recv_ready--;
         rc = enqueue(p, OP_SEND_UNBOUND, r->slot, msg_len(r), r);
-    } else if (p->eager && msg_len(r) <= TCP_EAGER_MAX && !s->pending) {
+    } else if (p->eager && r->bytes <= TCP_EAGER_MAX && r->head_bytes <= TCP_EAGER_HEAD_MAX && !s->pending) {
         s->owed++;
         rc = enqueue(p, OP_SEND_UNBOUND, r->slot, msg_len(r), r);
     } else {
@@ -625,7 +625,7 @@ static int on_send(struct tcp_comm *c, struct tcp_peer *p, uint64_t nbytes, uint
     int rc;
     if (s && s->posted) {
         rc = into_posted(c, p, s, slot, len);
-    } else if (p->eager && len <= TCP_EAGER_MAX) {
+    } else if (p->eager && len <= TCP_EAGER_MAX + TCP_EAGER_HEAD_MAX) {
         rc = into_early(c, p, slot, len);
     } else {
         reject(c, p, "%llu bytes for slot %#llx, where no receive was posted", (unsigned long long)len,
@@ -718,6 +718,26 @@ int tcp__peer_gone(struct tcp_comm *c, struct tcp_peer *p, const struct tcp_req 
     return c->host->error(c->host->ctx, PLX_ERR_PEER_LOST, "%s", c->lost_msg);
 }
 
+/* Where the payload's next bytes can be read to straight, and how many fit
+ * there (*room), or NULL: into an early buffer or a plain receive, at
+ * p->dst; into a receive with a head, once the head is in, at its buffer,
+ * up to its end (what overflows it goes through the stage, dropped). */
+static char *straight_dst(const struct tcp_peer *p, size_t *room)
+{
+    const struct tcp_req *r = p->dst_req;
+    if (!p->dst)
+        return NULL;
+    if (!(r && r->head_bytes)) {
+        *room = p->pay_len - p->pay_got;
+        return p->dst + p->pay_got;
+    }
+    if (p->pay_got < r->head_bytes || p->pay_got >= msg_len(r))
+        return NULL;
+    size_t left = p->pay_len - p->pay_got, fits = msg_len(r) - p->pay_got;
+    *room = left < fits ? left : fits;
+    return r->buf + (p->pay_got - r->head_bytes);
+}
+
 static void do_read(struct tcp_comm *c, struct tcp_peer *p)
 {
     size_t budget = READ_BUDGET;
@@ -750,11 +770,12 @@ static void do_read(struct tcp_comm *c, struct tcp_peer *p)
         if (!budget || drained)
             return;
         ssize_t k;
-        size_t left = p->pay_len - p->pay_got;
-        if (p->in_payload && p->dst && left >= 4096 && !(p->dst_req && p->dst_req->head_bytes)) {
+        size_t room = 0;
+        char *to = p->in_payload ? straight_dst(p, &room) : NULL;
+        if (to && room >= 4096) {
             /* straight into the user's buffer */
-            size_t want = left < budget ? left : budget;
-            k = recv(p->fd, p->dst + p->pay_got, want, MSG_DONTWAIT);
+            size_t want = room < budget ? room : budget;
+            k = recv(p->fd, to, want, MSG_DONTWAIT);
             if (k > 0) {
                 drained = (size_t)k < want;
                 p->pay_got += (size_t)k;
@@ -765,8 +786,12 @@ static void do_read(struct tcp_comm *c, struct tcp_peer *p)
             }
         } else {
             /* Between bulk payloads, read little past the next header: what
-             * the stage takes of a payload costs a second copy. */
+             * the stage takes of a payload costs a second copy. A large
+             * payload behind a head: only the head, the rest goes straight. */
             size_t want = p->bulk ? TCP_RX_BULK_STAGE : TCP_RXBUF;
+            const struct tcp_req *r = p->in_payload ? p->dst_req : NULL;
+            if (r && p->pay_got < r->head_bytes && p->pay_len - r->head_bytes >= TCP_BULK_BYTES)
+                want = r->head_bytes - p->pay_got;
             k = recv(p->fd, p->rxbuf, want, MSG_DONTWAIT);
             if (k > 0) {
                 drained = (size_t)k < want;

@@ -248,19 +248,22 @@ static int timeout_fn(void *c, int me, int P)
 }
 
 /* Messages with a 56-byte head (the core's fingerprint header rides so),
- * rank 0 to rank 1, each checked byte by byte, head and payload: sizes
- * around the 64 KiB eager limit (head + payload at it, and one byte over,
- * which waits for the receiver's ready notice) and far above, each once with
- * the receive posted first and once posted 50 ms after the send (the send
- * then leaves when the ready notice comes). Then a message longer than the
- * receive: it fails with PLX_ERR_INVALID_ARG, its head and the part that
- * fits delivered, and the next message on the connection still arrives
- * whole. */
+ * rank 0 to rank 1, each checked byte by byte, head and payload: payloads
+ * around the 64 KiB eager limit (the head does not count: a payload of 64 KiB
+ * still goes eagerly, one byte more waits for the receiver's ready notice)
+ * and far above, each once with the receive posted first and once posted
+ * after the send: for an eager one, once the send completed (it must, within
+ * 5 s, with no receive posted); else 50 ms later (the send then leaves when
+ * the ready notice comes). Then a message longer than the receive: it fails
+ * with PLX_ERR_INVALID_ARG, its head and the part that fits delivered, and
+ * the next message on the connection still arrives whole. */
+static int head_sent[16];
+
 static int head_fn(void *c, int me, int P)
 {
     (void)P;
     enum { HEAD = 56 };
-    static const size_t sizes[] = {0, 7, 8 << 10, (64 << 10) - HEAD, (64 << 10) - HEAD + 1, 1 << 20};
+    static const size_t sizes[] = {0, 7, 8 << 10, (64 << 10) - HEAD, 64 << 10, (64 << 10) + 1, 1 << 20};
     const int n_sizes = (int)(sizeof sizes / sizeof *sizes);
     int bad = 0;
     unsigned char head[HEAD], *buf = malloc((2 << 20) + 1);
@@ -279,10 +282,21 @@ static int head_fn(void *c, int me, int P)
                 fprintf(stderr, "head: send %d (%zu B): %s\n", k, n, fake_last_error());
                 bad++;
             }
+            __atomic_store_n(&head_sent[k], 1, __ATOMIC_RELEASE);
             continue;
         }
-        if (late)
+        if (late && n <= 64 << 10) {
+            double until = now_s() + 5;
+            while (!__atomic_load_n(&head_sent[k], __ATOMIC_ACQUIRE) && now_s() < until)
+                usleep(1000);
+            if (!__atomic_load_n(&head_sent[k], __ATOMIC_ACQUIRE)) {
+                fprintf(stderr, "head: the send of %zu B + a %d-byte head waited for its receive (not eager)\n", n,
+                        HEAD);
+                bad++;
+            }
+        } else if (late) {
             usleep(50000);
+        }
         memset(head, 0xee, HEAD);
         memset(buf, 0xee, room + 1);
         int rc = xfer_head(c, 0, 0, head, HEAD, buf, room, 7000 + (uint64_t)k, &r);
