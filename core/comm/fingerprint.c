@@ -306,8 +306,11 @@ void plx__diag_publish_mismatch(struct plx_comm *c, const char *msg)
     snprintf(keep, sizeof keep, "%s", plx_last_error());
     uint64_t t0 = plx__clock_ns();
     int rc = c->store->ops->check(c->store, MISMATCH_KEY);
-    if (rc == 0)
-        rc = plx__store_set(c->store, MISMATCH_KEY, msg, strlen(msg) + 1);
+    /* A set gets no reply (torch's store protocol): the check after it, on
+     * the same connection, returns once the server has it, so a rank that
+     * hears this one give up (which follows) finds it there. */
+    if (rc == 0 && (rc = plx__store_set(c->store, MISMATCH_KEY, msg, strlen(msg) + 1)) == 0)
+        rc = c->store->ops->check(c->store, MISMATCH_KEY);
     plx__diag_store_done(c, t0, rc < 0 ? rc : 0);
     plx__err(0, "%s", keep); /* the store's own errors are not the caller's */
 }
