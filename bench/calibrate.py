@@ -337,9 +337,8 @@ CACHE_TIE = 0.05
 # The head sizes it tries for model_intra_head, with each cache, where the transport's copies have one (HEADS_OF).
 HEADS = [4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20]
 # shm's copies read lines the other core has just written, at their latency until the prefetchers run ahead: a
-# head. tcp's mid sizes cost more for a reason that is not bytes: its wait spins or sleeps (the same 2-rank allgather,
-# 8 KiB each way, took 13.5 us and 22 us in back-to-back runs), and a head fitted to that prices every 4 KiB message
-# too.
+# head. tcp's are not fitted one: its mid sizes vary with whether its wait spins or sleeps, not with their bytes, and
+# a head fitted to that prices every 4 KiB message too.
 HEADS_OF = {"shm": HEADS}
 CACHES = [32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20]
 

@@ -18,9 +18,8 @@
  * per-peer bounce buffer (no extra frame, so nothing extra at 8 bytes), and
  * a larger payload follows under its own tag with the header alone just
  * before it; that receive is posted with room for header + FP_INLINE, so a
- * mismatched sender's first message always fits. (The header alone cost
- * loopback tcp a second write and its receiver a second wake-up: a 2-rank
- * exchange of 16 KiB took about a third longer.)
+ * mismatched sender's first message always fits. (The header alone costs a
+ * stream transport a second write, and its receiver a second wake-up.)
  *
  * A rank that finds a mismatch publishes it in the store; ranks that wait on
  * it instead of talking to the mismatched rank find it there within a

@@ -790,7 +790,7 @@ static void do_read(struct tcp_comm *c, struct tcp_peer *p)
              * payload behind a head: only the head, the rest goes straight. */
             size_t want = p->bulk ? TCP_RX_BULK_STAGE : TCP_RXBUF;
             const struct tcp_req *r = p->in_payload ? p->dst_req : NULL;
-            if (r && p->pay_got < r->head_bytes && p->pay_len - r->head_bytes >= TCP_BULK_BYTES)
+            if (r && p->pay_got < r->head_bytes && p->pay_len >= r->head_bytes + TCP_BULK_BYTES)
                 want = r->head_bytes - p->pay_got;
             k = recv(p->fd, p->rxbuf, want, MSG_DONTWAIT);
             if (k > 0) {
