@@ -38,8 +38,10 @@ command -v mpirun.mpich >/dev/null 2>&1 && [ -x "$build/bench/mpi_allreduce_loop
 
 run_plexus() { # backend np bytes iters [memcpy-file] -> us ($REG: extra plexus-bench option)
     "$build/tools/plexus-run" -n "$2" --timeout 300 "$build/tools/plexus-bench" --backend "$1" --inplace --memcpy ${REG:-} \
-        -b "$3" -e "$3" -n "$4" -w 5 2>/dev/null |
-        awk -v m="${5:-/dev/null}" '$1 == "[rank" && $2 == "0]" && $3 ~ /^[0-9]+$/ { print $8; print $12 > m; exit }'
+        -b "$3" -e "$3" -n "$4" -w 5 >"$out/run" 2>&1
+    awk -v m="${5:-/dev/null}" '$1 == "[rank" && $2 == "0]" && $3 ~ /^[0-9]+$/ { print $8; print $12 > m; f = 1; exit }
+        END { exit !f }' "$out/run" ||
+        { echo "# plexus $1${REG:+ $REG} np $2, $3 B gave no figure:"; grep -v '^\[rank [0-9]*\] *[0-9#]' "$out/run" | tail -5; } >>"$out/failed.log"
 }
 run_ompi() {
     timeout 300 mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca btl vader,self \
@@ -72,6 +74,8 @@ while [ $rep -le "$reps" ]; do
     rep=$((rep + 1))
 done
 echo >&2
+# Say why a run left its cell empty ("-").
+[ -f "$out/failed.log" ] && cat "$out/failed.log" >&2
 
 cell() { # peer np size -> "a / b / c"
     v=""
