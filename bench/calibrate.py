@@ -9,12 +9,15 @@ For each transport (tcp, shm) on real processes (plexus-run):
      runs enough operations to last about --sample-ms (from the row's
      previous sample), so a microsecond op is a mean over tens of
      thousands, not a few milliseconds that one preemption doubles;
-  2. fit: alpha, beta, gamma, the wake-up, the memory and the head (a
-     message's latency and ns per byte, the ns per byte a rank reduces,
-     what a message within a host with more ranks than cores waits for its
-     receiver to be woken and switched in, the ns more each byte costs
-     where the data outgrows the cache, and the ns more each of a copy's
-     first bytes costs: shm only, HEADS_OF) to the collectives at
+  2. fit: alpha, beta, gamma, the wake-up, the memory, the head and
+     another core's cache (a message's latency and ns per byte, the ns per
+     byte a rank reduces, what a message within a host with more ranks
+     than cores waits for its receiver to be woken and switched in, the ns
+     more each byte costs where the data outgrows the cache, the ns more
+     each of a copy's first bytes costs, and the ns more a byte costs
+     while the core that wrote it still holds it in its own cache, whose
+     size sysfs gives: the last two shm only, HEADS_OF and PRIVATE_OF) to
+     the collectives at
      --fit-ranks (default 2, 3 and 4), every other size (8 B, 512 B,
      32 KiB, 2 MiB, 64 MiB: the sizes between are held out, and so is
      every row at a rank count left out of --fit-ranks), least squares in
@@ -22,7 +25,7 @@ For each transport (tcp, shm) on real processes (plexus-run):
      cache size of CACHES and head size of HEADS; the smallest cache whose
      fit rows fit within 5% of the best is kept, with its best head (the
      fit sizes cannot tell caches between 2 MiB and 64 MiB apart). The
-     model's time is linear in the six where nothing contends, so six
+     model's time is linear in the seven where nothing contends, so
      plexus-whatif runs with one unit of each give every row's
      coefficients; the one-way times get
      their own alpha + beta n fit, printed for comparison (the core's
@@ -54,6 +57,9 @@ import argparse, csv, datetime, json, os, socket, statistics, subprocess, sys, t
 
 SIZES = [8 << (3 * i) for i in range(8)] + [64 << 20]  # 8 B .. 16 MiB by factors of 8, and 64 MiB (held out)
 QUICK_SIZES = [8, 512, 32768]
+# The model's terms the fit sets: alpha, beta, gamma, the wake-up, the memory, the head, another core's cache, an
+# unanswered message's acknowledgement.
+UNITS = 8
 
 
 def run(cmd, timeout=600):
@@ -142,12 +148,14 @@ def fit_alpha_beta(points):
 
 
 def solve(a, b):
-    """a x = b by Gaussian elimination (a small and square), or None if singular."""
+    """a x = b by Gaussian elimination (a small and square), or None if singular (a pivot that is rounding noise
+    against a's largest entry: a term whose unit costs nothing, as a head of 0 B, gives a row and column of 0)."""
     n = len(b)
     m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    tiny = 1e-12 * max((abs(x) for row in a for x in row), default=0.0)
     for c in range(n):
         piv = max(range(c, n), key=lambda r: abs(m[r][c]))
-        if abs(m[piv][c]) < 1e-300:
+        if abs(m[piv][c]) <= tiny:
             return None
         m[c], m[piv] = m[piv], m[c]
         for r in range(n):
@@ -187,11 +195,12 @@ NATIVE = {"tcp": "none", "shm": "shm"}
 EAGER_LIMIT = {"tcp": 64 << 10}
 
 
-def shape_keys(transport, cores, cache, head, native, serial, eager):
-    """The [sim] keys a fit does not set: the machine's cores, the cache, a copy's head, and how the transport
-    behaves (its waits, its own collectives, its copies, its eager limit; eager=False: none, as the previous model
-    had)."""
+def shape_keys(transport, cores, cache, head, native, serial, eager, private=0):
+    """The [sim] keys a fit does not set: the machine's cores, the cache, a copy's head, each core's own cache, and
+    how the transport behaves (its waits, its own collectives, its copies, its eager limit; eager=False: none, as the
+    previous model had)."""
     return (f"model_cores_per_host = {cores}\n"
+            f"model_intra_private_cache = {private}\n"
             f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n"
             f"model_intra_cache = {cache}\n"
             f"model_intra_head = {head}\n"
@@ -201,18 +210,21 @@ def shape_keys(transport, cores, cache, head, native, serial, eager):
 
 
 def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, head_ns, cache, head, note, cores,
-                native, serial=False, eager=True):
-    """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta, gamma, the memory's or the head's 0)."""
+                native, serial=False, eager=True, private_ns=0.0, private=0, ack_us=0.0):
+    """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta, gamma, the memory's, the head's or the
+    private cache's 0)."""
     alpha_ns, wake_ns = round(alpha_us * 1e3), round(wake_us * 1e3)
     bandwidth = round(1e9 / beta_ns) if beta_ns > 0 else 0
     reduce_bw = round(1e9 / gamma_ns) if gamma_ns > 0 else 0
     memory_bw = round(1e9 / mem_ns) if mem_ns > 0 else 0
     head_bw = round(1e9 / head_ns) if head_ns > 0 else 0
+    private_bw = round(1e9 / private_ns) if private_ns > 0 else 0
     with open(path, "w") as f:
         f.write(f"# sim's network model of {transport} on {socket.gethostname()}, written by bench/calibrate.py\n"
                 f"# {note}\n"
                 f"# alpha {alpha_us:.3f} us, beta {beta_ns:.4f} ns/B, gamma {gamma_ns:.4f} ns/B, wake-up {wake_us:.3f} us, "
                 f"memory {mem_ns:.4f} ns/B beyond {cache} B, head {head_ns:.4f} ns/B of a copy's first {head} B\n"
+                f"# another core's cache {private_ns:.4f} ns/B of {private} B, an unanswered message's ACK {ack_us:.3f} us\n"
                 "[sim]\n"
                 "model = true\n"
                 "model_ranks_per_host = 0\n"
@@ -222,34 +234,38 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, h
                 f"model_reduce_bandwidth = {reduce_bw}\n"
                 f"model_intra_memory_bandwidth = {memory_bw}\n"
                 f"model_intra_head_bandwidth = {head_bw}\n"
-                + shape_keys(transport, cores, cache, head, native, serial, eager))
+                f"model_intra_private_bandwidth = {private_bw}\n"
+                f"model_intra_ack = {round(ack_us * 1e3)}ns\n"
+                + shape_keys(transport, cores, cache, head, native, serial, eager, private))
 
 
 def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache, head, native, serial=False,
-                      eager=True, only=range(6)):
-    """The model's time is alpha, beta, gamma, the wake-up, the memory's cost per byte beyond the cache and a copy's
-    head's cost per byte times what each alone costs on the critical path (exactly so without contention;
-    time-sharing stretches each by the same factor in every run): per (coll, ranks, size), plexus-whatif's time with
-    each at one unit (1 us; 1 ns/B), the cache at cache bytes, the head at head bytes, allreduce and allgather native
-    as native says (model_intra_native). Units not in only are left at 0: the cache matters to the memory's unit
-    alone, the head to the head's."""
-    units = [("1000ns", "0", "0", "0ns", "0", "0"), ("0ns", "1000000000", "0", "0ns", "0", "0"),
-             ("0ns", "0", "1000000000", "0ns", "0", "0"), ("0ns", "0", "0", "1000ns", "0", "0"),
-             ("0ns", "0", "0", "0ns", "1000000000", "0"), ("0ns", "0", "0", "0ns", "0", "1000000000")]
+                      eager=True, only=range(UNITS), private=0):
+    """The model's time is alpha, beta, gamma, the wake-up, the memory's cost per byte beyond the cache, a copy's
+    head's cost per byte and that of a byte read from another core's own cache times what each alone costs on the
+    critical path (exactly so without contention; time-sharing stretches each by the same factor in every run): per
+    (coll, ranks, size), plexus-whatif's time with each at one unit (1 us; 1 ns/B), the cache at cache bytes, the
+    head at head bytes, each core's own cache at private bytes, allreduce and allgather native as native says
+    (model_intra_native). Units not in only are left at 0: the cache matters to the memory's unit alone, the head to
+    the head's, the private cache to its own."""
+    one = {0: ("intra_latency", "1000ns"), 1: ("intra_bandwidth", "1000000000"), 2: ("reduce_bandwidth", "1000000000"),
+           3: ("wake_latency", "1000ns"), 4: ("intra_memory_bandwidth", "1000000000"),
+           5: ("intra_head_bandwidth", "1000000000"), 6: ("intra_private_bandwidth", "1000000000"),
+           7: ("intra_ack", "1000ns")}
     coef = {}
-    for u, (lat, bw, red, wake, mem, hd) in enumerate(units):
+    for u in range(UNITS):
         if u not in only:
             continue
         model = os.path.join(tmp, f"unit{u}.ini")
         with open(model, "w") as f:
-            f.write(f"[sim]\nmodel = true\nmodel_intra_latency = {lat}\nmodel_intra_bandwidth = {bw}\n"
-                    f"model_reduce_bandwidth = {red}\nmodel_wake_latency = {wake}\n"
-                    f"model_intra_memory_bandwidth = {mem}\nmodel_intra_head_bandwidth = {hd}\n"
-                    + shape_keys(transport, cores, cache, head, native, serial, eager))
+            # Each term at 0 but this one: a bandwidth of 0 is free, a duration of 0 is none.
+            f.write("[sim]\nmodel = true\n" + "".join(f"model_{k} = {v if i == u else '0'}\n"
+                                                      for i, (k, v) in one.items())
+                    + shape_keys(transport, cores, cache, head, native, serial, eager, private))
         for coll in colls:
             for P in rank_counts:
                 for n, us in b.predict_us(model, coll, P, sizes_for(coll, P, sizes)).items():
-                    coef.setdefault((coll, P, n), [0.0] * len(units))[u] = us
+                    coef.setdefault((coll, P, n), [0.0] * UNITS)[u] = us
     return coef
 
 
@@ -323,12 +339,12 @@ def within_iqr(p, samples):
 
 def fit_model(coef, med, t, fitted, k):
     """The first k of alpha (us), beta (ns/B), gamma (ns/B), wake-up (us), memory (ns/B beyond the cache), head
-    (ns/B of a copy's first bytes) fitted to the fitted rows of transport t (the rest 0), and the fit's sum of
-    squared relative errors."""
+    (ns/B of a copy's first bytes), another core's cache (ns/B) fitted to the fitted rows of transport t (the rest
+    0), and the fit's sum of squared relative errors."""
     rows = [(coef[(coll, P, n)][:k], m) for (tt, coll, P, n), m in med.items() if tt == t and fitted(P, n)]
     x = nnls(rows, k)
     err = sum(((sum(ci * xi for ci, xi in zip(c, x)) - m) / m) ** 2 for c, m in rows)
-    return x + [0.0] * (6 - k), err
+    return x + [0.0] * (UNITS - k), err
 
 
 # The cache sizes the fit tries for model_intra_cache: it keeps the smallest whose fit rows' error is within
@@ -339,7 +355,40 @@ HEADS = [4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 5
 # shm's copies read lines the other core has just written, at their latency until the prefetchers run ahead: a
 # head. tcp's are not fitted one: its mid sizes vary with whether its wait spins or sleeps, not with their bytes, and
 # a head fitted to that prices every 4 KiB message too.
-HEADS_OF = {"shm": HEADS}
+HEADS_OF = {"shm": [0] + HEADS}
+# shm's copies read what another core wrote: from that core's own cache while the working set fits it (and only
+# then: beyond it the lines were evicted to the cache the cores share, which serves them faster). The size is read
+# off the machine (private_cache_bytes), so only its cost is fitted. tcp's kernel copies are not fitted one (as
+# the head).
+PRIVATE_OF = {"shm"}
+# Loopback tcp acknowledges a message its receiver does not answer with a segment of its own (a ring's, a tree's, a
+# fold's), CPU work at both ends: about two segments per message then, one in an exchange (Tcp OutSegs in
+# /proc/net/snmp). shm has no such thing.
+ACK_OF = {"tcp"}
+
+
+def private_cache_bytes(cpu=0):
+    """The largest data or unified cache cpu has to itself (sysfs; L2 on most x86 parts), 0 if none is listed."""
+    best, base = 0, f"/sys/devices/system/cpu/cpu{cpu}/cache"
+    try:
+        entries = [e for e in os.listdir(base) if e.startswith("index")]
+    except OSError:
+        return 0
+    for e in entries:
+        try:
+            with open(os.path.join(base, e, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(base, e, "shared_cpu_list")) as f:
+                shared = f.read().strip()
+            with open(os.path.join(base, e, "size")) as f:
+                size = f.read().strip()
+        except OSError:
+            continue
+        if kind == "Instruction" or shared != str(cpu):
+            continue
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+        best = max(best, int(size.rstrip("KMG")) * mult)
+    return best
 CACHES = [32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20]
 
 
@@ -402,7 +451,7 @@ def main():
             raw_pp, raw, calm = measure(b, transports, colls, rank_counts, sizes, reps, a.sample_ms, a.quiet_wait,
                                         a.quiet_budget)
             with open(saved, "w") as f:
-                json.dump({"load": load, "reps": reps, "one_way": raw_pp,
+                json.dump({"load": load, "reps": reps, "private_cache": private_cache_bytes(), "one_way": raw_pp,
                            "collectives": {"/".join(map(str, k)): v for k, v in raw.items()},
                            "quiet": {"/".join(map(str, k)): v for k, v in calm.items()}}, f, indent=1)
         if a.quiet_only:
@@ -414,6 +463,8 @@ def main():
         pp = {t: {n: statistics.median(v) for n, v in d.items()} for t, d in raw_pp.items()}
         med = {k: statistics.median(v) for k, v in raw.items()}
         print(f"# cores: {a.cores} (os.cpu_count() {os.cpu_count()}); ranks beyond them time-share them in the model")
+        private_cache = doc.get("private_cache", private_cache_bytes()) if a.measured else private_cache_bytes()
+        print(f"# each core's own cache: {private_cache} B (0: none listed, the term is left out)")
         # Every other size at the fit's rank counts; all of them in --quick, which has too few.
         fit_sizes = set(sizes if a.quick else sizes[0::2])
         fit_at = [P for P in rank_counts if P in fit_ranks]
@@ -438,13 +489,20 @@ def main():
             # Only the memory's unit depends on the cache, and only the head's on the head: the others once.
             base = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native, a.serial_copies,
                                      only=range(4))
+            private = private_cache if t in PRIVATE_OF else 0
+            prv = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native, a.serial_copies,
+                                    only=[6], private=private) if private else None
+            ack = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native, a.serial_copies,
+                                    only=[7]) if t in ACK_OF else None
             mem_of = {cache: unit(4, cache, 0) for cache in CACHES}
             heads = HEADS_OF.get(t, [0])
             head_of = {head: unit(5, 0, head) for head in heads}
             for cache in CACHES:
                 for head in heads:
-                    coef = {k: v[:4] + [mem_of[cache][k][4], head_of[head][k][5]] for k, v in base.items()}
-                    x, err = fit_model(coef, med, t, fitted, 6)
+                    # A term left out has a column of 0, which the fit leaves at 0.
+                    coef = {k: v[:4] + [mem_of[cache][k][4], head_of[head][k][5], prv[k][6] if prv else 0.0,
+                                        ack[k][7] if ack else 0.0] for k, v in base.items()}
+                    x, err = fit_model(coef, med, t, fitted, UNITS)
                     fits.append((err, cache, head, x))
                 best_c = min(f for f in fits if f[1] == cache)
                 print(f"# {t}: cache {cache} B: fit rows' squared relative error {best_c[0]:.4f} "
@@ -454,7 +512,8 @@ def main():
             # own cache first), with its best head.
             best = min(f[0] for f in fits)
             cache = min(f[1] for f in fits if f[0] <= best * (1 + CACHE_TIE))
-            _, _, head, (alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns) = min(f for f in fits if f[1] == cache)
+            _, _, head, (alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, private_ns, ack_us) = min(
+                f for f in fits if f[1] == cache)
             # The previous model: the core's generic algorithms over messages, no memory term.
             old, _ = fit_model(unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, CACHES[0], 0, "none",
                                                  eager=False, only=range(4)), med, t, fitted, 4)
@@ -464,7 +523,7 @@ def main():
                     f"load average {load[0]:.1f} at the start; "
                     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
             write_model(model, t, alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, cache, head, note, a.cores, native,
-                        a.serial_copies)
+                        a.serial_copies, private_ns=private_ns, private=private, ack_us=ack_us)
             prev = os.path.join(tmp, f"prev-{t}.ini")
             write_model(prev, t, *old[:4], 0.0, 0.0, 0, 0, "the previous fit: generic algorithms, no memory term",
                         a.cores, "none", eager=False)
@@ -473,12 +532,14 @@ def main():
             # own collectives run instead (shm).
             generic = os.path.join(tmp, f"generic-{t}.ini")
             write_model(generic, t, alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, cache, head, note, a.cores,
-                        "none", a.serial_copies)
+                        "none", a.serial_copies, private_ns=private_ns, private=private, ack_us=ack_us)
             b.emit_tuning(generic, rank_counts, sizes, tuning)
             print(f"\n## {t}: alpha {alpha:.2f} us, beta {beta_ns:.4f} ns/B "
                   f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B, "
                   f"wake-up {wake:.2f} us, memory {mem_ns:.4f} ns/B beyond {cache} B, head {head_ns:.4f} ns/B of a "
-                  f"copy's first {head} B -> {model}, tuner table {tuning}")
+                  f"copy's first {head} B, another core's cache {private_ns:.4f} ns/B of {private} B, an unanswered "
+                  f"message's ACK {ack_us:.3f} us -> {model}, "
+                  f"tuner table {tuning}")
             print(f"(previous model, generic algorithms, no memory term: alpha {old[0]:.2f} us, beta {old[1]:.4f} ns/B, gamma {old[2]:.4f} ns/B, "
                   f"wake-up {old[3]:.2f} us)")
             print(f"(point-to-point alone, calib_pingpong: alpha {p_alpha:.2f} us, beta {p_beta * 1e3:.4f} ns/B)")

@@ -73,7 +73,7 @@ int sim_fiber_count(const struct sim_fiber *f)
 double *sim_fiber_queues(struct sim_fiber *f)
 {
     if (!f->s->queues)
-        f->s->queues = calloc(4 * (size_t)f->s->n, sizeof *f->s->queues);
+        f->s->queues = calloc(SIM_QUEUES * (size_t)f->s->n, sizeof *f->s->queues);
     return f->s->queues;
 }
 

@@ -7,7 +7,9 @@
  * the host, and behind the receiver's other arrivals; a reduction the core
  * runs costs gamma * bytes on the rank's clock; a host with fewer cores than
  * ranks time-shares them (stretch), and there a message also waits for its
- * receiver to be woken and switched in (wake_ns). Nothing sleeps: wall
+ * receiver to be woken and switched in (wake_ns); bytes another core still
+ * holds in its own cache, and a message left unanswered (its
+ * acknowledgement), cost more within a host. Nothing sleeps: wall
  * time does not depend on the modelled latency. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,9 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->intra_memory_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_memory_bandwidth", 0));
     m->intra_head_bytes = (double)plx_plugin_config_int(h, config, "model_intra_head", 0);
     m->intra_head_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_head_bandwidth", 0));
+    m->intra_private_bytes = (double)plx_plugin_config_int(h, config, "model_intra_private_cache", 0);
+    m->intra_private_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_private_bandwidth", 0));
+    m->intra_ack_ns = (double)plx_plugin_config_int(h, config, "model_intra_ack", 0);
     m->intra_serial_copies = plx_plugin_config_bool(h, config, "model_intra_serial_copies", 0);
     m->eager_limit = (double)plx_plugin_config_int(h, config, "model_eager_limit", 0);
     m->inter_alpha_ns = (double)plx_plugin_config_int(h, config, "model_inter_latency", 0);
@@ -99,20 +104,35 @@ static double head_ns(const struct sim_model *m, double bytes)
     return (bytes < m->intra_head_bytes ? bytes : m->intra_head_bytes) * m->intra_head_beta_ns;
 }
 
+/* The share of the bytes a core reads that another core wrote and still
+ * holds in its own cache, where the cores' working set is set bytes each:
+ * those lines come from that core's cache (model_intra_private_cache), at
+ * a cost beyond beta (model_intra_private_bandwidth); the rest were
+ * evicted to the cache the cores share, which serves them faster. All of
+ * them while the set fits the private cache; private / set beyond it. */
+static double private_share(const struct sim_model *m, double set)
+{
+    if (m->intra_private_beta_ns <= 0 || set <= 0)
+        return 0.0;
+    return set <= m->intra_private_bytes ? 1.0 : m->intra_private_bytes / set;
+}
+
 /* The ns a message's bytes take on its link. Within a host both ends copy
  * them on the CPUs (through the kernel's socket buffers, or a segment's
  * slots): while a message fits the cache the copies run at cache speed
- * (beta, and its head's extra); bytes beyond the cache stream through
- * memory, each at beta plus the memory's extra cost. A pipelined algorithm
- * keeps its segments under the cache; one large message pays for all of
- * it. */
+ * (beta, its head's extra, and the extra of what the sender's core still
+ * holds: a message is its own working set); bytes beyond the cache stream
+ * through memory, each at beta plus the memory's extra cost. A pipelined
+ * algorithm keeps its segments under the cache; one large message pays for
+ * all of it. */
 static double link_ns(const struct sim_model *m, int inter, size_t bytes)
 {
     double b = (double)bytes;
     if (inter)
         return b * m->inter_beta_ns;
     double beyond = b > m->intra_cache_bytes ? b - m->intra_cache_bytes : 0.0;
-    return b * m->intra_beta_ns + beyond * m->intra_memory_beta_ns + head_ns(m, b);
+    return b * (m->intra_beta_ns + private_share(m, b) * m->intra_private_beta_ns) + beyond * m->intra_memory_beta_ns +
+           head_ns(m, b);
 }
 
 /* A message's latency to a rank whose host stretch is s. More ranks than
@@ -137,13 +157,14 @@ static double *model_queues(struct impl *c)
         return sim_fiber_queues(c->fiber);
     struct world *w = c->w;
     if (!w->egress_free)
-        w->egress_free = calloc(4 * (size_t)w->size, sizeof *w->egress_free);
+        w->egress_free = calloc(SIM_QUEUES * (size_t)w->size, sizeof *w->egress_free);
     return w->egress_free;
 }
 
-/* The four queues of n slots each in one block: egress and ingress by
- * rank, the NIC's out and in by host. */
-enum { EGRESS, INGRESS, NIC_OUT, NIC_IN };
+/* The SIM_QUEUES rows of n slots each in one block: egress and ingress by
+ * rank, the NIC's out and in by host, and by rank the model rank it last
+ * sent to (+ 1) and when it posted that send. */
+enum { EGRESS, INGRESS, NIC_OUT, NIC_IN, LAST_TO, LAST_SENT };
 #define QUEUE(q, n, which, i) (q)[(size_t)(which) * (size_t)(n) + (size_t)(i)]
 
 static int queue_slots(const struct impl *c)
@@ -169,6 +190,8 @@ int sim_model_send(struct impl *c, struct sim_req *r)
     QUEUE(q, n, EGRESS, me) = depart + occupy;
     if (inter)
         QUEUE(q, n, NIC_OUT, host) = depart + (double)r->bytes * m->inter_beta_ns;
+    QUEUE(q, n, LAST_TO, me) = (double)(dst ? dst->model_rank : r->peer) + 1;
+    QUEUE(q, n, LAST_SENT, me) = r->t_post;
     r->t_depart = depart;
     r->priced = 1;
     r->t_done = depart + occupy; /* the buffer is free once sent: eager */
@@ -228,6 +251,7 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
      * which time the receiver's sends posted before it are priced too
      * (here they may not be yet, whichever rank the world ran first). */
     recv->copy_in = !inter && m->intra_serial_copies ? s * copy : 0.0;
+    recv->ack_from = !inter && m->intra_ack_ns > 0 ? sc->model_rank + 1 : 0;
     if (inter) {
         arrive = max2(arrive, QUEUE(q, n, NIC_IN, host) + b * m->inter_beta_ns);
         QUEUE(q, n, NIC_IN, host) = arrive;
@@ -238,11 +262,35 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
         trace_message(m, sc->model_rank, dst, send, arrive);
 }
 
-void sim_model_complete(struct impl *c, const struct sim_req *r)
+/* Loopback tcp acknowledges every segment it receives: in the next segment
+ * the receiver sends back on that connection, or, where it sends none
+ * soon, in a segment of its own, which both ends' kernels make and take
+ * on their cores. An exchange answers (the receiver sent its own message
+ * to the sender as it posted the receive, or since); a ring's, a tree's
+ * or a fold's message does not. That CPU work delays the receiver where
+ * it is sending in the same step too (a ring: every rank sends and
+ * receives each step, and every core is busy), model_intra_ack, shared on
+ * a time-shared host; a rank that only waits (a fold's, a tree's) has it
+ * done while it waits. Priced once the receive completes, by when its rank
+ * has posted the sends of its step. */
+static double ack_ns(struct impl *c, struct sim_req *r, double *q)
+{
+    const struct sim_model *m = &c->cfg.model;
+    if (!r->ack_from || r->ack_priced || !q)
+        return 0.0;
+    r->ack_priced = 1;
+    int n = queue_slots(c), me = c->model_rank;
+    int sending = QUEUE(q, n, LAST_SENT, me) >= r->t_post, answered = QUEUE(q, n, LAST_TO, me) == (double)r->ack_from;
+    return sending && !answered ? stretch(m, n, me) * m->intra_ack_ns : 0.0;
+}
+
+void sim_model_complete(struct impl *c, struct sim_req *r)
 {
     if (!c->cfg.model.on || (r->is_coll && !r->timed))
         return;
-    double done = r->t_done, *q;
+    double *q = r->ack_from ? model_queues(c) : NULL;
+    r->t_done += ack_ns(c, r, q);
+    double done = r->t_done;
     if (r->copy_in > 0 && (q = model_queues(c)) != NULL) /* after this rank's sends' copies */
         done = max2(done, QUEUE(q, queue_slots(c), EGRESS, c->model_rank) + r->copy_in);
     if (done > *c->clock_ns)
@@ -294,12 +342,15 @@ int sim_model_native(const struct impl *c, int coll)
  * what stays in cache is not a piece but the host's working set: every
  * rank's buffers (an allreduce's one, in place; an allgather's block in and
  * P blocks out) and the slots in use. The cache the ranks share holds
- * model_intra_cache of it; the rest of every byte comes from memory. */
-static double native_byte_ns(const struct sim_model *m, double working_set)
+ * model_intra_cache of it; the rest of every byte comes from memory. Each
+ * core in use holds its share of the set in its own cache, as far as that
+ * goes (private_share): a slot's lines read there are still the writer's. */
+static double native_byte_ns(const struct sim_model *m, double working_set, int cores_in_use)
 {
     double cache = m->intra_cache_bytes;
     double beyond = working_set > cache ? 1.0 - cache / working_set : 0.0;
-    return m->intra_beta_ns + beyond * m->intra_memory_beta_ns;
+    return m->intra_beta_ns + private_share(m, working_set / cores_in_use) * m->intra_private_beta_ns +
+           beyond * m->intra_memory_beta_ns;
 }
 
 /* Every rank runs the same schedule, so the collective ends its cost after
@@ -327,7 +378,9 @@ double sim_model_native_ns(struct impl *c, const struct plx_coll_args *a)
     double bytes = (double)a->count * (double)sim_dtype_size(a->dtype), t = 0;
     int gather = a->coll == PLX_COLL_ALLGATHER;
     double slots = 2.0 * P * (bytes < SHM_SLOT_BYTES ? bytes : SHM_SLOT_BYTES);
-    double byte_ns = native_byte_ns(m, P * (gather ? (P + 1) * bytes : bytes) + slots);
+    int on_host = ranks_on_host(m, queue_slots(c), c->model_rank);
+    int in_use = cores > 0 && cores < on_host ? cores : on_host;
+    double byte_ns = native_byte_ns(m, P * (gather ? (P + 1) * bytes : bytes) + slots, in_use);
     if (!gather && bytes <= SHM_SMALL_BYTES)
         return barrier + s * (2 * (bytes * byte_ns + head_ns(m, bytes)) + (P - 1) * bytes * m->reduce_gamma_ns);
     for (double off = 0; off < bytes; off += SHM_SLOT_BYTES) {

@@ -64,6 +64,19 @@ static const struct plx_key keys[] = {
     {"model_intra_head_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: each byte of a copy's head (model_intra_head) costs 1/this more than model_intra_bandwidth's "
      "(0: nothing more)"},
+    {"model_intra_private_cache", PLX_KEY_SIZE, "0", NULL,
+     "Model, with model_intra_private_bandwidth: the cache each core has to itself (L2). Bytes one core "
+     "wrote and another reads come from the writer's cache while the working set fits it (each core's "
+     "share of a native collective's set; a message's own bytes), beyond it in that proportion; the rest "
+     "were evicted to the cache the cores share"},
+    {"model_intra_private_bandwidth", PLX_KEY_SIZE, "0", NULL,
+     "Model: each byte read from another core's own cache (model_intra_private_cache) costs 1/this more "
+     "than model_intra_bandwidth's (0: nothing more)"},
+    {"model_intra_ack", PLX_KEY_DURATION, "0", NULL,
+     "Model: the CPU time a message within a host costs its receiver where the receiver does not answer it "
+     "(its own send of that step goes elsewhere, or it sends none): loopback tcp's acknowledgement then "
+     "goes as a segment of its own instead of riding on the reply (a ring, a tree, a fold); shared on a "
+     "time-shared host; 0: none"},
     {"model_intra_serial_copies", PLX_KEY_BOOL, "false", NULL,
      "Model: within a host a rank's core makes both its sends' and its receives' copies, one after the "
      "other (loopback tcp: each end copies through the kernel), so a rank that sends and receives at once "

@@ -27,6 +27,8 @@ struct sim_req {
     double t_post, t_depart, t_done; /* model: virtual ns it was posted, the message left, it completes */
     double copy_in;       /* model, serial copies: a receive's copy on its rank's core (0: none) */
     int priced;           /* model: the send's departure is known */
+    int ack_from;         /* model, a receive within a host: its sender's model rank + 1 (0: none) ... */
+    int ack_priced;       /* ... and whether its acknowledgement is on its clock yet */
     int timed;            /* model: a native collective the model priced (native.c): completes at t_done */
     struct sim_req *next;      /* p2p lists / worker queue */
     /* Not cleared for a new request (sim_req_new): set where used. */
@@ -46,6 +48,9 @@ struct sim_model {
     double intra_memory_beta_ns; /* ... and the ns each byte beyond them costs more (0: none) */
     double intra_head_bytes;   /* within a host: the first bytes of each copy ... */
     double intra_head_beta_ns; /* ... cost this many ns each more (0: none) */
+    double intra_private_bytes; /* within a host: each core's own cache; bytes another core wrote ... */
+    double intra_private_beta_ns; /* ... cost this many ns each more while they are still there (0: none) */
+    double intra_ack_ns;  /* within a host: a message its receiver does not answer costs it this (an ACK) */
     int intra_serial_copies; /* within a host a rank's copies out and in share its core, one after another */
     double eager_limit;   /* bytes above which a message waits for its receive's post (0: none) */
     double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */
@@ -105,6 +110,9 @@ struct impl {
 /* Allreduce up to this size: every rank reduces the whole vector (two
  * barriers instead of three). */
 #define SIM_SMALL_BYTES ((size_t)32 << 10)
+/* The model's per-rank state (model.c): four link queues, and where and
+ * when the rank last sent. */
+#define SIM_QUEUES 6
 /* Timing only: the bytes of a message that are still copied, so that what
  * the core puts in front of a payload (its fingerprint header) arrives, and
  * small collectives stay exact (backend.h). */
@@ -191,7 +199,8 @@ void sim_fiber_catch_up(void);
  * its virtual clock, which all its communicators share. */
 int sim_fiber_rank(const struct sim_fiber *f);
 double *sim_fiber_clock(struct sim_fiber *f);
-/* The run's ranks, and the model's link queues for them (NULL: no memory). */
+/* The run's ranks, and the model's link queues for them (SIM_QUEUES per
+ * rank, model.c; NULL: no memory). */
 int sim_fiber_count(const struct sim_fiber *f);
 double *sim_fiber_queues(struct sim_fiber *f);
 
@@ -217,7 +226,7 @@ const char *sim_last_error(void);
 void sim_model_read(const struct plx_config *config, struct sim_model *m);
 int sim_model_send(struct impl *c, struct sim_req *r);
 void sim_model_deliver(struct impl *sender, struct sim_req *send, struct sim_req *recv);
-void sim_model_complete(struct impl *c, const struct sim_req *r);
+void sim_model_complete(struct impl *c, struct sim_req *r);
 /* The backend's charge_reduce: the rank's clock moves by gamma * bytes. */
 void sim_model_charge_reduce(void *comm, size_t bytes);
 /* With model_intra_native = shm: the virtual ns shm's native allreduce or

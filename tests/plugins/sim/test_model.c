@@ -50,6 +50,12 @@ static double cache_bytes, mem_ns;
  * costs min(m, head) head_ns more, each segment of a ring step too, and
  * each piece a native collective copies. */
 static double head_bytes, head_ns;
+/* sim.model_intra_private_cache and model_intra_private_bandwidth (0: off):
+ * a byte another core wrote costs private_ns more while that core's own
+ * cache still holds it: all of a message of up to private_bytes, that many
+ * of a larger one; of a native collective's bytes, the share of each core's
+ * part of the working set (the set over the cores in use) its cache holds. */
+static double private_bytes, private_ns;
 /* sim.model_intra_serial_copies: a rank's core copies its send and then its
  * receive, so an exchange step (each rank sends and receives m bytes at
  * once) ends when the later of the message (alpha + its copy) and the
@@ -60,6 +66,11 @@ static int serial;
  * receiver's ready notice is back, alpha after the receive was posted; an
  * exchange step posts its receive with its send, so it costs alpha more. */
 static double eager;
+/* sim.model_intra_ack (0: off): a message whose receiver sends to another
+ * rank in the same step (a ring's) costs the receiver ack_ns more, CPU work
+ * (shared on a time-shared host); an exchange's reply carries the
+ * acknowledgement instead (recursive doubling: nothing more). */
+static double ack_ns;
 
 struct job {
     int coll;          /* PLX_COLL_ALLREDUCE, _ALLGATHER, _REDUCE_SCATTER */
@@ -131,7 +142,8 @@ static double nseg(int P, double block_bytes)
 /* One message of m bytes on its link: m beta, and the bytes beyond the cache. */
 static double xfer(double m)
 {
-    return m * beta_ns + (m > cache_bytes ? (m - cache_bytes) * mem_ns : 0.0) + fmin(m, head_bytes) * head_ns;
+    return m * beta_ns + (m > cache_bytes ? (m - cache_bytes) * mem_ns : 0.0) + fmin(m, head_bytes) * head_ns +
+           fmin(m, private_bytes) * private_ns;
 }
 
 /* One exchange step of m bytes a rank (see serial). */
@@ -154,9 +166,9 @@ static double formula(const char *algo, int coll, int P, size_t count, const cha
     double n = (double)count * 4, want;
     const char *name;
     if (coll == PLX_COLL_ALLGATHER) {
-        /* (P-1) sendrecv steps of one block each. */
+        /* (P-1) sendrecv steps of one block each; at P = 2 the ring is an exchange. */
         name = "allgather ring";
-        want = (P - 1) * exchange(n);
+        want = (P - 1) * (exchange(n) + (P > 2 ? ack_ns : 0.0));
     } else if (coll == PLX_COLL_REDUCE_SCATTER) {
         /* (P-1) ring steps of one block, segmented. */
         name = "reduce_scatter ring";
@@ -219,17 +231,19 @@ static void check(const char *algo, int coll, int P, size_t count)
     double share = cores > 0 && P > cores ? (double)P / cores : 1.0;
     want *= share;
     if (yielding) { /* the formulas are linear in alpha, beta, gamma: take alpha's share back out */
-        double b = beta_ns, g = gamma_ns, mm = mem_ns, h = head_ns;
-        beta_ns = gamma_ns = mem_ns = head_ns = 0;
+        double b = beta_ns, g = gamma_ns, mm = mem_ns, h = head_ns, pv = private_ns, ak = ack_ns;
+        beta_ns = gamma_ns = mem_ns = head_ns = private_ns = ack_ns = 0;
         want -= (share - 1) * formula(algo, coll, P, count, &name);
         beta_ns = b;
         gamma_ns = g;
         mem_ns = mm;
         head_ns = h;
+        private_ns = pv;
+        ack_ns = ak;
     }
     if (share > 1 && wake_ns > 0) { /* one wake-up per message on the critical path: alpha's count */
-        double b = beta_ns, g = gamma_ns, mm = mem_ns, h = head_ns;
-        beta_ns = gamma_ns = mem_ns = head_ns = 0;
+        double b = beta_ns, g = gamma_ns, mm = mem_ns, h = head_ns, pv = private_ns, ak = ack_ns;
+        beta_ns = gamma_ns = mem_ns = head_ns = private_ns = ack_ns = 0;
         alpha_ns = wake_ns * (1 - 1 / share);
         want += formula(algo, coll, P, count, &name);
         alpha_ns = ALPHA_NS;
@@ -237,9 +251,13 @@ static void check(const char *algo, int coll, int P, size_t count)
         gamma_ns = g;
         mem_ns = mm;
         head_ns = h;
+        private_ns = pv;
+        ack_ns = ak;
     }
-    char algo_kv[64], cores_kv[64], wake_kv[64], cache_kv[64], eager_kv[64], head_kv[64];
+    char algo_kv[64], cores_kv[64], wake_kv[64], cache_kv[64], eager_kv[64], head_kv[64], private_kv[64], ack_kv[64];
+    snprintf(ack_kv, sizeof ack_kv, "sim.model_intra_ack=%.0fns", ack_ns);
     snprintf(eager_kv, sizeof eager_kv, "sim.model_eager_limit=%.0f", eager);
+    snprintf(private_kv, sizeof private_kv, "sim.model_intra_private_cache=%.0f", private_bytes);
     snprintf(head_kv, sizeof head_kv, "sim.model_intra_head=%.0f", head_bytes);
     snprintf(algo_kv, sizeof algo_kv, "core.allreduce_algo=%s", algo);
     snprintf(cores_kv, sizeof cores_kv, "sim.model_cores_per_host=%d", cores);
@@ -251,16 +269,19 @@ static void check(const char *algo, int coll, int P, size_t count)
                         yielding ? "sim.model_yielding_waits=true" : "sim.model_yielding_waits=false",
                         serial ? "sim.model_intra_serial_copies=true" : "sim.model_intra_serial_copies=false", eager_kv,
                         head_kv, head_ns > 0 ? "sim.model_intra_head_bandwidth=256M" : "sim.model_intra_head_bandwidth=0",
-                        gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
+                        private_kv,
+                        private_ns > 0 ? "sim.model_intra_private_bandwidth=128M" : "sim.model_intra_private_bandwidth=0",
+                        ack_kv, gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
     struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
     double got;
     int rc = run_timed(P, ov, &j, &got);
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
-    printf("%s %-20s%s%s%s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
+    printf("%s %-20s%s%s%s%s%s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
            ok ? "ok  " : "FAIL", name, gamma_ns > 0 ? " +gamma" : "",
            share > 1 ? (yielding ? " shared, yielding" : " time-shared") : "", wake_ns > 0 ? " +wake" : "",
-           mem_ns > 0 ? " +memory" : "", head_ns > 0 ? " +head" : "", serial ? " serial copies" : "",
+           mem_ns > 0 ? " +memory" : "", head_ns > 0 ? " +head" : "", private_ns > 0 ? " +private" : "",
+           ack_ns > 0 ? " +ack" : "", serial ? " serial copies" : "",
            eager > 0 ? " +rendezvous" : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
     if (!ok)
         failures++;
@@ -319,7 +340,9 @@ static double native_formula(int coll, int P, double bytes)
     double barrier = share * alpha_ns + wakes * wake_ns, t = 0;
     int gather = coll == PLX_COLL_ALLGATHER;
     double working_set = P * (gather ? (P + 1) * bytes : bytes) + 2.0 * P * fmin(bytes, 1 << 20);
-    double per_byte = beta_ns + (working_set > cache_bytes ? 1 - cache_bytes / working_set : 0) * mem_ns;
+    double per_core = working_set / (cores > 0 && P > cores ? cores : P);
+    double per_byte = beta_ns + (working_set > cache_bytes ? 1 - cache_bytes / working_set : 0) * mem_ns +
+                      (per_core <= private_bytes ? 1 : private_bytes / per_core) * private_ns;
     if (!gather && bytes <= 16 << 10)
         return barrier + share * (2 * (bytes * per_byte + fmin(bytes, head_bytes) * head_ns) +
                                   (P - 1) * bytes * gamma_ns);
@@ -337,7 +360,8 @@ static double native_formula(int coll, int P, double bytes)
 static void check_native(int coll, int P, size_t count)
 {
     double bytes = (double)count * 4, want = native_formula(coll, P, bytes);
-    char cores_kv[64], wake_kv[64], cache_kv[64], head_kv[64];
+    char cores_kv[64], wake_kv[64], cache_kv[64], head_kv[64], private_kv[64];
+    snprintf(private_kv, sizeof private_kv, "sim.model_intra_private_cache=%.0f", private_bytes);
     snprintf(cores_kv, sizeof cores_kv, "sim.model_cores_per_host=%d", cores);
     snprintf(wake_kv, sizeof wake_kv, "sim.model_wake_latency=%.0fns", wake_ns);
     snprintf(cache_kv, sizeof cache_kv, "sim.model_intra_cache=%.0f", cache_bytes);
@@ -346,16 +370,19 @@ static void check_native(int coll, int P, size_t count)
                         "sim.model_intra_bandwidth=1G", cores_kv, wake_kv, cache_kv,
                         mem_ns > 0 ? "sim.model_intra_memory_bandwidth=512M" : "sim.model_intra_memory_bandwidth=0",
                         head_kv, head_ns > 0 ? "sim.model_intra_head_bandwidth=256M" : "sim.model_intra_head_bandwidth=0",
+                        private_kv,
+                        private_ns > 0 ? "sim.model_intra_private_bandwidth=128M" : "sim.model_intra_private_bandwidth=0",
                         gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
     struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
     double got;
     int rc = run_timed(P, ov, &j, &got);
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
-    printf("%s %s shm-native%s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
+    printf("%s %s shm-native%s%s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
            ok ? "ok  " : "FAIL", coll == PLX_COLL_ALLREDUCE ? "allreduce" : "allgather", gamma_ns > 0 ? " +gamma" : "",
            cores > 0 && P > cores ? " time-shared" : "", wake_ns > 0 ? " +wake" : "", mem_ns > 0 ? " +memory" : "",
-           head_ns > 0 ? " +head" : "", P, bytes, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+           head_ns > 0 ? " +head" : "", private_ns > 0 ? " +private" : "", P, bytes, got, want, 100 * err,
+           j.bad ? " WRONG DATA" : "");
     if (!ok)
         failures++;
     free(j.end_ns);
@@ -580,6 +607,39 @@ int main(void)
     check_native(PLX_COLL_ALLGATHER, 4, 1 << 18);   /* 1 MiB blocks, time-shared */
     cores = 0;
     head_bytes = head_ns = 0;
+    /* Bytes another core still holds in its own cache cost more: a
+     * message's up to that cache, a native collective's by each core's
+     * share of the working set. */
+    private_bytes = 32 << 10;
+    private_ns = 1e9 / (double)(128u << 20);
+    check("recdbl", PLX_COLL_ALLREDUCE, 2, 4096);            /* 16 KiB: all of it */
+    check("ring", PLX_COLL_ALLGATHER, 3, 16384);             /* 64 KiB a step: its first 32 KiB */
+    private_bytes = private_ns = 0;
+    /* A ring's messages go unanswered: each step's receive pays the
+     * acknowledgement; recursive doubling's exchanges carry it. */
+    ack_ns = 3000;
+    check("ring", PLX_COLL_ALLGATHER, 3, 4096);
+    check("ring", PLX_COLL_ALLGATHER, 2, 4096);              /* an exchange */
+    check("recdbl", PLX_COLL_ALLREDUCE, 4, 4096);
+    cores = 2;
+    wake_ns = 5000;
+    yielding = 1;
+    check("ring", PLX_COLL_ALLGATHER, 4, 4096);              /* time-shared: CPU work, shared */
+    cores = 0;
+    wake_ns = 0;
+    yielding = 0;
+    ack_ns = 0;
+    private_bytes = 1 << 20;
+    private_ns = 1e9 / (double)(128u << 20);
+    check_native(PLX_COLL_ALLREDUCE, 2, 1 << 16);   /* 1.5 MiB working set, 768 KiB a core: all of it */
+    check_native(PLX_COLL_ALLREDUCE, 2, 1 << 19);   /* 8 MiB, 4 MiB a core: a quarter */
+    check_native(PLX_COLL_ALLGATHER, 3, 8192);      /* 32 KiB blocks: 480 KiB, 160 KiB a core */
+    cores = 2;
+    wake_ns = 5000;
+    check_native(PLX_COLL_ALLGATHER, 4, 1 << 16);   /* 7 MiB over 2 cores, time-shared */
+    cores = 0;
+    wake_ns = 0;
+    private_bytes = private_ns = 0;
     gamma_ns = 0;
     dlclose(h);
     return failures ? 1 : 0;
