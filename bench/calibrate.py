@@ -9,23 +9,25 @@ For each transport (tcp, shm) on real processes (plexus-run):
      runs enough operations to last about --sample-ms (from the row's
      previous sample), so a microsecond op is a mean over tens of
      thousands, not a few milliseconds that one preemption doubles;
-  2. fit: alpha, beta, gamma, the wake-up, the memory, the head and
-     another core's cache (a message's latency and ns per byte, the ns per
-     byte a rank reduces, what a message within a host with more ranks
-     than cores waits for its receiver to be woken and switched in, the ns
-     more each byte costs where the data outgrows the cache, the ns more
-     each of a copy's first bytes costs, and the ns more a byte costs
-     while the core that wrote it still holds it in its own cache, whose
-     size sysfs gives: the last two shm only, HEADS_OF and PRIVATE_OF) to
-     the collectives at
+  2. fit: alpha, beta, gamma, the wake-up, the memory, the head, another
+     core's cache and the acknowledgement (a message's latency and ns per
+     byte, the ns per byte a rank reduces, what a message within a host
+     with more ranks than cores waits for its receiver to be woken and
+     switched in, the ns more each byte costs where the data outgrows the
+     cache, the ns more each of a copy's first bytes costs (no transport
+     now: HEADS_OF), the ns more a byte costs while the core that wrote it
+     still holds it in its own cache, whose size sysfs gives (shm:
+     PRIVATE_OF), and what a message its receiver does not answer costs
+     while the receiver sends elsewhere, loopback tcp's acknowledgement
+     segment (tcp: ACK_OF)) to the collectives at
      --fit-ranks (default 2, 3 and 4), every other size (8 B, 512 B,
      32 KiB, 2 MiB, 64 MiB: the sizes between are held out, and so is
      every row at a rank count left out of --fit-ranks), least squares in
      relative error with none negative, for each
-     cache size of CACHES and head size of HEADS; the smallest cache whose
-     fit rows fit within 5% of the best is kept, with its best head (the
-     fit sizes cannot tell caches between 2 MiB and 64 MiB apart). The
-     model's time is linear in the seven where nothing contends, so
+     cache size of CACHES and head size of HEADS_OF; the smallest cache
+     whose fit rows fit within 5% of the best is kept, with its best head
+     (the fit sizes cannot tell caches between 2 MiB and 64 MiB apart). The
+     model's time is linear in the eight where nothing contends, so
      plexus-whatif runs with one unit of each give every row's
      coefficients; the one-way times get
      their own alpha + beta n fit, printed for comparison (the core's
@@ -350,12 +352,13 @@ def fit_model(coef, med, t, fitted, k):
 # The cache sizes the fit tries for model_intra_cache: it keeps the smallest whose fit rows' error is within
 # CACHE_TIE of the best's.
 CACHE_TIE = 0.05
-# The head sizes it tries for model_intra_head, with each cache, where the transport's copies have one (HEADS_OF).
+# The head sizes it tries for model_intra_head, with each cache, where a transport's copies have one (HEADS_OF).
 HEADS = [4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20]
-# shm's copies read lines the other core has just written, at their latency until the prefetchers run ahead: a
-# head. tcp's are not fitted one: its mid sizes vary with whether its wait spins or sleeps, not with their bytes, and
-# a head fitted to that prices every 4 KiB message too.
-HEADS_OF = {"shm": [0] + HEADS}
+# None is fitted one now. shm's mid sizes are the private cache's (below): its size read off the machine, it fits
+# as many rows as a head and the private cache together or more, on each of six measured sets, with one term less
+# fitted and no size to guess (the fit sizes cannot tell heads from 32 KiB to 2 MiB apart). tcp's mid sizes vary
+# with whether its wait spins or sleeps, not with their bytes, and a head fitted to that prices every 4 KiB message.
+HEADS_OF = {}
 # shm's copies read what another core wrote: from that core's own cache while the working set fits it (and only
 # then: beyond it the lines were evicted to the cache the cores share, which serves them faster). The size is read
 # off the machine (private_cache_bytes), so only its cost is fitted. tcp's kernel copies are not fitted one (as
