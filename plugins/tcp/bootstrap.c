@@ -7,7 +7,10 @@
  * ssize_t seq;}): bytes 0..127 the sockaddr, 128..135 seq = -1. libgloo
  * leaves the bytes past the sockaddr uninitialised and never reads them;
  * plexus writes a marker there (16..31 after an IPv4 address, 32..47 after
- * an IPv6 one) so two plexus ranks can agree on eager small sends (tcp.h).
+ * an IPv6 one) so two plexus ranks can agree on eager small sends (tcp.h),
+ * with the version of the frames they send each other: a rank that meets
+ * another plexus version fails at once, naming both, instead of misreading
+ * its frames mid-job (a job across hosts with different installs).
  *
  * With a job secret (PLEXUS_JOB_SECRET, unless [tcp] auth = off) every pair
  * connection passes the mutual handshake of core/auth.h before it carries a
@@ -35,7 +38,10 @@
 #include "auth.h"
 #include "tcp.h"
 
-static const char marker[16] = "plexus-tcp/1\0\0\0";
+/* The version goes up whenever a plexus peer would misread the new frames
+ * (2: an eager payload may carry a head, TCP_EAGER_HEAD_MAX). */
+static const char marker[16] = "plexus-tcp/2\0\0\0";
+#define MARKER_NAME "plexus-tcp/"
 
 /* Where the marker sits: just past the sockaddr, 16-byte aligned. */
 static size_t marker_at(int family)
@@ -549,7 +555,22 @@ static int peer_address(struct mesh *m, int i, uint64_t deadline, uint64_t t0, i
     }
     const unsigned char *slice = (const unsigned char *)val + (size_t)(r > i ? r - 1 : r) * TCP_ADDR_BYTES;
     memcpy(peer, slice, sizeof *peer);
-    c->peers[i].eager = !memcmp(slice + marker_at(peer->ss_family), marker, sizeof marker);
+    const unsigned char *theirs = slice + marker_at(peer->ss_family);
+    c->peers[i].eager = !memcmp(theirs, marker, sizeof marker);
+    if (!c->peers[i].eager && !memcmp(theirs, MARKER_NAME, strlen(MARKER_NAME))) {
+        char version[sizeof marker + 1];
+        memcpy(version, theirs, sizeof marker);
+        version[sizeof marker] = '\0';
+        for (char *v = version; *v; v++) /* only what prints */
+            if (*v < 0x20 || *v > 0x7e)
+                *v = '?';
+        c->host->free(val);
+        m->blame = i;
+        return err(c, PLX_ERR_PROTOCOL,
+                   "tcp: rank %d speaks %s, this rank %s: every rank of a job needs the same plexus tcp wire "
+                   "(ranks started from different plexus installs?)",
+                   i, version, marker);
+    }
     c->host->free(val);
     if (peer->ss_family != fam)
         return err(c, PLX_ERR_UNSUPPORTED,

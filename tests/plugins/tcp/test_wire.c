@@ -535,6 +535,33 @@ static int missing_rank(void)
     return 0;
 }
 
+/* A rank of another plexus version (its address list carries another
+ * marker): rank 0 fails at once, naming both versions, instead of
+ * misreading its frames later. */
+static int other_version(void)
+{
+    struct plx_store *st = fake_store_new();
+    struct sockaddr_in me = {.sin_family = AF_INET, .sin_port = htons(9), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    unsigned char blob[136];
+    memset(blob, 0, sizeof blob);
+    memcpy(blob, &me, sizeof me);
+    memcpy(blob + 16, "plexus-tcp/1", 12);
+    memset(blob + 128, 0xff, 8);
+    fake_host.store_set(st, "rank_1", "otherhost", 9);
+    fake_host.store_set(st, "1", blob, sizeof blob);
+    int rc;
+    double t = now_s();
+    void *c = create(st, 0, 2, 5000, &rc);
+    CHECK(c == NULL && rc == PLX_ERR_PROTOCOL);
+    CHECK(strstr(fake_last_error(), "rank 1 speaks plexus-tcp/1, this rank plexus-tcp/2") != NULL);
+    CHECK(now_s() - t < 3.0);
+    printf("other version: %s\n", fake_last_error());
+    if (c)
+        B->comm_destroy(c);
+    fake_store_free(st);
+    return 0;
+}
+
 static int bad_ifname(void)
 {
     setenv("PLEXUS_TCP_IFNAME", "nosuch0,nosuch1", 1);
@@ -573,6 +600,7 @@ int main(int argc, char **argv)
     CASE("early", run_job(2, early_fn));
     CASE("head", run_job(2, head_fn));
     CASE("ifname", bad_ifname());
+    CASE("version", other_version());
     CASE("wire", evil_case(BAD_NONE));
     CASE("badop", evil_case(BAD_OPCODE));
     CASE("huge", evil_case(BAD_HUGE));
