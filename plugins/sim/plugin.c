@@ -73,10 +73,10 @@ static const struct plx_key keys[] = {
      "Model: each byte read from another core's own cache (model_intra_private_cache) costs 1/this more "
      "than model_intra_bandwidth's (0: nothing more)"},
     {"model_intra_ack", PLX_KEY_DURATION, "0", NULL,
-     "Model: the CPU time a message within a host costs its receiver where the receiver does not answer it "
-     "(its own send of that step goes elsewhere, or it sends none): loopback tcp's acknowledgement then "
-     "goes as a segment of its own instead of riding on the reply (a ring, a tree, a fold); shared on a "
-     "time-shared host; 0: none"},
+     "Model: the CPU time a message within a host costs its receiver where the receiver, sending to another "
+     "rank in the same step, does not answer it (a ring): loopback tcp's acknowledgement then goes as a "
+     "segment of its own instead of riding on the reply, on a busy rank (one that only waits, as in a fold "
+     "or a tree, has it done meanwhile); shared on a time-shared host; 0: none"},
     {"model_intra_serial_copies", PLX_KEY_BOOL, "false", NULL,
      "Model: within a host a rank's core makes both its sends' and its receives' copies, one after the "
      "other (loopback tcp: each end copies through the kernel), so a rank that sends and receives at once "

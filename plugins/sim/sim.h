@@ -50,7 +50,7 @@ struct sim_model {
     double intra_head_beta_ns; /* ... cost this many ns each more (0: none) */
     double intra_private_bytes; /* within a host: each core's own cache; bytes another core wrote ... */
     double intra_private_beta_ns; /* ... cost this many ns each more while they are still there (0: none) */
-    double intra_ack_ns;  /* within a host: a message its receiver does not answer costs it this (an ACK) */
+    double intra_ack_ns;  /* within a host: an unanswered message costs a receiver sending elsewhere this (an ACK) */
     int intra_serial_copies; /* within a host a rank's copies out and in share its core, one after another */
     double eager_limit;   /* bytes above which a message waits for its receive's post (0: none) */
     double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */
