@@ -226,7 +226,8 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, h
                 f"# {note}\n"
                 f"# alpha {alpha_us:.3f} us, beta {beta_ns:.4f} ns/B, gamma {gamma_ns:.4f} ns/B, wake-up {wake_us:.3f} us, "
                 f"memory {mem_ns:.4f} ns/B beyond {cache} B, head {head_ns:.4f} ns/B of a copy's first {head} B\n"
-                f"# another core's cache {private_ns:.4f} ns/B of {private} B, an unanswered message's ACK {ack_us:.3f} us\n"
+                f"# another core's cache {private_ns:.4f} ns/B of {private} B, "
+                f"an unanswered message's ACK {ack_us:.3f} us\n"
                 "[sim]\n"
                 "model = true\n"
                 "model_ranks_per_host = 0\n"
@@ -244,12 +245,12 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, h
 def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache, head, native, serial=False,
                       eager=True, only=range(UNITS), private=0):
     """The model's time is alpha, beta, gamma, the wake-up, the memory's cost per byte beyond the cache, a copy's
-    head's cost per byte and that of a byte read from another core's own cache times what each alone costs on the
-    critical path (exactly so without contention; time-sharing stretches each by the same factor in every run): per
-    (coll, ranks, size), plexus-whatif's time with each at one unit (1 us; 1 ns/B), the cache at cache bytes, the
-    head at head bytes, each core's own cache at private bytes, allreduce and allgather native as native says
-    (model_intra_native). Units not in only are left at 0: the cache matters to the memory's unit alone, the head to
-    the head's, the private cache to its own."""
+    head's cost per byte, that of a byte read from another core's own cache and an unanswered message's
+    acknowledgement times what each alone costs on the critical path (exactly so without contention; time-sharing
+    stretches each by the same factor in every run): per (coll, ranks, size), plexus-whatif's time with each at one
+    unit (1 us; 1 ns/B), the cache at cache bytes, the head at head bytes, each core's own cache at private bytes,
+    allreduce and allgather native as native says (model_intra_native). Units not in only are left at 0: the cache
+    matters to the memory's unit alone, the head to the head's, the private cache to its own."""
     one = {0: ("intra_latency", "1000ns"), 1: ("intra_bandwidth", "1000000000"), 2: ("reduce_bandwidth", "1000000000"),
            3: ("wake_latency", "1000ns"), 4: ("intra_memory_bandwidth", "1000000000"),
            5: ("intra_head_bandwidth", "1000000000"), 6: ("intra_private_bandwidth", "1000000000"),
@@ -341,8 +342,8 @@ def within_iqr(p, samples):
 
 def fit_model(coef, med, t, fitted, k):
     """The first k of alpha (us), beta (ns/B), gamma (ns/B), wake-up (us), memory (ns/B beyond the cache), head
-    (ns/B of a copy's first bytes), another core's cache (ns/B) fitted to the fitted rows of transport t (the rest
-    0), and the fit's sum of squared relative errors."""
+    (ns/B of a copy's first bytes), another core's cache (ns/B), an unanswered message's acknowledgement (us) fitted
+    to the fitted rows of transport t (the rest 0), and the fit's sum of squared relative errors."""
     rows = [(coef[(coll, P, n)][:k], m) for (tt, coll, P, n), m in med.items() if tt == t and fitted(P, n)]
     x = nnls(rows, k)
     err = sum(((sum(ci * xi for ci, xi in zip(c, x)) - m) / m) ** 2 for c, m in rows)
@@ -369,30 +370,32 @@ PRIVATE_OF = {"shm"}
 # /proc/net/snmp). shm has no such thing.
 ACK_OF = {"tcp"}
 
+CACHES = [32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20]
+
 
 def private_cache_bytes(cpu=0):
-    """The largest data or unified cache cpu has to itself (sysfs; L2 on most x86 parts), 0 if none is listed."""
-    best, base = 0, f"/sys/devices/system/cpu/cpu{cpu}/cache"
+    """The largest data or unified cache that cpu's core has to itself (sysfs; L2 on most x86 parts): shared by no
+    CPU beyond the core's own hardware threads. 0 if none is listed."""
+    def read(path):
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except OSError:
+            return None
+    base = f"/sys/devices/system/cpu/cpu{cpu}"
+    core = read(f"{base}/topology/thread_siblings_list") or str(cpu)  # "0", or "0,64" with SMT
     try:
-        entries = [e for e in os.listdir(base) if e.startswith("index")]
+        entries = [e for e in os.listdir(f"{base}/cache") if e.startswith("index")]
     except OSError:
         return 0
+    best = 0
     for e in entries:
-        try:
-            with open(os.path.join(base, e, "type")) as f:
-                kind = f.read().strip()
-            with open(os.path.join(base, e, "shared_cpu_list")) as f:
-                shared = f.read().strip()
-            with open(os.path.join(base, e, "size")) as f:
-                size = f.read().strip()
-        except OSError:
-            continue
-        if kind == "Instruction" or shared != str(cpu):
+        kind, shared, size = (read(f"{base}/cache/{e}/{k}") for k in ("type", "shared_cpu_list", "size"))
+        if not size or kind == "Instruction" or shared not in (core, str(cpu)):
             continue
         mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
         best = max(best, int(size.rstrip("KMG")) * mult)
     return best
-CACHES = [32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20]
 
 
 def main():
@@ -492,19 +495,19 @@ def main():
             # Only the memory's unit depends on the cache, and only the head's on the head: the others once.
             base = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native, a.serial_copies,
                                      only=range(4))
+            # The transport's own terms (another core's cache, the acknowledgement) in one more run; a term left out
+            # has a column of 0, which the fit leaves at 0, as has a head of 0 B.
             private = private_cache if t in PRIVATE_OF else 0
-            prv = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native, a.serial_copies,
-                                    only=[6], private=private) if private else None
-            ack = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native, a.serial_copies,
-                                    only=[7]) if t in ACK_OF else None
+            own = [u for u, on in ((6, private), (7, t in ACK_OF)) if on]
+            extra = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native, a.serial_copies,
+                                      only=own, private=private) if own else {k: [0.0] * UNITS for k in base}
             mem_of = {cache: unit(4, cache, 0) for cache in CACHES}
             heads = HEADS_OF.get(t, [0])
-            head_of = {head: unit(5, 0, head) for head in heads}
+            head_of = {head: unit(5, 0, head) if head else {k: [0.0] * UNITS for k in base} for head in heads}
             for cache in CACHES:
                 for head in heads:
-                    # A term left out has a column of 0, which the fit leaves at 0.
-                    coef = {k: v[:4] + [mem_of[cache][k][4], head_of[head][k][5], prv[k][6] if prv else 0.0,
-                                        ack[k][7] if ack else 0.0] for k, v in base.items()}
+                    coef = {k: v[:4] + [mem_of[cache][k][4], head_of[head][k][5]] + extra[k][6:]
+                            for k, v in base.items()}
                     x, err = fit_model(coef, med, t, fitted, UNITS)
                     fits.append((err, cache, head, x))
                 best_c = min(f for f in fits if f[1] == cache)

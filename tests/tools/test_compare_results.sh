@@ -8,7 +8,7 @@ build=$1 src=$2
 /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { echo "SKIP: /usr/bin/python3 has no matplotlib (python3-matplotlib)"; exit 77; }
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
 SIZES="8 4096" NP=2 REPS=1 RESULTS="$d/res" sh "$src/bench/compare_shm.sh" "$build" >"$d/table" 2>"$d/err" ||
-    { cat "$d/table" "$d/err"; echo "FAIL: compare_shm.sh exit $?"; exit 1; }
+    { rc=$?; cat "$d/table" "$d/err"; echo "FAIL: compare_shm.sh exit $rc"; exit 1; }
 cat "$d/table"
 grep -v '^\.*$' "$d/err" >&2 # why a run gave no figure, if one did
 /usr/bin/python3 - "$d/table" "$d/res" <<'PY' || exit 1
