@@ -9,7 +9,9 @@
  * ranks time-shares them (stretch), and there a message also waits for its
  * receiver to be woken and switched in (wake_ns); bytes another core still
  * holds in its own cache, and a message left unanswered (its
- * acknowledgement), cost more within a host. Nothing sleeps: wall
+ * acknowledgement), cost more within a host; a message above the eager
+ * limit costs its sender the handling of its receiver's ready notice
+ * (rendezvous). Nothing sleeps: wall
  * time does not depend on the modelled latency. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,7 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->intra_ack_ns = (double)plx_plugin_config_int(h, config, "model_intra_ack", 0);
     m->intra_serial_copies = plx_plugin_config_bool(h, config, "model_intra_serial_copies", 0);
     m->eager_limit = (double)plx_plugin_config_int(h, config, "model_eager_limit", 0);
+    m->rendezvous_ns = (double)plx_plugin_config_int(h, config, "model_rendezvous_overhead", 0);
     m->inter_alpha_ns = (double)plx_plugin_config_int(h, config, "model_inter_latency", 0);
     m->inter_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_inter_bandwidth", 0));
     m->inject_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_injection_bandwidth", 0));
@@ -148,6 +151,16 @@ static double latency_ns(const struct sim_model *m, double alpha, double s)
     return s > 1.0 ? t + m->wake_ns * (1.0 - 1.0 / s) : t;
 }
 
+/* The CPU time a message costs its sender beyond its bytes and the
+ * latency. Above the eager limit the sender handles its receiver's ready
+ * notice before the payload goes (tcp: a notice read, matched and answered
+ * in its progress loop), once per message: a pipeline overlaps its
+ * segments' latency, not this. */
+static double rendezvous_ns(const struct sim_model *m, size_t bytes)
+{
+    return m->eager_limit > 0 && (double)bytes > m->eager_limit ? m->rendezvous_ns : 0.0;
+}
+
 /* Queues by rank and by host, made on first use (w->mu held): the
  * world's, or, for coroutine ranks, the run's, which all the communicators
  * of a rank share (its links are the same whichever communicator sends). */
@@ -182,6 +195,7 @@ int sim_model_send(struct impl *c, struct sim_req *r)
     const struct impl *dst = c->w->members[r->peer];
     int inter = host != host_of(m, dst ? dst->model_rank : r->peer);
     double occupy = max2(link_ns(m, inter, r->bytes), (double)r->bytes * m->inject_beta_ns);
+    occupy += rendezvous_ns(m, r->bytes);
     if (!inter)
         occupy *= stretch(m, n, me);
     double depart = max2(r->t_post, QUEUE(q, n, EGRESS, me));
@@ -241,7 +255,7 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
             QUEUE(q, n, EGRESS, sc->model_rank) = max2(QUEUE(q, n, EGRESS, sc->model_rank), send->t_done);
         }
     }
-    double arrive = send->t_depart + latency_ns(m, alpha, s) + s * copy;
+    double arrive = send->t_depart + s * rendezvous_ns(m, send->bytes) + latency_ns(m, alpha, s) + s * copy;
     /* Arrivals share the receiver's link (and its host's NIC). */
     arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + s * max2(copy, b * m->inject_beta_ns));
     /* Within a host whose copies are serial, the receiver's core copies the

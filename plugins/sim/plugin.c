@@ -85,6 +85,11 @@ static const struct plx_key keys[] = {
      "Model: a message larger than this leaves only once the receiver's notice that it posted the receive "
      "has reached the sender (tcp's rendezvous above its eager limit of 64 KiB; MPI's above its eager "
      "limit); 0: every message leaves when sent"},
+    {"model_rendezvous_overhead", PLX_KEY_DURATION, "0", NULL,
+     "Model: the CPU time a message above model_eager_limit costs its sender beyond its bytes and the "
+     "latency: handling its receiver's ready notice, a small message of its own, before the payload goes "
+     "(tcp's rendezvous); a pipeline's next segment cannot overlap it as it does the latency; shared on a "
+     "time-shared host; 0: none"},
     {"model_inter_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency across hosts (alpha)"},
     {"model_inter_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second of a host's NIC, shared by its ranks (0: infinite)"},

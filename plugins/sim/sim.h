@@ -53,6 +53,7 @@ struct sim_model {
     double intra_ack_ns;  /* within a host: an unanswered message costs a receiver sending elsewhere this (an ACK) */
     int intra_serial_copies; /* within a host a rank's copies out and in share its core, one after another */
     double eager_limit;   /* bytes above which a message waits for its receive's post (0: none) */
+    double rendezvous_ns; /* CPU time such a message costs its sender beyond its bytes (the notice's handling) */
     double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */
     double inject_beta_ns; /* per rank, shared by its messages (0: no limit) */
     double reduce_gamma_ns; /* ns per byte the core reduces on a rank (0: free) */

@@ -66,6 +66,10 @@ static int serial;
  * receiver's ready notice is back, alpha after the receive was posted; an
  * exchange step posts its receive with its send, so it costs alpha more. */
 static double eager;
+/* sim.model_rendezvous_overhead (0: off): a message above the eager limit
+ * also costs its sender rdv_ns of CPU time before it goes (the ready
+ * notice's handling), each segment of a pipeline too, unlike alpha. */
+static double rdv_ns;
 /* sim.model_intra_ack (0: off): a message whose receiver sends to another
  * rank in the same step (a ring's) costs the receiver ack_ns more, CPU work
  * (shared on a time-shared host); an exchange's reply carries the
@@ -143,7 +147,7 @@ static double nseg(int P, double block_bytes)
 static double xfer(double m)
 {
     return m * beta_ns + (m > cache_bytes ? (m - cache_bytes) * mem_ns : 0.0) + fmin(m, head_bytes) * head_ns +
-           fmin(m, private_bytes) * private_ns;
+           fmin(m, private_bytes) * private_ns + (eager > 0 && m > eager ? rdv_ns : 0.0);
 }
 
 /* One exchange step of m bytes a rank (see serial). */
@@ -231,8 +235,8 @@ static void check(const char *algo, int coll, int P, size_t count)
     double share = cores > 0 && P > cores ? (double)P / cores : 1.0;
     want *= share;
     if (yielding) { /* the formulas are linear in alpha, beta, gamma: take alpha's share back out */
-        double b = beta_ns, g = gamma_ns, mm = mem_ns, h = head_ns, pv = private_ns, ak = ack_ns;
-        beta_ns = gamma_ns = mem_ns = head_ns = private_ns = ack_ns = 0;
+        double b = beta_ns, g = gamma_ns, mm = mem_ns, h = head_ns, pv = private_ns, ak = ack_ns, rv = rdv_ns;
+        beta_ns = gamma_ns = mem_ns = head_ns = private_ns = ack_ns = rdv_ns = 0;
         want -= (share - 1) * formula(algo, coll, P, count, &name);
         beta_ns = b;
         gamma_ns = g;
@@ -240,10 +244,11 @@ static void check(const char *algo, int coll, int P, size_t count)
         head_ns = h;
         private_ns = pv;
         ack_ns = ak;
+        rdv_ns = rv;
     }
     if (share > 1 && wake_ns > 0) { /* one wake-up per message on the critical path: alpha's count */
-        double b = beta_ns, g = gamma_ns, mm = mem_ns, h = head_ns, pv = private_ns, ak = ack_ns;
-        beta_ns = gamma_ns = mem_ns = head_ns = private_ns = ack_ns = 0;
+        double b = beta_ns, g = gamma_ns, mm = mem_ns, h = head_ns, pv = private_ns, ak = ack_ns, rv = rdv_ns;
+        beta_ns = gamma_ns = mem_ns = head_ns = private_ns = ack_ns = rdv_ns = 0;
         alpha_ns = wake_ns * (1 - 1 / share);
         want += formula(algo, coll, P, count, &name);
         alpha_ns = ALPHA_NS;
@@ -253,8 +258,11 @@ static void check(const char *algo, int coll, int P, size_t count)
         head_ns = h;
         private_ns = pv;
         ack_ns = ak;
+        rdv_ns = rv;
     }
-    char algo_kv[64], cores_kv[64], wake_kv[64], cache_kv[64], eager_kv[64], head_kv[64], private_kv[64], ack_kv[64];
+    char algo_kv[64], cores_kv[64], wake_kv[64], cache_kv[64], eager_kv[64], head_kv[64], private_kv[64], ack_kv[64],
+        rdv_kv[64];
+    snprintf(rdv_kv, sizeof rdv_kv, "sim.model_rendezvous_overhead=%.0fns", rdv_ns);
     snprintf(ack_kv, sizeof ack_kv, "sim.model_intra_ack=%.0fns", ack_ns);
     snprintf(eager_kv, sizeof eager_kv, "sim.model_eager_limit=%.0f", eager);
     snprintf(private_kv, sizeof private_kv, "sim.model_intra_private_cache=%.0f", private_bytes);
@@ -271,7 +279,7 @@ static void check(const char *algo, int coll, int P, size_t count)
                         head_kv, head_ns > 0 ? "sim.model_intra_head_bandwidth=256M" : "sim.model_intra_head_bandwidth=0",
                         private_kv,
                         private_ns > 0 ? "sim.model_intra_private_bandwidth=128M" : "sim.model_intra_private_bandwidth=0",
-                        ack_kv, gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
+                        ack_kv, rdv_ns > 0 ? rdv_kv : "sim.model=true", gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
     struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
     double got;
     int rc = run_timed(P, ov, &j, &got);
@@ -282,7 +290,7 @@ static void check(const char *algo, int coll, int P, size_t count)
            share > 1 ? (yielding ? " shared, yielding" : " time-shared") : "", wake_ns > 0 ? " +wake" : "",
            mem_ns > 0 ? " +memory" : "", head_ns > 0 ? " +head" : "", private_ns > 0 ? " +private" : "",
            ack_ns > 0 ? " +ack" : "", serial ? " serial copies" : "",
-           eager > 0 ? " +rendezvous" : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
+           eager > 0 ? (rdv_ns > 0 ? " +rendezvous +overhead" : " +rendezvous") : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
     if (!ok)
         failures++;
     free(j.end_ns);
@@ -557,6 +565,23 @@ int main(void)
     check("recdbl", PLX_COLL_ALLREDUCE, 2, 1024);
     check("recdbl", PLX_COLL_ALLREDUCE, 2, 256); /* 1 KiB: eager */
     eager = 0;
+    /* Above the eager limit a message's sender also handles the ready
+     * notice before it goes: an exchange pays it once, a pipeline each
+     * segment (alpha only once), a message within the limit nothing. */
+    eager = 2048;
+    rdv_ns = 4000;
+    check("recdbl", PLX_COLL_ALLREDUCE, 2, 1024);            /* 4 KiB */
+    check("recdbl", PLX_COLL_ALLREDUCE, 2, 256);             /* 1 KiB: eager */
+    check("ring", PLX_COLL_REDUCE_SCATTER, 2, 128 << 10);    /* four segments of 128 KiB */
+    check("ring", PLX_COLL_ALLGATHER, 3, 1024);
+    cores = 2;
+    wake_ns = 5000;
+    yielding = 1;
+    check("ring", PLX_COLL_ALLGATHER, 4, 1024);              /* time-shared: CPU work, shared */
+    cores = 0;
+    wake_ns = 0;
+    yielding = 0;
+    eager = rdv_ns = 0;
     /* A copy's head: the first 8 KiB of every message cost more. */
     head_bytes = 8 << 10;
     head_ns = 1e9 / (double)(256u << 20);
