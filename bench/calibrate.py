@@ -19,7 +19,10 @@ For each transport (tcp, shm) on real processes (plexus-run):
      still holds it in its own cache, whose size sysfs gives (shm:
      PRIVATE_OF), and what a message its receiver does not answer costs
      while the receiver sends elsewhere, loopback tcp's acknowledgement
-     segment (tcp: ACK_OF)) to the collectives at
+     segment (tcp: ACK_OF), and what a message above the eager limit costs
+     its sender, the handling of its receiver's ready notice, once per
+     message where a pipeline overlaps the latency (tcp: RENDEZVOUS_OF)) to
+     the collectives at
      --fit-ranks (default 2, 3 and 4), every other size (8 B, 512 B,
      32 KiB, 2 MiB, 64 MiB: the sizes between are held out, and so is
      every row at a rank count left out of --fit-ranks), least squares in
@@ -27,7 +30,7 @@ For each transport (tcp, shm) on real processes (plexus-run):
      cache size of CACHES and head size of HEADS_OF; the smallest cache
      whose fit rows fit within 5% of the best is kept, with its best head
      (the fit sizes cannot tell caches between 2 MiB and 64 MiB apart). The
-     model's time is linear in the eight where nothing contends, so
+     model's time is linear in the nine where nothing contends, so
      plexus-whatif runs with one unit of each give every row's
      coefficients; the one-way times get
      their own alpha + beta n fit, printed for comparison (the core's
@@ -55,13 +58,13 @@ and whether the prediction lies within the samples' interquartile range.
     bench/calibrate.py --quick ...   one repetition, 2 ranks, small sizes (for the test)
     bench/calibrate.py --measured DIR/calib-measured.json ...   fit again without measuring
 """
-import argparse, csv, datetime, json, os, socket, statistics, subprocess, sys, tempfile, time
+import argparse, csv, datetime, json, os, socket, statistics, subprocess, sys, tempfile, textwrap, time
 
 SIZES = [8 << (3 * i) for i in range(8)] + [64 << 20]  # 8 B .. 16 MiB by factors of 8, and 64 MiB (held out)
 QUICK_SIZES = [8, 512, 32768]
 # The model's terms the fit sets: alpha, beta, gamma, the wake-up, the memory, the head, another core's cache, an
-# unanswered message's acknowledgement.
-UNITS = 8
+# unanswered message's acknowledgement, a rendezvous message's overhead.
+UNITS = 9
 
 
 def run(cmd, timeout=600):
@@ -212,7 +215,7 @@ def shape_keys(transport, cores, cache, head, native, serial, eager, private=0):
 
 
 def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, head_ns, cache, head, note, cores,
-                native, serial=False, eager=True, private_ns=0.0, private=0, ack_us=0.0):
+                native, serial=False, eager=True, private_ns=0.0, private=0, ack_us=0.0, rdv_us=0.0):
     """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta, gamma, the memory's, the head's or the
     private cache's 0)."""
     alpha_ns, wake_ns = round(alpha_us * 1e3), round(wake_us * 1e3)
@@ -221,14 +224,15 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, h
     memory_bw = round(1e9 / mem_ns) if mem_ns > 0 else 0
     head_bw = round(1e9 / head_ns) if head_ns > 0 else 0
     private_bw = round(1e9 / private_ns) if private_ns > 0 else 0
+    # The config reader takes lines of up to 198 characters, comments too: each part wrapped within that.
+    parts = [f"sim's network model of {transport} on {socket.gethostname()}, written by bench/calibrate.py", note,
+             f"alpha {alpha_us:.3f} us, beta {beta_ns:.4f} ns/B, gamma {gamma_ns:.4f} ns/B, wake-up {wake_us:.3f} us, "
+             f"memory {mem_ns:.4f} ns/B beyond {cache} B, head {head_ns:.4f} ns/B of a copy's first {head} B",
+             f"another core's cache {private_ns:.4f} ns/B of {private} B, an unanswered message's ACK {ack_us:.3f} us, "
+             f"a rendezvous message's overhead {rdv_us:.3f} us"]
     with open(path, "w") as f:
-        f.write(f"# sim's network model of {transport} on {socket.gethostname()}, written by bench/calibrate.py\n"
-                f"# {note}\n"
-                f"# alpha {alpha_us:.3f} us, beta {beta_ns:.4f} ns/B, gamma {gamma_ns:.4f} ns/B, wake-up {wake_us:.3f} us, "
-                f"memory {mem_ns:.4f} ns/B beyond {cache} B, head {head_ns:.4f} ns/B of a copy's first {head} B\n"
-                f"# another core's cache {private_ns:.4f} ns/B of {private} B, "
-                f"an unanswered message's ACK {ack_us:.3f} us\n"
-                "[sim]\n"
+        f.write("".join(f"# {line}\n" for part in parts for line in textwrap.wrap(part, 150))
+                + "[sim]\n"
                 "model = true\n"
                 "model_ranks_per_host = 0\n"
                 f"model_wake_latency = {wake_ns}ns\n"
@@ -239,14 +243,15 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, h
                 f"model_intra_head_bandwidth = {head_bw}\n"
                 f"model_intra_private_bandwidth = {private_bw}\n"
                 f"model_intra_ack = {round(ack_us * 1e3)}ns\n"
+                f"model_rendezvous_overhead = {round(rdv_us * 1e3)}ns\n"
                 + shape_keys(transport, cores, cache, head, native, serial, eager, private))
 
 
 def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache, head, native, serial=False,
                       eager=True, only=range(UNITS), private=0):
     """The model's time is alpha, beta, gamma, the wake-up, the memory's cost per byte beyond the cache, a copy's
-    head's cost per byte, that of a byte read from another core's own cache and an unanswered message's
-    acknowledgement times what each alone costs on the critical path (exactly so without contention; time-sharing
+    head's cost per byte, that of a byte read from another core's own cache, an unanswered message's
+    acknowledgement and a rendezvous message's overhead times what each alone costs on the critical path (exactly so without contention; time-sharing
     stretches each by the same factor in every run): per (coll, ranks, size), plexus-whatif's time with each at one
     unit (1 us; 1 ns/B), the cache at cache bytes, the head at head bytes, each core's own cache at private bytes,
     allreduce and allgather native as native says (model_intra_native). Units not in only are left at 0: the cache
@@ -254,7 +259,7 @@ def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache
     one = {0: ("intra_latency", "1000ns"), 1: ("intra_bandwidth", "1000000000"), 2: ("reduce_bandwidth", "1000000000"),
            3: ("wake_latency", "1000ns"), 4: ("intra_memory_bandwidth", "1000000000"),
            5: ("intra_head_bandwidth", "1000000000"), 6: ("intra_private_bandwidth", "1000000000"),
-           7: ("intra_ack", "1000ns")}
+           7: ("intra_ack", "1000ns"), 8: ("rendezvous_overhead", "1000ns")}
     coef = {}
     for u in range(UNITS):
         if u not in only:
@@ -369,6 +374,10 @@ PRIVATE_OF = {"shm"}
 # fold's), CPU work at both ends: about two segments per message then, one in an exchange (Tcp OutSegs in
 # /proc/net/snmp). shm has no such thing.
 ACK_OF = {"tcp"}
+# Above its eager limit (EAGER_LIMIT) tcp's sender waits for its receiver's ready notice, a small message of its own
+# that both ends handle in their progress loops, once per message: a 2-rank allreduce of 16 MiB measured 19 us more
+# a message with 128 KiB segments than with 256 KiB, where the model's pipeline pays the latency once.
+RENDEZVOUS_OF = {"tcp"}
 
 CACHES = [32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20]
 
@@ -498,7 +507,7 @@ def main():
             # The transport's own terms (another core's cache, the acknowledgement) in one more run; a term left out
             # has a column of 0, which the fit leaves at 0, as has a head of 0 B.
             private = private_cache if t in PRIVATE_OF else 0
-            own = [u for u, on in ((6, private), (7, t in ACK_OF)) if on]
+            own = [u for u, on in ((6, private), (7, t in ACK_OF), (8, t in RENDEZVOUS_OF and t in EAGER_LIMIT)) if on]
             extra = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native, a.serial_copies,
                                       only=own, private=private) if own else {k: [0.0] * UNITS for k in base}
             mem_of = {cache: unit(4, cache, 0) for cache in CACHES}
@@ -518,7 +527,7 @@ def main():
             # own cache first), with its best head.
             best = min(f[0] for f in fits)
             cache = min(f[1] for f in fits if f[0] <= best * (1 + CACHE_TIE))
-            _, _, head, (alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, private_ns, ack_us) = min(
+            _, _, head, (alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, private_ns, ack_us, rdv_us) = min(
                 f for f in fits if f[1] == cache)
             # The previous model: the core's generic algorithms over messages, no memory term.
             old, _ = fit_model(unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, CACHES[0], 0, "none",
@@ -529,7 +538,7 @@ def main():
                     f"load average {load[0]:.1f} at the start; "
                     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
             write_model(model, t, alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, cache, head, note, a.cores, native,
-                        a.serial_copies, private_ns=private_ns, private=private, ack_us=ack_us)
+                        a.serial_copies, private_ns=private_ns, private=private, ack_us=ack_us, rdv_us=rdv_us)
             prev = os.path.join(tmp, f"prev-{t}.ini")
             write_model(prev, t, *old[:4], 0.0, 0.0, 0, 0, "the previous fit: generic algorithms, no memory term",
                         a.cores, "none", eager=False)
@@ -538,13 +547,13 @@ def main():
             # own collectives run instead (shm).
             generic = os.path.join(tmp, f"generic-{t}.ini")
             write_model(generic, t, alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, cache, head, note, a.cores,
-                        "none", a.serial_copies, private_ns=private_ns, private=private, ack_us=ack_us)
+                        "none", a.serial_copies, private_ns=private_ns, private=private, ack_us=ack_us, rdv_us=rdv_us)
             b.emit_tuning(generic, rank_counts, sizes, tuning)
             print(f"\n## {t}: alpha {alpha:.2f} us, beta {beta_ns:.4f} ns/B "
                   f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B, "
                   f"wake-up {wake:.2f} us, memory {mem_ns:.4f} ns/B beyond {cache} B, head {head_ns:.4f} ns/B of a "
                   f"copy's first {head} B, another core's cache {private_ns:.4f} ns/B of {private} B, an unanswered "
-                  f"message's ACK {ack_us:.3f} us -> {model}, "
+                  f"message's ACK {ack_us:.3f} us, a rendezvous message's overhead {rdv_us:.3f} us -> {model}, "
                   f"tuner table {tuning}")
             print(f"(previous model, generic algorithms, no memory term: alpha {old[0]:.2f} us, beta {old[1]:.4f} ns/B, gamma {old[2]:.4f} ns/B, "
                   f"wake-up {old[3]:.2f} us)")
