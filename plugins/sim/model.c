@@ -294,7 +294,9 @@ static double ack_ns(struct impl *c, struct sim_req *r, double *q)
         return 0.0;
     r->ack_priced = 1;
     int n = queue_slots(c), me = c->model_rank;
-    int sending = QUEUE(q, n, LAST_SENT, me) >= r->t_post, answered = QUEUE(q, n, LAST_TO, me) == (double)r->ack_from;
+    /* LAST_TO is 0 until the rank's first send: one that has not sent is not sending, whatever LAST_SENT's 0. */
+    double last_to = QUEUE(q, n, LAST_TO, me);
+    int sending = last_to > 0 && QUEUE(q, n, LAST_SENT, me) >= r->t_post, answered = last_to == (double)r->ack_from;
     return sending && !answered ? stretch(m, n, me) * m->intra_ack_ns : 0.0;
 }
 

@@ -646,6 +646,7 @@ int main(void)
     check("ring", PLX_COLL_ALLGATHER, 3, 4096);
     check("ring", PLX_COLL_ALLGATHER, 2, 4096);              /* an exchange */
     check("recdbl", PLX_COLL_ALLREDUCE, 4, 4096);
+    check("tree", PLX_COLL_ALLREDUCE, 4, 4096);              /* its receivers only wait: none, from the first */
     cores = 2;
     wake_ns = 5000;
     yielding = 1;
