@@ -40,8 +40,10 @@ static int category_on(const char *category)
         return 0;
     if (strstr(debug_cats, ",all,"))
         return 1;
+    /* A backend instance logs as "tcp 'world'": PLEXUS_DEBUG=tcp names the backend. */
+    const char *cat = category ? category : "";
     char key[64];
-    snprintf(key, sizeof key, ",%s,", category ? category : "");
+    snprintf(key, sizeof key, ",%.*s,", (int)strcspn(cat, " "), cat);
     return strstr(debug_cats, key) != NULL;
 }
 
