@@ -72,6 +72,10 @@ static void destroy(struct tcp_comm *c)
     pthread_mutex_lock(&c->mu);
     tcp__free_state(c);
     pthread_mutex_unlock(&c->mu);
+    if (c->early_payloads)
+        c->host->log(c->host->ctx, PLX_LOG_DEBUG,
+                     "rank %d: %llu payload(s) (%llu bytes) came before their receive was posted, each copied twice",
+                     c->rank, (unsigned long long)c->early_payloads, (unsigned long long)c->early_payload_bytes);
     for (int i = 0; i < c->size; i++) {
         struct tcp_peer *p = &c->peers[i];
         if (p->fd >= 0) {

@@ -169,6 +169,9 @@ struct tcp_comm {
     uint64_t spin_ns, spin_max_ns;
     int spin_regrow;
     size_t max_early_bytes; /* [tcp] max_early_bytes: per peer */
+    /* Payloads that came before their receive, so were copied twice (early
+     * records), and their bytes: PLEXUS_DEBUG=tcp reports them at the end. */
+    uint64_t early_payloads, early_payload_bytes;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct tcp_peer *peers;

@@ -608,6 +608,8 @@ static int into_early(struct tcp_comm *c, struct tcp_peer *p, uint64_t slot, uin
     }
     e->len = len;
     p->early_bytes += len;
+    c->early_payloads++;
+    c->early_payload_bytes += len;
     p->dst_early = e;
     p->dst_slot = s;
     p->dst = e->data;
