@@ -442,6 +442,19 @@ static void check_trace(void)
     free(j.end_ns);
 }
 
+/* A 4-rank ring allgather of count elements a rank on 2 cores whose waits
+ * yield them, with a wake-up: a term that is CPU work is shared. */
+static void check_yielding_ring(size_t count)
+{
+    cores = 2;
+    wake_ns = 5000;
+    yielding = 1;
+    check("ring", PLX_COLL_ALLGATHER, 4, count);
+    cores = 0;
+    wake_ns = 0;
+    yielding = 0;
+}
+
 int main(void)
 {
     beta_ns = 1e9 / (double)(1 << 30);
@@ -574,13 +587,7 @@ int main(void)
     check("recdbl", PLX_COLL_ALLREDUCE, 2, 256);             /* 1 KiB: eager */
     check("ring", PLX_COLL_REDUCE_SCATTER, 2, 128 << 10);    /* four segments of 128 KiB */
     check("ring", PLX_COLL_ALLGATHER, 3, 1024);
-    cores = 2;
-    wake_ns = 5000;
-    yielding = 1;
-    check("ring", PLX_COLL_ALLGATHER, 4, 1024);              /* time-shared: CPU work, shared */
-    cores = 0;
-    wake_ns = 0;
-    yielding = 0;
+    check_yielding_ring(1024);                               /* time-shared: CPU work, shared */
     eager = rdv_ns = 0;
     /* A copy's head: the first 8 KiB of every message cost more. */
     head_bytes = 8 << 10;
@@ -647,13 +654,7 @@ int main(void)
     check("ring", PLX_COLL_ALLGATHER, 2, 4096);              /* an exchange */
     check("recdbl", PLX_COLL_ALLREDUCE, 4, 4096);
     check("tree", PLX_COLL_ALLREDUCE, 4, 4096);              /* its receivers only wait: none, from the first */
-    cores = 2;
-    wake_ns = 5000;
-    yielding = 1;
-    check("ring", PLX_COLL_ALLGATHER, 4, 4096);              /* time-shared: CPU work, shared */
-    cores = 0;
-    wake_ns = 0;
-    yielding = 0;
+    check_yielding_ring(4096);                               /* time-shared: CPU work, shared */
     ack_ns = 0;
     private_bytes = 1 << 20;
     private_ns = 1e9 / (double)(128u << 20);
