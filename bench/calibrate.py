@@ -251,12 +251,14 @@ def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache
                       eager=True, only=range(UNITS), private=0):
     """The model's time is alpha, beta, gamma, the wake-up, the memory's cost per byte beyond the cache, a copy's
     head's cost per byte, that of a byte read from another core's own cache, an unanswered message's
-    acknowledgement and a rendezvous message's overhead times what each alone costs on the critical path (exactly so without contention; time-sharing
-    stretches each by the same factor in every run): per (coll, ranks, size), plexus-whatif's time with each at one
-    unit (1 us; 1 ns/B), the cache at cache bytes, the head at head bytes, each core's own cache at private bytes,
-    allreduce and allgather native as native says (model_intra_native). Units not in only are left at 0: the cache
-    matters to the memory's unit alone, the head to the head's, the private cache to its own."""
-    one = {0: ("intra_latency", "1000ns"), 1: ("intra_bandwidth", "1000000000"), 2: ("reduce_bandwidth", "1000000000"),
+    acknowledgement and a rendezvous message's overhead times what each alone costs on the critical path (exactly
+    so without contention; time-sharing stretches each by the same factor in every run): per (coll, ranks, size),
+    plexus-whatif's time with each at one unit (1 us; 1 ns/B), the cache at cache bytes, the head at head bytes,
+    each core's own cache at private bytes, allreduce and allgather native as native says (model_intra_native).
+    Units not in only are left at 0: the cache matters to the memory's unit alone, the head to the head's, the
+    private cache to its own."""
+    one = {0: ("intra_latency", "1000ns"), 1: ("intra_bandwidth", "1000000000"),
+           2: ("reduce_bandwidth", "1000000000"),
            3: ("wake_latency", "1000ns"), 4: ("intra_memory_bandwidth", "1000000000"),
            5: ("intra_head_bandwidth", "1000000000"), 6: ("intra_private_bandwidth", "1000000000"),
            7: ("intra_ack", "1000ns"), 8: ("rendezvous_overhead", "1000ns")}
@@ -347,8 +349,9 @@ def within_iqr(p, samples):
 
 def fit_model(coef, med, t, fitted, k):
     """The first k of alpha (us), beta (ns/B), gamma (ns/B), wake-up (us), memory (ns/B beyond the cache), head
-    (ns/B of a copy's first bytes), another core's cache (ns/B), an unanswered message's acknowledgement (us) fitted
-    to the fitted rows of transport t (the rest 0), and the fit's sum of squared relative errors."""
+    (ns/B of a copy's first bytes), another core's cache (ns/B), an unanswered message's acknowledgement (us), a
+    rendezvous message's overhead (us) fitted to the fitted rows of transport t (the rest 0), and the fit's sum of
+    squared relative errors."""
     rows = [(coef[(coll, P, n)][:k], m) for (tt, coll, P, n), m in med.items() if tt == t and fitted(P, n)]
     x = nnls(rows, k)
     err = sum(((sum(ci * xi for ci, xi in zip(c, x)) - m) / m) ** 2 for c, m in rows)
@@ -504,10 +507,11 @@ def main():
             # Only the memory's unit depends on the cache, and only the head's on the head: the others once.
             base = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native, a.serial_copies,
                                      only=range(4))
-            # The transport's own terms (another core's cache, the acknowledgement) in one more run; a term left out
-            # has a column of 0, which the fit leaves at 0, as has a head of 0 B.
+            # The transport's own terms (another core's cache, the acknowledgement, the rendezvous overhead) in one
+            # more run; a term left out has a column of 0, which the fit leaves at 0, as has a head of 0 B.
             private = private_cache if t in PRIVATE_OF else 0
-            own = [u for u, on in ((6, private), (7, t in ACK_OF), (8, t in RENDEZVOUS_OF and t in EAGER_LIMIT)) if on]
+            rendezvous = t in RENDEZVOUS_OF and t in EAGER_LIMIT
+            own = [u for u, on in ((6, private), (7, t in ACK_OF), (8, rendezvous)) if on]
             extra = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native, a.serial_copies,
                                       only=own, private=private) if own else {k: [0.0] * UNITS for k in base}
             mem_of = {cache: unit(4, cache, 0) for cache in CACHES}

@@ -304,10 +304,10 @@ void sim_model_complete(struct impl *c, struct sim_req *r)
 {
     if (!c->cfg.model.on || (r->is_coll && !r->timed))
         return;
-    double *q = r->ack_from ? model_queues(c) : NULL;
+    double *q = r->ack_from || r->copy_in > 0 ? model_queues(c) : NULL;
     r->t_done += ack_ns(c, r, q);
     double done = r->t_done;
-    if (r->copy_in > 0 && (q = model_queues(c)) != NULL) /* after this rank's sends' copies */
+    if (r->copy_in > 0 && q) /* after this rank's sends' copies */
         done = max2(done, QUEUE(q, queue_slots(c), EGRESS, c->model_rank) + r->copy_in);
     if (done > *c->clock_ns)
         *c->clock_ns = done;

@@ -227,6 +227,26 @@ static int run_timed(int P, const char **ov, struct job *j, double *end_ns)
         *end_ns = j->end_ns[r] > *end_ns ? j->end_ns[r] : *end_ns;
     return rc;
 }
+/* The formula with alpha at alpha and every other term at 0: what a
+ * message's latency alone costs on the critical path. */
+static double alpha_only(const char *algo, int coll, int P, size_t count, double alpha)
+{
+    double saved[] = {beta_ns, gamma_ns, mem_ns, head_ns, private_ns, ack_ns, rdv_ns};
+    beta_ns = gamma_ns = mem_ns = head_ns = private_ns = ack_ns = rdv_ns = 0;
+    alpha_ns = alpha;
+    const char *name;
+    double t = formula(algo, coll, P, count, &name);
+    alpha_ns = ALPHA_NS;
+    beta_ns = saved[0];
+    gamma_ns = saved[1];
+    mem_ns = saved[2];
+    head_ns = saved[3];
+    private_ns = saved[4];
+    ack_ns = saved[5];
+    rdv_ns = saved[6];
+    return t;
+}
+
 static void check(const char *algo, int coll, int P, size_t count)
 {
     double n = (double)count * 4;
@@ -234,32 +254,10 @@ static void check(const char *algo, int coll, int P, size_t count)
     double want = formula(algo, coll, P, count, &name);
     double share = cores > 0 && P > cores ? (double)P / cores : 1.0;
     want *= share;
-    if (yielding) { /* the formulas are linear in alpha, beta, gamma: take alpha's share back out */
-        double b = beta_ns, g = gamma_ns, mm = mem_ns, h = head_ns, pv = private_ns, ak = ack_ns, rv = rdv_ns;
-        beta_ns = gamma_ns = mem_ns = head_ns = private_ns = ack_ns = rdv_ns = 0;
-        want -= (share - 1) * formula(algo, coll, P, count, &name);
-        beta_ns = b;
-        gamma_ns = g;
-        mem_ns = mm;
-        head_ns = h;
-        private_ns = pv;
-        ack_ns = ak;
-        rdv_ns = rv;
-    }
-    if (share > 1 && wake_ns > 0) { /* one wake-up per message on the critical path: alpha's count */
-        double b = beta_ns, g = gamma_ns, mm = mem_ns, h = head_ns, pv = private_ns, ak = ack_ns, rv = rdv_ns;
-        beta_ns = gamma_ns = mem_ns = head_ns = private_ns = ack_ns = rdv_ns = 0;
-        alpha_ns = wake_ns * (1 - 1 / share);
-        want += formula(algo, coll, P, count, &name);
-        alpha_ns = ALPHA_NS;
-        beta_ns = b;
-        gamma_ns = g;
-        mem_ns = mm;
-        head_ns = h;
-        private_ns = pv;
-        ack_ns = ak;
-        rdv_ns = rv;
-    }
+    if (yielding) /* the formulas are linear in alpha, beta, gamma: take alpha's share back out */
+        want -= (share - 1) * alpha_only(algo, coll, P, count, ALPHA_NS);
+    if (share > 1 && wake_ns > 0) /* one wake-up per message on the critical path: alpha's count */
+        want += alpha_only(algo, coll, P, count, wake_ns * (1 - 1 / share));
     char algo_kv[64], cores_kv[64], wake_kv[64], cache_kv[64], eager_kv[64], head_kv[64], private_kv[64], ack_kv[64],
         rdv_kv[64];
     snprintf(rdv_kv, sizeof rdv_kv, "sim.model_rendezvous_overhead=%.0fns", rdv_ns);
