@@ -21,16 +21,19 @@ For each transport (tcp, shm) on real processes (plexus-run):
      while the receiver sends elsewhere, loopback tcp's acknowledgement
      segment (tcp: ACK_OF), and what a message above the eager limit costs
      its sender, the handling of its receiver's ready notice, once per
-     message where a pipeline overlaps the latency (tcp: RENDEZVOUS_OF)) to
-     the collectives at
+     message where a pipeline overlaps the latency (tcp: RENDEZVOUS_OF),
+     and the ns more each copied byte costs by the share of the operation's
+     buffers on the host beyond the host's cache) to the collectives at
      --fit-ranks (default 2, 3 and 4), every other size (8 B, 512 B,
      32 KiB, 2 MiB, 64 MiB: the sizes between are held out, and so is
      every row at a rank count left out of --fit-ranks), least squares in
      relative error with none negative, for each
-     cache size of CACHES and head size of HEADS_OF; the smallest cache
-     whose fit rows fit within 5% of the best is kept, with its best head
-     (the fit sizes cannot tell caches between 2 MiB and 64 MiB apart). The
-     model's time is linear in the nine where nothing contends, so
+     cache size of CACHES, head size of HEADS_OF and host's cache of
+     HOST_CACHES; the smallest cache whose fit rows fit within 5% of the
+     best is kept, then the smallest host's cache, with the best head (the
+     fit sizes cannot tell caches between 2 MiB and 64 MiB apart); shm's
+     host's cache is tcp's too (HOST_CACHE_FROM). The model's time is
+     linear in the ten where nothing contends, so
      plexus-whatif runs with one unit of each give every row's
      coefficients; the one-way times get
      their own alpha + beta n fit, printed for comparison (the core's
@@ -63,8 +66,8 @@ import argparse, csv, datetime, json, os, socket, statistics, subprocess, sys, t
 SIZES = [8 << (3 * i) for i in range(8)] + [64 << 20]  # 8 B .. 16 MiB by factors of 8, and 64 MiB (held out)
 QUICK_SIZES = [8, 512, 32768]
 # The model's terms the fit sets: alpha, beta, gamma, the wake-up, the memory, the head, another core's cache, an
-# unanswered message's acknowledgement, a rendezvous message's overhead.
-UNITS = 9
+# unanswered message's acknowledgement, a rendezvous message's overhead, the host's memory.
+UNITS = 10
 
 
 def run(cmd, timeout=600):
@@ -172,12 +175,16 @@ def solve(a, b):
 
 def nnls(rows, k):
     """Non-negative x minimising sum(((coef . x) - t) / t)^2 over rows of (coef, t): every subset of the
-    k parameters solved by least squares, the best one whose solution is >= 0 kept."""
+    k parameters solved by least squares, the best one whose solution is >= 0 kept. A parameter whose coefficient is
+    0 in every row stays 0."""
     best, best_x = None, [0.0] * k
-    for mask in range(1, 1 << k):
-        free = [i for i in range(k) if mask >> i & 1]
-        a = [[sum(c[i] * c[j] / (t * t) for c, t in rows) for j in free] for i in free]
-        b = [sum(c[i] / t for c, t in rows) for i in free]
+    gram = [[sum(c[i] * c[j] / (t * t) for c, t in rows) for j in range(k)] for i in range(k)]
+    rhs = [sum(c[i] / t for c, t in rows) for i in range(k)]
+    live = [i for i in range(k) if gram[i][i] > 0]
+    for mask in range(1, 1 << len(live)):
+        free = [i for n, i in enumerate(live) if mask >> n & 1]
+        a = [[gram[i][j] for j in free] for i in free]
+        b = [rhs[i] for i in free]
         sol = solve(a, b)
         if sol is None or min(sol) < 0:
             continue
@@ -200,11 +207,12 @@ NATIVE = {"tcp": "none", "shm": "shm"}
 EAGER_LIMIT = {"tcp": 64 << 10}
 
 
-def shape_keys(transport, cores, cache, head, native, serial, eager, private=0):
-    """The [sim] keys a fit does not set: the machine's cores, the cache, a copy's head, each core's own cache, and
-    how the transport behaves (its waits, its own collectives, its copies, its eager limit; eager=False: none, as the
-    previous model had)."""
+def shape_keys(transport, cores, cache, head, native, serial, eager, private=0, host_cache=0):
+    """The [sim] keys a fit does not set: the machine's cores, the cache, a copy's head, each core's own cache, the
+    host's cache, and how the transport behaves (its waits, its own collectives, its copies, its eager limit;
+    eager=False: none, as the previous model had)."""
     return (f"model_cores_per_host = {cores}\n"
+            f"model_host_cache = {host_cache}\n"
             f"model_intra_private_cache = {private}\n"
             f"model_yielding_waits = {YIELDING_WAITS.get(transport, 'false')}\n"
             f"model_intra_cache = {cache}\n"
@@ -215,21 +223,23 @@ def shape_keys(transport, cores, cache, head, native, serial, eager, private=0):
 
 
 def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, head_ns, cache, head, note, cores,
-                native, serial=False, eager=True, private_ns=0.0, private=0, ack_us=0.0, rdv_us=0.0):
-    """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta, gamma, the memory's, the head's or the
-    private cache's 0)."""
+                native, serial=False, eager=True, private_ns=0.0, private=0, ack_us=0.0, rdv_us=0.0, host_ns=0.0,
+                host_cache=0):
+    """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta, gamma, the memory's, the head's, the
+    private cache's or the host's memory's 0)."""
     alpha_ns, wake_ns = round(alpha_us * 1e3), round(wake_us * 1e3)
     bandwidth = round(1e9 / beta_ns) if beta_ns > 0 else 0
     reduce_bw = round(1e9 / gamma_ns) if gamma_ns > 0 else 0
     memory_bw = round(1e9 / mem_ns) if mem_ns > 0 else 0
     head_bw = round(1e9 / head_ns) if head_ns > 0 else 0
     private_bw = round(1e9 / private_ns) if private_ns > 0 else 0
+    host_bw = round(1e9 / host_ns) if host_ns > 0 else 0
     # The config reader takes lines of up to 198 characters, comments too: each part wrapped within that.
     parts = [f"sim's network model of {transport} on {socket.gethostname()}, written by bench/calibrate.py", note,
              f"alpha {alpha_us:.3f} us, beta {beta_ns:.4f} ns/B, gamma {gamma_ns:.4f} ns/B, wake-up {wake_us:.3f} us, "
              f"memory {mem_ns:.4f} ns/B beyond {cache} B, head {head_ns:.4f} ns/B of a copy's first {head} B",
              f"another core's cache {private_ns:.4f} ns/B of {private} B, an unanswered message's ACK {ack_us:.3f} us, "
-             f"a rendezvous message's overhead {rdv_us:.3f} us"]
+             f"a rendezvous message's overhead {rdv_us:.3f} us, the host's memory {host_ns:.4f} ns/B beyond {host_cache} B"]
     with open(path, "w") as f:
         f.write("".join(f"# {line}\n" for part in parts for line in textwrap.wrap(part, 150))
                 + "[sim]\n"
@@ -244,24 +254,26 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, h
                 f"model_intra_private_bandwidth = {private_bw}\n"
                 f"model_intra_ack = {round(ack_us * 1e3)}ns\n"
                 f"model_rendezvous_overhead = {round(rdv_us * 1e3)}ns\n"
-                + shape_keys(transport, cores, cache, head, native, serial, eager, private))
+                f"model_host_memory_bandwidth = {host_bw}\n"
+                + shape_keys(transport, cores, cache, head, native, serial, eager, private, host_cache))
 
 
 def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache, head, native, serial=False,
-                      eager=True, only=range(UNITS), private=0):
+                      eager=True, only=range(UNITS), private=0, host_cache=0):
     """The model's time is alpha, beta, gamma, the wake-up, the memory's cost per byte beyond the cache, a copy's
     head's cost per byte, that of a byte read from another core's own cache, an unanswered message's
-    acknowledgement and a rendezvous message's overhead times what each alone costs on the critical path (exactly
-    so without contention; time-sharing stretches each by the same factor in every run): per (coll, ranks, size),
-    plexus-whatif's time with each at one unit (1 us; 1 ns/B), the cache at cache bytes, the head at head bytes,
-    each core's own cache at private bytes, allreduce and allgather native as native says (model_intra_native).
-    Units not in only are left at 0: the cache matters to the memory's unit alone, the head to the head's, the
-    private cache to its own."""
+    acknowledgement, a rendezvous message's overhead and the host's memory's cost per byte beyond the host's cache
+    times what each alone costs on the critical path (exactly so without contention; time-sharing stretches each by
+    the same factor in every run): per (coll, ranks, size), plexus-whatif's time with each at one unit (1 us;
+    1 ns/B), the cache at cache bytes, the head at head bytes, each core's own cache at private bytes, the host's at
+    host_cache bytes, allreduce and allgather native as native says (model_intra_native). Units not in only are
+    left at 0: the cache matters to the memory's unit alone, the head to the head's, the private cache to its own,
+    the host's cache to the host's memory's."""
     one = {0: ("intra_latency", "1000ns"), 1: ("intra_bandwidth", "1000000000"),
            2: ("reduce_bandwidth", "1000000000"),
            3: ("wake_latency", "1000ns"), 4: ("intra_memory_bandwidth", "1000000000"),
            5: ("intra_head_bandwidth", "1000000000"), 6: ("intra_private_bandwidth", "1000000000"),
-           7: ("intra_ack", "1000ns"), 8: ("rendezvous_overhead", "1000ns")}
+           7: ("intra_ack", "1000ns"), 8: ("rendezvous_overhead", "1000ns"), 9: ("host_memory_bandwidth", "1000000000")}
     coef = {}
     for u in range(UNITS):
         if u not in only:
@@ -271,7 +283,7 @@ def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache
             # Each term at 0 but this one: a bandwidth of 0 is free, a duration of 0 is none.
             f.write("[sim]\nmodel = true\n" + "".join(f"model_{k} = {v if i == u else '0'}\n"
                                                       for i, (k, v) in one.items())
-                    + shape_keys(transport, cores, cache, head, native, serial, eager, private))
+                    + shape_keys(transport, cores, cache, head, native, serial, eager, private, host_cache))
         for coll in colls:
             for P in rank_counts:
                 for n, us in b.predict_us(model, coll, P, sizes_for(coll, P, sizes)).items():
@@ -350,8 +362,8 @@ def within_iqr(p, samples):
 def fit_model(coef, med, t, fitted, k):
     """The first k of alpha (us), beta (ns/B), gamma (ns/B), wake-up (us), memory (ns/B beyond the cache), head
     (ns/B of a copy's first bytes), another core's cache (ns/B), an unanswered message's acknowledgement (us), a
-    rendezvous message's overhead (us) fitted to the fitted rows of transport t (the rest 0), and the fit's sum of
-    squared relative errors."""
+    rendezvous message's overhead (us), the host's memory (ns/B beyond the host's cache) fitted to the fitted rows
+    of transport t (the rest 0), and the fit's sum of squared relative errors."""
     rows = [(coef[(coll, P, n)][:k], m) for (tt, coll, P, n), m in med.items() if tt == t and fitted(P, n)]
     x = nnls(rows, k)
     err = sum(((sum(ci * xi for ci, xi in zip(c, x)) - m) / m) ** 2 for c, m in rows)
@@ -383,6 +395,13 @@ ACK_OF = {"tcp"}
 RENDEZVOUS_OF = {"tcp"}
 
 CACHES = [32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20]
+# The sizes it tries for model_host_cache, the cache the host's ranks share for their operation's buffers.
+HOST_CACHES = [1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20]
+# Transports whose fit rows tell the host's cache: shm's working sets (every rank's buffers and its slots) at 2 MiB
+# span 6 to 16 MiB over 2 to 4 ranks, and its copies pay by the share beyond the cache. tcp's 2 MiB rows span 4 to
+# 8 MiB and their messages pay a cache of their own, so every host's cache from 2 to 64 MiB fits them within the
+# tie, and the 16 MiB rows it decides are held out: tcp takes shm's.
+HOST_CACHE_FROM = {"shm"}
 
 
 def private_cache_bytes(cpu=0):
@@ -495,7 +514,10 @@ def main():
 
         # count[(model, P, fit or held)] = [rows, within 20%, in the IQR]
         count, worst, spreads = {}, {}, []
-        for t in transports:
+        # The host's cache is the machine's, whichever transport runs: the first transport of HOST_CACHE_FROM fitted
+        # sets it for the others, whose fit rows cannot tell it (see HOST_CACHE_FROM); they keep their own otherwise.
+        host_cache_of = None
+        for t in sorted(transports, key=lambda t: t not in HOST_CACHE_FROM):
             p_alpha, p_beta = fit_alpha_beta(pp[t])
             fits = []
             native = NATIVE.get(t, "none")
@@ -517,22 +539,35 @@ def main():
             mem_of = {cache: unit(4, cache, 0) for cache in CACHES}
             heads = HEADS_OF.get(t, [0])
             head_of = {head: unit(5, 0, head) if head else {k: [0.0] * UNITS for k in base} for head in heads}
+            host_caches = [host_cache_of] if host_cache_of is not None else HOST_CACHES
+            host_of = {hc: unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native,
+                                             a.serial_copies, only=[9], host_cache=hc) for hc in host_caches}
             for cache in CACHES:
                 for head in heads:
-                    coef = {k: v[:4] + [mem_of[cache][k][4], head_of[head][k][5]] + extra[k][6:]
-                            for k, v in base.items()}
-                    x, err = fit_model(coef, med, t, fitted, UNITS)
-                    fits.append((err, cache, head, x))
+                    for hc in host_caches:
+                        coef = {k: v[:4] + [mem_of[cache][k][4], head_of[head][k][5]] + extra[k][6:9]
+                                + [host_of[hc][k][9]] for k, v in base.items()}
+                        x, err = fit_model(coef, med, t, fitted, UNITS)
+                        fits.append((err, cache, head, hc, x))
                 best_c = min(f for f in fits if f[1] == cache)
                 print(f"# {t}: cache {cache} B: fit rows' squared relative error {best_c[0]:.4f} "
-                      f"(head {best_c[2]} B)", flush=True)
+                      f"(head {best_c[2]} B, host's cache {best_c[3]} B)", flush=True)
             # The fit sizes jump 32-fold from 2 MiB to 64 MiB, so caches between fit them about equally well:
             # of those within CACHE_TIE of the best, keep the smallest (a message's copies outgrow a core's
-            # own cache first), with its best head.
+            # own cache first), then the smallest host's cache among its fits within the tie, with its best head.
             best = min(f[0] for f in fits)
-            cache = min(f[1] for f in fits if f[0] <= best * (1 + CACHE_TIE))
-            _, _, head, (alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, private_ns, ack_us, rdv_us) = min(
-                f for f in fits if f[1] == cache)
+            near = [f for f in fits if f[0] <= best * (1 + CACHE_TIE)]
+            cache = min(f[1] for f in near)
+            host_cache = min(f[3] for f in near if f[1] == cache)
+            for hc in host_caches:
+                best_h = min(f for f in fits if f[3] == hc)
+                print(f"# {t}: host's cache {hc} B: fit rows' squared relative error {best_h[0]:.4f} "
+                      f"(cache {best_h[1]} B)" + (" (the host's cache of the transport fitted first)"
+                                                  if host_cache_of is not None else ""), flush=True)
+            if t in HOST_CACHE_FROM and host_cache_of is None:
+                host_cache_of = host_cache
+            _, _, head, _, (alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, private_ns, ack_us, rdv_us, host_ns) = min(
+                (f for f in fits if f[1] == cache and f[3] == host_cache), key=lambda f: f[0])
             # The previous model: the core's generic algorithms over messages, no memory term.
             old, _ = fit_model(unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, CACHES[0], 0, "none",
                                                  eager=False, only=range(4)), med, t, fitted, 4)
@@ -542,7 +577,8 @@ def main():
                     f"load average {load[0]:.1f} at the start; "
                     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
             write_model(model, t, alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, cache, head, note, a.cores, native,
-                        a.serial_copies, private_ns=private_ns, private=private, ack_us=ack_us, rdv_us=rdv_us)
+                        a.serial_copies, private_ns=private_ns, private=private, ack_us=ack_us, rdv_us=rdv_us,
+                        host_ns=host_ns, host_cache=host_cache)
             prev = os.path.join(tmp, f"prev-{t}.ini")
             write_model(prev, t, *old[:4], 0.0, 0.0, 0, 0, "the previous fit: generic algorithms, no memory term",
                         a.cores, "none", eager=False)
@@ -551,13 +587,15 @@ def main():
             # own collectives run instead (shm).
             generic = os.path.join(tmp, f"generic-{t}.ini")
             write_model(generic, t, alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, cache, head, note, a.cores,
-                        "none", a.serial_copies, private_ns=private_ns, private=private, ack_us=ack_us, rdv_us=rdv_us)
+                        "none", a.serial_copies, private_ns=private_ns, private=private, ack_us=ack_us, rdv_us=rdv_us,
+                        host_ns=host_ns, host_cache=host_cache)
             b.emit_tuning(generic, rank_counts, sizes, tuning)
             print(f"\n## {t}: alpha {alpha:.2f} us, beta {beta_ns:.4f} ns/B "
                   f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B, "
                   f"wake-up {wake:.2f} us, memory {mem_ns:.4f} ns/B beyond {cache} B, head {head_ns:.4f} ns/B of a "
                   f"copy's first {head} B, another core's cache {private_ns:.4f} ns/B of {private} B, an unanswered "
-                  f"message's ACK {ack_us:.3f} us, a rendezvous message's overhead {rdv_us:.3f} us -> {model}, "
+                  f"message's ACK {ack_us:.3f} us, a rendezvous message's overhead {rdv_us:.3f} us, the host's memory "
+                  f"{host_ns:.4f} ns/B beyond {host_cache} B -> {model}, "
                   f"tuner table {tuning}")
             print(f"(previous model, generic algorithms, no memory term: alpha {old[0]:.2f} us, beta {old[1]:.4f} ns/B, gamma {old[2]:.4f} ns/B, "
                   f"wake-up {old[3]:.2f} us)")

@@ -1,5 +1,6 @@
 /* algo.c - dispatch of generic collectives, scratch memory, and the
  * point-to-point helpers every algorithm uses. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "error.h"
@@ -81,6 +82,51 @@ static int finish_avg(struct algo_ctx *x)
     }
 }
 
+/* Bytes from a to a + an and from b to b + bn, once where they overlap (in
+ * place); sizes alone where a buffer is not given. */
+static size_t span_bytes(const void *a, size_t an, const void *b, size_t bn)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    if (!a || !b || x + an <= y || y + bn <= x)
+        return an + bn;
+    uintptr_t lo = x < y ? x : y, hi = x + an > y + bn ? x + an : y + bn;
+    return (size_t)(hi - lo);
+}
+
+static size_t sum_counts(const size_t *counts, int n)
+{
+    size_t s = 0;
+    for (int i = 0; counts && i < n; i++)
+        s += counts[i];
+    return s;
+}
+
+/* The bytes of this rank's buffers that the operation reads or writes. */
+static size_t footprint(const struct plx_coll_args *a, size_t es, int rank, int size)
+{
+    size_t n = a->count * es, P = (size_t)size, in = n, out = n;
+    switch (a->coll) {
+    case PLX_COLL_BARRIER: return 0;
+    case PLX_COLL_BROADCAST: return n;
+    case PLX_COLL_ALLGATHER: out = P * n; break;
+    case PLX_COLL_REDUCE_SCATTER: in = P * n; break;
+    case PLX_COLL_ALLTOALL: in = out = P * n; break;
+    case PLX_COLL_GATHER: out = rank == a->root ? P * n : 0; break;
+    case PLX_COLL_SCATTER: in = rank == a->root ? P * n : 0; break;
+    case PLX_COLL_REDUCE: out = rank == a->root ? n : 0; break;
+    case PLX_COLL_ALLTOALLV:
+        in = sum_counts(a->send_counts, size) * es;
+        out = sum_counts(a->recv_counts, size) * es;
+        break;
+    case PLX_COLL_ALLGATHERV:
+        in = a->recv_counts ? a->recv_counts[rank] * es : 0;
+        out = sum_counts(a->recv_counts, size) * es;
+        break;
+    default: break;
+    }
+    return span_bytes(a->send, in, a->recv, out);
+}
+
 int plx__algo_run(const struct plx__p2p *p, const struct plx__algo_tuning *t, struct plx__scratch *scratch,
                   const struct plx_coll_args *a, uint64_t deadline_ns)
 {
@@ -90,6 +136,8 @@ int plx__algo_run(const struct plx__p2p *p, const struct plx__algo_tuning *t, st
     };
     if (a->coll == PLX_COLL_BARRIER)
         x.esize = 1;
+    if (p->op_footprint)
+        p->op_footprint(p->ctx, footprint(a, x.esize, x.rank, x.size));
     int rc;
     switch (a->coll) {
     case PLX_COLL_ALLREDUCE: rc = plx__allreduce(&x); break;
@@ -104,7 +152,10 @@ int plx__algo_run(const struct plx__p2p *p, const struct plx__algo_tuning *t, st
     case PLX_COLL_ALLTOALLV: rc = plx__alltoallv(&x); break;
     case PLX_COLL_ALLGATHERV: rc = plx__allgatherv(&x); break;
     default:
-        return plx__err(PLX_ERR_INVALID_ARG, "no generic algorithm for collective %d", a->coll);
+        rc = plx__err(PLX_ERR_INVALID_ARG, "no generic algorithm for collective %d", a->coll);
+        break;
     }
+    if (p->op_footprint)
+        p->op_footprint(p->ctx, 0);
     return rc ? rc : finish_avg(&x);
 }

@@ -30,6 +30,8 @@ struct plx__p2p {
     int timing_only; /* PLX_CAP_TIMING_ONLY: no reductions or copies */
     /* The backend's charge_reduce, or NULL: bytes reduced on this rank. */
     void (*charge_reduce)(void *ctx, size_t bytes);
+    /* The backend's op_footprint, or NULL: an operation's buffers on this rank. */
+    void (*op_footprint)(void *ctx, size_t bytes);
 };
 
 /* Tuning, from [core] keys (comm.c fills it). */

@@ -11,8 +11,9 @@
  * holds in its own cache, and a message left unanswered (its
  * acknowledgement), cost more within a host; a message above the eager
  * limit costs its sender the handling of its receiver's ready notice
- * (rendezvous). Nothing sleeps: wall
- * time does not depend on the modelled latency. */
+ * (rendezvous); and the copies of an operation whose buffers, over the
+ * host's ranks, outgrow the host's cache come partly from memory. Nothing
+ * sleeps: wall time does not depend on the modelled latency. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,8 @@ void sim_model_read(const struct plx_config *config, struct sim_model *m)
     m->intra_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_bandwidth", 0));
     m->intra_cache_bytes = (double)plx_plugin_config_int(h, config, "model_intra_cache", 0);
     m->intra_memory_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_memory_bandwidth", 0));
+    m->host_cache_bytes = (double)plx_plugin_config_int(h, config, "model_host_cache", 0);
+    m->host_memory_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_host_memory_bandwidth", 0));
     m->intra_head_bytes = (double)plx_plugin_config_int(h, config, "model_intra_head", 0);
     m->intra_head_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_head_bandwidth", 0));
     m->intra_private_bytes = (double)plx_plugin_config_int(h, config, "model_intra_private_cache", 0);
@@ -120,6 +123,14 @@ static double private_share(const struct sim_model *m, double set)
     return set <= m->intra_private_bytes ? 1.0 : m->intra_private_bytes / set;
 }
 
+/* The share of an operation's bytes that the host's cache cannot hold,
+ * where its ranks' buffers together are set bytes: none while they fit
+ * model_host_cache, 1 - cache / set beyond it. */
+static double host_beyond(const struct sim_model *m, double set)
+{
+    return m->host_memory_beta_ns > 0 && set > m->host_cache_bytes ? 1.0 - m->host_cache_bytes / set : 0.0;
+}
+
 /* The ns a message's bytes take on its link. Within a host both ends copy
  * them on the CPUs (through the kernel's socket buffers, or a segment's
  * slots): while a message fits the cache the copies run at cache speed
@@ -127,15 +138,19 @@ static double private_share(const struct sim_model *m, double set)
  * holds: a message is its own working set); bytes beyond the cache stream
  * through memory, each at beta plus the memory's extra cost. A pipelined
  * algorithm keeps its segments under the cache; one large message pays for
- * all of it. */
-static double link_ns(const struct sim_model *m, int inter, size_t bytes)
+ * all of it. Apart from the message, the copies read and write the
+ * operation's buffers, which the host's ranks touch together (host_set
+ * bytes): the share of them beyond the host's cache comes from memory,
+ * however small the message. */
+static double link_ns(const struct sim_model *m, int inter, size_t bytes, double host_set)
 {
     double b = (double)bytes;
     if (inter)
         return b * m->inter_beta_ns;
     double beyond = b > m->intra_cache_bytes ? b - m->intra_cache_bytes : 0.0;
-    return b * (m->intra_beta_ns + private_share(m, b) * m->intra_private_beta_ns) + beyond * m->intra_memory_beta_ns +
-           head_ns(m, b);
+    return b * (m->intra_beta_ns + private_share(m, b) * m->intra_private_beta_ns +
+                host_beyond(m, host_set) * m->host_memory_beta_ns) +
+           beyond * m->intra_memory_beta_ns + head_ns(m, b);
 }
 
 /* A message's latency to a rank whose host stretch is s. More ranks than
@@ -185,6 +200,13 @@ static int queue_slots(const struct impl *c)
     return c->fiber ? sim_fiber_count(c->fiber) : c->w->size;
 }
 
+/* The bytes of the operation's buffers on the host of the rank whose
+ * footprint c has: every rank of the host runs the same operation. */
+static double host_set(const struct impl *c, int slots)
+{
+    return c->footprint_bytes * ranks_on_host(&c->cfg.model, slots, c->model_rank);
+}
+
 int sim_model_send(struct impl *c, struct sim_req *r)
 {
     const struct sim_model *m = &c->cfg.model;
@@ -194,7 +216,7 @@ int sim_model_send(struct impl *c, struct sim_req *r)
     int n = queue_slots(c), me = c->model_rank, host = host_of(m, me);
     const struct impl *dst = c->w->members[r->peer];
     int inter = host != host_of(m, dst ? dst->model_rank : r->peer);
-    double occupy = max2(link_ns(m, inter, r->bytes), (double)r->bytes * m->inject_beta_ns);
+    double occupy = max2(link_ns(m, inter, r->bytes, host_set(c, n)), (double)r->bytes * m->inject_beta_ns);
     occupy += rendezvous_ns(m, r->bytes);
     if (!inter)
         occupy *= stretch(m, n, me);
@@ -242,7 +264,8 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     int n = queue_slots(sc), dst = rc ? rc->model_rank : recv->owner, host = host_of(m, dst);
     int inter = host_of(m, sc->model_rank) != host;
     double alpha = inter ? m->inter_alpha_ns : m->intra_alpha_ns;
-    double b = (double)send->bytes, s = inter ? 1.0 : stretch(m, n, dst), copy = link_ns(m, inter, send->bytes);
+    double b = (double)send->bytes, s = inter ? 1.0 : stretch(m, n, dst);
+    double copy = link_ns(m, inter, send->bytes, host_set(sc, n));
     /* A message above the eager limit leaves only once the receiver's
      * notice that it posted the receive reached the sender (tcp's
      * rendezvous): the notice's latency after the receive's post, and, on a
@@ -330,6 +353,19 @@ void sim_model_charge_reduce(void *comm, size_t bytes)
         sim_fiber_catch_up();
 }
 
+/* The core's generic algorithm begins an operation whose buffers on this
+ * rank are bytes (0: it has ended); its messages' copies are priced by it
+ * (link_ns). */
+void sim_model_op_footprint(void *comm, size_t bytes)
+{
+    struct impl *c = comm;
+    if (!c->cfg.model.on)
+        return;
+    pthread_mutex_lock(&c->w->mu);
+    c->footprint_bytes = (double)bytes;
+    pthread_mutex_unlock(&c->w->mu);
+}
+
 /* For tests and tools: the modelled clock of the calling rank (a
  * coroutine's, or a thread's as of its last completed wait). */
 PLX_BACKEND_EXPORT double plexus_sim_model_clock_ns(void)
@@ -358,15 +394,14 @@ int sim_model_native(const struct impl *c, int coll)
  * what stays in cache is not a piece but the host's working set: every
  * rank's buffers (an allreduce's one, in place; an allgather's block in and
  * P blocks out) and the slots in use. The cache the ranks share holds
- * model_intra_cache of it; the rest of every byte comes from memory. Each
- * core in use holds its share of the set in its own cache, as far as that
- * goes (private_share): a slot's lines read there are still the writer's. */
+ * model_host_cache of it; the rest of every byte comes from memory
+ * (host_beyond). Each core in use holds its share of the set in its own
+ * cache, as far as that goes (private_share): a slot's lines read there are
+ * still the writer's. */
 static double native_byte_ns(const struct sim_model *m, double working_set, int cores_in_use)
 {
-    double cache = m->intra_cache_bytes;
-    double beyond = working_set > cache ? 1.0 - cache / working_set : 0.0;
     return m->intra_beta_ns + private_share(m, working_set / cores_in_use) * m->intra_private_beta_ns +
-           beyond * m->intra_memory_beta_ns;
+           host_beyond(m, working_set) * m->host_memory_beta_ns;
 }
 
 /* Every rank runs the same schedule, so the collective ends its cost after

@@ -48,14 +48,18 @@ static const struct plx_key keys[] = {
      "Model: bytes per second of a link within a host (1/beta; 0: infinite)"},
     {"model_intra_cache", PLX_KEY_SIZE, "0", NULL,
      "Model, with model_intra_memory_bandwidth: the bytes of a message within a host that its copies "
-     "(sender to kernel or segment, then to the receiver) keep in the CPU's cache; for a native collective "
-     "(model_intra_native), the share of the host's working set (every rank's buffers and the slots in use) "
-     "the cache holds"},
+     "(sender to kernel or segment, then to the receiver) keep in the CPU's cache"},
     {"model_intra_memory_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: a message within a host larger than model_intra_cache streams its bytes beyond it through "
      "memory instead of the cache; each such byte costs 1/this more than model_intra_bandwidth's "
-     "(0: nothing more); a native collective's copies pay it on the share of their bytes the cache cannot "
-     "hold"},
+     "(0: nothing more)"},
+    {"model_host_cache", PLX_KEY_SIZE, "0", NULL,
+     "Model, with model_host_memory_bandwidth: the cache a host's ranks share for the buffers of the "
+     "operation they run together (the core's generic algorithms tell each rank's; a native collective "
+     "(model_intra_native) adds the slots in use); the share of a larger set beyond it comes from memory"},
+    {"model_host_memory_bandwidth", PLX_KEY_SIZE, "0", NULL,
+     "Model: each byte copied within a host costs 1/this more than model_intra_bandwidth's times the share "
+     "of the operation's buffers on the host beyond model_host_cache (0: nothing more)"},
     {"model_intra_head", PLX_KEY_SIZE, "0", NULL,
      "Model, with model_intra_head_bandwidth: the first bytes of every copy within a host (a message's, or "
      "each piece a native collective copies), which run at the latency of their cache lines rather than "
@@ -341,6 +345,7 @@ static const struct plx_backend sim_backend = {
     .wait = wait_op,
     .req_free = req_free,
     .charge_reduce = sim_model_charge_reduce,
+    .op_footprint = sim_model_op_footprint,
 };
 
 /* The same table presented as ABI 1.0 (shorter struct), for negotiation tests. */

@@ -46,6 +46,8 @@ struct sim_model {
     double intra_alpha_ns, intra_beta_ns; /* within a host: latency, ns per byte */
     double intra_cache_bytes;  /* within a host: the bytes of a message its copies keep in cache */
     double intra_memory_beta_ns; /* ... and the ns each byte beyond them costs more (0: none) */
+    double host_cache_bytes;   /* the cache a host's ranks share for an operation's buffers (0: no limit) */
+    double host_memory_beta_ns; /* ... and the ns a copied byte costs more by the share beyond it (0: none) */
     double intra_head_bytes;   /* within a host: the first bytes of each copy ... */
     double intra_head_beta_ns; /* ... cost this many ns each more (0: none) */
     double intra_private_bytes; /* within a host: each core's own cache; bytes another core wrote ... */
@@ -89,6 +91,7 @@ struct impl {
      * the coroutine's, so that time spent in one communicator carries to
      * the next (a hierarchy's intra and cross steps) */
     double *clock_ns, own_clock_ns;
+    double footprint_bytes; /* model, w->mu: the core's generic operation's buffers on this rank (0: none) */
     int model_rank;       /* where the model places it: its rank, or its coroutine's */
     struct sim_fiber *fiber; /* the coroutine it runs on (fiber.c), or NULL: a thread */
     /* The worker that runs this rank's native collectives in order. A
@@ -230,6 +233,7 @@ void sim_model_deliver(struct impl *sender, struct sim_req *send, struct sim_req
 void sim_model_complete(struct impl *c, struct sim_req *r);
 /* The backend's charge_reduce: the rank's clock moves by gamma * bytes. */
 void sim_model_charge_reduce(void *comm, size_t bytes);
+void sim_model_op_footprint(void *comm, size_t bytes);
 /* With model_intra_native = shm: the virtual ns shm's native allreduce or
  * allgather takes by its schedule, from the last rank's arrival. */
 double sim_model_native_ns(struct impl *c, const struct plx_coll_args *a);

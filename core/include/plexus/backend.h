@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define PLX_ABI_MAJOR 1
-#define PLX_ABI_MINOR 8
+#define PLX_ABI_MINOR 9
 
 /* The entry symbol of ABI major 1. */
 #define PLX_BACKEND_ENTRY_V1 plx_backend_entry_v1
@@ -451,6 +451,16 @@ struct plx_backend {
      * Works on a revoked or failed comm; comm itself stays to be destroyed. */
     int (*comm_shrink)(void *comm, unsigned char *alive, int agreed, const struct plx_comm_args *args,
                        void **out);
+
+    /* ---- ABI 1.9 ---- */
+    /* Optional, for a backend whose time is modelled (sim): the core's
+     * generic algorithm is about to run an operation on comm whose buffers
+     * on this rank span bytes bytes (input and output, once where they
+     * overlap), also over PLX_CAP_TIMING_ONLY, so that the backend can
+     * price its messages' copies by whether the host's ranks' buffers
+     * together still fit the host's cache; with 0 once it has ended. NULL:
+     * nothing is told. */
+    void (*op_footprint)(void *comm, size_t bytes);
 };
 
 typedef int (*plx_backend_entry_v1_fn)(const struct plx_host *host, uint32_t *abi_minor_inout,

@@ -551,6 +551,30 @@ static int gcheck(const struct guarded *g)
 
 static uint64_t seq_counter = 1;
 
+/* What each rank's op_footprint heard in the case: its calls, the first and the last bytes. */
+static int fp_calls[MAXP];
+static size_t fp_first[MAXP], fp_last[MAXP];
+
+static void t_footprint(void *ctx, size_t bytes)
+{
+    const struct endpoint *e = ctx;
+    if (fp_calls[e->rank]++ == 0)
+        fp_first[e->rank] = bytes;
+    fp_last[e->rank] = bytes;
+}
+
+/* The footprint an allreduce or allgather must report (others: not checked, SIZE_MAX). */
+static size_t footprint_want(const struct casedef *c, size_t es)
+{
+    size_t n = c->n * es, P = (size_t)c->P;
+    switch (c->coll) {
+    case PLX_COLL_ALLREDUCE: return c->inplace ? n : 2 * n;
+    case PLX_COLL_ALLGATHER: return c->inplace ? P * n : n + P * n;
+    case PLX_COLL_BARRIER: return 0;
+    default: return SIZE_MAX;
+    }
+}
+
 /* Runs one case; returns the number of new failures. */
 static int run_case(const struct casedef *c)
 {
@@ -574,7 +598,8 @@ static int run_case(const struct casedef *c)
     int coll = c->coll, root = c->root;
     for (int r = 0; r < P; r++) {
         ep[r] = (struct endpoint){&w, r};
-        p2p[r] = (struct plx__p2p){&ep[r], r, P, t_isend, t_irecv, t_wait, t_discard, 0, NULL};
+        p2p[r] = (struct plx__p2p){&ep[r], r, P, t_isend, t_irecv, t_wait, t_discard, 0, NULL, t_footprint};
+        fp_calls[r] = 0;
         struct plx_coll_args *a = &job[r].a;
         memset(&job[r], 0, sizeof job[r]);
         job[r].p = &p2p[r];
@@ -622,6 +647,13 @@ static int run_case(const struct casedef *c)
     pthread_mutex_unlock(&w.mu);
     if (left || w.live)
         fail("%s: %d unmatched message(s), %ld request(s) never released", what, left, w.live);
+    /* The operation tells its buffers' bytes as it begins, and 0 as it ends. */
+    for (int r = 0; r < P; r++) {
+        size_t want = footprint_want(c, es);
+        if (fp_calls[r] != 2 || fp_last[r] != 0 || (want != SIZE_MAX && fp_first[r] != want))
+            fail("%s: rank %d's op_footprint heard %d call(s), first %zu B (want %zu), last %zu B (want 0)", what, r,
+                 fp_calls[r], fp_first[r], want == SIZE_MAX ? fp_first[r] : want, fp_last[r]);
+    }
     if (failures > before)
         goto out;
 
@@ -847,7 +879,7 @@ static void back_to_back(int P, int eager)
     pthread_t th[MAXP];
     for (int r = 0; r < P; r++) {
         ep[r] = (struct endpoint){&w, r};
-        p2p[r] = (struct plx__p2p){&ep[r], r, P, t_isend, t_irecv, t_wait, t_discard, 0, NULL};
+        p2p[r] = (struct plx__p2p){&ep[r], r, P, t_isend, t_irecv, t_wait, t_discard, 0, NULL, NULL};
         b[r] = (struct b2b_arg){.p = &p2p[r], .t = &t, .rank = r, .P = P, .iters = 60};
         pthread_create(&th[r], NULL, b2b_main, &b[r]);
     }
@@ -885,7 +917,7 @@ static void fault_case(int P, int coll, int algo, int absent, int fail_rank, lon
     for (int r = 0; r < P; r++) {
         bufs[r] = calloc(n * (size_t)P, sizeof(float));
         ep[r] = (struct endpoint){&w, r};
-        p2p[r] = (struct plx__p2p){&ep[r], r, P, t_isend, t_irecv, t_wait, t_discard, 0, NULL};
+        p2p[r] = (struct plx__p2p){&ep[r], r, P, t_isend, t_irecv, t_wait, t_discard, 0, NULL, NULL};
         memset(&job[r], 0, sizeof job[r]);
         job[r] = (struct rank_job){.p = &p2p[r], .t = &t, .scratch = &scratch[r], .deadline = deadline,
                                    .skip = r == absent};
@@ -956,7 +988,7 @@ static void bad_input(void)
     struct world w;
     world_init(&w, 1, 0);
     struct endpoint ep = {&w, 0};
-    struct plx__p2p p = {&ep, 0, 1, t_isend, t_irecv, t_wait, t_discard, 0, NULL};
+    struct plx__p2p p = {&ep, 0, 1, t_isend, t_irecv, t_wait, t_discard, 0, NULL, NULL};
     struct plx__algo_tuning t = {0};
     struct plx_coll_args a = {.struct_size = sizeof a, .coll = PLX_COLL_SEND, .count = 1, .dtype = PLX_F32};
     if (plx__algo_run(&p, &t, &scratch[0], &a, 0) != PLX_ERR_INVALID_ARG)

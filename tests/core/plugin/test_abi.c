@@ -19,7 +19,7 @@ static int failures;
 int main(void)
 {
     PIN(PLX_ABI_MAJOR, 1);
-    PIN(PLX_ABI_MINOR, 8);
+    PIN(PLX_ABI_MINOR, 9);
 
     PIN(sizeof(struct plx_caps), 32);
     PIN(offsetof(struct plx_caps, flags), 4);
@@ -73,7 +73,7 @@ int main(void)
     PIN(offsetof(struct plx_p2p_args, tag), 24);
     PIN(offsetof(struct plx_p2p_args, timeout_ms), 48);
 
-    PIN(sizeof(struct plx_backend), 232); /* 176 up to ABI 1.4, 208 up to 1.5, 216 up to 1.6, 224 up to 1.7 */
+    PIN(sizeof(struct plx_backend), 240); /* 176 up to ABI 1.4, 208 up to 1.5, 216 up to 1.6, 224 up to 1.7, 232 up to 1.8 */
     PIN(offsetof(struct plx_backend, req_size), 176); /* ABI 1.5 */
     PIN(offsetof(struct plx_backend, mem_alloc), 184);
     PIN(offsetof(struct plx_backend, mem_free), 192);
@@ -81,6 +81,7 @@ int main(void)
     PIN(offsetof(struct plx_backend, charge_reduce), 208); /* ABI 1.6 */
     PIN(offsetof(struct plx_backend, comm_lost_ranks), 216); /* ABI 1.7 */
     PIN(offsetof(struct plx_backend, comm_shrink), 224); /* ABI 1.8 */
+    PIN(offsetof(struct plx_backend, op_footprint), 232); /* ABI 1.9 */
     PIN(PLX_CAP_NATIVE_SHRINK, 1u << 12);
     PIN(PLX_CAP_OWN_BOOTSTRAP, 1u << 13);
     PIN(PLX_CAP_SHRINK_AGREES, 1u << 14);

@@ -45,6 +45,15 @@ static double wake_ns;
  * message of m bytes costs alpha + m beta + (m - cache)+ mem; a segmented
  * ring step pays it per segment, so segments under the cache pay nothing. */
 static double cache_bytes, mem_ns;
+/* sim.model_host_cache and model_host_memory_bandwidth (0: off): every byte
+ * a message copies costs host_mem_ns more times the share of the host's
+ * set beyond host_cache_bytes, the set being the operation's buffers on
+ * each of its ranks (the core tells sim: ABI 1.9's op_footprint; run()'s
+ * buffers are apart, so an allreduce's input and output, an allgather's
+ * block and P blocks, a reduce-scatter's P blocks and block); a native
+ * collective's set is its own (native_formula). */
+static double host_cache_bytes, host_mem_ns;
+static double host_set; /* the set of the operation formula() prices */
 /* sim.model_intra_head and model_intra_head_bandwidth (0: off): the first
  * head_bytes of every copy cost head_ns each more, so a message of m bytes
  * costs min(m, head) head_ns more, each segment of a ring step too, and
@@ -143,11 +152,18 @@ static double nseg(int P, double block_bytes)
     return block_bytes <= 0 ? 1 : ceil(block_bytes / seg_bytes(P));
 }
 
-/* One message of m bytes on its link: m beta, and the bytes beyond the cache. */
+/* The share of a host's set of set bytes beyond its cache. */
+static double host_beyond(double set)
+{
+    return host_mem_ns > 0 && set > host_cache_bytes ? 1 - host_cache_bytes / set : 0.0;
+}
+
+/* One message of m bytes on its link: m beta, the bytes beyond the cache, and the host's share beyond its own. */
 static double xfer(double m)
 {
     return m * beta_ns + (m > cache_bytes ? (m - cache_bytes) * mem_ns : 0.0) + fmin(m, head_bytes) * head_ns +
-           fmin(m, private_bytes) * private_ns + (eager > 0 && m > eager ? rdv_ns : 0.0);
+           fmin(m, private_bytes) * private_ns + (eager > 0 && m > eager ? rdv_ns : 0.0) +
+           m * host_beyond(host_set) * host_mem_ns;
 }
 
 /* One exchange step of m bytes a rank (see serial). */
@@ -169,6 +185,7 @@ static double formula(const char *algo, int coll, int P, size_t count, const cha
 {
     double n = (double)count * 4, want;
     const char *name;
+    host_set = P * (coll == PLX_COLL_ALLGATHER ? n + P * n : coll == PLX_COLL_REDUCE_SCATTER ? P * n + n : 2 * n);
     if (coll == PLX_COLL_ALLGATHER) {
         /* (P-1) sendrecv steps of one block each; at P = 2 the ring is an exchange. */
         name = "allgather ring";
@@ -231,8 +248,8 @@ static int run_timed(int P, const char **ov, struct job *j, double *end_ns)
  * message's latency alone costs on the critical path. */
 static double alpha_only(const char *algo, int coll, int P, size_t count, double alpha)
 {
-    double saved[] = {beta_ns, gamma_ns, mem_ns, head_ns, private_ns, ack_ns, rdv_ns};
-    beta_ns = gamma_ns = mem_ns = head_ns = private_ns = ack_ns = rdv_ns = 0;
+    double saved[] = {beta_ns, gamma_ns, mem_ns, head_ns, private_ns, ack_ns, rdv_ns, host_mem_ns};
+    beta_ns = gamma_ns = mem_ns = head_ns = private_ns = ack_ns = rdv_ns = host_mem_ns = 0;
     alpha_ns = alpha;
     const char *name;
     double t = formula(algo, coll, P, count, &name);
@@ -244,6 +261,7 @@ static double alpha_only(const char *algo, int coll, int P, size_t count, double
     private_ns = saved[4];
     ack_ns = saved[5];
     rdv_ns = saved[6];
+    host_mem_ns = saved[7];
     return t;
 }
 
@@ -259,7 +277,8 @@ static void check(const char *algo, int coll, int P, size_t count)
     if (share > 1 && wake_ns > 0) /* one wake-up per message on the critical path: alpha's count */
         want += alpha_only(algo, coll, P, count, wake_ns * (1 - 1 / share));
     char algo_kv[64], cores_kv[64], wake_kv[64], cache_kv[64], eager_kv[64], head_kv[64], private_kv[64], ack_kv[64],
-        rdv_kv[64];
+        rdv_kv[64], host_kv[64];
+    snprintf(host_kv, sizeof host_kv, "sim.model_host_cache=%.0f", host_cache_bytes);
     snprintf(rdv_kv, sizeof rdv_kv, "sim.model_rendezvous_overhead=%.0fns", rdv_ns);
     snprintf(ack_kv, sizeof ack_kv, "sim.model_intra_ack=%.0fns", ack_ns);
     snprintf(eager_kv, sizeof eager_kv, "sim.model_eager_limit=%.0f", eager);
@@ -277,16 +296,19 @@ static void check(const char *algo, int coll, int P, size_t count)
                         head_kv, head_ns > 0 ? "sim.model_intra_head_bandwidth=256M" : "sim.model_intra_head_bandwidth=0",
                         private_kv,
                         private_ns > 0 ? "sim.model_intra_private_bandwidth=128M" : "sim.model_intra_private_bandwidth=0",
-                        ack_kv, rdv_ns > 0 ? rdv_kv : "sim.model=true", gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
+                        ack_kv, rdv_ns > 0 ? rdv_kv : "sim.model=true", host_kv,
+                        host_mem_ns > 0 ? "sim.model_host_memory_bandwidth=512M" : "sim.model_host_memory_bandwidth=0",
+                        gamma_ns > 0 ? "sim.model_reduce_bandwidth=2G" : NULL, NULL};
     struct job j = {.coll = coll, .count = count, .end_ns = calloc((size_t)P, sizeof(double))};
     double got;
     int rc = run_timed(P, ov, &j, &got);
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
-    printf("%s %-20s%s%s%s%s%s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
+    printf("%s %-20s%s%s%s%s%s%s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
            ok ? "ok  " : "FAIL", name, gamma_ns > 0 ? " +gamma" : "",
            share > 1 ? (yielding ? " shared, yielding" : " time-shared") : "", wake_ns > 0 ? " +wake" : "",
-           mem_ns > 0 ? " +memory" : "", head_ns > 0 ? " +head" : "", private_ns > 0 ? " +private" : "",
+           mem_ns > 0 ? " +memory" : "", host_mem_ns > 0 ? " +host memory" : "", head_ns > 0 ? " +head" : "",
+           private_ns > 0 ? " +private" : "",
            ack_ns > 0 ? " +ack" : "", serial ? " serial copies" : "",
            eager > 0 ? (rdv_ns > 0 ? " +rendezvous +overhead" : " +rendezvous") : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
     if (!ok)
@@ -347,7 +369,7 @@ static double native_formula(int coll, int P, double bytes)
     int gather = coll == PLX_COLL_ALLGATHER;
     double working_set = P * (gather ? (P + 1) * bytes : bytes) + 2.0 * P * fmin(bytes, 1 << 20);
     double per_core = working_set / (cores > 0 && P > cores ? cores : P);
-    double per_byte = beta_ns + (working_set > cache_bytes ? 1 - cache_bytes / working_set : 0) * mem_ns +
+    double per_byte = beta_ns + host_beyond(working_set) * host_mem_ns +
                       (per_core <= private_bytes ? 1 : private_bytes / per_core) * private_ns;
     if (!gather && bytes <= 16 << 10)
         return barrier + share * (2 * (bytes * per_byte + fmin(bytes, head_bytes) * head_ns) +
@@ -370,11 +392,11 @@ static void check_native(int coll, int P, size_t count)
     snprintf(private_kv, sizeof private_kv, "sim.model_intra_private_cache=%.0f", private_bytes);
     snprintf(cores_kv, sizeof cores_kv, "sim.model_cores_per_host=%d", cores);
     snprintf(wake_kv, sizeof wake_kv, "sim.model_wake_latency=%.0fns", wake_ns);
-    snprintf(cache_kv, sizeof cache_kv, "sim.model_intra_cache=%.0f", cache_bytes);
+    snprintf(cache_kv, sizeof cache_kv, "sim.model_host_cache=%.0f", host_cache_bytes);
     snprintf(head_kv, sizeof head_kv, "sim.model_intra_head=%.0f", head_bytes);
     const char *ov[] = {"sim.model=true", "sim.model_intra_native=shm", "sim.model_intra_latency=2us",
                         "sim.model_intra_bandwidth=1G", cores_kv, wake_kv, cache_kv,
-                        mem_ns > 0 ? "sim.model_intra_memory_bandwidth=512M" : "sim.model_intra_memory_bandwidth=0",
+                        host_mem_ns > 0 ? "sim.model_host_memory_bandwidth=512M" : "sim.model_host_memory_bandwidth=0",
                         head_kv, head_ns > 0 ? "sim.model_intra_head_bandwidth=256M" : "sim.model_intra_head_bandwidth=0",
                         private_kv,
                         private_ns > 0 ? "sim.model_intra_private_bandwidth=128M" : "sim.model_intra_private_bandwidth=0",
@@ -386,7 +408,7 @@ static void check_native(int coll, int P, size_t count)
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
     printf("%s %s shm-native%s%s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
            ok ? "ok  " : "FAIL", coll == PLX_COLL_ALLREDUCE ? "allreduce" : "allgather", gamma_ns > 0 ? " +gamma" : "",
-           cores > 0 && P > cores ? " time-shared" : "", wake_ns > 0 ? " +wake" : "", mem_ns > 0 ? " +memory" : "",
+           cores > 0 && P > cores ? " time-shared" : "", wake_ns > 0 ? " +wake" : "", host_mem_ns > 0 ? " +memory" : "",
            head_ns > 0 ? " +head" : "", private_ns > 0 ? " +private" : "", P, bytes, got, want, 100 * err,
            j.bad ? " WRONG DATA" : "");
     if (!ok)
@@ -559,6 +581,20 @@ int main(void)
     gamma_ns = 0;
     wake_ns = 0;
     mem_ns = 0;
+    /* The host's cache: every byte a message copies pays the share of the
+     * operation's set on the host beyond it, however small the message. */
+    host_cache_bytes = 1 << 20;
+    host_mem_ns = 1e9 / (double)(512u << 20);
+    check("ring", PLX_COLL_ALLREDUCE, 3, 3 << 16);    /* 768 KiB in and out, 4.5 MiB on the host */
+    check("ring", PLX_COLL_ALLGATHER, 4, 16 << 10);   /* 64 KiB in, 256 KiB out: 1.25 MiB */
+    check("recdbl", PLX_COLL_ALLREDUCE, 4, 1024);     /* 32 KiB on the host: within the cache */
+    gamma_ns = 1e9 / (double)(2u << 30);
+    check("ring", PLX_COLL_REDUCE_SCATTER, 3, 64 << 10); /* 1 MiB in, 256 KiB out: 3.75 MiB */
+    gamma_ns = 0;
+    cores = 2;
+    check("ring", PLX_COLL_ALLREDUCE, 4, 1 << 18);    /* time-shared, as the copy is */
+    cores = 0;
+    host_cache_bytes = host_mem_ns = 0;
     /* Serial copies: an exchange of 4 KiB (c > alpha) takes both copies,
      * one of 1 KiB (2c < alpha + c) the message's time as before; a ring step too. */
     serial = 1;
@@ -619,14 +655,14 @@ int main(void)
     check_native(PLX_COLL_ALLREDUCE, 2, 1 << 19);   /* as many cores as ranks: no sharing */
     cores = 0;
     wake_ns = 0;
-    cache_bytes = 256 << 10;
-    mem_ns = 1e9 / (double)(512u << 20);
+    host_cache_bytes = 256 << 10;
+    host_mem_ns = 1e9 / (double)(512u << 20);
     check_native(PLX_COLL_ALLGATHER, 2, 1 << 18);   /* 10 MiB working set: mostly beyond the cache */
     check_native(PLX_COLL_ALLREDUCE, 2, 1 << 19);   /* 8 MiB: the same, in rounds of 1 MiB slices */
     check_native(PLX_COLL_ALLREDUCE, 2, 8192);      /* 192 KiB working set: within the cache */
     check_native(PLX_COLL_ALLREDUCE, 4, 8 << 18);   /* 8 MiB each, 40 MiB on the host: four rounds */
-    cache_bytes = 0;
-    mem_ns = 0;
+    host_cache_bytes = 0;
+    host_mem_ns = 0;
     /* Each piece a native collective copies pays the head. */
     head_bytes = 64 << 10;
     head_ns = 1e9 / (double)(256u << 20);
