@@ -389,19 +389,21 @@ int sim_model_native(const struct impl *c, int coll)
     return m->on && m->native_shm && one_host && (coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_ALLGATHER);
 }
 
-/* The ns a native collective's copy costs per byte. Its copies move
- * pieces of at most a slot, but to and from the ranks' own buffers, so
- * what stays in cache is not a piece but the host's working set: every
- * rank's buffers (an allreduce's one, in place; an allgather's block in and
- * P blocks out) and the slots in use. The cache the ranks share holds
- * model_host_cache of it; the rest of every byte comes from memory
- * (host_beyond). Each core in use holds its share of the set in its own
- * cache, as far as that goes (private_share): a slot's lines read there are
- * still the writer's. */
-static double native_byte_ns(const struct sim_model *m, double working_set, int cores_in_use)
+/* The ns a native collective's copy costs per byte. Each copy goes
+ * between a rank's own buffer and a slot, and each side misses the cache
+ * the ranks share (model_host_cache) by a set of its own (host_beyond).
+ * The buffer side touches the operation's bytes once: its set is the
+ * host's working set, every rank's buffers (an allreduce's one, in place;
+ * an allgather's block in and P blocks out) and the slots in use. The slot
+ * side reads what a peer wrote in the same round: its set is the round's,
+ * the slots the round fills and the buffer bytes its copies stream through
+ * the cache meanwhile. Each core in use holds its share of the working set
+ * in its own cache, as far as that goes (private_share): a slot's lines
+ * read there are still the writer's. */
+static double native_byte_ns(const struct sim_model *m, double working_set, double round_set, int cores_in_use)
 {
     return m->intra_beta_ns + private_share(m, working_set / cores_in_use) * m->intra_private_beta_ns +
-           host_beyond(m, working_set) * m->host_memory_beta_ns;
+           (host_beyond(m, working_set) + host_beyond(m, round_set)) / 2 * m->host_memory_beta_ns;
 }
 
 /* Every rank runs the same schedule, so the collective ends its cost after
@@ -428,10 +430,13 @@ double sim_model_native_ns(struct impl *c, const struct plx_coll_args *a)
     double barrier = (m->yielding_waits ? 1.0 : s) * m->intra_alpha_ns + wakes * m->wake_ns;
     double bytes = (double)a->count * (double)sim_dtype_size(a->dtype), t = 0;
     int gather = a->coll == PLX_COLL_ALLGATHER;
-    double slots = 2.0 * P * (bytes < SHM_SLOT_BYTES ? bytes : SHM_SLOT_BYTES);
+    double round = bytes < SHM_SLOT_BYTES ? bytes : SHM_SLOT_BYTES, slots = 2.0 * P * round;
     int on_host = ranks_on_host(m, queue_slots(c), c->model_rank);
     int in_use = cores > 0 && cores < on_host ? cores : on_host;
-    double byte_ns = native_byte_ns(m, P * (gather ? (P + 1) * bytes : bytes) + slots, in_use);
+    /* A round fills P slots and streams each rank's round of its buffer in
+     * and out (an allgather's in, and P rounds out). */
+    double round_set = P * round + P * (gather ? (P + 1) * round : 2 * round);
+    double byte_ns = native_byte_ns(m, P * (gather ? (P + 1) * bytes : bytes) + slots, round_set, in_use);
     if (!gather && bytes <= SHM_SMALL_BYTES)
         return barrier + s * (2 * (bytes * byte_ns + head_ns(m, bytes)) + (P - 1) * bytes * m->reduce_gamma_ns);
     for (double off = 0; off < bytes; off += SHM_SLOT_BYTES) {

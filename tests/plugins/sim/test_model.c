@@ -348,10 +348,12 @@ static void check_two_hosts(void)
 
 /* sim.model_intra_native=shm: allreduce and allgather as shm's native
  * collectives by their schedule (plugins/shm/coll.c), each rank the same.
- * A barrier costs alpha; a copied byte beta, and beyond the cache the
- * memory's extra cost for the share of the host's working set (every
- * rank's buffer, P + 1 blocks for an allgather, and the slots in use) that
- * the cache cannot hold; a reduction gamma per byte. Allreduce up to
+ * A barrier costs alpha; a copied byte beta, and the memory's extra cost
+ * for half the share of the host's working set (every rank's buffer, P + 1
+ * blocks for an allgather, and the slots in use) beyond the host's cache
+ * and half that of the round's set (P slots of a round, and each rank's
+ * round of its buffer in and out: 3 P rounds; an allgather's in and P out:
+ * P (P + 2)); a reduction gamma per byte. Allreduce up to
  * 16 KiB: its input in, a barrier, then every input reduced into its
  * output (a copy and P - 1 reductions). Above, per round of 1 MiB (len L):
  * the other P - 1 slices of L / P in, a barrier, its own slice reduced (a
@@ -367,9 +369,10 @@ static double native_formula(int coll, int P, double bytes)
     double wakes = share > 1 ? ceil((double)(P - cores) / cores) : 0;
     double barrier = share * alpha_ns + wakes * wake_ns, t = 0;
     int gather = coll == PLX_COLL_ALLGATHER;
-    double working_set = P * (gather ? (P + 1) * bytes : bytes) + 2.0 * P * fmin(bytes, 1 << 20);
+    double round = fmin(bytes, 1 << 20), working_set = P * (gather ? (P + 1) * bytes : bytes) + 2.0 * P * round;
+    double round_set = P * round + P * (gather ? P + 1 : 2) * round;
     double per_core = working_set / (cores > 0 && P > cores ? cores : P);
-    double per_byte = beta_ns + host_beyond(working_set) * host_mem_ns +
+    double per_byte = beta_ns + (host_beyond(working_set) + host_beyond(round_set)) / 2 * host_mem_ns +
                       (per_core <= private_bytes ? 1 : private_bytes / per_core) * private_ns;
     if (!gather && bytes <= 16 << 10)
         return barrier + share * (2 * (bytes * per_byte + fmin(bytes, head_bytes) * head_ns) +
