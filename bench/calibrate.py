@@ -239,7 +239,8 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, h
              f"alpha {alpha_us:.3f} us, beta {beta_ns:.4f} ns/B, gamma {gamma_ns:.4f} ns/B, wake-up {wake_us:.3f} us, "
              f"memory {mem_ns:.4f} ns/B beyond {cache} B, head {head_ns:.4f} ns/B of a copy's first {head} B",
              f"another core's cache {private_ns:.4f} ns/B of {private} B, an unanswered message's ACK {ack_us:.3f} us, "
-             f"a rendezvous message's overhead {rdv_us:.3f} us, the host's memory {host_ns:.4f} ns/B beyond {host_cache} B"]
+             f"a rendezvous message's overhead {rdv_us:.3f} us, "
+             f"the host's memory {host_ns:.4f} ns/B beyond {host_cache} B"]
     with open(path, "w") as f:
         f.write("".join(f"# {line}\n" for part in parts for line in textwrap.wrap(part, 150))
                 + "[sim]\n"

@@ -200,8 +200,8 @@ static int queue_slots(const struct impl *c)
     return c->fiber ? sim_fiber_count(c->fiber) : c->w->size;
 }
 
-/* The bytes of the operation's buffers on the host of the rank whose
- * footprint c has: every rank of the host runs the same operation. */
+/* The operation's buffers on c's host: c's footprint on each of the
+ * host's ranks (they run the same operation). */
 static double host_set(const struct impl *c, int slots)
 {
     return c->footprint_bytes * ranks_on_host(&c->cfg.model, slots, c->model_rank);

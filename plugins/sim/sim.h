@@ -46,7 +46,7 @@ struct sim_model {
     double intra_alpha_ns, intra_beta_ns; /* within a host: latency, ns per byte */
     double intra_cache_bytes;  /* within a host: the bytes of a message its copies keep in cache */
     double intra_memory_beta_ns; /* ... and the ns each byte beyond them costs more (0: none) */
-    double host_cache_bytes;   /* the cache a host's ranks share for an operation's buffers (0: no limit) */
+    double host_cache_bytes;   /* the cache a host's ranks share for an operation's buffers (0: none) */
     double host_memory_beta_ns; /* ... and the ns a copied byte costs more by the share beyond it (0: none) */
     double intra_head_bytes;   /* within a host: the first bytes of each copy ... */
     double intra_head_beta_ns; /* ... cost this many ns each more (0: none) */
