@@ -523,9 +523,9 @@ def main():
             fits = []
             native = NATIVE.get(t, "none")
 
-            def unit(u, cache, head):
+            def unit(u, cache, head, host_cache=0):
                 return unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, cache, head, native,
-                                         a.serial_copies, only=[u])
+                                         a.serial_copies, only=[u], host_cache=host_cache)
 
             # Only the memory's unit depends on the cache, and only the head's on the head: the others once.
             base = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native, a.serial_copies,
@@ -541,8 +541,7 @@ def main():
             heads = HEADS_OF.get(t, [0])
             head_of = {head: unit(5, 0, head) if head else {k: [0.0] * UNITS for k in base} for head in heads}
             host_caches = [host_cache_of] if host_cache_of is not None else HOST_CACHES
-            host_of = {hc: unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native,
-                                             a.serial_copies, only=[9], host_cache=hc) for hc in host_caches}
+            host_of = {hc: unit(9, 0, 0, hc) for hc in host_caches}
             for cache in CACHES:
                 for head in heads:
                     for hc in host_caches:
