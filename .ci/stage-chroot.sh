@@ -1,23 +1,35 @@
 #!/bin/sh
-# CI stage "torch2": plexus built inside a Debian 13 (trixie) chroot and its
-# torch suite run there against torch 2.6 (the host, Debian 12, has 1.13).
-#   .ci/stage-trixie.sh start  begin making (or reusing) the chroot in the
-#                              background and return: it is mostly network
-#                              and disk, so it overlaps the stages after it
-#   .ci/stage-trixie.sh        wait for that (or make it now), build plexus
-#                              in it, run the torch suite there
-# Meson's test log lands in build-trixie/meson-logs/testlog.json for CI's
+# CI stages "torch2" (Debian 13, trixie) and "sid" (Debian unstable): plexus
+# built inside a chroot of that stack (scripts/chroot.sh) and the tests below
+# run there against its torch, MPI, UCC and gloo (the host is Debian 12).
+#   .ci/stage-chroot.sh SUITE start  begin making (or reusing) the chroot in
+#                                    the background and return: it is mostly
+#                                    network and disk, so it overlaps the
+#                                    stages after it
+#   .ci/stage-chroot.sh SUITE        wait for that (or make it now), build
+#                                    plexus in it, run the tests there
+# Meson's test log lands in build-SUITE/meson-logs/testlog.json for CI's
 # count. When no chroot can be made here (no root, no debootstrap, no
-# network) the stage says why, writes build-trixie/skipped and exits 0.
-# PLEXUS_CI_TRIXIE=0 skips it the same way. CI_DEADLINE_S (seconds since
-# the epoch) is when the stage must be over, for CI's time limit: the wait
-# for the chroot, the build and the tests stop there, and only the tests
-# that finished count (the stage says so).
+# network, sid's archive broken today) the stage says why, writes
+# build-SUITE/skipped and exits 0. PLEXUS_CI_CHROOTS (default "trixie sid")
+# lists the stages that run; one not listed skips the same way.
+# CI_DEADLINE_S (seconds since the epoch) is when the stage must be over, for
+# CI's time limit: the wait for the chroot, the build and the tests stop
+# there, and only the tests that finished count (the stage says so).
 set -u
 cd "$(dirname "$0")/.."
-out=$PWD/build-trixie
+suite=${1:-}
+case $suite in
+trixie | sid) shift ;;
+*)
+    echo "usage: $0 trixie|sid [start]" >&2
+    exit 2
+    ;;
+esac
+out=$PWD/build-$suite
+enabled() { case " ${PLEXUS_CI_CHROOTS-trixie sid} " in *" $suite "*) return 0 ;; esac; return 1; }
 skipped() {
-    echo "torch2 stage: not run: $*"
+    echo "$suite stage: not run: $*"
     mkdir -p "$out"
     echo "$*" >"$out/skipped"
     exit 0
@@ -28,21 +40,29 @@ skipped() {
 # own suite once: world size 3 with forked ranks (torch 2.6 skips its larger-world
 # tests below 8 ranks, so world size 2 runs the same tests, and spawning fresh
 # interpreters took 486 s here against about a third of that forked; the host's
-# main suite spawns them on torch 1.13). PLEXUS_TRIXIE_TESTS="--suite torch" runs both.
-tests=${PLEXUS_TRIXIE_TESTS:-"mpi_openmpi_ulfm mpi_openmpi_ulfm_shrink_3 mpi_openmpi_ulfm_shrink_4 torchrun_agent_store torch2_store_wire torch_matrix torch_extras torch_extras_tcp
+# main suite spawns them on torch 1.13). PLEXUS_CHROOT_TESTS="--suite torch" runs both.
+case $suite in
+trixie)
+    tests=${PLEXUS_CHROOT_TESTS:-"mpi_openmpi_ulfm mpi_openmpi_ulfm_shrink_3 mpi_openmpi_ulfm_shrink_4 torchrun_agent_store torch2_store_wire torch_matrix torch_extras torch_extras_tcp
 torch_recreate_2 torch_recreate_4 torch_revoke torch_symmetric torch_teardown torch_dist_suite_3 torch_ddp"}
+    ;;
+# What CI runs on sid: UCC's suite (no earlier Debian has UCC).
+sid)
+    tests=${PLEXUS_CHROOT_TESTS:-"--suite ucc"}
+    ;;
+esac
 
 if [ "${1:-}" = start ]; then
     rm -rf "$out"
     mkdir -p "$out"
-    [ "${PLEXUS_CI_TRIXIE:-1}" = 0 ] && exit 0
+    enabled || exit 0
     (
         if ! command -v debootstrap >/dev/null; then
             apt-get install -y -qq --no-install-recommends debootstrap >/dev/null 2>&1 ||
                 echo "cannot install debootstrap"
         fi
         t0=$(date +%s)
-        nice -n 10 sh scripts/chroot-trixie.sh create
+        nice -n 10 sh scripts/chroot.sh "$suite" create
         rc=$?
         echo "making the chroot: exit $rc after $(($(date +%s) - t0)) s"
         echo $rc >"$out/create.rc"
@@ -53,21 +73,21 @@ if [ "${1:-}" = start ]; then
         idle="chrt --idle 0"
         $idle true 2>/dev/null || idle="nice -n 19"
         t0=$(date +%s)
-        PLEXUS_TRIXIE_TESTS=$(echo $tests) $idle sh scripts/chroot-trixie.sh build
+        PLEXUS_CHROOT_TESTS=$(echo $tests) $idle sh scripts/chroot.sh "$suite" build
         rc=$?
         echo "building plexus in the chroot: exit $rc after $(($(date +%s) - t0)) s"
         echo $rc >"$out/build.rc"
     ) </dev/null >"$out/create.log" 2>&1 &
-    echo "torch2 stage: making the Debian 13 chroot in the background (log: $out/create.log)"
+    echo "$suite stage: making the $suite chroot in the background (log: $out/create.log)"
     exit 0
 fi
 
-[ "${PLEXUS_CI_TRIXIE:-1}" = 0 ] && skipped "PLEXUS_CI_TRIXIE=0"
+enabled || skipped "PLEXUS_CI_CHROOTS does not list $suite"
 start=$(date +%s)
 mkdir -p "$out"
 if [ ! -f "$out/create.log" ]; then
     # Not started in the background: make it now.
-    sh .ci/stage-trixie.sh start
+    sh .ci/stage-chroot.sh "$suite" start
 fi
 # Seconds left before CI_DEADLINE_S (an hour when none is set).
 left() {
@@ -102,14 +122,14 @@ while [ ! -f "$out/build.rc" ] && [ "$(left)" -gt $need ]; do
     waited=$((waited + 5))
 done
 [ -f "$out/build.rc" ] || skipped "the build in the chroot was not done after $waited s, with $(left) s left of CI's time"
-echo "torch2 stage: waited $waited s for the chroot and its build"
+echo "$suite stage: waited $waited s for the chroot and its build"
 mkdir -p "$out/meson-logs"
 # Twice meson's timeouts: the suite's multi-process tests run longer on
 # torch 2.6 (Python 3.13) than the host's timeouts were set for.
-PLEXUS_TRIXIE_SECONDS=$(left) PLEXUS_TRIXIE_TIMEOUT_MULT=${PLEXUS_TRIXIE_TIMEOUT_MULT:-2} PLEXUS_TRIXIE_TESTS=$(echo $tests) \
-    PLEXUS_TRIXIE_TESTLOG=$out/meson-logs/testlog.json sh scripts/chroot-trixie.sh test
+PLEXUS_CHROOT_SECONDS=$(left) PLEXUS_CHROOT_TIMEOUT_MULT=${PLEXUS_CHROOT_TIMEOUT_MULT:-2} PLEXUS_CHROOT_TESTS=$(echo $tests) \
+    PLEXUS_CHROOT_TESTLOG=$out/meson-logs/testlog.json sh scripts/chroot.sh "$suite" test
 rc=$?
-echo "torch2 stage: $(($(date +%s) - start)) s, exit $rc"
+echo "$suite stage: $(($(date +%s) - start)) s, exit $rc"
 # Stopped by CI's time budget before any test finished: nothing to count.
 [ $rc = 0 ] && [ ! -f "$out/meson-logs/testlog.json" ] && skipped "CI's time ran out before a test finished"
 exit $rc

@@ -1,37 +1,56 @@
 #!/bin/sh
-# A Debian 13 (trixie) chroot with torch 2.6, for building plexus and running
-# its torch suite against torch 2.x (the host, Debian 12, has torch 1.13).
-#   sh scripts/chroot-trixie.sh [test]  make or reuse the chroot, build this
-#                                       tree inside it, run the torch suite
-#   sh scripts/chroot-trixie.sh create  only make (or reuse) the chroot
-#   sh scripts/chroot-trixie.sh build   make or reuse it, build in it what the
+# A Debian chroot of a newer stack than the host's, for building plexus and
+# running its tests there: Debian 13 (trixie: torch 2.6, Open MPI 5 with
+# ULFM) and Debian unstable (sid: torch 2.14, gloo 2025, MPICH 5 and Open MPI 6
+# with the MPI-5 ABI, UCC 1.9, PMIx 7, Slurm 26). The host is Debian 12.
+#   sh scripts/chroot.sh SUITE [test]   make or reuse the chroot, build this
+#                                       tree inside it, run its tests
+#   sh scripts/chroot.sh SUITE create   only make (or reuse) the chroot
+#   sh scripts/chroot.sh SUITE build    make or reuse it, build in it what the
 #                                       tests `test` runs need (CI does this
 #                                       early, at idle priority)
-#   sh scripts/chroot-trixie.sh shell   a shell in it (source at /src)
-#   sh scripts/chroot-trixie.sh run CMD CMD run by sh in /src (as `test` left it)
-#   sh scripts/chroot-trixie.sh destroy delete the cached chroot
-# The chroot is cached in $PLEXUS_TRIXIE_CACHE (default /var/cache/plexus-trixie),
-# outside the source tree, and rebuilt when the package list below changes.
-# Needs root and debootstrap; the mirror is Debian's ($PLEXUS_TRIXIE_MIRROR).
+#   sh scripts/chroot.sh SUITE shell    a shell in it (source at /src)
+#   sh scripts/chroot.sh SUITE run CMD  CMD run by sh in /src (as `test` left it)
+#   sh scripts/chroot.sh SUITE destroy  delete the cached chroot
+# SUITE is trixie or sid. The chroot is cached in $PLEXUS_CHROOT_CACHE
+# (default /var/cache/plexus-SUITE), outside the source tree, and made again
+# when its package list below changes. Needs root and debootstrap; the mirror
+# is Debian's ($PLEXUS_CHROOT_MIRROR).
 # Exit 77 (with the reason) where a chroot cannot be made here.
-# PLEXUS_TRIXIE_TESTLOG=FILE: where `test` copies meson's test log (CI counts it).
-# PLEXUS_TRIXIE_TESTS="NAME...": the tests `test` runs (default: --suite torch);
-# PLEXUS_TRIXIE_TIMEOUT_MULT=N: meson's timeout multiplier for them (a loaded machine).
+# PLEXUS_CHROOT_TESTLOG=FILE: where `test` copies meson's test log (CI counts it).
+# PLEXUS_CHROOT_TESTS="NAME...": the tests `test` runs (default: --suite torch);
+# PLEXUS_CHROOT_TIMEOUT_MULT=N: meson's timeout multiplier for them (a loaded machine).
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
-cache=${PLEXUS_TRIXIE_CACHE:-/var/cache/plexus-trixie}
-mirror=${PLEXUS_TRIXIE_MIRROR:-http://deb.debian.org/debian}
+suite=${1:-}
+case $suite in
+trixie | sid) shift ;;
+*)
+    echo "usage: $0 trixie|sid [test|create|build|shell|run CMD|destroy]" >&2
+    exit 2
+    ;;
+esac
+cache=${PLEXUS_CHROOT_CACHE:-/var/cache/plexus-$suite}
+mirror=${PLEXUS_CHROOT_MIRROR:-http://deb.debian.org/debian}
 root=$cache/root
 action=${1:-test}
 
-# What building plexus and its torch suite needs on trixie, installed without
-# what they only recommend (python3-expecttest: torch's test utilities import
-# it; bookworm has none), and Open MPI 5, whose ULFM (mpirun --with-ft ulfm)
-# the mpi plugin's native shrink runs on (Debian 12's Open MPI has none).
-# Most of the 2 GB are torch's own dependencies.
-packages="gcc g++ libc6-dev meson ninja-build pkg-config python3 python3-dev pybind11-dev
+# What building plexus and its tests need, installed without what they only
+# recommend (python3-expecttest: torch's test utilities import it; bookworm
+# has none). Most of the gigabytes are torch's own dependencies.
+common="gcc g++ libc6-dev meson ninja-build pkg-config python3 python3-dev pybind11-dev
 libinih-dev libsodium-dev libjansson-dev python3-numpy iproute2 procps
-python3-torch libtorch-dev python3-expecttest libopenmpi-dev openmpi-bin"
+python3-torch libtorch-dev python3-expecttest"
+case $suite in
+# Open MPI 5, whose ULFM (mpirun --with-ft ulfm) the mpi plugin's native
+# shrink runs on (Debian 12's Open MPI has none).
+trixie) packages="$common libopenmpi-dev openmpi-bin" ;;
+# The present HPC stack: gloo 2025 (the tcp plugin's wire peer), MPICH 5 and
+# Open MPI 6, both with the MPI-5 standard ABI (libmpi_abi.so.1, mpi_abi.h),
+# UCC over UCX, PMIx 7 and Slurm with its PMIx plugin, safetensors.
+sid) packages="$common libgloo-dev mpich libmpich-dev openmpi-bin libopenmpi-dev libucc-dev
+libpmix-dev slurmctld slurmd slurm-client munge python3-safetensors" ;;
+esac
 stamp=$(printf '%s %s\n' "$mirror" "$packages" | md5sum | cut -d' ' -f1)
 
 skip() { echo "SKIP: $*"; exit 77; }
@@ -74,7 +93,7 @@ install_packages() {
 
 create() {
     if [ -f "$cache/stamp" ] && [ "$(cat "$cache/stamp")" = "$stamp" ]; then
-        echo "trixie chroot: reusing $root"
+        echo "$suite chroot: reusing $root"
         return 0
     fi
     [ "$(id -u)" = 0 ] || skip "making a chroot needs root"
@@ -82,18 +101,18 @@ create() {
     # list in place (minutes, not the half hour of a new one); `destroy` then
     # `create` starts over.
     if [ -f "$cache/stamp" ] && [ -x "$root/usr/bin/apt-get" ] && ! grep -q " $root/" /proc/mounts; then
-        echo "trixie chroot: package list changed, updating $root in place"
+        echo "$suite chroot: package list changed, updating $root in place"
         t0=$(date +%s)
         cp /etc/resolv.conf "$root/etc/resolv.conf"
         mount_all
         install_packages
         unmount_all
         echo "$stamp" >"$cache/stamp"
-        echo "trixie chroot: packages $(($(date +%s) - t0)) s"
+        echo "$suite chroot: packages $(($(date +%s) - t0)) s"
         return 0
     fi
     command -v debootstrap >/dev/null || skip "debootstrap not installed (apt-get install debootstrap)"
-    [ -f /usr/share/debootstrap/scripts/trixie ] || skip "this debootstrap does not know trixie"
+    [ -f "/usr/share/debootstrap/scripts/$suite" ] || skip "this debootstrap does not know $suite"
     # Never delete through a mount left by an interrupted run (/dev is bound in).
     if grep -q " $root/" /proc/mounts; then
         echo "FAIL: something is still mounted under $root (umount it first)"
@@ -102,8 +121,8 @@ create() {
     rm -rf "$cache"
     mkdir -p "$cache"
     t0=$(date +%s)
-    echo "trixie chroot: debootstrap into $root from $mirror"
-    if ! debootstrap --variant=minbase trixie "$root" "$mirror" >"$cache/debootstrap.log" 2>&1; then
+    echo "$suite chroot: debootstrap into $root from $mirror"
+    if ! debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$cache/debootstrap.log" 2>&1; then
         tail -20 "$cache/debootstrap.log"
         echo "FAIL: debootstrap (log: $cache/debootstrap.log)"
         exit 1
@@ -114,15 +133,15 @@ create() {
     install_packages
     unmount_all
     echo "$stamp" >"$cache/stamp"
-    echo "trixie chroot: debootstrap $((t1 - t0)) s, packages $(($(date +%s) - t1)) s"
+    echo "$suite chroot: debootstrap $((t1 - t0)) s, packages $(($(date +%s) - t1)) s"
 }
 
 # The tree as git sees it (tracked and untracked-not-ignored files) into /src.
-# /src/build stays (PLEXUS_TRIXIE_FRESH=1 removes it) and the files keep
+# /src/build stays (PLEXUS_CHROOT_FRESH=1 removes it) and the files keep
 # their times, so ninja there rebuilds only what changed.
 copy_source() {
     mkdir -p "$root/src"
-    if [ "${PLEXUS_TRIXIE_FRESH:-0}" = 1 ]; then
+    if [ "${PLEXUS_CHROOT_FRESH:-0}" = 1 ]; then
         rm -rf "$root/src/build"
     fi
     find "$root/src" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
@@ -135,11 +154,16 @@ configure() {
     # -Dtorch=enabled: a plexus.torch that fails to build against torch 2.x is a failure, not a skip;
     # so is an mpi plugin that fails against Open MPI 5.
     # A kept build reconfigures itself when a meson.build changed (and here when the options did).
-    opts="-Dwerror=true -Dtorch=enabled -Dmpi=enabled -Dmpi_impls=openmpi -Dnccl=disabled -Ducc=disabled"
+    # The same on sid for ucc (UCC 1.9 is there) and the MPI plugins.
+    case $suite in
+    trixie) opts="-Dwerror=true -Dtorch=enabled -Dmpi=enabled -Dmpi_impls=openmpi -Dnccl=disabled -Ducc=disabled" ;;
+    sid) opts="-Dwerror=true -Dtorch=enabled -Dmpi=enabled -Dnccl=disabled -Ducc=enabled" ;;
+    esac
+    opts="$opts ${PLEXUS_CHROOT_MESON_ARGS:-}"
     if ! chroot "$root" sh -c "cd /src && { if [ -f build/build.ninja ]; then meson configure build $opts; \
             else meson setup build $opts; fi >/tmp/setup.log 2>&1 ||
             { tail -30 /tmp/setup.log; exit 1; }; }"; then
-        echo "FAIL: configuring plexus in the trixie chroot"
+        echo "FAIL: configuring plexus in the $suite chroot"
         exit 1
     fi
 }
@@ -157,7 +181,7 @@ build)
     # What `meson test` would build for these tests (their dependencies, as
     # meson's rebuild_deps picks them), so `test` finds them up to date; a
     # suite (--suite NAME) builds everything.
-    tests=${PLEXUS_TRIXIE_TESTS:---suite torch}
+    tests=${PLEXUS_CHROOT_TESTS:---suite torch}
     case $tests in
     -*) targets="" ;;
     *)
@@ -177,10 +201,10 @@ PY
         ;;
     esac
     if ! chroot "$root" sh -c "cd /src && ninja -C build $targets >/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }"; then
-        echo "FAIL: building plexus in the trixie chroot"
+        echo "FAIL: building plexus in the $suite chroot"
         exit 1
     fi
-    echo "trixie chroot: build $(($(date +%s) - t0)) s"
+    echo "$suite chroot: build $(($(date +%s) - t0)) s"
     ;;
 test)
     create
@@ -190,25 +214,25 @@ test)
     # What the tests need is built (meson test builds its tests' dependencies), not the rest.
     configure
     rc=0
-    # PLEXUS_TRIXIE_SECONDS bounds the build and the tests (CI's time budget):
+    # PLEXUS_CHROOT_SECONDS bounds the build and the tests (CI's time budget):
     # timeout stops the whole process group, and meson's log keeps the tests
     # that finished.
     rm -f "$root/src/build/meson-logs/testlog.json" # no earlier run's results
-    budget=${PLEXUS_TRIXIE_SECONDS:-0}
+    budget=${PLEXUS_CHROOT_SECONDS:-0}
     bound=""
     [ "$budget" -gt 0 ] && bound="timeout -k 30 $budget"
     $bound chroot "$root" sh -c 'cd /src && python3 -c "import torch; print(\"torch\", torch.__version__)" &&
-        nice -n 5 meson test -C build --print-errorlogs -t '"${PLEXUS_TRIXIE_TIMEOUT_MULT:-1} ${PLEXUS_TRIXIE_TESTS:---suite torch}" || rc=$?
+        nice -n 5 meson test -C build --print-errorlogs -t '"${PLEXUS_CHROOT_TIMEOUT_MULT:-1} ${PLEXUS_CHROOT_TESTS:---suite torch}" || rc=$?
     if [ -n "$bound" ] && { [ $rc = 124 ] || [ $rc = 137 ]; }; then
-        echo "trixie chroot: stopped at the time budget ($budget s); the tests that finished are in the log," \
+        echo "$suite chroot: stopped at the time budget ($budget s); the tests that finished are in the log," \
              "the rest did not run"
         rc=0
     fi
 
     # Where the results land for CI's count (outside the chroot).
-    [ -z "${PLEXUS_TRIXIE_TESTLOG:-}" ] || [ ! -f "$root/src/build/meson-logs/testlog.json" ] ||
-        cp "$root/src/build/meson-logs/testlog.json" "$PLEXUS_TRIXIE_TESTLOG"
-    echo "trixie chroot: build and tests $(($(date +%s) - t0)) s"
+    [ -z "${PLEXUS_CHROOT_TESTLOG:-}" ] || [ ! -f "$root/src/build/meson-logs/testlog.json" ] ||
+        cp "$root/src/build/meson-logs/testlog.json" "$PLEXUS_CHROOT_TESTLOG"
+    echo "$suite chroot: build and tests $(($(date +%s) - t0)) s"
     exit $rc
     ;;
 shell)
@@ -229,10 +253,10 @@ destroy)
         exit 1
     fi
     rm -rf "$cache"
-    echo "trixie chroot: removed $cache"
+    echo "$suite chroot: removed $cache"
     ;;
 *)
-    echo "usage: $0 [test|create|shell|run CMD|destroy]" >&2
+    echo "usage: $0 trixie|sid [test|create|build|shell|run CMD|destroy]" >&2
     exit 2
     ;;
 esac
