@@ -82,6 +82,8 @@ install_packages() {
     # No fsync per file: a chroot that breaks halfway is made again anyway.
     echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/plexus-unsafe-io"
     # shellcheck disable=SC2086 # one package a word
+    # sid's Release file can be past its Valid-Until date on the mirror.
+    echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99plexus-valid-until"
     if ! chroot "$root" sh -c "export DEBIAN_FRONTEND=noninteractive; apt-get update -qq &&
             apt-get install -y -qq --no-install-recommends $(echo $packages)" >"$cache/packages.log" 2>&1; then
         tail -20 "$cache/packages.log"
@@ -128,6 +130,9 @@ create() {
         exit 1
     fi
     t1=$(date +%s)
+    # A stamp that matches no package list: if the packages below fail, the
+    # next run installs them in place instead of debootstrapping again.
+    echo debootstrapped >"$cache/stamp"
     cp /etc/resolv.conf "$root/etc/resolv.conf"
     mount_all
     install_packages
