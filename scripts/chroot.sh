@@ -9,7 +9,8 @@
 #   sh scripts/chroot.sh SUITE build    make or reuse it, build in it what the
 #                                       tests `test` runs need (CI does this
 #                                       early, at idle priority)
-#   sh scripts/chroot.sh SUITE shell    a shell in it (source at /src)
+#   sh scripts/chroot.sh SUITE shell    a shell in it (source at /src, or
+#                                       $PLEXUS_CHROOT_SRC)
 #   sh scripts/chroot.sh SUITE run CMD  CMD run by sh in /src (as `test` left it)
 #   sh scripts/chroot.sh SUITE destroy  delete the cached chroot
 # SUITE is trixie or sid. The chroot is cached in $PLEXUS_CHROOT_CACHE
@@ -33,6 +34,9 @@ esac
 cache=${PLEXUS_CHROOT_CACHE:-/var/cache/plexus-$suite}
 mirror=${PLEXUS_CHROOT_MIRROR:-http://deb.debian.org/debian}
 root=$cache/root
+# Where this tree lands in the chroot: two checkouts (worktrees) that share a
+# chroot each set their own.
+csrc=${PLEXUS_CHROOT_SRC:-/src}
 action=${1:-test}
 
 # What building plexus and its tests need, installed without what they only
@@ -61,8 +65,12 @@ unmount_all() {
     mounted=""
 }
 mount_all() {
-    trap unmount_all EXIT
-    trap 'unmount_all; exit 130' INT TERM
+    # PLEXUS_CHROOT_KEEP_MOUNTS=1 leaves them for the next run: runs from
+    # several checkouts at once must not unmount under each other.
+    if [ "${PLEXUS_CHROOT_KEEP_MOUNTS:-0}" != 1 ]; then
+        trap unmount_all EXIT
+        trap 'unmount_all; exit 130' INT TERM
+    fi
     # Another run of this script in the same chroot (`run` beside `test`)
     # shares its mounts: a second /dev/shm would hide the first one's rings.
     if grep -q " $root/proc " /proc/mounts; then
@@ -141,20 +149,20 @@ create() {
     echo "$suite chroot: debootstrap $((t1 - t0)) s, packages $(($(date +%s) - t1)) s"
 }
 
-# The tree as git sees it (tracked and untracked-not-ignored files) into /src.
-# /src/build stays (PLEXUS_CHROOT_FRESH=1 removes it) and the files keep
+# The tree as git sees it (tracked and untracked-not-ignored files) into
+# $csrc (/src). Its build folder stays (PLEXUS_CHROOT_FRESH=1 removes it) and the files keep
 # their times, so ninja there rebuilds only what changed.
 copy_source() {
-    mkdir -p "$root/src"
+    mkdir -p "$root$csrc"
     if [ "${PLEXUS_CHROOT_FRESH:-0}" = 1 ]; then
-        rm -rf "$root/src/build"
+        rm -rf "$root$csrc/build"
     fi
-    find "$root/src" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
+    find "$root$csrc" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
     (cd "$src" && git ls-files -z --cached --others --exclude-standard |
-        xargs -0 cp -p --parents -t "$root/src" 2>/dev/null) || true
+        xargs -0 cp -p --parents -t "$root$csrc" 2>/dev/null) || true
 }
 
-# /src/build configured (set up, or its options set again) in the mounted chroot.
+# $csrc/build configured (set up, or its options set again) in the mounted chroot.
 configure() {
     # -Dtorch=enabled: a plexus.torch that fails to build against torch 2.x is a failure, not a skip;
     # so is an mpi plugin that fails against Open MPI 5.
@@ -165,7 +173,7 @@ configure() {
     sid) opts="-Dwerror=true -Dtorch=enabled -Dmpi=enabled -Dnccl=disabled -Ducc=enabled" ;;
     esac
     opts="$opts ${PLEXUS_CHROOT_MESON_ARGS:-}"
-    if ! chroot "$root" sh -c "cd /src && { if [ -f build/build.ninja ]; then meson configure build $opts; \
+    if ! chroot "$root" sh -c "cd $csrc && { if [ -f build/build.ninja ]; then meson configure build $opts; \
             else meson setup build $opts; fi >/tmp/setup.log 2>&1 ||
             { tail -30 /tmp/setup.log; exit 1; }; }"; then
         echo "FAIL: configuring plexus in the $suite chroot"
@@ -191,21 +199,22 @@ build)
     -*) targets="" ;;
     *)
         # shellcheck disable=SC2086 # one test name per word
-        targets=$(chroot "$root" python3 - $tests <<'PY'
+        targets=$(chroot "$root" python3 - "$csrc" $tests <<'PY'
 import json, os, sys
-info = "/src/build/meson-info/"
+src = sys.argv.pop(1)
+info = src + "/build/meson-info/"
 files = {t["id"]: t["filename"] for t in json.load(open(info + "intro-targets.json"))}
 out = set()
 for t in json.load(open(info + "intro-tests.json")):
     if t["name"] in sys.argv[1:]:
         for d in t["depends"]:
-            out.update(os.path.relpath(f, "/src/build") for f in files[d])
+            out.update(os.path.relpath(f, src + "/build") for f in files[d])
 print(" ".join(sorted(out)))
 PY
 ) || exit 1
         ;;
     esac
-    if ! chroot "$root" sh -c "cd /src && ninja -C build $targets >/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }"; then
+    if ! chroot "$root" sh -c "cd $csrc && ninja -C build $targets >/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }"; then
         echo "FAIL: building plexus in the $suite chroot"
         exit 1
     fi
@@ -222,11 +231,11 @@ test)
     # PLEXUS_CHROOT_SECONDS bounds the build and the tests (CI's time budget):
     # timeout stops the whole process group, and meson's log keeps the tests
     # that finished.
-    rm -f "$root/src/build/meson-logs/testlog.json" # no earlier run's results
+    rm -f "$root$csrc/build/meson-logs/testlog.json" # no earlier run's results
     budget=${PLEXUS_CHROOT_SECONDS:-0}
     bound=""
     [ "$budget" -gt 0 ] && bound="timeout -k 30 $budget"
-    $bound chroot "$root" sh -c 'cd /src && python3 -c "import torch; print(\"torch\", torch.__version__)" &&
+    $bound chroot "$root" sh -c 'cd '"$csrc"' && python3 -c "import torch; print(\"torch\", torch.__version__)" &&
         nice -n 5 meson test -C build --print-errorlogs -t '"${PLEXUS_CHROOT_TIMEOUT_MULT:-1} ${PLEXUS_CHROOT_TESTS:---suite torch}" || rc=$?
     if [ -n "$bound" ] && { [ $rc = 124 ] || [ $rc = 137 ]; }; then
         echo "$suite chroot: stopped at the time budget ($budget s); the tests that finished are in the log," \
@@ -235,22 +244,22 @@ test)
     fi
 
     # Where the results land for CI's count (outside the chroot).
-    [ -z "${PLEXUS_CHROOT_TESTLOG:-}" ] || [ ! -f "$root/src/build/meson-logs/testlog.json" ] ||
-        cp "$root/src/build/meson-logs/testlog.json" "$PLEXUS_CHROOT_TESTLOG"
+    [ -z "${PLEXUS_CHROOT_TESTLOG:-}" ] || [ ! -f "$root$csrc/build/meson-logs/testlog.json" ] ||
+        cp "$root$csrc/build/meson-logs/testlog.json" "$PLEXUS_CHROOT_TESTLOG"
     echo "$suite chroot: build and tests $(($(date +%s) - t0)) s"
     exit $rc
     ;;
 shell)
     create
-    [ -d "$root/src" ] || copy_source
+    [ -d "$root$csrc" ] || copy_source
     mount_all
-    chroot "$root" sh -c 'cd /src && exec bash -i' || true
+    chroot "$root" sh -c "cd $csrc && exec bash -i" || true
     ;;
 run)
     shift
     create
     mount_all
-    chroot "$root" sh -c "cd /src && $*"
+    chroot "$root" sh -c "cd $csrc && $*"
     ;;
 destroy)
     if grep -q " $root/" /proc/mounts; then
