@@ -9,6 +9,17 @@ function interface), so the package needs nothing beyond Python itself:
     >>> [b["name"] for b in plexus.backends() if b["usable"]]
     ['tcp', 'sim']
 
+Collectives without torch, on numpy arrays and other buffers:
+
+    >>> with plexus.init() as comm:          # under plexus-run, torchrun, srun
+    ...     x = np.ones(4, np.float32)
+    ...     comm.allreduce(x, op=plexus.SUM)  # in place
+
+plexus.Comm (plexus.init, split, shrink, grow, plexus.join) holds the
+collectives; plexus.Request the nonblocking ones; failures raise
+PlexusError subclasses named after plexus's status (docs/python.md). The
+collectives need numpy; version(), backends() and info() do not.
+
 plexus.torch registers the torch.distributed backend "plexus" (a C++
 extension built against the installed torch).
 """
@@ -18,12 +29,25 @@ import shutil
 import subprocess
 
 from . import _lib
+from .errors import *  # noqa: F401,F403 (PlexusError and one class per status)
+from .errors import PlexusError, __all__ as _errors_all
 
-__all__ = ["version", "backends", "info", "PlexusError"]
+__all__ = ["version", "backends", "info", "Comm", "Request", "Op", "init", "join", "describe_bootstrap",
+           "finalize", "IN_PLACE", "ANY_SOURCE", "SUM", "PROD", "MIN", "MAX", "AVG"] + _errors_all
 
 
-class PlexusError(RuntimeError):
-    """A failed plexus call: the status name and plexus's own message."""
+def __getattr__(name):
+    """The collectives' names, imported on first use (they need numpy)."""
+    if name in ("Comm", "IN_PLACE", "ANY_SOURCE", "SUM", "PROD", "MIN", "MAX", "AVG", "Op"):
+        from . import comm
+        return getattr(comm, name)
+    if name == "Request":
+        from ._request import Request
+        return Request
+    if name in ("init", "join", "describe_bootstrap", "finalize"):
+        from . import _setup
+        return getattr(_setup, name)
+    raise AttributeError("module 'plexus' has no attribute %r" % name)
 
 
 def version():

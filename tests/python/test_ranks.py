@@ -1,0 +1,10 @@
+#!/usr/bin/python3
+"""test_ranks.py PLEXUS_RUN N BACKEND SCRIPT - run SCRIPT on N ranks under
+plexus-run (BACKEND "auto": plexus's choice) and pass on its exit status."""
+import subprocess
+import sys
+
+plexus_run, n, backend, script = sys.argv[1:5]
+cmd = [plexus_run, "-n", n, "--timeout", "120"] + (["--backend", backend] if backend != "auto" else [])
+p = subprocess.run(cmd + [sys.executable, "-B", script], timeout=180)
+sys.exit(p.returncode)
