@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """test_elastic.py BACKEND N - elastic_rank.py on N ranks started as
 torchrun starts them (launch.py, since plexus-run would stop the job when a
-rank dies): rank 1 is SIGKILLed while the others wait in an allreduce; each of them must raise PeerLostError within 2 s of the kill.
-Then the survivors shrink, a newcomer joins their grow, and a revoke ends
-everyone's recv within 2 s (elastic_rank.py checks those)."""
+rank dies): rank 1 is SIGKILLed while the others wait in an allreduce, and
+each of them must raise PeerLostError within 2 s of the kill. Then the
+survivors shrink, a newcomer joins their grow, and a revoke ends everyone's
+recv within 2 s (elastic_rank.py checks those)."""
 import os
 import sys
 import time
