@@ -37,17 +37,18 @@ __all__ = ["version", "backends", "info", "Comm", "Request", "Op", "init", "join
 
 
 def __getattr__(name):
-    """The collectives' names, imported on first use (they need numpy)."""
+    """The collectives' names, imported on first use (they need numpy) and
+    then kept in the module, so later lookups are plain attribute reads."""
     if name in ("Comm", "IN_PLACE", "ANY_SOURCE", "SUM", "PROD", "MIN", "MAX", "AVG", "Op"):
-        from . import comm
-        return getattr(comm, name)
-    if name == "Request":
-        from ._request import Request
-        return Request
-    if name in ("init", "join", "describe_bootstrap", "finalize"):
-        from . import _setup
-        return getattr(_setup, name)
-    raise AttributeError("module 'plexus' has no attribute %r" % name)
+        from . import comm as mod
+    elif name == "Request":
+        from . import _request as mod
+    elif name in ("init", "join", "describe_bootstrap", "finalize"):
+        from . import _setup as mod
+    else:
+        raise AttributeError("module 'plexus' has no attribute %r" % name)
+    value = globals()[name] = getattr(mod, name)
+    return value
 
 
 def version():

@@ -25,10 +25,11 @@ import numpy as np
 from . import _lib
 from ._buffers import Buf, Op, op_code
 from ._request import Request, _size_array
-from .errors import InvalidUsageError, check
+from .errors import InvalidUsageError, check, error
 
 SUM, PROD, MIN, MAX, AVG = Op.SUM, Op.PROD, Op.MIN, Op.MAX, Op.AVG
 ANY_SOURCE = -1
+_FNS = {}  # name -> (plx_name, plx_iname)
 
 
 class _InPlace:
@@ -140,12 +141,20 @@ class Comm:
 
     def _go(self, nb, name, args, keep, result):
         """Run plx_<name> (blocking) or plx_i<name> (a Request)."""
-        lib = _lib.lib()
+        fns = _FNS.get(name)
+        if fns is None:
+            lib = _lib.lib()
+            fns = _FNS[name] = (getattr(lib, "plx_" + name), getattr(lib, "plx_i" + name))
+        h = self._h or self._handle()
         if not nb:
-            check(getattr(lib, "plx_" + name)(self._handle(), *args), name)
+            rc = fns[0](h, *args)
+            if rc:
+                raise error(rc, name)
             return result
         w = ctypes.c_void_p()
-        check(getattr(lib, "plx_i" + name)(self._handle(), *args, None, ctypes.byref(w)), name)
+        rc = fns[1](h, *args, None, ctypes.byref(w))
+        if rc:
+            raise error(rc, name)
         return Request(self, w.value, keep, result)
 
     def _pair(self, sendbuf, recvbuf):
