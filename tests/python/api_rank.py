@@ -6,7 +6,8 @@ each group proves): an unsupported dtype with every op and every collective
 is a TypeError, an unknown op a ValueError, non-contiguous or read-only
 buffers a ValueError. Errors from plexus carry their status: one class per
 PLX_ERR_* code, a Request.wait timeout (plexus.TimeoutError, still pending,
-then completed), a MismatchError when the ranks disagree. Also: buffer
+then completed), AbortedError for a request its communicator's destroy
+ended, a MismatchError when the ranks disagree. Also: buffer
 protocol and DLPack objects, pickled objects, split, the context manager.
 """
 import array
@@ -114,8 +115,8 @@ class DLPackOnly:
     def __init__(self, arr):
         self._a = arr
 
-    def __dlpack__(self, stream=None):
-        return self._a.__dlpack__()
+    def __dlpack__(self, **kw):  # numpy 2 asks for max_version, copy, ...
+        return self._a.__dlpack__(**kw)
 
     def __dlpack_device__(self):
         return self._a.__dlpack_device__()
@@ -202,6 +203,19 @@ def timeouts(comm):
     in_step(comm, "the timeout")
 
 
+def pending_destroy(comm):
+    """destroy() with a request pending aborts it: its wait raises AbortedError
+    at once, not after the communicator's timeout."""
+    sub = comm.split(0)
+    req = sub.irecv(np.zeros(2), (sub.rank + 1) % sub.size, tag=12) if sub.rank == 0 else None
+    sub.barrier()
+    sub.destroy()
+    if req is not None:
+        expect(req.done, "a request still pending after destroy")
+        e = raises(plexus.AbortedError, "wait on a request its destroy aborted", lambda: req.wait(timeout=5))
+        expect(e is None or e.status == -7, "AbortedError without its status: %r" % e)
+
+
 def mismatch(comm):
     """Different counts on a split: every rank's call raises MismatchError
     with the status and a message naming the calls."""
@@ -221,7 +235,7 @@ def main():
         expect(comm.rank >= 0 and comm.size >= 2 and comm.backend, "comm %r" % comm)
         text = plexus.describe_bootstrap()
         expect(text.startswith("rank %d of %d (from torchrun)" % (comm.rank, comm.size)), "describe_bootstrap: %r" % text)
-        for part in (refusals, buffers, objects, splits, timeouts, mismatch):
+        for part in (refusals, buffers, objects, splits, timeouts, pending_destroy, mismatch):
             part(comm)
             comm.barrier()
         print("rank %d of %d on %s: %d failures" % (comm.rank, comm.size, comm.backend, len(fails)), flush=True)

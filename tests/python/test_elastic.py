@@ -9,6 +9,12 @@ import os
 import sys
 import time
 
+try:
+    import numpy  # noqa: F401 - the ranks need it
+except ImportError as e:
+    print("SKIP: %s cannot import numpy (python3-numpy): %s" % (sys.executable, e))
+    sys.exit(77)
+
 from launch import Job
 
 backend, n = sys.argv[1], int(sys.argv[2])

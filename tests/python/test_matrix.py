@@ -7,6 +7,12 @@ import subprocess
 import sys
 import time
 
+try:
+    import numpy  # noqa: F401 - the ranks need it
+except ImportError as e:
+    print("SKIP: %s cannot import numpy (python3-numpy): %s" % (sys.executable, e))
+    sys.exit(77)
+
 plexus_run, backend, sizes = sys.argv[1], sys.argv[2], sys.argv[3:]
 rank_py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "matrix_rank.py")
 failed = 0

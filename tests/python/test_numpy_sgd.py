@@ -11,7 +11,11 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError as e:
+    print("SKIP: %s cannot import numpy (python3-numpy): %s" % (sys.executable, e))
+    sys.exit(77)
 
 example, backend = sys.argv[1], sys.argv[2]
 tmp = tempfile.mkdtemp(prefix="plexus-sgd-")
