@@ -7,12 +7,16 @@ is a TypeError, an unknown op a ValueError, non-contiguous or read-only
 buffers a ValueError. Errors from plexus carry their status: one class per
 PLX_ERR_* code, a Request.wait timeout (plexus.TimeoutError, still pending,
 then completed), AbortedError for a request its communicator's destroy
-ended, a MismatchError when the ranks disagree. Also: buffer
+ended and for a recv another thread's abort() ended, a MismatchError when
+the ranks disagree. The attributes match the launcher's variables. Also: buffer
 protocol and DLPack objects, pickled objects, split, the context manager.
 """
 import array
 import builtins
+import os
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -216,6 +220,23 @@ def pending_destroy(comm):
         expect(e is None or e.status == -7, "AbortedError without its status: %r" % e)
 
 
+def aborts(comm):
+    """abort() from another thread ends this rank's pending recv with
+    AbortedError at once (the peers leave the split only afterwards)."""
+    sub = comm.split(0)
+    if sub.rank == 0:
+        timer = threading.Timer(0.3, sub.abort)
+        timer.start()
+        t0 = time.monotonic()
+        e = raises(plexus.AbortedError, "recv on a comm another thread aborts",
+                   lambda: sub.recv(np.zeros(2), 1, tag=13))
+        expect(time.monotonic() - t0 < 5, "the abort took %.1f s to end the recv" % (time.monotonic() - t0))
+        expect(e is None or e.status == -7, "AbortedError without its status: %r" % e)
+        timer.join()
+    comm.barrier()
+    sub.destroy()
+
+
 def mismatch(comm):
     """Different counts on a split: every rank's call raises MismatchError
     with the status and a message naming the calls."""
@@ -232,10 +253,15 @@ def mismatch(comm):
 def main():
     status_classes()
     with plexus.init(timeout=30) as comm:
-        expect(comm.rank >= 0 and comm.size >= 2 and comm.backend, "comm %r" % comm)
+        env = os.environ
+        expect((comm.rank, comm.size, comm.local_rank, comm.local_size, comm.name) ==
+               (int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"]), int(env["LOCAL_WORLD_SIZE"]),
+                "world") and comm.backend == env.get("PLEXUS_BACKEND", comm.backend),
+               "comm %r: rank %d/%d local %d/%d name %s" % (comm, comm.rank, comm.size, comm.local_rank,
+                                                            comm.local_size, comm.name))
         text = plexus.describe_bootstrap()
         expect(text.startswith("rank %d of %d (from torchrun)" % (comm.rank, comm.size)), "describe_bootstrap: %r" % text)
-        for part in (refusals, buffers, objects, splits, timeouts, pending_destroy, mismatch):
+        for part in (refusals, buffers, objects, splits, timeouts, pending_destroy, aborts, mismatch):
             part(comm)
             comm.barrier()
         print("rank %d of %d on %s: %d failures" % (comm.rank, comm.size, comm.backend, len(fails)), flush=True)
