@@ -10,9 +10,11 @@ _ERR_TIMEOUT = -5
 
 
 def _ms(seconds, default):
-    """Seconds (None: default) as the milliseconds plexus takes."""
+    """Seconds (None: default; math.inf: no limit) as the milliseconds plexus takes."""
     if seconds is None:
         return default
+    if seconds == float("inf"):
+        return _TIMEOUT_INFINITE
     if seconds < 0:
         raise ValueError("timeout %r s is negative" % seconds)
     return int(round(seconds * 1000))
@@ -66,7 +68,7 @@ class Request:
 
     def wait(self, timeout=None):
         """Wait for the operation (timeout in seconds; None: the
-        communicator's) and return its result buffer. plexus.TimeoutError if
+        communicator's; math.inf: no limit) and return its result buffer. plexus.TimeoutError if
         it is still running then (the request stays pending: wait again), or
         the operation's own error."""
         if self._work is None:

@@ -260,7 +260,8 @@ def main():
                "comm %r: rank %d/%d local %d/%d name %s" % (comm, comm.rank, comm.size, comm.local_rank,
                                                             comm.local_size, comm.name))
         text = plexus.describe_bootstrap()
-        expect(text.startswith("rank %d of %d (from torchrun)" % (comm.rank, comm.size)), "describe_bootstrap: %r" % text)
+        expect(text.startswith("rank %d of %d (from torchrun)" % (comm.rank, comm.size)),
+               "describe_bootstrap: %r" % text)
         for part in (refusals, buffers, objects, splits, timeouts, pending_destroy, aborts, mismatch):
             part(comm)
             comm.barrier()
