@@ -5,6 +5,7 @@ its ranks fails, these tests need the others to go on. Every process is
 killed when the test ends (stop()), whatever happened."""
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -81,3 +82,7 @@ class Job:
 
     def report(self):
         return "\n".join("--- %s (exit %s)\n%s" % (p.name, p.poll(), self.output(p)[-4000:]) for p in self.procs)
+
+    def remove(self):
+        """Delete the output files (after stop() and report())."""
+        shutil.rmtree(self.dir, ignore_errors=True)

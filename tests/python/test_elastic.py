@@ -56,6 +56,7 @@ try:
 finally:
     job.stop()
     print(job.report())
+    job.remove()
 for f in fails:
     print("FAIL: " + f)
 sys.exit(1 if fails else 0)

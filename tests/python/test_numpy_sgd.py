@@ -7,6 +7,7 @@ equal, the three survivors must each have gone on after the shrink, and the
 loss must have fallen (the model learned)."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,6 +45,7 @@ if len(runs) == 2:
         fails.append("the loss did not fall: %s" % loss)
     else:
         print("final weights bitwise equal; loss %.4f -> %.4f" % (loss[0], loss[-1]))
+shutil.rmtree(tmp, ignore_errors=True)
 for f in fails:
     print("FAIL: " + f)
 sys.exit(1 if fails else 0)
