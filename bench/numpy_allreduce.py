@@ -7,7 +7,11 @@ blocking calls; a row's time is the slowest rank's average per call.
     mpirun -n 4 /usr/bin/python3 bench/numpy_allreduce.py --lib mpi4py
 
 Prints "BYTES TIME_US" rows on rank 0 (bench/numpy_compare.py reads them).
+--overhead (one rank: plexus-run -n 1) times instead what the Python layer
+adds to an 8-byte allreduce: comm.allreduce against the bare ctypes call of
+plx_allreduce on the same array, the median of 5 batches of 20000.
 """
+import statistics
 import argparse
 import time
 
@@ -37,6 +41,28 @@ def timed(allreduce, barrier, x, warmup, iters):
     return (time.perf_counter() - t0) / iters * 1e6
 
 
+def overhead():
+    import plexus
+    with plexus.init() as comm:
+        x = np.ones(2, np.float32)
+        lib, h, ptr = plexus._lib.lib(), comm._h, x.ctypes.data
+
+        def batch(f, n=20000):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f()
+            return (time.perf_counter() - t0) / n * 1e6
+
+        forms = {"comm.allreduce": lambda: comm.allreduce(x),
+                 "ctypes plx_allreduce": lambda: lib.plx_allreduce(h, ptr, ptr, 2, 8, 0)}
+        res = {k: [] for k in forms}
+        for _ in range(5):
+            for k, f in forms.items():
+                res[k].append(batch(f))
+        for k, v in res.items():
+            print("%-22s %8.2f us (median of %s)" % (k, statistics.median(v), " ".join("%.2f" % t for t in v)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", choices=("plexus", "mpi4py"), default="plexus")
@@ -45,7 +71,10 @@ def main():
     ap.add_argument("-f", "--stepfactor", type=int, default=2)
     ap.add_argument("-n", "--iters", type=int, default=20)
     ap.add_argument("-w", "--warmup", type=int, default=5)
+    ap.add_argument("--overhead", action="store_true", help="the Python layer's cost per call (one rank)")
     args = ap.parse_args()
+    if args.overhead:
+        return overhead()
     if args.lib == "plexus":
         import plexus
         comm = plexus.init()
