@@ -9,6 +9,17 @@ function interface), so the package needs nothing beyond Python itself:
     >>> [b["name"] for b in plexus.backends() if b["usable"]]
     ['tcp', 'sim']
 
+Collectives without torch, on numpy arrays and other buffers:
+
+    >>> with plexus.init() as comm:          # under plexus-run, torchrun, srun
+    ...     x = np.ones(4, np.float32)
+    ...     comm.allreduce(x, op=plexus.SUM)  # in place
+
+plexus.Comm (plexus.init, split, shrink, grow, plexus.join) holds the
+collectives; plexus.Request the nonblocking ones; failures raise
+PlexusError subclasses named after plexus's status (docs/python.md). The
+collectives need numpy; version(), backends() and info() do not.
+
 plexus.torch registers the torch.distributed backend "plexus" (a C++
 extension built against the installed torch).
 """
@@ -18,12 +29,26 @@ import shutil
 import subprocess
 
 from . import _lib
+from .errors import *  # noqa: F401,F403 (PlexusError and one class per status)
+from .errors import PlexusError, __all__ as _errors_all
 
-__all__ = ["version", "backends", "info", "PlexusError"]
+__all__ = ["version", "backends", "info", "Comm", "Request", "Op", "init", "join", "describe_bootstrap",
+           "finalize", "IN_PLACE", "ANY_SOURCE", "SUM", "PROD", "MIN", "MAX", "AVG"] + _errors_all
 
 
-class PlexusError(RuntimeError):
-    """A failed plexus call: the status name and plexus's own message."""
+def __getattr__(name):
+    """The collectives' names, imported on first use (they need numpy) and
+    then kept in the module, so later lookups are plain attribute reads."""
+    if name in ("Comm", "IN_PLACE", "ANY_SOURCE", "SUM", "PROD", "MIN", "MAX", "AVG", "Op"):
+        from . import comm as mod
+    elif name == "Request":
+        from . import _request as mod
+    elif name in ("init", "join", "describe_bootstrap", "finalize"):
+        from . import _setup as mod
+    else:
+        raise AttributeError("module 'plexus' has no attribute %r" % name)
+    value = globals()[name] = getattr(mod, name)
+    return value
 
 
 def version():
