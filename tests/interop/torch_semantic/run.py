@@ -67,8 +67,8 @@ def run_torch(outdir, cases, P):
 
 
 def check_crashes(outdir, P):
-    """Which of the cases that killed the process inside libgloo (up to
-    torch 2.6) still do: those torch_rank.py does not run; the others it
+    """Which of the cases that killed the process inside libgloo (torch
+    1.13) still do: those torch_rank.py does not run; the others it
     runs and compare.py compares. Returns the ones that crash."""
     crashes = []
     for coll, n in torch_rank.GLOO_CRASHES:

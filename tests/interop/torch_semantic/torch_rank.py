@@ -27,9 +27,9 @@ OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.Redu
 # not run here but recorded as "crashes"; run.py checks first in a separate
 # pair of processes (--crashes) which still crash, and passes those on
 # (PLEXUS_SEMANTIC_CRASHES, "coll:count ..."); the others run.
-#   all_gather of 0 elements: SIGFPE (an integer division by zero) up to
-#   torch 2.6; bf16 is refused before that ("Invalid scalar type"), so it
-#   still runs.
+#   all_gather of 0 elements: SIGFPE (an integer division by zero) in
+#   torch 1.13 (2.6 and 2.14 run it); bf16 is refused before that ("Invalid
+#   scalar type"), so it still runs.
 GLOO_CRASHES = [("allgather", 0)]
 
 
