@@ -30,6 +30,7 @@
 #include "tcp.h"
 
 #define MARK_KEY "plexus_tcp/%d"
+#define WAITS_KEY "plexus_tcp/%d/waits" /* 1 + the rank it waits for, or 0 */
 
 static int64_t load_i64(const unsigned char *p)
 {
@@ -110,6 +111,26 @@ const char *tcp__wire_name(int wire)
                                  : "gloo 2022 (one listener per pair)";
 }
 
+/* The rank that a wait for rank i's address ends at: i, unless i is a
+ * plexus rank itself waiting for another's (then that one's, and so on), so
+ * a rank that never started is named by every rank, not only by those that
+ * waited for it directly. */
+static int chain_end(struct tcp_comm *c, const struct plx_comm_args *a, int i)
+{
+    for (int step = 0; step < c->size; step++) {
+        char key[48];
+        int64_t mark = 0, waits = 0;
+        snprintf(key, sizeof key, MARK_KEY, i);
+        if (c->host->store_add(a->store, key, 0, &mark) || mark <= 0)
+            return i;
+        snprintf(key, sizeof key, WAITS_KEY, i);
+        if (c->host->store_add(a->store, key, 0, &waits) || waits <= 0 || waits > c->size)
+            return i;
+        i = (int)waits - 1;
+    }
+    return i;
+}
+
 /* Rank i's "<i>", waited for until deadline: the layout it shows. */
 static int layout_of(struct tcp_comm *c, const struct plx_comm_args *a, int i, uint64_t deadline, int *wire,
                      int *blame)
@@ -122,9 +143,14 @@ static int layout_of(struct tcp_comm *c, const struct plx_comm_args *a, int i, u
     int64_t ms = deadline > now ? (int64_t)((deadline - now) / 1000000u) : 0;
     int rc = c->host->store_get(a->store, key, &val, &len, ms > 0 ? ms : 1);
     if (rc == PLX_ERR_TIMEOUT) {
-        *blame = i;
-        return c->host->error(c->host->ctx, rc, "tcp: rank %d never published its address (waited %lld ms)", i,
-                              (long long)ms);
+        int end = chain_end(c, a, i);
+        *blame = end;
+        if (end == i)
+            return c->host->error(c->host->ctx, rc, "tcp: rank %d never published its address (waited %lld ms)", i,
+                                  (long long)ms);
+        return c->host->error(c->host->ctx, rc, "tcp: rank %d never published its address (waited %lld ms for rank "
+                              "%d, a plexus rank waiting for it to learn the job's gloo layout)", end, (long long)ms,
+                              i);
     }
     if (rc)
         return c->host->error(c->host->ctx, rc, "tcp: rank %d lost the store while waiting for rank %d's address",
@@ -172,6 +198,9 @@ int tcp__choose_wire(struct tcp_comm *c, const struct plx_comm_args *a, uint64_t
             return rc;
         if (v > 0)
             continue;
+        snprintf(key, sizeof key, WAITS_KEY, c->rank);
+        if ((rc = c->host->store_add(a->store, key, i + 1, &v)) != 0)
+            return rc;
         if ((rc = layout_of(c, a, i, deadline, wire, blame)) != 0)
             return rc;
         c->host->log(c->host->ctx, PLX_LOG_DEBUG, "rank %d speaks %s, as rank %d publishes", c->rank,
