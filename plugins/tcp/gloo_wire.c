@@ -15,22 +15,25 @@
  *
  * A rank can read only the layout it expects, so a plexus rank learns the
  * job's before it publishes: it marks itself with store_add("plexus_tcp/<r>",
- * 1), the one store call that answers at once whether a key was set, then
- * looks at each other rank in turn: a marked one is plexus and says nothing,
- * an unmarked one is waited for and its "<i>" shows the layout (a gloo rank
- * publishes without waiting for plexus ones; a plexus rank publishes the
- * layout it found). Only when every other rank is plexus does the default
- * (2022, as before) apply, as it does where the store cannot add. No cycle
- * of waits: a rank that found another unmarked looked before that one
- * marked itself, so that one finds it marked. */
+ * 1), the one store call that answers at once whether a key was set, and
+ * looks (for TCP_MARK_GRACE_NS at most) until every other rank has marked
+ * itself: then the job is plexus only and speaks 2022, as before (so does
+ * a store that cannot add). Else it waits for the first unmarked rank's
+ * "<i>", whose layout it takes (a gloo rank publishes without waiting for
+ * plexus ones; a plexus rank that started late publishes the layout it
+ * found). No cycle of waits: a rank waits only for one that marked itself
+ * after it, which then finds it marked. Each rank records whom it waits
+ * for, so a timed-out wait names the rank at the end of the chain. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "tcp.h"
 
 #define MARK_KEY "plexus_tcp/%d"
 #define WAITS_KEY "plexus_tcp/%d/waits" /* 1 + the rank it waits for, or 0 */
+#define TCP_MARK_GRACE_NS 300000000u      /* how long ranks may take to start apart */
 
 static int64_t load_i64(const unsigned char *p)
 {
@@ -167,6 +170,36 @@ static int layout_of(struct tcp_comm *c, const struct plx_comm_args *a, int i, u
     return 0;
 }
 
+/* The first rank that has not marked itself within TCP_MARK_GRACE_NS
+ * (looking again and again, which no store call can time out on), or -1
+ * when every rank did. Ranks of one job start within that of each other,
+ * so the one left is a gloo rank, or one that never started: waiting for it
+ * then names it, rather than a plexus rank that waits for it too. */
+static int first_unmarked(struct tcp_comm *c, const struct plx_comm_args *a, uint64_t deadline, int *rc)
+{
+    uint64_t until = plx_plugin_now_ns() + TCP_MARK_GRACE_NS, pause_us = 1000;
+    int from = 0; /* ranks below are marked */
+    *rc = 0;
+    for (;;) {
+        for (; from < c->size; from++) {
+            char key[48];
+            int64_t v = 0;
+            if (from == c->rank)
+                continue;
+            snprintf(key, sizeof key, MARK_KEY, from);
+            if ((*rc = c->host->store_add(a->store, key, 0, &v)) != 0)
+                return -1;
+            if (v <= 0)
+                break;
+        }
+        uint64_t now = plx_plugin_now_ns();
+        if (from == c->size || now >= until || now >= deadline)
+            return from == c->size ? -1 : from;
+        usleep((useconds_t)pause_us);
+        pause_us = pause_us < 32000 ? 2 * pause_us : pause_us;
+    }
+}
+
 int tcp__choose_wire(struct tcp_comm *c, const struct plx_comm_args *a, uint64_t deadline, int *wire, int *blame)
 {
     const char *set = plx_plugin_config_str(c->host, c->config, "gloo_wire");
@@ -178,7 +211,7 @@ int tcp__choose_wire(struct tcp_comm *c, const struct plx_comm_args *a, uint64_t
         *wire = TCP_WIRE_2023;
         return 0;
     }
-    char key[32];
+    char key[48];
     int64_t v = 0;
     snprintf(key, sizeof key, MARK_KEY, c->rank);
     int rc = c->host->store_add(a->store, key, 1, &v);
@@ -190,14 +223,10 @@ int tcp__choose_wire(struct tcp_comm *c, const struct plx_comm_args *a, uint64_t
     }
     if (rc)
         return rc;
-    for (int i = 0; i < c->size; i++) {
-        if (i == c->rank)
-            continue;
-        snprintf(key, sizeof key, MARK_KEY, i);
-        if ((rc = c->host->store_add(a->store, key, 0, &v)) != 0)
-            return rc;
-        if (v > 0)
-            continue;
+    int i = first_unmarked(c, a, deadline, &rc);
+    if (rc)
+        return rc;
+    if (i >= 0) {
         snprintf(key, sizeof key, WAITS_KEY, c->rank);
         if ((rc = c->host->store_add(a->store, key, i + 1, &v)) != 0)
             return rc;
