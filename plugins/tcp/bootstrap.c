@@ -473,6 +473,34 @@ static void closed_peers(const struct tcp_comm *c, char *out, size_t n)
     }
 }
 
+/* What connect_loop polls: listeners of peers still to come, handshakes
+ * (*next: the earliest of their deadlines). who[j] >= 0: the listener of
+ * that peer (size: the one listener); -1 - k: handshake k. */
+static int poll_set(const struct mesh *m, struct pollfd *pf, int *who, uint64_t *next)
+{
+    const struct tcp_comm *c = m->c;
+    int n = 0, P = c->size, awaited = 0;
+    for (int i = 0; i < P; i++) {
+        awaited += m->accepting[i] && c->peers[i].fd < 0;
+        if (m->accepting[i] && c->peers[i].fd < 0 && m->lfd[i] >= 0 &&
+            (!m->secret || pending_on(m, i) < m->max_shakes)) {
+            pf[n] = (struct pollfd){m->lfd[i], POLLIN, 0};
+            who[n++] = i;
+        }
+    }
+    if (m->one_fd >= 0 && awaited && unnamed(m) < m->max_shakes) {
+        pf[n] = (struct pollfd){m->one_fd, POLLIN, 0};
+        who[n++] = P;
+    }
+    for (int k = 0; k < m->nsh; k++) {
+        pf[n] = (struct pollfd){m->sh[k].fd, m->sh[k].ident ? POLLIN : plx__auth_events(&m->sh[k].a), 0};
+        who[n++] = -1 - k;
+        if (m->sh[k].deadline < *next)
+            *next = m->sh[k].deadline;
+    }
+    return n;
+}
+
 /* Accept and authenticate until every peer is connected or the deadline. */
 static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
 {
@@ -498,28 +526,8 @@ static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
                 break;
             }
         }
-        /* who[j] >= 0: listener of that peer (P: the one listener); -1 - k: handshake k. */
-        int n = 0;
         uint64_t now = m->c->host->clock_ns(), next = deadline;
-        for (int i = 0; i < P; i++)
-            if (m->accepting[i] && c->peers[i].fd < 0 && m->lfd[i] >= 0 &&
-                (!m->secret || pending_on(m, i) < m->max_shakes)) {
-                pf[n] = (struct pollfd){m->lfd[i], POLLIN, 0};
-                who[n++] = i;
-            }
-        int awaited = 0;
-        for (int i = 0; i < P; i++)
-            awaited += m->accepting[i] && c->peers[i].fd < 0;
-        if (m->one_fd >= 0 && awaited && unnamed(m) < m->max_shakes) {
-            pf[n] = (struct pollfd){m->one_fd, POLLIN, 0};
-            who[n++] = P;
-        }
-        for (int k = 0; k < m->nsh; k++) {
-            pf[n] = (struct pollfd){m->sh[k].fd, m->sh[k].ident ? POLLIN : plx__auth_events(&m->sh[k].a), 0};
-            who[n++] = -1 - k;
-            if (m->sh[k].deadline < next)
-                next = m->sh[k].deadline;
-        }
+        int n = poll_set(m, pf, who, &next);
         if ((rc = shake_expire(m, now)) != 0)
             break;
         if (now >= deadline) {
