@@ -196,7 +196,7 @@ static int first_unmarked(struct tcp_comm *c, const struct plx_comm_args *a, uin
         if (from == c->size || now >= until || now >= deadline)
             return from == c->size ? -1 : from;
         usleep((useconds_t)pause_us);
-        pause_us = pause_us < 32000 ? 2 * pause_us : pause_us;
+        pause_us = pause_us < 4000 ? 2 * pause_us : pause_us;
     }
 }
 
