@@ -5,10 +5,12 @@
  * drains) or, single copy, an RTS the receiver answers by reading the
  * sender's buffer with process_vm_readv and an ACK.
  *
- * Single copy is off by default ([shm] p2p_cma): on the loaded 2-core VM
- * it was measured on, process_vm_readv was no faster than two copies
- * through the ring (2 ranks, ping-pong one-way, medians of 6: 1 MiB 489 us
- * against 307 us; 16 MiB 11.9 ms against 6.8 ms, both very noisy).
+ * Single copy is off by default ([shm] p2p_cma): process_vm_readv pins
+ * the sender's pages on every call, which can cost more than the second
+ * copy it saves, and the ring's two copies overlap (the sender writes the
+ * next fragment while the receiver drains the last) where single copy
+ * waits for the receiver alone; which wins depends on the host, so it is
+ * an option to measure there, not a default.
  *
  * A message that arrives before its receive is posted goes to the
  * unexpected queue (its data copied out of the ring, or for RTS just the

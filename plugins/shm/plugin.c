@@ -17,7 +17,7 @@ const struct plx_host *shm__host;
 
 /* The cma key's help says whether single copy is possible here (probed
  * when the plugin loads), so plexus-info shows it with the reason. */
-static char cma_help[256];
+static char cma_help[320];
 static char p2p_cma_help[400];
 static char wait_slice_help[500];
 
@@ -37,7 +37,8 @@ static const struct plx_key keys[] = {
     {"steal", PLX_KEY_BOOL, "false", NULL,
      "Larger allreduce rounds: a running rank also reduces the pieces of slices whose owner has not taken them "
      "yet, so a round waits for each rank once (its input) instead of twice (rank 0's value holds for the "
-     "communicator; off by default: slower quiet and busy where measured, see bench/tuning.md)"},
+     "communicator; off by default: each rank's own slice is copied into the segment and stolen pieces out again, "
+     "and a rank preempted while it holds a piece holds every rank's wait for that slice; bench/tuning.md)"},
     {"spin_ns", PLX_KEY_DURATION, "auto", "auto",
      "A waiting rank spins this long (bare numbers: ns) after its first few looks, ... (auto: only while no other "
      "rank of the communicator shares its CPU, up to twice the thread's scheduler slice, halved whenever a wait "
@@ -75,8 +76,8 @@ __attribute__((constructor)) static void describe(void)
              "shared memory between the ranks of one host (memfd segment, futex waits); ranks share a "
              "communicator when their identity matches this host's: %.200s", id);
     snprintf(cma_help, sizeof cma_help,
-             "Single-copy large collectives with process_vm_readv (off by default: slower than two copies on the "
-             "VM measured); here: %s", why);
+             "Single-copy large collectives with process_vm_readv (off by default: it pins the peers' pages on "
+             "every call, which can cost more than the second copy it saves); here: %s", why);
     char slice_why[160];
     plx__slice_probe(SHM_WAIT_SLICE_PROBE_NS, slice_why, sizeof slice_why);
     snprintf(wait_slice_help, sizeof wait_slice_help,
@@ -85,7 +86,8 @@ __attribute__((constructor)) static void describe(void)
              "later; 0 leaves the slice alone); here: %s", slice_why);
     snprintf(p2p_cma_help, sizeof p2p_cma_help,
              "Single-copy large point-to-point messages: the receiver reads the sender's buffer with process_vm_readv "
-             "(else two copies through the pair's ring; off by default: no faster on the VM measured); here: %s", why);
+             "(else two copies through the pair's ring; off by default: it pins the sender's pages on every call, "
+             "which can cost more than the second copy it saves); here: %s", why);
 }
 
 static int probe(struct plx_probe_result *out)

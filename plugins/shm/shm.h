@@ -366,10 +366,12 @@ void shm__pace_done(struct shm_comm *c, const struct shm_pace_wait *w);
 void shm__pace_init(struct shm_comm *c);
 /* At each barrier arrival: publish the CPU this rank runs on, if it moved. */
 void shm__pace_arrive(struct shm_comm *c);
-/* [shm] wait_slice's default (core/common/slice.c): off. Beside busy
- * processes 200us made 1 MiB rounds faster in one run and no faster in the
- * next, and on quiet cores it costs an 8 B allreduce several times its
- * time (bench/tuning.md); what plexus-info reports is for 200us. */
+/* [shm] wait_slice's default (core/common/slice.c): off. A short slice
+ * lets a sleeper's wake-up preempt foreign work on its core, but setting
+ * and restoring it are system calls in every op that sleeps, which a small
+ * collective on quiet cores pays for, and the gain beside busy processes
+ * did not repeat (bench/tuning.md has the figures). plexus-info reports
+ * whether this kernel takes a slice of SHM_WAIT_SLICE_PROBE_NS. */
 #define SHM_WAIT_SLICE_DEFAULT "0"
 #define SHM_WAIT_SLICE_PROBE_NS 200000u
 
