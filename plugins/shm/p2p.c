@@ -36,7 +36,6 @@
 #include "p2p.h"
 #include "slice.h"
 
-#define host shm__host
 #define SWEEP_NS (10 * UINT64_C(1000000)) /* timeouts and peer liveness: at most this often */
 #define SLICE_MS 10
 
@@ -242,7 +241,7 @@ static void sweep(struct shm_comm *c, int now_too)
             shm__fail(c, PLX_ERR_ABORTED, -1);
         return;
     }
-    uint64_t now = host->clock_ns();
+    uint64_t now = c->host->clock_ns();
     if (now < p->next_sweep && !now_too)
         return;
     p->next_sweep = now + SWEEP_NS;
@@ -311,23 +310,24 @@ static void sweep(struct shm_comm *c, int now_too)
 
 /* Why new work on c is refused (an error), or 0: the same words for
  * collectives and point-to-point, which adds its own broken state. */
-int shm__refusal(struct shm_comm *c, int p2p)
+int shm__refusal(struct shm_comm *c, int p2p, char *err)
 {
+    struct shm_op o = {.c = c, .err = err};
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-        return plx_plugin_error(host, shm__stop_status(c), "shm: communicator '%s' was %s", c->name,
-                                shm__stop_status(c) == PLX_ERR_REVOKED ? "revoked" : "aborted");
+        return shm__op_error(&o, shm__stop_status(c), "shm: communicator '%s' was %s", c->name,
+                             shm__stop_status(c) == PLX_ERR_REVOKED ? "revoked" : "aborted");
     if (p2p && c->p2p->broken)
-        return plx_plugin_error(host, c->p2p->broken, "shm: communicator '%s' failed earlier: %s", c->name,
-                                c->p2p->broken_msg);
+        return shm__op_error(&o, c->p2p->broken, "shm: communicator '%s' failed earlier: %s", c->name,
+                             c->p2p->broken_msg);
     if (c->failed && c->mismatch_msg[0])
-        return plx_plugin_error(host, PLX_ERR_MISMATCH, "shm: communicator '%s' failed earlier: %s", c->name,
-                                c->mismatch_msg);
+        return shm__op_error(&o, PLX_ERR_MISMATCH, "shm: communicator '%s' failed earlier: %s", c->name,
+                             c->mismatch_msg);
     int by = c->failed ? shm__revoked_by(c) : -1;
     if (by >= 0)
-        return plx_plugin_error(host, PLX_ERR_REVOKED, "shm: communicator '%s' was revoked by rank %d", c->name, by);
+        return shm__op_error(&o, PLX_ERR_REVOKED, "shm: communicator '%s' was revoked by rank %d", c->name, by);
     if (c->failed)
-        return plx_plugin_error(host, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
-                                c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");
+        return shm__op_error(&o, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
+                             c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");
     return 0;
 }
 
@@ -347,7 +347,7 @@ static struct req *req_new(struct shm_comm *c, const struct plx_p2p_args *a, int
     r->tag = a->tag;
     r->buf = a->buf;
     r->bytes = a->bytes;
-    r->posted = host->clock_ns();
+    r->posted = c->host->clock_ns();
     r->timeout_ms = a->timeout_ms >= 0 ? a->timeout_ms : a->timeout_ms == PLX_TIMEOUT_INFINITE ? -1 : c->timeout_ms;
     r->deadline = r->timeout_ms >= 0 ? r->posted + (uint64_t)r->timeout_ms * 1000000u : 0;
     r->anext = p->all;
@@ -360,13 +360,13 @@ static struct req *req_new(struct shm_comm *c, const struct plx_p2p_args *a, int
 static int check_args(struct shm_comm *c, const struct plx_p2p_args *a, int is_send)
 {
     if (a->mem_kind != PLX_MEM_HOST)
-        return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, "shm: point-to-point takes host memory only");
+        return plx_plugin_error(c->host, PLX_ERR_UNSUPPORTED, "shm: point-to-point takes host memory only");
     if ((a->peer < 0 || a->peer >= c->size) && !(!is_send && a->peer == PLX_ANY_SOURCE))
-        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "shm: peer %d is not a rank of '%s' (size %d)", a->peer,
+        return plx_plugin_error(c->host, PLX_ERR_INVALID_ARG, "shm: peer %d is not a rank of '%s' (size %d)", a->peer,
                                 c->name, c->size);
     if (a->bytes > SIZE_MAX / 2 || (a->bytes && !a->buf))
-        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "shm: bad buffer or size %zu", a->bytes);
-    return shm__refusal(c, 1);
+        return plx_plugin_error(c->host, PLX_ERR_INVALID_ARG, "shm: bad buffer or size %zu", a->bytes);
+    return shm__refusal(c, 1, NULL);
 }
 
 int shm__p2p_isend(struct shm_comm *c, const struct plx_p2p_args *a, void **out)
@@ -379,7 +379,7 @@ int shm__p2p_isend(struct shm_comm *c, const struct plx_p2p_args *a, void **out)
     struct req *r = req_new(c, a, 1);
     if (!r) {
         pthread_mutex_unlock(&p->mu);
-        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "shm: out of memory");
     }
     struct outbound *o = &p->out[a->peer];
     r->seq = o->next_seq++;
@@ -439,7 +439,7 @@ int shm__p2p_irecv(struct shm_comm *c, const struct plx_p2p_args *a, void **out)
     struct req *r = req_new(c, a, 0);
     if (!r) {
         pthread_mutex_unlock(&p->mu);
-        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "shm: out of memory");
     }
     post_recv(c, r);
     progress(c);
@@ -448,10 +448,10 @@ int shm__p2p_irecv(struct shm_comm *c, const struct plx_p2p_args *a, void **out)
     return 0;
 }
 
-static int report(struct req *r)
+static int report(struct shm_comm *c, struct req *r)
 {
     if (r->status)
-        return plx_plugin_error(host, r->status, "%s", r->err);
+        return plx_plugin_error(c->host, r->status, "%s", r->err);
     return 0;
 }
 
@@ -466,7 +466,7 @@ int shm__p2p_test(struct shm_comm *c, void *req, int *done)
     }
     *done = r->done;
     pthread_mutex_unlock(&p->mu);
-    return *done ? report(r) : 0;
+    return *done ? report(c, r) : 0;
 }
 
 int shm__p2p_wait_until(struct shm_comm *c, void *req, uint64_t deadline_ns)
@@ -478,7 +478,7 @@ int shm__p2p_wait_until(struct shm_comm *c, void *req, uint64_t deadline_ns)
     for (;;) {
         uint32_t seen = __atomic_load_n(bell, __ATOMIC_ACQUIRE);
         pthread_mutex_lock(&p->mu);
-        uint64_t now = host->clock_ns();
+        uint64_t now = c->host->clock_ns();
         if (!r->done) {
             progress(c);
             /* At the caller's deadline look at once: the request's own
@@ -491,7 +491,7 @@ int shm__p2p_wait_until(struct shm_comm *c, void *req, uint64_t deadline_ns)
             plx__slice_restore(); /* a sleep below may have shortened it */
         if (done) {
             shm__pace_done(c, &w);
-            return report(r);
+            return report(c, r);
         }
         if (now >= deadline_ns)
             return PLX_ERR_TIMEOUT; /* still pending: the core decides */
@@ -564,7 +564,7 @@ int shm__p2p_create(struct shm_comm *c, struct shm_op *o)
             free(p->out);
         }
         free(p);
-        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "shm: out of memory");
     }
     pthread_mutex_init(&p->mu, NULL);
     c->p2p = p;
@@ -579,7 +579,7 @@ int shm__p2p_create(struct shm_comm *c, struct shm_op *o)
             ok = 0;
         }
     c->p2p_cma = ok;
-    host->log(host->ctx, PLX_LOG_DEBUG, "shm: comm '%s': point-to-point single copy %s (messages >= %zu bytes)",
+    c->host->log(c->host->ctx, PLX_LOG_DEBUG, "shm: comm '%s': point-to-point single copy %s (messages >= %zu bytes)",
               c->name, c->p2p_cma_why, c->cfg.p2p_cma_min_bytes);
     return 0;
 }

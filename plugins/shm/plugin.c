@@ -12,8 +12,10 @@
 #include "shm.h"
 #include "slice.h"
 
-const struct plx_host *shm__host;
-#define host shm__host
+/* The entry point's services, which the SDK's entry macro keeps: shm
+ * reaches the core through each communicator's own instance (ABI 1.5,
+ * the minimum it takes) and reads nothing here after loading. */
+static const struct plx_host *entry_host;
 
 /* The cma key's help says whether single copy is possible here (probed
  * when the plugin loads), so plexus-info shows it with the reason. */
@@ -146,7 +148,7 @@ static void watch_peers(struct shm_comm *c)
 
 static int comm_create(const struct plx_comm_args *args, void **out)
 {
-    shm__async_wrap_host(); /* before anything reports an error */
+    const struct plx_host *host = args->host;
     struct shm_comm *c = calloc(1, sizeof *c);
     if (!c)
         return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
@@ -160,6 +162,7 @@ static int comm_create(const struct plx_comm_args *args, void **out)
         return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, "shm: %d ranks; this backend takes 1 to %d", args->size,
                                 SHM_MAX_RANKS);
     }
+    c->host = host;
     c->rank = args->rank;
     c->size = args->size;
     c->timeout_ms = args->timeout_ms;
@@ -167,7 +170,7 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     c->lost_rank = -1;
     c->memfd = -1;
     snprintf(c->name, sizeof c->name, "%s", args->name ? args->name : "?");
-    shm__cfg_read(args->config, &c->cfg);
+    shm__cfg_read(host, args->config, &c->cfg);
     shm__pace_init(c);
     if (!(c->pidfd = malloc((size_t)c->size * sizeof *c->pidfd))) {
         free(c);
@@ -339,5 +342,7 @@ static const struct plx_backend shm_backend = { /* description filled at entry *
     .comm_lost_ranks = shm__lost_ranks,
 };
 
-/* ABI 1.3 at least: shm reads its keys typed, through the communicator's view. */
-PLX_PLUGIN_ENTRY(shm_backend, shm__host, 3)
+/* ABI 1.5 at least: shm reads its keys typed, through the communicator's
+ * view (1.3), and reaches the core through the communicator's own host
+ * (1.5). */
+PLX_PLUGIN_ENTRY(shm_backend, entry_host, 5)

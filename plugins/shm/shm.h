@@ -47,8 +47,6 @@
 #define SHM_HDR_BYTES 4096
 #define SHM_MAX_RANKS 256 /* a slot (>= 4 KiB) holds one 8-byte element per rank */
 
-extern const struct plx_host *shm__host;
-
 /* What a rank says about the round it has put in its slot. */
 struct shm_slot_hdr {
     uint64_t seq;
@@ -175,6 +173,7 @@ struct shm_pace_wait {
 };
 
 struct shm_comm {
+    const struct plx_host *host; /* this communicator's instance of the core's services, until comm_destroy */
     int rank, size;
     int64_t timeout_ms;
     struct shm_cfg cfg;
@@ -215,13 +214,21 @@ struct shm_op {
     uint64_t deadline;
     int64_t timeout_ms; /* < 0: none */
     size_t es;
+    /* SHM_ERR_BYTES where a failure's message goes too, or NULL: a waiter
+     * in another thread reports it (async.c's progress thread runs o). */
+    char *err;
 };
+
+#define SHM_ERR_BYTES 512
+/* Report o's failure through its communicator's host (the core keeps the
+ * message for the calling thread) and into o->err; returns status. */
+int shm__op_error(struct shm_op *o, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* segment.c */
 int shm__segment_join(struct shm_comm *c, const struct plx_comm_args *args);
 void shm__segment_leave(struct shm_comm *c);
 /* The [shm] keys through the communicator's configuration (typed, checked by the core). */
-void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg);
+void shm__cfg_read(const struct plx_host *host, const struct plx_config *config, struct shm_cfg *cfg);
 
 static inline struct shm_ctl *shm__ctl(const struct shm_comm *c, int r)
 {
@@ -282,12 +289,14 @@ int shm__expect_all(struct shm_op *o, uint32_t half);
 int shm__mismatch(struct shm_comm *c, int r, uint32_t half, char *msg, size_t len);
 void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s1);
 
-/* p2p.c: why new work on c is refused (the error), or 0; p2p also checks
- * point-to-point's own broken state. */
-int shm__refusal(struct shm_comm *c, int p2p);
+/* p2p.c: why new work on c is refused (the error, its message in err
+ * too when not NULL), or 0; p2p also checks point-to-point's own broken
+ * state. */
+int shm__refusal(struct shm_comm *c, int p2p, char *err);
 
-/* coll.c: run a collective to completion in the calling thread. */
-int shm__collective(struct shm_comm *c, const struct plx_coll_args *a);
+/* coll.c: run a collective to completion in the calling thread; a
+ * failure's message goes into err too when not NULL (SHM_ERR_BYTES). */
+int shm__collective(struct shm_comm *c, const struct plx_coll_args *a, char *err);
 
 /* symmetric.c: registered buffers every rank maps (plx_mem_alloc). */
 int shm__sym_alloc(struct shm_comm *c, size_t bytes, void **ptr);
@@ -300,9 +309,6 @@ int shm__sym_run(struct shm_op *o);
  * nothing is queued, the others on the communicator's progress thread. */
 struct shm_async;
 struct shm_creq;
-/* Once per process, before the first error: failures in the progress
- * thread keep their message for the waiter. */
-void shm__async_wrap_host(void);
 int shm__async_create(struct shm_comm *c);
 /* Ends queued and running collectives (aborted), joins the thread. */
 void shm__async_destroy(struct shm_comm *c);
