@@ -19,7 +19,8 @@
  *
  * A collective's request handed to the core is its struct shm_creq with
  * the low bit set: the plugin tells it apart from a point-to-point request
- * (p2p.c, malloc'ed, aligned) without reading either.
+ * (p2p.c, in the core's memory, aligned for any type) without reading
+ * either.
  *
  * A failure inside the progress thread is reported to the waiter with the
  * same message: the collective writes it into its request (struct

@@ -331,14 +331,10 @@ int shm__refusal(struct shm_comm *c, int p2p, char *err)
     return 0;
 }
 
-static struct req *req_new(struct shm_comm *c, const struct plx_p2p_args *a, int is_send)
+/* r: the core's memory for the request (undefined contents). */
+static void req_init(struct shm_comm *c, struct req *r, const struct plx_p2p_args *a, int is_send)
 {
     struct shm_p2p *p = c->p2p;
-    struct req *r = p->pool;
-    if (r)
-        p->pool = r->next;
-    else if (!(r = malloc(sizeof *r)))
-        return NULL;
     memset(r, 0, offsetof(struct req, err));
     r->err[0] = '\0';
     r->is_send = is_send;
@@ -354,11 +350,12 @@ static struct req *req_new(struct shm_comm *c, const struct plx_p2p_args *a, int
     if (p->all)
         p->all->aprev = r;
     p->all = r;
-    return r;
 }
 
-static int check_args(struct shm_comm *c, const struct plx_p2p_args *a, int is_send)
+static int check_args(struct shm_comm *c, const struct plx_p2p_args *a, int is_send, void **req)
 {
+    if (!*req)
+        return plx_plugin_error(c->host, PLX_ERR_INVALID_USAGE, "shm: no request memory (req_size) from the core");
     if (a->mem_kind != PLX_MEM_HOST)
         return plx_plugin_error(c->host, PLX_ERR_UNSUPPORTED, "shm: point-to-point takes host memory only");
     if ((a->peer < 0 || a->peer >= c->size) && !(!is_send && a->peer == PLX_ANY_SOURCE))
@@ -372,15 +369,12 @@ static int check_args(struct shm_comm *c, const struct plx_p2p_args *a, int is_s
 int shm__p2p_isend(struct shm_comm *c, const struct plx_p2p_args *a, void **out)
 {
     struct shm_p2p *p = c->p2p;
-    int rc = check_args(c, a, 1);
+    int rc = check_args(c, a, 1, out);
     if (rc)
         return rc;
+    struct req *r = *out;
     pthread_mutex_lock(&p->mu);
-    struct req *r = req_new(c, a, 1);
-    if (!r) {
-        pthread_mutex_unlock(&p->mu);
-        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "shm: out of memory");
-    }
+    req_init(c, r, a, 1);
     struct outbound *o = &p->out[a->peer];
     r->seq = o->next_seq++;
     r->rndv = c->p2p_cma && a->bytes && a->bytes >= c->cfg.p2p_cma_min_bytes;
@@ -388,7 +382,6 @@ int shm__p2p_isend(struct shm_comm *c, const struct plx_p2p_args *a, void **out)
     lpush(&o->sendq, r);
     shm__ring_write_out(c, a->peer); /* eager: small ones are done now */
     pthread_mutex_unlock(&p->mu);
-    *out = r;
     return 0;
 }
 
@@ -432,19 +425,15 @@ static void post_recv(struct shm_comm *c, struct req *r)
 int shm__p2p_irecv(struct shm_comm *c, const struct plx_p2p_args *a, void **out)
 {
     struct shm_p2p *p = c->p2p;
-    int rc = check_args(c, a, 0);
+    int rc = check_args(c, a, 0, out);
     if (rc)
         return rc;
+    struct req *r = *out;
     pthread_mutex_lock(&p->mu);
-    struct req *r = req_new(c, a, 0);
-    if (!r) {
-        pthread_mutex_unlock(&p->mu);
-        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "shm: out of memory");
-    }
+    req_init(c, r, a, 0);
     post_recv(c, r);
     progress(c);
     pthread_mutex_unlock(&p->mu);
-    *out = r;
     return 0;
 }
 
@@ -516,9 +505,7 @@ void shm__p2p_req_free(struct shm_comm *c, void *req)
         if (d >= 0)
             shm__ring_write_out(c, d);
     }
-    r->next = p->pool;
-    p->pool = r;
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(&p->mu); /* r is the core's again: no list holds it */
 }
 
 /* ---- the communicator ------------------------------------------------------ */
@@ -596,10 +583,6 @@ void shm__p2p_destroy(struct shm_comm *c)
         n = u->next;
         free(u->data);
         free(u);
-    }
-    for (struct req *r = p->pool, *n; r; r = n) {
-        n = r->next;
-        free(r);
     }
     for (int d = 0; d < c->size; d++)
         free(p->out[d].ctl);

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "hostid.h"
-#include "shm.h"
+#include "p2p.h"
 #include "slice.h"
 
 /* The entry point's services, which the SDK's entry macro keeps: shm
@@ -266,7 +266,8 @@ static int irecv(void *comm, const struct plx_p2p_args *a, void **req)
 }
 
 /* A collective's request is the communicator itself when it completed in
- * collective(), a queued one (async.c), or a point-to-point request. */
+ * collective(), a queued one (async.c), or a point-to-point request in the
+ * core's memory (p2p.c). */
 static int test(void *comm, void *req, int *done)
 {
     if (req == comm) {
@@ -336,6 +337,7 @@ static const struct plx_backend shm_backend = { /* description filled at entry *
     .req_free = req_free,
     .comm_losses = comm_losses,
     .wait_until = wait_until,
+    .req_size = SHM_P2P_REQ_BYTES,
     .mem_alloc = mem_alloc,
     .mem_free = mem_free,
     .comm_revoke = comm_revoke,
