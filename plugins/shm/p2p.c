@@ -226,34 +226,26 @@ static int peer_state(struct shm_comm *c, int q)
     return st == SHM_STATE_FAILED ? PEER_FAILED : st == SHM_STATE_LEFT ? PEER_LEFT : PEER_OK;
 }
 
-static void sweep(struct shm_comm *c, int now_too)
+/* comm_abort or comm_revoke ran here: fail every pending request; 1 if so. */
+static int stopped(struct shm_comm *c)
 {
-    struct shm_p2p *p = c->p2p;
-    if (!p->all)
-        return;
-    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
-        char msg[200];
-        int stop = shm__stop_status(c);
-        snprintf(msg, sizeof msg, "communicator '%s' %s on rank %d", c->name,
-                 stop == PLX_ERR_REVOKED ? "revoked" : "aborted", c->rank);
-        shm__p2p_fail_all(c, stop, msg);
-        if (stop == PLX_ERR_ABORTED) /* a revoking rank marked itself already */
-            shm__fail(c, PLX_ERR_ABORTED, -1);
-        return;
-    }
-    uint64_t now = c->host->clock_ns();
-    if (now < p->next_sweep && !now_too)
-        return;
-    p->next_sweep = now + SWEEP_NS;
+    if (!__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return 0;
+    char msg[200];
+    int stop = shm__stop_status(c);
+    snprintf(msg, sizeof msg, "communicator '%s' %s on rank %d", c->name,
+             stop == PLX_ERR_REVOKED ? "revoked" : "aborted", c->rank);
+    shm__p2p_fail_all(c, stop, msg);
+    if (stop == PLX_ERR_ABORTED) /* a revoking rank marked itself already */
+        shm__fail(c, PLX_ERR_ABORTED, -1);
+    return 1;
+}
+
+/* Requests whose own deadline passed fail with a timeout. */
+static void expire(struct shm_comm *c, uint64_t now)
+{
     char w[120];
-    int by = shm__revoked_by(c); /* whichever rank this one waits for */
-    if (by >= 0) {
-        snprintf(w, sizeof w, "rank %d revoked the communicator while rank %d waited on shm", by, c->rank);
-        shm__p2p_fail_all(c, PLX_ERR_REVOKED, w);
-        shm__fail(c, PLX_ERR_REVOKED, by);
-        return;
-    }
-    for (struct req *r = p->all, *n; r; r = n) {
+    for (struct req *r = c->p2p->all, *n; r; r = n) {
         n = r->anext;
         if (!r->deadline || now < r->deadline)
             continue;
@@ -264,6 +256,56 @@ static void sweep(struct shm_comm *c, int now_too)
                  r->is_send ? (r->rndv ? "it never took the single-copy send" : "it did not drain the ring")
                             : "no matching message came");
     }
+}
+
+/* Peer q is in state st (dead, left, failed): fail what waits for it. */
+static void peer_gone(struct shm_comm *c, int q, int st)
+{
+    char w[120];
+    shm__ring_drain(c, q); /* what it wrote before it went still counts */
+    if (st == PEER_DEAD && c->lost_rank < 0) {
+        c->lost_rank = q;
+        snprintf(c->lost_msg, sizeof c->lost_msg, "rank %d (pid %d) died", q, (int)shm__ctl(c, q)->pid);
+    }
+    for (struct req *r = c->p2p->all, *n; r; r = n) {
+        n = r->anext;
+        if (r->peer != q && !(r->peer == PLX_ANY_SOURCE && st != PEER_LEFT))
+            continue;
+        cancel(c, r);
+        if (st == PEER_DEAD)
+            shm__p2p_complete(c, r, PLX_ERR_PEER_LOST, "%s: rank %d (pid %d) died while rank %d waited for it on shm", shm__p2p_what(r, w, sizeof w),
+                     q, (int)shm__ctl(c, q)->pid, c->rank);
+        else if (st == PEER_LEFT)
+            shm__p2p_complete(c, r, PLX_ERR_PEER_LOST, "%s: rank %d destroyed its communicator while rank %d waited for it "
+                     "on shm", shm__p2p_what(r, w, sizeof w), q, c->rank);
+        else
+            shm__p2p_complete(c, r, PLX_ERR_REMOTE, "%s: rank %d failed (%s) while rank %d waited for it on shm", shm__p2p_what(r, w, sizeof w), q,
+                     shm__status_name(shm__ctl(c, q)->why_code), c->rank);
+    }
+    if (st == PEER_DEAD)
+        shm__fail(c, PLX_ERR_PEER_LOST, q);
+}
+
+/* Timeouts, a revoke elsewhere, and whether each peer a pending request
+ * waits for is still there: at most every SWEEP_NS, or now (now_too). */
+static void sweep(struct shm_comm *c, int now_too)
+{
+    struct shm_p2p *p = c->p2p;
+    if (!p->all || stopped(c))
+        return;
+    uint64_t now = c->host->clock_ns();
+    if (now < p->next_sweep && !now_too)
+        return;
+    p->next_sweep = now + SWEEP_NS;
+    int by = shm__revoked_by(c); /* whichever rank this one waits for */
+    if (by >= 0) {
+        char w[120];
+        snprintf(w, sizeof w, "rank %d revoked the communicator while rank %d waited on shm", by, c->rank);
+        shm__p2p_fail_all(c, PLX_ERR_REVOKED, w);
+        shm__fail(c, PLX_ERR_REVOKED, by);
+        return;
+    }
+    expire(c, now);
     /* Peers this rank waits for: is each still there? */
     int any = 0;
     for (int q = 0; q < c->size; q++)
@@ -277,33 +319,9 @@ static void sweep(struct shm_comm *c, int now_too)
     for (int q = 0; any && q < c->size; q++)
         if (p->bad[q] < 0)
             p->bad[q] = peer_state(c, q);
-    for (int q = 0; q < c->size && !p->broken; q++) {
-        if (p->bad[q] <= 0)
-            continue;
-        shm__ring_drain(c, q); /* what it wrote before it went still counts */
-        int st = p->bad[q];
-        if (st == PEER_DEAD && c->lost_rank < 0) {
-            c->lost_rank = q;
-            snprintf(c->lost_msg, sizeof c->lost_msg, "rank %d (pid %d) died", q, (int)shm__ctl(c, q)->pid);
-        }
-        for (struct req *r = p->all, *n; r; r = n) {
-            n = r->anext;
-            if (r->peer != q && !(r->peer == PLX_ANY_SOURCE && st != PEER_LEFT))
-                continue;
-            cancel(c, r);
-            if (st == PEER_DEAD)
-                shm__p2p_complete(c, r, PLX_ERR_PEER_LOST, "%s: rank %d (pid %d) died while rank %d waited for it on shm", shm__p2p_what(r, w, sizeof w),
-                         q, (int)shm__ctl(c, q)->pid, c->rank);
-            else if (st == PEER_LEFT)
-                shm__p2p_complete(c, r, PLX_ERR_PEER_LOST, "%s: rank %d destroyed its communicator while rank %d waited for it "
-                         "on shm", shm__p2p_what(r, w, sizeof w), q, c->rank);
-            else
-                shm__p2p_complete(c, r, PLX_ERR_REMOTE, "%s: rank %d failed (%s) while rank %d waited for it on shm", shm__p2p_what(r, w, sizeof w), q,
-                         shm__status_name(shm__ctl(c, q)->why_code), c->rank);
-        }
-        if (st == PEER_DEAD)
-            shm__fail(c, PLX_ERR_PEER_LOST, q);
-    }
+    for (int q = 0; q < c->size && !p->broken; q++)
+        if (p->bad[q] > 0)
+            peer_gone(c, q, p->bad[q]);
 }
 
 /* ---- requests ------------------------------------------------------------- */

@@ -12,19 +12,22 @@
 #include "p2p.h"
 #include "slice.h"
 
-/* The entry point's services, which the SDK's entry macro keeps: shm
- * reaches the core through each communicator's own instance (ABI 1.5,
- * the minimum it takes) and reads nothing here after loading. */
+/* The plugin's only state outside its communicators (shm.h), written
+ * before the core calls anything but the entry point, read-only after:
+ *
+ * the entry point's services, which the SDK's entry macro keeps and
+ * nothing reads: shm reaches the core through each communicator's own
+ * instance (ABI 1.5, the minimum it takes); */
 static const struct plx_host *entry_host;
 
-/* The cma key's help says whether single copy is possible here (probed
- * when the plugin loads), so plexus-info shows it with the reason. */
+/* the cma keys' help, which says whether single copy is possible here
+ * (probed when the plugin loads), so plexus-info shows it with the reason; */
 static char cma_help[320];
 static char p2p_cma_help[400];
 static char wait_slice_help[500];
 
-/* The description names this host's identity: the core keeps no reason
- * for a usable backend, and plexus-info prints the description. */
+/* and the description, which names this host's identity: the core keeps
+ * no reason for a usable backend, and plexus-info prints the description. */
 static char description[400];
 
 /* Every key shm reads, typed: the core checks values where they are set,

@@ -32,7 +32,15 @@
  * Nothing read from the segment is used as an index or a length: offsets
  * come from this rank's own arguments, and a peer's slot header must equal
  * this rank's expectation field for field, or the operation fails with
- * PLX_ERR_PROTOCOL. */
+ * PLX_ERR_PROTOCOL.
+ *
+ * State lives in struct shm_comm (with the core's host for that
+ * communicator) and the segment. The exceptions: plugin.c's load-time
+ * texts (read-only once loaded), the copy plx_plugin_copy chose in each
+ * file that calls it (plugin.h), and a waiting thread's saved scheduler
+ * slice (core/common/slice.c: per thread, as scheduling attributes are).
+ * A failure's message reaches a waiter in another thread through its
+ * request (struct shm_op's err), not through thread-local storage. */
 #ifndef PLEXUS_SHM_H
 #define PLEXUS_SHM_H
 

@@ -146,6 +146,76 @@ static int open_object(const char *name, size_t total, char **base, char *why, s
     return 0;
 }
 
+/* Rank 0's part of plx_mem_alloc: create the object under key's name,
+ * collect every rank's answer, publish the verdict (key grows by it, klen
+ * bytes). *base is set once the object is mapped, also on a later failure. */
+static int lead_alloc(struct shm_comm *c, size_t bytes, size_t total, char *key, size_t klen, char **base)
+{
+    char val[256], name[96], why[200] = "";
+    int rc = create_object(total, name, sizeof name, base, why, sizeof why);
+    if (rc != 0) {
+        snprintf(val, sizeof val, "error %s", why);
+        store_put(c, key, val); /* the others fail with rank 0's reason instead of waiting */
+        return plx_plugin_error(c->host, rc, "shm: plx_mem_alloc(%zu bytes): %s", bytes, why);
+    }
+    snprintf(val, sizeof val, "%zu %s", bytes, name);
+    if ((rc = store_put(c, key, val)) != 0) {
+        shm_unlink(name);
+        return rc;
+    }
+    /* every rank says whether it mapped the object, then the name goes */
+    int bad = 0;
+    for (int r = 1; r < c->size && !rc; r++) {
+        char rkey[112], who[32];
+        snprintf(rkey, sizeof rkey, "%s/%d", key, r);
+        snprintf(who, sizeof who, "rank %d", r);
+        if ((rc = store_fetch(c, rkey, val, sizeof val, who)) == 0 && strcmp(val, "ok") != 0) {
+            snprintf(why, sizeof why, "rank %d: %.150s", r, val);
+            bad = r;
+        }
+    }
+    shm_unlink(name);
+    snprintf(key + strlen(key), klen - strlen(key), "/verdict");
+    if (rc) {
+        store_put(c, key, "a rank did not answer rank 0");
+        return rc;
+    }
+    if ((rc = store_put(c, key, bad ? why : "ok")) != 0)
+        return rc;
+    if (bad)
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: plx_mem_alloc(%zu bytes): %s", bytes, why);
+    return 0;
+}
+
+/* Another rank's part: map the object rank 0 named under key, answer,
+ * and take rank 0's verdict. */
+static int follow_alloc(struct shm_comm *c, size_t bytes, size_t total, char *key, size_t klen, char **base)
+{
+    char val[256], name[96], why[200] = "";
+    int rc = store_fetch(c, key, val, sizeof val, "rank 0");
+    if (rc != 0)
+        return rc;
+    size_t theirs = 0;
+    if (!strncmp(val, "error ", 6))
+        return plx_plugin_error(c->host, PLX_ERR_REMOTE, "shm: plx_mem_alloc(%zu bytes): rank 0 failed: %s", bytes,
+                                val + 6);
+    if (sscanf(val, "%zu %95s", &theirs, name) != 2 || theirs != bytes)
+        snprintf(why, sizeof why, "rank %d asked for %zu bytes, rank 0 for '%.100s'", c->rank, bytes, val);
+    else
+        open_object(name, total, base, why, sizeof why);
+    char rkey[112];
+    snprintf(rkey, sizeof rkey, "%s/%d", key, c->rank);
+    if ((rc = store_put(c, rkey, why[0] ? why : "ok")) != 0)
+        return rc;
+    snprintf(key + strlen(key), klen - strlen(key), "/verdict");
+    if ((rc = store_fetch(c, key, val, sizeof val, "rank 0")) != 0)
+        return rc;
+    if (why[0] || strcmp(val, "ok") != 0)
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: plx_mem_alloc(%zu bytes): %s", bytes,
+                                why[0] ? why : val);
+    return 0;
+}
+
 int shm__sym_alloc(struct shm_comm *c, size_t bytes, void **ptr)
 {
     struct shm_sym *s = sym_state(c);
@@ -157,72 +227,18 @@ int shm__sym_alloc(struct shm_comm *c, size_t bytes, void **ptr)
                                 bytes, P);
     size_t total = slot * P;
     uint64_t id = ++s->next_id;
-    char key[96], val[256], name[96], why[200] = "";
+    char key[96];
     char *base = NULL;
-    int rc = 0;
     snprintf(key, sizeof key, "shm/sym/%llu", (unsigned long long)id);
-    if (c->rank == 0) {
-        if ((rc = create_object(total, name, sizeof name, &base, why, sizeof why)) != 0) {
-            snprintf(val, sizeof val, "error %s", why);
-            store_put(c, key, val); /* the others fail with rank 0's reason instead of waiting */
-            return plx_plugin_error(c->host, rc, "shm: plx_mem_alloc(%zu bytes): %s", bytes, why);
-        }
-        snprintf(val, sizeof val, "%zu %s", bytes, name);
-        if ((rc = store_put(c, key, val)) != 0) {
-            shm_unlink(name);
-            goto fail0;
-        }
-        /* every rank says whether it mapped the object, then the name goes */
-        int bad = 0;
-        for (int r = 1; r < c->size && !rc; r++) {
-            char rkey[112], who[32];
-            snprintf(rkey, sizeof rkey, "%s/%d", key, r);
-            snprintf(who, sizeof who, "rank %d", r);
-            if ((rc = store_fetch(c, rkey, val, sizeof val, who)) == 0 && strcmp(val, "ok") != 0) {
-                snprintf(why, sizeof why, "rank %d: %.150s", r, val);
-                bad = r;
-            }
-        }
-        shm_unlink(name);
-        snprintf(key + strlen(key), sizeof key - strlen(key), "/verdict");
-        if (rc) {
-            store_put(c, key, "a rank did not answer rank 0");
-            goto fail0;
-        }
-        if ((rc = store_put(c, key, bad ? why : "ok")) != 0)
-            goto fail0;
-        if (bad) {
-            rc = plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: plx_mem_alloc(%zu bytes): %s", bytes, why);
-            goto fail0;
-        }
-    } else {
-        if ((rc = store_fetch(c, key, val, sizeof val, "rank 0")) != 0)
-            return rc;
-        size_t theirs = 0;
-        if (!strncmp(val, "error ", 6))
-            return plx_plugin_error(c->host, PLX_ERR_REMOTE, "shm: plx_mem_alloc(%zu bytes): rank 0 failed: %s", bytes,
-                                    val + 6);
-        if (sscanf(val, "%zu %95s", &theirs, name) != 2 || theirs != bytes)
-            snprintf(why, sizeof why, "rank %d asked for %zu bytes, rank 0 for '%.100s'", c->rank, bytes, val);
-        else
-            open_object(name, total, &base, why, sizeof why);
-        char rkey[112];
-        snprintf(rkey, sizeof rkey, "%s/%d", key, c->rank);
-        if ((rc = store_put(c, rkey, why[0] ? why : "ok")) != 0)
-            goto fail0;
-        snprintf(key + strlen(key), sizeof key - strlen(key), "/verdict");
-        if ((rc = store_fetch(c, key, val, sizeof val, "rank 0")) != 0)
-            goto fail0;
-        if (why[0] || strcmp(val, "ok") != 0) {
-            rc = plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: plx_mem_alloc(%zu bytes): %s", bytes,
-                                  why[0] ? why : val);
-            goto fail0;
-        }
-    }
-    struct shm_sym_buf *b = calloc(1, sizeof *b);
-    if (!b) {
+    int rc = c->rank == 0 ? lead_alloc(c, bytes, total, key, sizeof key, &base)
+                          : follow_alloc(c, bytes, total, key, sizeof key, &base);
+    struct shm_sym_buf *b = NULL;
+    if (rc == 0 && !(b = calloc(1, sizeof *b)))
         rc = plx_plugin_error(c->host, PLX_ERR_NOMEM, "shm: plx_mem_alloc: out of memory");
-        goto fail0;
+    if (rc) {
+        if (base)
+            munmap(base, total);
+        return rc;
     }
     *b = (struct shm_sym_buf){.id = id, .base = base, .slot = slot, .bytes = bytes};
     pthread_mutex_lock(&s->mu);
@@ -231,10 +247,6 @@ int shm__sym_alloc(struct shm_comm *c, size_t bytes, void **ptr)
     pthread_mutex_unlock(&s->mu);
     *ptr = base + (size_t)c->rank * slot;
     return 0;
-fail0:
-    if (base)
-        munmap(base, total);
-    return rc;
 }
 
 int shm__sym_free(struct shm_comm *c, void *ptr)
