@@ -30,7 +30,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +84,8 @@ static void futex_wait_private(uint32_t *w, uint32_t val, uint64_t ns)
     syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
 }
 
-/* What every collective checks before it starts; run with busy held. */
+/* Run a collective after what every collective checks first; with busy
+ * held. err as shm__collective's. */
 static int run(struct shm_comm *c, const struct plx_coll_args *a, char *err)
 {
     int rc = shm__refusal(c, 0, err);
