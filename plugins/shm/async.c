@@ -19,15 +19,17 @@
  *
  * A collective's request handed to the core is its struct shm_creq with
  * the low bit set: the plugin tells it apart from a point-to-point request
- * (p2p.c, malloc'ed, aligned) without reading either.
+ * (p2p.c, in the core's memory, aligned for any type) without reading
+ * either.
  *
  * A failure inside the progress thread is reported to the waiter with the
- * same message: the plugin's host (shm__host) is a copy of the core's
- * whose error function also keeps the calling thread's last message. */
+ * same message: the collective writes it into its request (struct
+ * shm_op's err) as it reports it, and the waiter's test or wait reports it
+ * again through the communicator's host, so the core keeps it for the
+ * waiting thread. */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +39,6 @@
 
 #include "shm.h"
 
-#define host shm__host
 #define WAIT_SLICE_NS (20 * UINT64_C(1000000)) /* a waiter rechecks at least this often */
 #define WAIT_LOOKS 256
 
@@ -46,7 +47,7 @@ struct shm_creq {
     uint32_t done;          /* futex word: 1 once status and err are final */
     int status;
     int running;            /* taken from the queue */
-    char err[512];
+    char err[SHM_ERR_BYTES]; /* the failure's message, written by whoever runs it */
     struct shm_creq *next;
 };
 
@@ -59,37 +60,6 @@ struct shm_async {
     int started, stopping;
     pthread_t thread;
 };
-
-/* ---- the messages of failures in another thread ----------------------- */
-
-static const struct plx_host *core_host;
-static struct plx_host wrapped_host;
-static pthread_once_t wrap_once = PTHREAD_ONCE_INIT;
-static _Thread_local char last_msg[512];
-
-static int keep_error(void *ctx, int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
-    va_end(ap);
-    return core_host->error(ctx, status, "%s", last_msg);
-}
-
-static void wrap_host(void)
-{
-    core_host = shm__host;
-    size_t n = core_host->struct_size < sizeof wrapped_host ? core_host->struct_size : sizeof wrapped_host;
-    memcpy(&wrapped_host, core_host, n);
-    wrapped_host.struct_size = (uint32_t)n;
-    wrapped_host.error = keep_error;
-    shm__host = &wrapped_host;
-}
-
-void shm__async_wrap_host(void)
-{
-    pthread_once(&wrap_once, wrap_host);
-}
 
 /* ---- requests ------------------------------------------------------------ */
 
@@ -114,16 +84,12 @@ static void futex_wait_private(uint32_t *w, uint32_t val, uint64_t ns)
     syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
 }
 
-/* What every collective checks before it starts; run with busy held. */
-static int usable(struct shm_comm *c)
+/* Run a collective after what every collective checks first; with busy
+ * held. err as shm__collective's. */
+static int run(struct shm_comm *c, const struct plx_coll_args *a, char *err)
 {
-    return shm__refusal(c, 0);
-}
-
-static int run(struct shm_comm *c, const struct plx_coll_args *a)
-{
-    int rc = usable(c);
-    return rc ? rc : shm__collective(c, a);
+    int rc = shm__refusal(c, 0, err);
+    return rc ? rc : shm__collective(c, a, err);
 }
 
 static int claim(struct shm_async *q)
@@ -158,15 +124,17 @@ static void run_head(struct shm_comm *c, struct shm_async *q)
     int stopping = q->stopping;
     pthread_mutex_unlock(&q->mu);
 
-    last_msg[0] = '\0';
-    int rc = stopping ? plx_plugin_error(host, PLX_ERR_ABORTED, "shm: communicator '%s' was destroyed with this %s "
-                                         "pending", c->name, shm__coll_name(r->a.coll))
-                      : run(c, &r->a);
+    int rc = PLX_ERR_ABORTED;
+    if (stopping)
+        snprintf(r->err, sizeof r->err, "shm: communicator '%s' was destroyed with this %s pending", c->name,
+                 shm__coll_name(r->a.coll));
+    else
+        rc = run(c, &r->a, r->err);
 
     pthread_mutex_lock(&q->mu);
     r->status = rc;
-    if (rc)
-        snprintf(r->err, sizeof r->err, "%s", last_msg[0] ? last_msg : "shm: collective failed");
+    if (rc && !r->err[0])
+        snprintf(r->err, sizeof r->err, "shm: collective failed");
     __atomic_store_n(&q->busy, 0, __ATOMIC_RELEASE);
     /* Under mu: the core frees the request (req_free takes mu) only after
      * this wake. */
@@ -200,7 +168,7 @@ int shm__async_create(struct shm_comm *c)
 {
     struct shm_async *q = calloc(1, sizeof *q);
     if (!q)
-        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "shm: out of memory");
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cv, NULL);
     c->async = q;
@@ -213,7 +181,7 @@ int shm__coll_start(struct shm_comm *c, const struct plx_coll_args *a, void **re
     if ((a->flags & PLX_COLL_FLAG_BLOCKING) && !__atomic_load_n(&q->queued, __ATOMIC_ACQUIRE) && claim(q)) {
         if (!__atomic_load_n(&q->queued, __ATOMIC_SEQ_CST)) {
             /* Nothing before it: run here, no hand-off latency. */
-            int rc = run(c, a);
+            int rc = run(c, a, NULL);
             __atomic_store_n(&q->busy, 0, __ATOMIC_SEQ_CST);
             if (__atomic_load_n(&q->queued, __ATOMIC_SEQ_CST)) { /* queued meanwhile by another thread */
                 pthread_mutex_lock(&q->mu);
@@ -235,7 +203,7 @@ int shm__coll_start(struct shm_comm *c, const struct plx_coll_args *a, void **re
     struct shm_creq *r = calloc(1, sizeof *r);
     if (!r) {
         pthread_mutex_unlock(&q->mu);
-        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "shm: out of memory");
     }
     r->a = *a;
     if (!q->started) {
@@ -243,7 +211,7 @@ int shm__coll_start(struct shm_comm *c, const struct plx_coll_args *a, void **re
         if (e) {
             pthread_mutex_unlock(&q->mu);
             free(r);
-            return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: cannot start the progress thread of '%s': %s",
+            return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: cannot start the progress thread of '%s': %s",
                                     c->name, strerror(e));
         }
         q->started = 1;
@@ -260,16 +228,15 @@ int shm__coll_start(struct shm_comm *c, const struct plx_coll_args *a, void **re
     return 0;
 }
 
-static int finished(struct shm_creq *r)
+static int finished(struct shm_comm *c, struct shm_creq *r)
 {
-    return r->status ? plx_plugin_error(host, r->status, "%s", r->err) : 0;
+    return r->status ? plx_plugin_error(c->host, r->status, "%s", r->err) : 0;
 }
 
 int shm__creq_test(struct shm_comm *c, struct shm_creq *r, int *done)
 {
-    (void)c;
     *done = (int)__atomic_load_n(&r->done, __ATOMIC_ACQUIRE);
-    return *done ? finished(r) : 0;
+    return *done ? finished(c, r) : 0;
 }
 
 int shm__creq_wait_until(struct shm_comm *c, struct shm_creq *r, uint64_t deadline_ns)
@@ -277,7 +244,7 @@ int shm__creq_wait_until(struct shm_comm *c, struct shm_creq *r, uint64_t deadli
     struct shm_async *q = c->async;
     for (unsigned k = 0;; k++) {
         if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE))
-            return finished(r);
+            return finished(c, r);
         if (k < WAIT_LOOKS) {
             shm__cpu_relax();
             continue;
@@ -288,10 +255,10 @@ int shm__creq_wait_until(struct shm_comm *c, struct shm_creq *r, uint64_t deadli
             run_head(c, q);
         pthread_mutex_unlock(&q->mu);
         if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE))
-            return finished(r);
-        uint64_t now = host->clock_ns();
+            return finished(c, r);
+        uint64_t now = c->host->clock_ns();
         if (now >= deadline_ns)
-            return plx_plugin_error(host, PLX_ERR_TIMEOUT, "shm: %s(seq %llu) on '%s' still pending",
+            return plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "shm: %s(seq %llu) on '%s' still pending",
                                     shm__coll_name(r->a.coll), (unsigned long long)r->a.seq, c->name);
         uint64_t ns = deadline_ns - now < WAIT_SLICE_NS ? deadline_ns - now : WAIT_SLICE_NS;
         futex_wait_private(&r->done, 0, ns);

@@ -21,7 +21,6 @@
 
 #include "shm.h"
 
-#define host shm__host
 
 void shm__cpu_relax(void)
 {
@@ -43,7 +42,7 @@ void shm__bell_ring(struct shm_comm *c, int r)
 void shm__bell_sleep(struct shm_comm *c, uint32_t seen, uint64_t deadline_ns, int slice_ms)
 {
     struct shm_p2p_ctl *b = shm__p2p_ctl(c, c->rank);
-    uint64_t now = host->clock_ns();
+    uint64_t now = c->host->clock_ns();
     if (now >= deadline_ns)
         return;
     uint64_t ns = (uint64_t)slice_ms * 1000000u;

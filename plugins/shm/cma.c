@@ -38,7 +38,6 @@
 
 #include "shm.h"
 
-#define host shm__host
 #define CMA_MAGIC UINT64_C(0x636d612d70726f62)
 
 int shm__cma_possible(char *why, size_t len)
@@ -78,14 +77,14 @@ static int pull(struct shm_op *o, int q, void *dst, uint64_t raddr, size_t len)
             uint32_t qs = __atomic_load_n(&shm__ctl(c, q)->state, __ATOMIC_ACQUIRE);
             if (qs != SHM_STATE_ACTIVE) { /* it gave up first (and may be gone): say so, not "lost" */
                 shm__fail(c, PLX_ERR_REMOTE, -1);
-                return plx_plugin_error(host, PLX_ERR_REMOTE, "%s(seq %llu): rank %d %s while rank %d read its buffers on shm",
-                                        o->what, (unsigned long long)o->a->seq, q,
-                                        qs == SHM_STATE_LEFT ? "left" : "failed", c->rank);
+                return shm__op_error(o, PLX_ERR_REMOTE, "%s(seq %llu): rank %d %s while rank %d read its buffers on shm",
+                                     o->what, (unsigned long long)o->a->seq, q,
+                                     qs == SHM_STATE_LEFT ? "left" : "failed", c->rank);
             }
             shm__fail(c, st, e == ESRCH ? q : -1);
-            return plx_plugin_error(host, st, "%s(seq %llu): rank %d could not read %zu bytes of rank %d (pid %d) at 0x%llx: %s",
-                                    o->what, (unsigned long long)o->a->seq, c->rank, len, q, (int)pid,
-                                    (unsigned long long)raddr, strerror(e));
+            return shm__op_error(o, st, "%s(seq %llu): rank %d could not read %zu bytes of rank %d (pid %d) at 0x%llx: %s",
+                                 o->what, (unsigned long long)o->a->seq, c->rank, len, q, (int)pid,
+                                 (unsigned long long)raddr, strerror(e));
         }
         dst = (char *)dst + n;
         raddr += (uint64_t)n;
@@ -127,7 +126,7 @@ int shm__cma_agree(struct shm_op *o)
     if (all && !(c->piece = malloc(SHM_PIECE_BYTES)))
         all = 0;
     c->cma = all;
-    host->log(host->ctx, PLX_LOG_DEBUG, "shm: comm '%s': single-copy %s", c->name, all ? "on" : c->cma_why);
+    c->host->log(c->host->ctx, PLX_LOG_DEBUG, "shm: comm '%s': single-copy %s", c->name, all ? "on" : c->cma_why);
     return 0;
 }
 
@@ -154,13 +153,13 @@ static int reduce_remote(struct shm_op *o, char *out, size_t n, uint32_t half, s
             uint64_t ra = shm__ctl(c, q)->hdr[half].send_addr;
             if ((rc = pull(o, q, c->piece, ra + (elem_off + base) * es, k * es)) != 0)
                 return rc;
-            if ((rc = host->reduce(out + base * es, c->piece, k, a->dtype, a->op)) != 0)
-                return plx_plugin_error(host, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d", o->what,
-                                        (unsigned long long)a->seq, a->dtype, a->op);
+            if ((rc = c->host->reduce(out + base * es, c->piece, k, a->dtype, a->op)) != 0)
+                return shm__op_error(o, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d", o->what,
+                                     (unsigned long long)a->seq, a->dtype, a->op);
         }
     }
     if (a->op == PLX_AVG && n)
-        return host->scale_div(out, n, a->dtype, (uint64_t)c->size);
+        return c->host->scale_div(out, n, a->dtype, (uint64_t)c->size);
     return 0;
 }
 

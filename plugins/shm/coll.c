@@ -17,7 +17,6 @@
 #include "shm.h"
 #include "slice.h"
 
-#define host shm__host
 
 static size_t min_sz(size_t a, size_t b)
 {
@@ -94,18 +93,18 @@ static int expect(struct shm_op *o, int r, uint32_t half)
     char msg[300];
     if (shm__mismatch(c, r, half, msg, sizeof msg)) {
         shm__fail(c, PLX_ERR_MISMATCH, -1);
-        return plx_plugin_error(host, PLX_ERR_MISMATCH, "%s", msg);
+        return shm__op_error(o, PLX_ERR_MISMATCH, "%s", msg);
     }
     shm__fail(c, PLX_ERR_PROTOCOL, -1);
-    return plx_plugin_error(host, PLX_ERR_PROTOCOL,
-                            "%s(seq %llu): rank %d's slot header says %s seq %llu count %llu dtype %d op %d root %d "
-                            "round %llu+%llu, rank %d expects %s seq %llu count %llu dtype %d op %d root %d round "
-                            "%llu+%llu: the segment is corrupt",
-                            o->what, (unsigned long long)o->a->seq, r, coll_label(got.coll), (unsigned long long)got.seq,
-                            (unsigned long long)got.count, got.dtype, got.op, got.root, (unsigned long long)got.off,
-                            (unsigned long long)got.len, c->rank, coll_label(want.coll), (unsigned long long)want.seq,
-                            (unsigned long long)want.count, want.dtype, want.op, want.root, (unsigned long long)want.off,
-                            (unsigned long long)want.len);
+    return shm__op_error(o, PLX_ERR_PROTOCOL,
+                         "%s(seq %llu): rank %d's slot header says %s seq %llu count %llu dtype %d op %d root %d "
+                         "round %llu+%llu, rank %d expects %s seq %llu count %llu dtype %d op %d root %d round "
+                         "%llu+%llu: the segment is corrupt",
+                         o->what, (unsigned long long)o->a->seq, r, coll_label(got.coll), (unsigned long long)got.seq,
+                         (unsigned long long)got.count, got.dtype, got.op, got.root, (unsigned long long)got.off,
+                         (unsigned long long)got.len, c->rank, coll_label(want.coll), (unsigned long long)want.seq,
+                         (unsigned long long)want.count, want.dtype, want.op, want.root, (unsigned long long)want.off,
+                         (unsigned long long)want.len);
 }
 
 int shm__expect_all(struct shm_op *o, uint32_t half)
@@ -129,12 +128,12 @@ int shm__reduce_piece(struct shm_op *o, char *d, const char *first_in, int first
         plx_plugin_move(d, first_in, k * o->es);
     for (int s = 1; s < c->size; s++) {
         int q = (first + s) % c->size;
-        int rc = host->reduce(d, shm__slot(c, q, half) + boff, k, a->dtype, a->op);
+        int rc = c->host->reduce(d, shm__slot(c, q, half) + boff, k, a->dtype, a->op);
         if (rc)
-            return plx_plugin_error(host, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d", o->what,
-                                    (unsigned long long)a->seq, a->dtype, a->op);
+            return shm__op_error(o, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d", o->what,
+                                 (unsigned long long)a->seq, a->dtype, a->op);
     }
-    return a->op == PLX_AVG ? host->scale_div(d, k, a->dtype, (uint64_t)c->size) : 0;
+    return a->op == PLX_AVG ? c->host->scale_div(d, k, a->dtype, (uint64_t)c->size) : 0;
 }
 
 /* out[0, n) = in_first op in_(first+1) op ... over every rank's slot at
@@ -222,15 +221,15 @@ static int fast_allreduce(struct shm_op *o)
         if ((rc = expect(o, r, half)) != 0)
             return rc;
         shm__fail(c, PLX_ERR_PROTOCOL, -1);
-        return plx_plugin_error(host, PLX_ERR_PROTOCOL, "%s(seq %llu): rank %d's small-allreduce line disagrees "
-                                "with its slot header: the segment is corrupt", o->what, (unsigned long long)seq, r);
+        return shm__op_error(o, PLX_ERR_PROTOCOL, "%s(seq %llu): rank %d's small-allreduce line disagrees "
+                             "with its slot header: the segment is corrupt", o->what, (unsigned long long)seq, r);
     }
     memcpy(a->recv, shm__ctl(c, 0)->fast_data[half], bytes);
     for (int r = 1; r < c->size; r++)
-        if ((rc = host->reduce(a->recv, shm__ctl(c, r)->fast_data[half], a->count, a->dtype, a->op)) != 0)
-            return plx_plugin_error(host, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d",
-                                    o->what, (unsigned long long)seq, a->dtype, a->op);
-    return a->op == PLX_AVG ? host->scale_div(a->recv, a->count, a->dtype, (uint64_t)c->size) : 0;
+        if ((rc = c->host->reduce(a->recv, shm__ctl(c, r)->fast_data[half], a->count, a->dtype, a->op)) != 0)
+            return shm__op_error(o, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d",
+                                 o->what, (unsigned long long)seq, a->dtype, a->op);
+    return a->op == PLX_AVG ? c->host->scale_div(a->recv, a->count, a->dtype, (uint64_t)c->size) : 0;
 }
 
 /* allreduce (all = 1) and reduce (all = 0: only the root receives). */
@@ -380,7 +379,7 @@ static int broadcast(struct shm_op *o)
     return 0;
 }
 
-static int collective(struct shm_comm *c, const struct plx_coll_args *a)
+static int collective(struct shm_comm *c, const struct plx_coll_args *a, char *err)
 {
     int64_t ms = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
     struct shm_op o = {
@@ -389,9 +388,10 @@ static int collective(struct shm_comm *c, const struct plx_coll_args *a)
         .what = shm__coll_name(a->coll),
         .timeout_ms = ms,
         .es = a->coll == PLX_COLL_BARRIER ? 1 : plx_plugin_dtype_size(a->dtype),
+        .err = err,
     };
     if (!o.es)
-        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "shm: %s: invalid dtype %d", o.what, a->dtype);
+        return shm__op_error(&o, PLX_ERR_INVALID_ARG, "shm: %s: invalid dtype %d", o.what, a->dtype);
     if (a->coll != PLX_COLL_BARRIER && a->count == 0)
         return 0;
     if (shm__sym_wants(&o))
@@ -412,13 +412,13 @@ static int collective(struct shm_comm *c, const struct plx_coll_args *a)
     case PLX_COLL_REDUCE_SCATTER:
     case PLX_COLL_ALLTOALL:
     case PLX_COLL_SCATTER: return blocks(&o);
-    default: return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, "shm: collective %d is not native here", a->coll);
+    default: return shm__op_error(&o, PLX_ERR_UNSUPPORTED, "shm: collective %d is not native here", a->coll);
     }
 }
 
-int shm__collective(struct shm_comm *c, const struct plx_coll_args *a)
+int shm__collective(struct shm_comm *c, const struct plx_coll_args *a, char *err)
 {
-    int rc = collective(c, a);
+    int rc = collective(c, a, err);
     if (c->cfg.wait_slice_ns) /* a wait may have shortened it (0: none did) */
         plx__slice_restore();
     return rc;

@@ -5,10 +5,12 @@
  * drains) or, single copy, an RTS the receiver answers by reading the
  * sender's buffer with process_vm_readv and an ACK.
  *
- * Single copy is off by default ([shm] p2p_cma): on the loaded 2-core VM
- * it was measured on, process_vm_readv was no faster than two copies
- * through the ring (2 ranks, ping-pong one-way, medians of 6: 1 MiB 489 us
- * against 307 us; 16 MiB 11.9 ms against 6.8 ms, both very noisy).
+ * Single copy is off by default ([shm] p2p_cma): process_vm_readv pins
+ * the sender's pages on every call, which can cost more than the second
+ * copy it saves, and the ring's two copies overlap (the sender writes the
+ * next fragment while the receiver drains the last) where single copy
+ * waits for the receiver alone; which wins depends on the host, so it is
+ * an option to measure there, not a default.
  *
  * A message that arrives before its receive is posted goes to the
  * unexpected queue (its data copied out of the ring, or for RTS just the
@@ -34,7 +36,6 @@
 #include "p2p.h"
 #include "slice.h"
 
-#define host shm__host
 #define SWEEP_NS (10 * UINT64_C(1000000)) /* timeouts and peer liveness: at most this often */
 #define SLICE_MS 10
 
@@ -225,34 +226,26 @@ static int peer_state(struct shm_comm *c, int q)
     return st == SHM_STATE_FAILED ? PEER_FAILED : st == SHM_STATE_LEFT ? PEER_LEFT : PEER_OK;
 }
 
-static void sweep(struct shm_comm *c, int now_too)
+/* comm_abort or comm_revoke ran here: fail every pending request; 1 if so. */
+static int stopped(struct shm_comm *c)
 {
-    struct shm_p2p *p = c->p2p;
-    if (!p->all)
-        return;
-    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
-        char msg[200];
-        int stop = shm__stop_status(c);
-        snprintf(msg, sizeof msg, "communicator '%s' %s on rank %d", c->name,
-                 stop == PLX_ERR_REVOKED ? "revoked" : "aborted", c->rank);
-        shm__p2p_fail_all(c, stop, msg);
-        if (stop == PLX_ERR_ABORTED) /* a revoking rank marked itself already */
-            shm__fail(c, PLX_ERR_ABORTED, -1);
-        return;
-    }
-    uint64_t now = host->clock_ns();
-    if (now < p->next_sweep && !now_too)
-        return;
-    p->next_sweep = now + SWEEP_NS;
+    if (!__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return 0;
+    char msg[200];
+    int stop = shm__stop_status(c);
+    snprintf(msg, sizeof msg, "communicator '%s' %s on rank %d", c->name,
+             stop == PLX_ERR_REVOKED ? "revoked" : "aborted", c->rank);
+    shm__p2p_fail_all(c, stop, msg);
+    if (stop == PLX_ERR_ABORTED) /* a revoking rank marked itself already */
+        shm__fail(c, PLX_ERR_ABORTED, -1);
+    return 1;
+}
+
+/* Requests whose own deadline passed fail with a timeout. */
+static void expire(struct shm_comm *c, uint64_t now)
+{
     char w[120];
-    int by = shm__revoked_by(c); /* whichever rank this one waits for */
-    if (by >= 0) {
-        snprintf(w, sizeof w, "rank %d revoked the communicator while rank %d waited on shm", by, c->rank);
-        shm__p2p_fail_all(c, PLX_ERR_REVOKED, w);
-        shm__fail(c, PLX_ERR_REVOKED, by);
-        return;
-    }
-    for (struct req *r = p->all, *n; r; r = n) {
+    for (struct req *r = c->p2p->all, *n; r; r = n) {
         n = r->anext;
         if (!r->deadline || now < r->deadline)
             continue;
@@ -263,6 +256,56 @@ static void sweep(struct shm_comm *c, int now_too)
                  r->is_send ? (r->rndv ? "it never took the single-copy send" : "it did not drain the ring")
                             : "no matching message came");
     }
+}
+
+/* Peer q is in state st (dead, left, failed): fail what waits for it. */
+static void peer_gone(struct shm_comm *c, int q, int st)
+{
+    char w[120];
+    shm__ring_drain(c, q); /* what it wrote before it went still counts */
+    if (st == PEER_DEAD && c->lost_rank < 0) {
+        c->lost_rank = q;
+        snprintf(c->lost_msg, sizeof c->lost_msg, "rank %d (pid %d) died", q, (int)shm__ctl(c, q)->pid);
+    }
+    for (struct req *r = c->p2p->all, *n; r; r = n) {
+        n = r->anext;
+        if (r->peer != q && !(r->peer == PLX_ANY_SOURCE && st != PEER_LEFT))
+            continue;
+        cancel(c, r);
+        if (st == PEER_DEAD)
+            shm__p2p_complete(c, r, PLX_ERR_PEER_LOST, "%s: rank %d (pid %d) died while rank %d waited for it on shm", shm__p2p_what(r, w, sizeof w),
+                     q, (int)shm__ctl(c, q)->pid, c->rank);
+        else if (st == PEER_LEFT)
+            shm__p2p_complete(c, r, PLX_ERR_PEER_LOST, "%s: rank %d destroyed its communicator while rank %d waited for it "
+                     "on shm", shm__p2p_what(r, w, sizeof w), q, c->rank);
+        else
+            shm__p2p_complete(c, r, PLX_ERR_REMOTE, "%s: rank %d failed (%s) while rank %d waited for it on shm", shm__p2p_what(r, w, sizeof w), q,
+                     shm__status_name(shm__ctl(c, q)->why_code), c->rank);
+    }
+    if (st == PEER_DEAD)
+        shm__fail(c, PLX_ERR_PEER_LOST, q);
+}
+
+/* Timeouts, a revoke elsewhere, and whether each peer a pending request
+ * waits for is still there: at most every SWEEP_NS, or now (now_too). */
+static void sweep(struct shm_comm *c, int now_too)
+{
+    struct shm_p2p *p = c->p2p;
+    if (!p->all || stopped(c))
+        return;
+    uint64_t now = c->host->clock_ns();
+    if (now < p->next_sweep && !now_too)
+        return;
+    p->next_sweep = now + SWEEP_NS;
+    int by = shm__revoked_by(c); /* whichever rank this one waits for */
+    if (by >= 0) {
+        char w[120];
+        snprintf(w, sizeof w, "rank %d revoked the communicator while rank %d waited on shm", by, c->rank);
+        shm__p2p_fail_all(c, PLX_ERR_REVOKED, w);
+        shm__fail(c, PLX_ERR_REVOKED, by);
+        return;
+    }
+    expire(c, now);
     /* Peers this rank waits for: is each still there? */
     int any = 0;
     for (int q = 0; q < c->size; q++)
@@ -276,67 +319,40 @@ static void sweep(struct shm_comm *c, int now_too)
     for (int q = 0; any && q < c->size; q++)
         if (p->bad[q] < 0)
             p->bad[q] = peer_state(c, q);
-    for (int q = 0; q < c->size && !p->broken; q++) {
-        if (p->bad[q] <= 0)
-            continue;
-        shm__ring_drain(c, q); /* what it wrote before it went still counts */
-        int st = p->bad[q];
-        if (st == PEER_DEAD && c->lost_rank < 0) {
-            c->lost_rank = q;
-            snprintf(c->lost_msg, sizeof c->lost_msg, "rank %d (pid %d) died", q, (int)shm__ctl(c, q)->pid);
-        }
-        for (struct req *r = p->all, *n; r; r = n) {
-            n = r->anext;
-            if (r->peer != q && !(r->peer == PLX_ANY_SOURCE && st != PEER_LEFT))
-                continue;
-            cancel(c, r);
-            if (st == PEER_DEAD)
-                shm__p2p_complete(c, r, PLX_ERR_PEER_LOST, "%s: rank %d (pid %d) died while rank %d waited for it on shm", shm__p2p_what(r, w, sizeof w),
-                         q, (int)shm__ctl(c, q)->pid, c->rank);
-            else if (st == PEER_LEFT)
-                shm__p2p_complete(c, r, PLX_ERR_PEER_LOST, "%s: rank %d destroyed its communicator while rank %d waited for it "
-                         "on shm", shm__p2p_what(r, w, sizeof w), q, c->rank);
-            else
-                shm__p2p_complete(c, r, PLX_ERR_REMOTE, "%s: rank %d failed (%s) while rank %d waited for it on shm", shm__p2p_what(r, w, sizeof w), q,
-                         shm__status_name(shm__ctl(c, q)->why_code), c->rank);
-        }
-        if (st == PEER_DEAD)
-            shm__fail(c, PLX_ERR_PEER_LOST, q);
-    }
+    for (int q = 0; q < c->size && !p->broken; q++)
+        if (p->bad[q] > 0)
+            peer_gone(c, q, p->bad[q]);
 }
 
 /* ---- requests ------------------------------------------------------------- */
 
 /* Why new work on c is refused (an error), or 0: the same words for
  * collectives and point-to-point, which adds its own broken state. */
-int shm__refusal(struct shm_comm *c, int p2p)
+int shm__refusal(struct shm_comm *c, int p2p, char *err)
 {
+    struct shm_op o = {.c = c, .err = err};
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-        return plx_plugin_error(host, shm__stop_status(c), "shm: communicator '%s' was %s", c->name,
-                                shm__stop_status(c) == PLX_ERR_REVOKED ? "revoked" : "aborted");
+        return shm__op_error(&o, shm__stop_status(c), "shm: communicator '%s' was %s", c->name,
+                             shm__stop_status(c) == PLX_ERR_REVOKED ? "revoked" : "aborted");
     if (p2p && c->p2p->broken)
-        return plx_plugin_error(host, c->p2p->broken, "shm: communicator '%s' failed earlier: %s", c->name,
-                                c->p2p->broken_msg);
+        return shm__op_error(&o, c->p2p->broken, "shm: communicator '%s' failed earlier: %s", c->name,
+                             c->p2p->broken_msg);
     if (c->failed && c->mismatch_msg[0])
-        return plx_plugin_error(host, PLX_ERR_MISMATCH, "shm: communicator '%s' failed earlier: %s", c->name,
-                                c->mismatch_msg);
+        return shm__op_error(&o, PLX_ERR_MISMATCH, "shm: communicator '%s' failed earlier: %s", c->name,
+                             c->mismatch_msg);
     int by = c->failed ? shm__revoked_by(c) : -1;
     if (by >= 0)
-        return plx_plugin_error(host, PLX_ERR_REVOKED, "shm: communicator '%s' was revoked by rank %d", c->name, by);
+        return shm__op_error(&o, PLX_ERR_REVOKED, "shm: communicator '%s' was revoked by rank %d", c->name, by);
     if (c->failed)
-        return plx_plugin_error(host, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
-                                c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");
+        return shm__op_error(&o, PLX_ERR_REMOTE, "shm: communicator '%s' failed earlier%s%s", c->name,
+                             c->lost_rank >= 0 ? ": " : "", c->lost_rank >= 0 ? c->lost_msg : "");
     return 0;
 }
 
-static struct req *req_new(struct shm_comm *c, const struct plx_p2p_args *a, int is_send)
+/* r: the core's memory for the request (undefined contents). */
+static void req_init(struct shm_comm *c, struct req *r, const struct plx_p2p_args *a, int is_send)
 {
     struct shm_p2p *p = c->p2p;
-    struct req *r = p->pool;
-    if (r)
-        p->pool = r->next;
-    else if (!(r = malloc(sizeof *r)))
-        return NULL;
     memset(r, 0, offsetof(struct req, err));
     r->err[0] = '\0';
     r->is_send = is_send;
@@ -345,40 +361,38 @@ static struct req *req_new(struct shm_comm *c, const struct plx_p2p_args *a, int
     r->tag = a->tag;
     r->buf = a->buf;
     r->bytes = a->bytes;
-    r->posted = host->clock_ns();
+    r->posted = c->host->clock_ns();
     r->timeout_ms = a->timeout_ms >= 0 ? a->timeout_ms : a->timeout_ms == PLX_TIMEOUT_INFINITE ? -1 : c->timeout_ms;
     r->deadline = r->timeout_ms >= 0 ? r->posted + (uint64_t)r->timeout_ms * 1000000u : 0;
     r->anext = p->all;
     if (p->all)
         p->all->aprev = r;
     p->all = r;
-    return r;
 }
 
-static int check_args(struct shm_comm *c, const struct plx_p2p_args *a, int is_send)
+static int check_args(struct shm_comm *c, const struct plx_p2p_args *a, int is_send, void **req)
 {
+    if (!*req)
+        return plx_plugin_error(c->host, PLX_ERR_INVALID_USAGE, "shm: no request memory (req_size) from the core");
     if (a->mem_kind != PLX_MEM_HOST)
-        return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, "shm: point-to-point takes host memory only");
+        return plx_plugin_error(c->host, PLX_ERR_UNSUPPORTED, "shm: point-to-point takes host memory only");
     if ((a->peer < 0 || a->peer >= c->size) && !(!is_send && a->peer == PLX_ANY_SOURCE))
-        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "shm: peer %d is not a rank of '%s' (size %d)", a->peer,
+        return plx_plugin_error(c->host, PLX_ERR_INVALID_ARG, "shm: peer %d is not a rank of '%s' (size %d)", a->peer,
                                 c->name, c->size);
     if (a->bytes > SIZE_MAX / 2 || (a->bytes && !a->buf))
-        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "shm: bad buffer or size %zu", a->bytes);
-    return shm__refusal(c, 1);
+        return plx_plugin_error(c->host, PLX_ERR_INVALID_ARG, "shm: bad buffer or size %zu", a->bytes);
+    return shm__refusal(c, 1, NULL);
 }
 
 int shm__p2p_isend(struct shm_comm *c, const struct plx_p2p_args *a, void **out)
 {
     struct shm_p2p *p = c->p2p;
-    int rc = check_args(c, a, 1);
+    int rc = check_args(c, a, 1, out);
     if (rc)
         return rc;
+    struct req *r = *out;
     pthread_mutex_lock(&p->mu);
-    struct req *r = req_new(c, a, 1);
-    if (!r) {
-        pthread_mutex_unlock(&p->mu);
-        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
-    }
+    req_init(c, r, a, 1);
     struct outbound *o = &p->out[a->peer];
     r->seq = o->next_seq++;
     r->rndv = c->p2p_cma && a->bytes && a->bytes >= c->cfg.p2p_cma_min_bytes;
@@ -386,7 +400,6 @@ int shm__p2p_isend(struct shm_comm *c, const struct plx_p2p_args *a, void **out)
     lpush(&o->sendq, r);
     shm__ring_write_out(c, a->peer); /* eager: small ones are done now */
     pthread_mutex_unlock(&p->mu);
-    *out = r;
     return 0;
 }
 
@@ -430,26 +443,22 @@ static void post_recv(struct shm_comm *c, struct req *r)
 int shm__p2p_irecv(struct shm_comm *c, const struct plx_p2p_args *a, void **out)
 {
     struct shm_p2p *p = c->p2p;
-    int rc = check_args(c, a, 0);
+    int rc = check_args(c, a, 0, out);
     if (rc)
         return rc;
+    struct req *r = *out;
     pthread_mutex_lock(&p->mu);
-    struct req *r = req_new(c, a, 0);
-    if (!r) {
-        pthread_mutex_unlock(&p->mu);
-        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
-    }
+    req_init(c, r, a, 0);
     post_recv(c, r);
     progress(c);
     pthread_mutex_unlock(&p->mu);
-    *out = r;
     return 0;
 }
 
-static int report(struct req *r)
+static int report(struct shm_comm *c, struct req *r)
 {
     if (r->status)
-        return plx_plugin_error(host, r->status, "%s", r->err);
+        return plx_plugin_error(c->host, r->status, "%s", r->err);
     return 0;
 }
 
@@ -464,7 +473,7 @@ int shm__p2p_test(struct shm_comm *c, void *req, int *done)
     }
     *done = r->done;
     pthread_mutex_unlock(&p->mu);
-    return *done ? report(r) : 0;
+    return *done ? report(c, r) : 0;
 }
 
 int shm__p2p_wait_until(struct shm_comm *c, void *req, uint64_t deadline_ns)
@@ -476,7 +485,7 @@ int shm__p2p_wait_until(struct shm_comm *c, void *req, uint64_t deadline_ns)
     for (;;) {
         uint32_t seen = __atomic_load_n(bell, __ATOMIC_ACQUIRE);
         pthread_mutex_lock(&p->mu);
-        uint64_t now = host->clock_ns();
+        uint64_t now = c->host->clock_ns();
         if (!r->done) {
             progress(c);
             /* At the caller's deadline look at once: the request's own
@@ -489,7 +498,7 @@ int shm__p2p_wait_until(struct shm_comm *c, void *req, uint64_t deadline_ns)
             plx__slice_restore(); /* a sleep below may have shortened it */
         if (done) {
             shm__pace_done(c, &w);
-            return report(r);
+            return report(c, r);
         }
         if (now >= deadline_ns)
             return PLX_ERR_TIMEOUT; /* still pending: the core decides */
@@ -514,9 +523,7 @@ void shm__p2p_req_free(struct shm_comm *c, void *req)
         if (d >= 0)
             shm__ring_write_out(c, d);
     }
-    r->next = p->pool;
-    p->pool = r;
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(&p->mu); /* r is the core's again: no list holds it */
 }
 
 /* ---- the communicator ------------------------------------------------------ */
@@ -562,7 +569,7 @@ int shm__p2p_create(struct shm_comm *c, struct shm_op *o)
             free(p->out);
         }
         free(p);
-        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "shm: out of memory");
     }
     pthread_mutex_init(&p->mu, NULL);
     c->p2p = p;
@@ -577,7 +584,7 @@ int shm__p2p_create(struct shm_comm *c, struct shm_op *o)
             ok = 0;
         }
     c->p2p_cma = ok;
-    host->log(host->ctx, PLX_LOG_DEBUG, "shm: comm '%s': point-to-point single copy %s (messages >= %zu bytes)",
+    c->host->log(c->host->ctx, PLX_LOG_DEBUG, "shm: comm '%s': point-to-point single copy %s (messages >= %zu bytes)",
               c->name, c->p2p_cma_why, c->cfg.p2p_cma_min_bytes);
     return 0;
 }
@@ -594,10 +601,6 @@ void shm__p2p_destroy(struct shm_comm *c)
         n = u->next;
         free(u->data);
         free(u);
-    }
-    for (struct req *r = p->pool, *n; r; r = n) {
-        n = r->next;
-        free(r);
     }
     for (int d = 0; d < c->size; d++)
         free(p->out[d].ctl);

@@ -7,6 +7,7 @@
 #define PLEXUS_SHM_P2P_H
 
 #include <pthread.h>
+#include <stddef.h>
 
 #include "shm.h"
 
@@ -22,6 +23,10 @@ _Static_assert(sizeof(struct frame) == FRAME, "a frame header is one cache line"
 
 enum { Q_NONE, Q_SEND, Q_RNDV, Q_POSTED, Q_ACTIVE };
 
+/* A transfer's request, built in the memory the core passes to isend and
+ * irecv (req_size, ABI 1.5): one record per transfer, the core's. The
+ * lists below hold only pending requests (completing one takes it off),
+ * so once req_free has completed it, the plugin keeps no pointer to it. */
 struct req {
     int is_send, peer; /* peer: PLX_ANY_SOURCE for a receive from any */
     int from;          /* a receive's source once matched */
@@ -76,13 +81,16 @@ struct shm_p2p {
     struct list posted, rndv;
     struct req *all;       /* pending requests (aprev/anext) */
     struct unex *ux_head, *ux_tail;
-    struct req *pool;
     uint64_t msgs;         /* messages sent (fault injection counts them) */
     uint64_t next_sweep;
     int *bad;              /* per sweep: what is wrong with each peer */
     int broken;            /* sticky status once the rings cannot be trusted */
     char broken_msg[300];
 };
+
+/* The backend's req_size: whole max_align_t units, so that a request the
+ * core places right after another is aligned too. */
+#define SHM_P2P_REQ_BYTES ((sizeof(struct req) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1))
 
 static inline size_t round64(size_t x)
 {

@@ -51,7 +51,6 @@
 #include "shm.h"
 #include "slice.h"
 
-#define host shm__host
 #define SHM_PACE_LOST_NS 200000u
 #define SHM_PACE_BACKOFF_MIN_NS (20 * UINT64_C(1000000))
 #define SHM_PACE_BACKOFF_MAX_NS (2 * UINT64_C(1000000000))
@@ -118,7 +117,7 @@ void shm__pace_done(struct shm_comm *c, const struct shm_pace_wait *w)
     struct shm_pace *p = &c->pace;
     if (!w->learns || !w->slept)
         return;
-    uint64_t waited = host->clock_ns() - w->t0, spin = LOAD(p->spin_ns);
+    uint64_t waited = c->host->clock_ns() - w->t0, spin = LOAD(p->spin_ns);
     if (waited >= 2 * p->spin_max_ns) {
         spin /= 2;
         STORE(p->spin_ns, spin < p->spin_max_ns / 64 ? 0 : spin);
@@ -140,7 +139,7 @@ int shm__pace(struct shm_comm *c, struct shm_pace_wait *w)
         shm__cpu_relax();
         return SHM_PACE_AGAIN;
     }
-    uint64_t now = host->clock_ns();
+    uint64_t now = c->host->clock_ns();
     if (!w->started) {
         w->started = 1;
         w->t0 = now;
@@ -160,7 +159,7 @@ int shm__pace(struct shm_comm *c, struct shm_pace_wait *w)
     }
     if (now < w->yield_until) {
         sched_yield();
-        uint64_t back = host->clock_ns(), backoff = LOAD(p->backoff_ns);
+        uint64_t back = c->host->clock_ns(), backoff = LOAD(p->backoff_ns);
         if (back - now > SHM_PACE_LOST_NS) {
             backoff = backoff ? backoff * 2 : SHM_PACE_BACKOFF_MIN_NS;
             if (backoff > SHM_PACE_BACKOFF_MAX_NS)

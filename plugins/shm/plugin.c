@@ -9,20 +9,25 @@
 #include <unistd.h>
 
 #include "hostid.h"
-#include "shm.h"
+#include "p2p.h"
 #include "slice.h"
 
-const struct plx_host *shm__host;
-#define host shm__host
+/* The plugin's only state outside its communicators (shm.h), written
+ * before the core calls anything but the entry point, read-only after:
+ *
+ * the entry point's services, which the SDK's entry macro keeps and
+ * nothing reads: shm reaches the core through each communicator's own
+ * instance (ABI 1.5, the minimum it takes); */
+static const struct plx_host *entry_host;
 
-/* The cma key's help says whether single copy is possible here (probed
- * when the plugin loads), so plexus-info shows it with the reason. */
-static char cma_help[256];
+/* the cma keys' help, which says whether single copy is possible here
+ * (probed when the plugin loads), so plexus-info shows it with the reason; */
+static char cma_help[320];
 static char p2p_cma_help[400];
 static char wait_slice_help[500];
 
-/* The description names this host's identity: the core keeps no reason
- * for a usable backend, and plexus-info prints the description. */
+/* and the description, which names this host's identity: the core keeps
+ * no reason for a usable backend, and plexus-info prints the description. */
 static char description[400];
 
 /* Every key shm reads, typed: the core checks values where they are set,
@@ -37,7 +42,8 @@ static const struct plx_key keys[] = {
     {"steal", PLX_KEY_BOOL, "false", NULL,
      "Larger allreduce rounds: a running rank also reduces the pieces of slices whose owner has not taken them "
      "yet, so a round waits for each rank once (its input) instead of twice (rank 0's value holds for the "
-     "communicator; off by default: slower quiet and busy where measured, see bench/tuning.md)"},
+     "communicator; off by default: each rank's own slice is copied into the segment and stolen pieces out again, "
+     "and a rank preempted while it holds a piece holds every rank's wait for that slice; bench/tuning.md)"},
     {"spin_ns", PLX_KEY_DURATION, "auto", "auto",
      "A waiting rank spins this long (bare numbers: ns) after its first few looks, ... (auto: only while no other "
      "rank of the communicator shares its CPU, up to twice the thread's scheduler slice, halved whenever a wait "
@@ -75,8 +81,8 @@ __attribute__((constructor)) static void describe(void)
              "shared memory between the ranks of one host (memfd segment, futex waits); ranks share a "
              "communicator when their identity matches this host's: %.200s", id);
     snprintf(cma_help, sizeof cma_help,
-             "Single-copy large collectives with process_vm_readv (off by default: slower than two copies on the "
-             "VM measured); here: %s", why);
+             "Single-copy large collectives with process_vm_readv (off by default: it pins the peers' pages on "
+             "every call, which can cost more than the second copy it saves); here: %s", why);
     char slice_why[160];
     plx__slice_probe(SHM_WAIT_SLICE_PROBE_NS, slice_why, sizeof slice_why);
     snprintf(wait_slice_help, sizeof wait_slice_help,
@@ -85,7 +91,8 @@ __attribute__((constructor)) static void describe(void)
              "later; 0 leaves the slice alone); here: %s", slice_why);
     snprintf(p2p_cma_help, sizeof p2p_cma_help,
              "Single-copy large point-to-point messages: the receiver reads the sender's buffer with process_vm_readv "
-             "(else two copies through the pair's ring; off by default: no faster on the VM measured); here: %s", why);
+             "(else two copies through the pair's ring; off by default: it pins the sender's pages on every call, "
+             "which can cost more than the second copy it saves); here: %s", why);
 }
 
 static int probe(struct plx_probe_result *out)
@@ -144,7 +151,7 @@ static void watch_peers(struct shm_comm *c)
 
 static int comm_create(const struct plx_comm_args *args, void **out)
 {
-    shm__async_wrap_host(); /* before anything reports an error */
+    const struct plx_host *host = args->host;
     struct shm_comm *c = calloc(1, sizeof *c);
     if (!c)
         return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
@@ -158,6 +165,7 @@ static int comm_create(const struct plx_comm_args *args, void **out)
         return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, "shm: %d ranks; this backend takes 1 to %d", args->size,
                                 SHM_MAX_RANKS);
     }
+    c->host = host;
     c->rank = args->rank;
     c->size = args->size;
     c->timeout_ms = args->timeout_ms;
@@ -165,7 +173,7 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     c->lost_rank = -1;
     c->memfd = -1;
     snprintf(c->name, sizeof c->name, "%s", args->name ? args->name : "?");
-    shm__cfg_read(args->config, &c->cfg);
+    shm__cfg_read(host, args->config, &c->cfg);
     shm__pace_init(c);
     if (!(c->pidfd = malloc((size_t)c->size * sizeof *c->pidfd))) {
         free(c);
@@ -261,7 +269,8 @@ static int irecv(void *comm, const struct plx_p2p_args *a, void **req)
 }
 
 /* A collective's request is the communicator itself when it completed in
- * collective(), a queued one (async.c), or a point-to-point request. */
+ * collective(), a queued one (async.c), or a point-to-point request in the
+ * core's memory (p2p.c). */
 static int test(void *comm, void *req, int *done)
 {
     if (req == comm) {
@@ -331,11 +340,14 @@ static const struct plx_backend shm_backend = { /* description filled at entry *
     .req_free = req_free,
     .comm_losses = comm_losses,
     .wait_until = wait_until,
+    .req_size = SHM_P2P_REQ_BYTES,
     .mem_alloc = mem_alloc,
     .mem_free = mem_free,
     .comm_revoke = comm_revoke,
     .comm_lost_ranks = shm__lost_ranks,
 };
 
-/* ABI 1.3 at least: shm reads its keys typed, through the communicator's view. */
-PLX_PLUGIN_ENTRY(shm_backend, shm__host, 3)
+/* ABI 1.5 at least: shm reads its keys typed, through the communicator's
+ * view (1.3), and reaches the core through the communicator's own host
+ * (1.5). */
+PLX_PLUGIN_ENTRY(shm_backend, entry_host, 5)

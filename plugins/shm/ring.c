@@ -36,7 +36,6 @@
 
 #include "p2p.h"
 
-#define host shm__host
 
 static void corrupt(struct shm_comm *c, int s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void corrupt(struct shm_comm *c, int s, const char *fmt, ...)
@@ -48,7 +47,7 @@ static void corrupt(struct shm_comm *c, int s, const char *fmt, ...)
     va_end(ap);
     snprintf(msg, sizeof msg, "rank %d's ring to rank %d on shm holds a corrupt frame (%s): protocol error", s, c->rank,
              why);
-    host->log(host->ctx, PLX_LOG_WARN, "shm: comm '%s': %s", c->name, msg);
+    c->host->log(c->host->ctx, PLX_LOG_WARN, "shm: comm '%s': %s", c->name, msg);
     shm__p2p_fail_all(c, PLX_ERR_PROTOCOL, msg);
     shm__fail(c, PLX_ERR_PROTOCOL, -1);
 }

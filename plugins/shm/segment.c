@@ -30,7 +30,6 @@
 #include "hostid.h"
 #include "shm.h"
 
-#define host shm__host
 
 _Static_assert(sizeof(struct shm_ctl) <= SHM_CTL_BYTES, "shm_ctl outgrew its block");
 _Static_assert(SHM_CTL_BYTES % 64 == 0 && offsetof(struct shm_ctl, fast_data) + sizeof(((struct shm_ctl *)0)->fast_data) <= 64,
@@ -39,7 +38,7 @@ _Static_assert(offsetof(struct shm_ctl, verdict) % 64 == 0 && offsetof(struct sh
                "the verdict every rank writes and the slot headers have lines of their own");
 _Static_assert(sizeof(struct shm_seg_header) <= SHM_HDR_BYTES, "segment header outgrew its page");
 
-void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg)
+void shm__cfg_read(const struct plx_host *host, const struct plx_config *config, struct shm_cfg *cfg)
 {
     cfg->slot_bytes = (size_t)plx_plugin_config_int(host, config, "slot_bytes", 1 << 20);
     cfg->small_bytes = (size_t)plx_plugin_config_int(host, config, "small_bytes", 16 << 10);
@@ -72,24 +71,24 @@ static int check_colocated(struct shm_comm *c, const struct plx_comm_args *args)
     char mine[320], key[64];
     plx_common_host_identity(mine, sizeof mine);
     snprintf(key, sizeof key, "shm/host/%d", c->rank);
-    int rc = host->store_set(args->store, key, mine, strlen(mine) + 1);
+    int rc = c->host->store_set(args->store, key, mine, strlen(mine) + 1);
     if (rc)
-        return plx_plugin_error(host, rc, "shm: publishing this host's identity failed");
+        return plx_plugin_error(c->host, rc, "shm: publishing this host's identity failed");
     for (int r = 0; r < c->size; r++) {
         if (r == c->rank)
             continue;
         void *v = NULL;
         size_t n = 0;
         snprintf(key, sizeof key, "shm/host/%d", r);
-        if ((rc = host->store_get(args->store, key, &v, &n, args->timeout_ms)) != 0)
-            return plx_plugin_error(host, rc, "shm: rank %d never published its host identity (waited %lld ms)", r,
+        if ((rc = c->host->store_get(args->store, key, &v, &n, args->timeout_ms)) != 0)
+            return plx_plugin_error(c->host, rc, "shm: rank %d never published its host identity (waited %lld ms)", r,
                                     (long long)args->timeout_ms);
         int same = n == strlen(mine) + 1 && !memcmp(v, mine, n);
         char theirs[320];
         snprintf(theirs, sizeof theirs, "%.*s", (int)(n < sizeof theirs ? n : sizeof theirs - 1), (char *)v);
-        host->free(v);
+        c->host->free(v);
         if (!same)
-            return plx_plugin_error(host, PLX_ERR_UNAVAILABLE,
+            return plx_plugin_error(c->host, PLX_ERR_UNAVAILABLE,
                                     "shm: rank %d is on another host or namespace (%s; this rank %d: %s): shm needs "
                                     "every rank of the communicator on this host",
                                     r, theirs, c->rank, mine);
@@ -106,7 +105,7 @@ static int map_segment(struct shm_comm *c, size_t bytes)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd, 0);
     if (p == MAP_FAILED)
-        return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: mmap of %zu bytes failed: %s", bytes, strerror(errno));
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: mmap of %zu bytes failed: %s", bytes, strerror(errno));
     c->base = p;
     c->map_bytes = bytes;
     c->seg = p;
@@ -126,10 +125,10 @@ static int create_segment(struct shm_comm *c)
     size_t total = ring_off + pairs * ring;
     c->memfd = memfd_create("plexus-shm", MFD_CLOEXEC);
     if (c->memfd < 0)
-        return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: memfd_create failed: %s", strerror(errno));
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: memfd_create failed: %s", strerror(errno));
     fchmod(c->memfd, 0600);
     if (ftruncate(c->memfd, (off_t)total) != 0)
-        return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: sizing the segment to %zu bytes failed: %s", total,
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: sizing the segment to %zu bytes failed: %s", total,
                                 strerror(errno));
     int rc = map_segment(c, total);
     if (rc)
@@ -159,7 +158,7 @@ static int validate_segment(struct shm_comm *c, size_t real)
     const struct shm_seg_header *h = c->seg;
     size_t P = (size_t)c->size;
     if (h->magic != SHM_MAGIC || !__atomic_load_n(&h->ready, __ATOMIC_ACQUIRE))
-        return plx_plugin_error(host, PLX_ERR_PROTOCOL, "shm: the segment from rank 0 has a bad magic or is not ready");
+        return plx_plugin_error(c->host, PLX_ERR_PROTOCOL, "shm: the segment from rank 0 has a bad magic or is not ready");
     if (h->nranks != P || h->slot_bytes < 4096 || h->slot_bytes % 64 || h->slot_bytes > (SIZE_MAX / 4) / P ||
         h->ctl_off < SHM_HDR_BYTES || h->ctl_off % 64 || h->ctl_off > real ||
         P * SHM_CTL_BYTES > real - h->ctl_off || h->slot_off % 64 || h->slot_off < h->ctl_off + P * SHM_CTL_BYTES ||
@@ -169,7 +168,7 @@ static int validate_segment(struct shm_comm *c, size_t real)
         h->ring_off % 64 || h->ring_off < h->p2p_off || h->ring_off > real ||
         P * (SHM_P2P_CTL_BYTES + P * SHM_RING_HDR_BYTES) > h->ring_off - h->p2p_off ||
         P * P * h->ring_bytes > real - h->ring_off)
-        return plx_plugin_error(host, PLX_ERR_PROTOCOL,
+        return plx_plugin_error(c->host, PLX_ERR_PROTOCOL,
                                 "shm: the segment header from rank 0 describes a layout (%u ranks, slots of %llu bytes, "
                                 "%llu bytes in all) that does not fit %zu ranks in its %zu bytes",
                                 h->nranks, (unsigned long long)h->slot_bytes, (unsigned long long)h->total_bytes, P, real);
@@ -179,7 +178,7 @@ static int validate_segment(struct shm_comm *c, size_t real)
 static int wait_fd(int fd, short ev, uint64_t deadline)
 {
     for (;;) {
-        uint64_t now = host->clock_ns();
+        uint64_t now = shm__mono_ns();
         if (now >= deadline)
             return PLX_ERR_TIMEOUT;
         struct pollfd p = {.fd = fd, .events = ev};
@@ -235,28 +234,28 @@ static int serve(struct shm_comm *c, const struct plx_comm_args *args, uint64_t 
 {
     unsigned char rnd[12];
     if (getentropy(rnd, sizeof rnd) != 0)
-        return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: getentropy failed: %s", strerror(errno));
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: getentropy failed: %s", strerror(errno));
     char name[64];
     int at = snprintf(name, sizeof name, "plexus-shm-%d-", (int)getpid());
     for (size_t i = 0; i < sizeof rnd; i++)
         at += snprintf(name + at, sizeof name - (size_t)at, "%02x", rnd[i]);
     int ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (ls < 0)
-        return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: socket failed: %s", strerror(errno));
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: socket failed: %s", strerror(errno));
     struct sockaddr_un sa;
     socklen_t sl = abstract_addr(&sa, name);
     int rc = 0;
     if (bind(ls, (struct sockaddr *)&sa, sl) != 0 || listen(ls, c->size) != 0) {
-        rc = plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: listening on @%s failed: %s", name, strerror(errno));
+        rc = plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: listening on @%s failed: %s", name, strerror(errno));
         goto out;
     }
-    if ((rc = host->store_set(args->store, "shm/sock", name, strlen(name) + 1)) != 0) {
-        rc = plx_plugin_error(host, rc, "shm: publishing the segment's socket failed");
+    if ((rc = c->host->store_set(args->store, "shm/sock", name, strlen(name) + 1)) != 0) {
+        rc = plx_plugin_error(c->host, rc, "shm: publishing the segment's socket failed");
         goto out;
     }
     for (int served = 1; served < c->size;) {
         if (wait_fd(ls, POLLIN, deadline) != 0) {
-            rc = plx_plugin_error(host, PLX_ERR_TIMEOUT, "shm: rank 0 waited %lld ms for %d rank(s) to fetch the segment",
+            rc = plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "shm: rank 0 waited %lld ms for %d rank(s) to fetch the segment",
                                   (long long)args->timeout_ms, c->size - served);
             goto out;
         }
@@ -267,14 +266,14 @@ static int serve(struct shm_comm *c, const struct plx_comm_args *args, uint64_t 
         socklen_t cl = sizeof cr;
         int32_t who = -1;
         if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.uid != getuid()) {
-            host->log(host->ctx, PLX_LOG_WARN, "shm: refused a caller on @%s: not uid %u", name,
+            c->host->log(c->host->ctx, PLX_LOG_WARN, "shm: refused a caller on @%s: not uid %u", name,
                       (unsigned)getuid());
             close(s);
             continue;
         }
         if (wait_fd(s, POLLIN, deadline) != 0 || recv(s, &who, sizeof who, 0) != sizeof who || who <= 0 ||
             who >= c->size || send_fd(s, c->memfd) != 0) {
-            host->log(host->ctx, PLX_LOG_WARN, "shm: a caller on @%s (pid %d) broke off", name, (int)cr.pid);
+            c->host->log(c->host->ctx, PLX_LOG_WARN, "shm: a caller on @%s (pid %d) broke off", name, (int)cr.pid);
             close(s);
             continue;
         }
@@ -290,28 +289,28 @@ static int fetch(struct shm_comm *c, const struct plx_comm_args *args, uint64_t 
 {
     void *v = NULL;
     size_t n = 0;
-    int rc = host->store_get(args->store, "shm/sock", &v, &n, args->timeout_ms);
+    int rc = c->host->store_get(args->store, "shm/sock", &v, &n, args->timeout_ms);
     if (rc)
-        return plx_plugin_error(host, rc, "shm: rank 0 never published the segment (waited %lld ms)",
+        return plx_plugin_error(c->host, rc, "shm: rank 0 never published the segment (waited %lld ms)",
                                 (long long)args->timeout_ms);
     char name[108];
     snprintf(name, sizeof name, "%.*s", (int)(n < 100 ? n : 100), (char *)v);
-    host->free(v);
+    c->host->free(v);
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0)
-        return plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: socket failed: %s", strerror(errno));
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: socket failed: %s", strerror(errno));
     struct sockaddr_un sa;
     socklen_t sl = abstract_addr(&sa, name);
     int32_t me = c->rank;
     struct ucred cr;
     socklen_t cl = sizeof cr;
     if (connect(s, (struct sockaddr *)&sa, sl) != 0) {
-        rc = plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: connecting to rank 0's @%s failed: %s", name, strerror(errno));
+        rc = plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: connecting to rank 0's @%s failed: %s", name, strerror(errno));
     } else if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.uid != getuid()) {
-        rc = plx_plugin_error(host, PLX_ERR_AUTH, "shm: @%s is not served by uid %u", name, (unsigned)getuid());
+        rc = plx_plugin_error(c->host, PLX_ERR_AUTH, "shm: @%s is not served by uid %u", name, (unsigned)getuid());
     } else if (send(s, &me, sizeof me, MSG_NOSIGNAL) != sizeof me || wait_fd(s, POLLIN, deadline) != 0 ||
                (c->memfd = recv_fd(s)) < 0) {
-        rc = plx_plugin_error(host, PLX_ERR_PEER_LOST, "shm: rank 0 did not hand over the segment on @%s", name);
+        rc = plx_plugin_error(c->host, PLX_ERR_PEER_LOST, "shm: rank 0 did not hand over the segment on @%s", name);
     }
     close(s);
     if (rc)
@@ -319,7 +318,7 @@ static int fetch(struct shm_comm *c, const struct plx_comm_args *args, uint64_t 
     struct stat st;
     if (fstat(c->memfd, &st) != 0 || st.st_uid != getuid() || (st.st_mode & 077) ||
         st.st_size < SHM_HDR_BYTES)
-        return plx_plugin_error(host, PLX_ERR_PROTOCOL, "shm: the segment from rank 0 is not a private memfd of this uid");
+        return plx_plugin_error(c->host, PLX_ERR_PROTOCOL, "shm: the segment from rank 0 is not a private memfd of this uid");
     if ((rc = map_segment(c, (size_t)st.st_size)) != 0)
         return rc;
     return validate_segment(c, (size_t)st.st_size);

@@ -32,7 +32,15 @@
  * Nothing read from the segment is used as an index or a length: offsets
  * come from this rank's own arguments, and a peer's slot header must equal
  * this rank's expectation field for field, or the operation fails with
- * PLX_ERR_PROTOCOL. */
+ * PLX_ERR_PROTOCOL.
+ *
+ * State lives in struct shm_comm (with the core's host for that
+ * communicator) and the segment. The exceptions: plugin.c's load-time
+ * texts (read-only once loaded), the copy plx_plugin_copy chose in each
+ * file that calls it (plugin.h), and a waiting thread's saved scheduler
+ * slice (core/common/slice.c: per thread, as scheduling attributes are).
+ * A failure's message reaches a waiter in another thread through its
+ * request (struct shm_op's err), not through thread-local storage. */
 #ifndef PLEXUS_SHM_H
 #define PLEXUS_SHM_H
 
@@ -46,8 +54,6 @@
 #define SHM_CTL_BYTES 384
 #define SHM_HDR_BYTES 4096
 #define SHM_MAX_RANKS 256 /* a slot (>= 4 KiB) holds one 8-byte element per rank */
-
-extern const struct plx_host *shm__host;
 
 /* What a rank says about the round it has put in its slot. */
 struct shm_slot_hdr {
@@ -175,6 +181,7 @@ struct shm_pace_wait {
 };
 
 struct shm_comm {
+    const struct plx_host *host; /* this communicator's instance of the core's services, until comm_destroy */
     int rank, size;
     int64_t timeout_ms;
     struct shm_cfg cfg;
@@ -215,13 +222,21 @@ struct shm_op {
     uint64_t deadline;
     int64_t timeout_ms; /* < 0: none */
     size_t es;
+    /* SHM_ERR_BYTES where a failure's message goes too, or NULL: a waiter
+     * in another thread reports it (async.c's progress thread runs o). */
+    char *err;
 };
+
+#define SHM_ERR_BYTES 512
+/* Report o's failure through its communicator's host (the core keeps the
+ * message for the calling thread) and into o->err; returns status. */
+int shm__op_error(struct shm_op *o, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* segment.c */
 int shm__segment_join(struct shm_comm *c, const struct plx_comm_args *args);
 void shm__segment_leave(struct shm_comm *c);
 /* The [shm] keys through the communicator's configuration (typed, checked by the core). */
-void shm__cfg_read(const struct plx_config *config, struct shm_cfg *cfg);
+void shm__cfg_read(const struct plx_host *host, const struct plx_config *config, struct shm_cfg *cfg);
 
 static inline struct shm_ctl *shm__ctl(const struct shm_comm *c, int r)
 {
@@ -282,12 +297,14 @@ int shm__expect_all(struct shm_op *o, uint32_t half);
 int shm__mismatch(struct shm_comm *c, int r, uint32_t half, char *msg, size_t len);
 void shm__slice(const struct shm_op *o, size_t len, int q, size_t *s0, size_t *s1);
 
-/* p2p.c: why new work on c is refused (the error), or 0; p2p also checks
- * point-to-point's own broken state. */
-int shm__refusal(struct shm_comm *c, int p2p);
+/* p2p.c: why new work on c is refused (the error, its message in err
+ * too when not NULL), or 0; p2p also checks point-to-point's own broken
+ * state. */
+int shm__refusal(struct shm_comm *c, int p2p, char *err);
 
-/* coll.c: run a collective to completion in the calling thread. */
-int shm__collective(struct shm_comm *c, const struct plx_coll_args *a);
+/* coll.c: run a collective to completion in the calling thread; a
+ * failure's message goes into err too when not NULL (SHM_ERR_BYTES). */
+int shm__collective(struct shm_comm *c, const struct plx_coll_args *a, char *err);
 
 /* symmetric.c: registered buffers every rank maps (plx_mem_alloc). */
 int shm__sym_alloc(struct shm_comm *c, size_t bytes, void **ptr);
@@ -300,9 +317,6 @@ int shm__sym_run(struct shm_op *o);
  * nothing is queued, the others on the communicator's progress thread. */
 struct shm_async;
 struct shm_creq;
-/* Once per process, before the first error: failures in the progress
- * thread keep their message for the waiter. */
-void shm__async_wrap_host(void);
 int shm__async_create(struct shm_comm *c);
 /* Ends queued and running collectives (aborted), joins the thread. */
 void shm__async_destroy(struct shm_comm *c);
@@ -366,10 +380,12 @@ void shm__pace_done(struct shm_comm *c, const struct shm_pace_wait *w);
 void shm__pace_init(struct shm_comm *c);
 /* At each barrier arrival: publish the CPU this rank runs on, if it moved. */
 void shm__pace_arrive(struct shm_comm *c);
-/* [shm] wait_slice's default (core/common/slice.c): off. Beside busy
- * processes 200us made 1 MiB rounds faster in one run and no faster in the
- * next, and on quiet cores it costs an 8 B allreduce several times its
- * time (bench/tuning.md); what plexus-info reports is for 200us. */
+/* [shm] wait_slice's default (core/common/slice.c): off. A short slice
+ * lets a sleeper's wake-up preempt foreign work on its core, but setting
+ * and restoring it are system calls in every op that sleeps, which a small
+ * collective on quiet cores pays for, and the gain beside busy processes
+ * did not repeat (bench/tuning.md has the figures). plexus-info reports
+ * whether this kernel takes a slice of SHM_WAIT_SLICE_PROBE_NS. */
 #define SHM_WAIT_SLICE_DEFAULT "0"
 #define SHM_WAIT_SLICE_PROBE_NS 200000u
 

@@ -27,7 +27,6 @@
  * count of pieces before it is used. */
 #include "shm.h"
 
-#define host shm__host
 
 static size_t min_sz(size_t a, size_t b)
 {
@@ -72,8 +71,8 @@ static int64_t take(struct shm_ctl *q, uint32_t half, int own)
 static int corrupt(struct shm_op *o, int q, int64_t piece, uint32_t pieces)
 {
     shm__fail(o->c, PLX_ERR_PROTOCOL, q);
-    return plx_plugin_error(host, PLX_ERR_PROTOCOL, "%s(seq %llu): rank %d's claim word gives piece %lld of %u: the "
-                            "segment is corrupt", o->what, (unsigned long long)o->a->seq, q, (long long)piece, pieces);
+    return shm__op_error(o, PLX_ERR_PROTOCOL, "%s(seq %llu): rank %d's claim word gives piece %lld of %u: the "
+                         "segment is corrupt", o->what, (unsigned long long)o->a->seq, q, (long long)piece, pieces);
 }
 
 /* Reduce every piece of q's slice this rank can take, counting each done. */

@@ -40,7 +40,6 @@
 
 #include "shm.h"
 
-#define host shm__host
 #define TOKEN_SHIFT 40          /* a buffer's token: allocation id << 40 | offset in the slot */
 
 struct shm_sym_buf {
@@ -74,8 +73,8 @@ static struct shm_sym *sym_state(struct shm_comm *c)
 
 static int store_put(struct shm_comm *c, const char *key, const char *val)
 {
-    int rc = host->store_set(c->store, key, val, strlen(val) + 1);
-    return rc ? plx_plugin_error(host, rc, "shm: plx_mem_alloc: publishing '%s' failed", key) : 0;
+    int rc = c->host->store_set(c->store, key, val, strlen(val) + 1);
+    return rc ? plx_plugin_error(c->host, rc, "shm: plx_mem_alloc: publishing '%s' failed", key) : 0;
 }
 
 /* The string at key (NUL-terminated into out), waiting up to the timeout. */
@@ -83,12 +82,12 @@ static int store_fetch(struct shm_comm *c, const char *key, char *out, size_t le
 {
     void *v = NULL;
     size_t n = 0;
-    int rc = host->store_get(c->store, key, &v, &n, c->timeout_ms);
+    int rc = c->host->store_get(c->store, key, &v, &n, c->timeout_ms);
     if (rc)
-        return plx_plugin_error(host, rc, "shm: plx_mem_alloc: %s never answered (waited %lld ms for '%s')", who,
+        return plx_plugin_error(c->host, rc, "shm: plx_mem_alloc: %s never answered (waited %lld ms for '%s')", who,
                                 (long long)c->timeout_ms, key);
     snprintf(out, len, "%.*s", (int)(n && n <= len ? n - 1 : (n ? len - 1 : 0)), (const char *)v);
-    host->free(v);
+    c->host->free(v);
     return 0;
 }
 
@@ -147,83 +146,99 @@ static int open_object(const char *name, size_t total, char **base, char *why, s
     return 0;
 }
 
+/* Rank 0's part of plx_mem_alloc: create the object under key's name,
+ * collect every rank's answer, publish the verdict (key grows by it, klen
+ * bytes). *base is set once the object is mapped, also on a later failure. */
+static int lead_alloc(struct shm_comm *c, size_t bytes, size_t total, char *key, size_t klen, char **base)
+{
+    char val[256], name[96], why[200] = "";
+    int rc = create_object(total, name, sizeof name, base, why, sizeof why);
+    if (rc != 0) {
+        snprintf(val, sizeof val, "error %s", why);
+        store_put(c, key, val); /* the others fail with rank 0's reason instead of waiting */
+        return plx_plugin_error(c->host, rc, "shm: plx_mem_alloc(%zu bytes): %s", bytes, why);
+    }
+    snprintf(val, sizeof val, "%zu %s", bytes, name);
+    if ((rc = store_put(c, key, val)) != 0) {
+        shm_unlink(name);
+        return rc;
+    }
+    /* every rank says whether it mapped the object, then the name goes */
+    int bad = 0;
+    for (int r = 1; r < c->size && !rc; r++) {
+        char rkey[112], who[32];
+        snprintf(rkey, sizeof rkey, "%s/%d", key, r);
+        snprintf(who, sizeof who, "rank %d", r);
+        if ((rc = store_fetch(c, rkey, val, sizeof val, who)) == 0 && strcmp(val, "ok") != 0) {
+            snprintf(why, sizeof why, "rank %d: %.150s", r, val);
+            bad = r;
+        }
+    }
+    shm_unlink(name);
+    snprintf(key + strlen(key), klen - strlen(key), "/verdict");
+    if (rc) {
+        store_put(c, key, "a rank did not answer rank 0");
+        return rc;
+    }
+    if ((rc = store_put(c, key, bad ? why : "ok")) != 0)
+        return rc;
+    if (bad)
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: plx_mem_alloc(%zu bytes): %s", bytes, why);
+    return 0;
+}
+
+/* Another rank's part: map the object rank 0 named under key, answer,
+ * and take rank 0's verdict. */
+static int follow_alloc(struct shm_comm *c, size_t bytes, size_t total, char *key, size_t klen, char **base)
+{
+    char val[256], name[96], why[200] = "";
+    int rc = store_fetch(c, key, val, sizeof val, "rank 0");
+    if (rc != 0)
+        return rc;
+    size_t theirs = 0;
+    if (!strncmp(val, "error ", 6))
+        return plx_plugin_error(c->host, PLX_ERR_REMOTE, "shm: plx_mem_alloc(%zu bytes): rank 0 failed: %s", bytes,
+                                val + 6);
+    if (sscanf(val, "%zu %95s", &theirs, name) != 2 || theirs != bytes)
+        snprintf(why, sizeof why, "rank %d asked for %zu bytes, rank 0 for '%.100s'", c->rank, bytes, val);
+    else
+        open_object(name, total, base, why, sizeof why);
+    char rkey[112];
+    snprintf(rkey, sizeof rkey, "%s/%d", key, c->rank);
+    if ((rc = store_put(c, rkey, why[0] ? why : "ok")) != 0)
+        return rc;
+    snprintf(key + strlen(key), klen - strlen(key), "/verdict");
+    if ((rc = store_fetch(c, key, val, sizeof val, "rank 0")) != 0)
+        return rc;
+    if (why[0] || strcmp(val, "ok") != 0)
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "shm: plx_mem_alloc(%zu bytes): %s", bytes,
+                                why[0] ? why : val);
+    return 0;
+}
+
 int shm__sym_alloc(struct shm_comm *c, size_t bytes, void **ptr)
 {
     struct shm_sym *s = sym_state(c);
     if (!s)
-        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: plx_mem_alloc: out of memory");
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "shm: plx_mem_alloc: out of memory");
     size_t P = (size_t)c->size, slot = (bytes + 4095) / 4096 * 4096;
     if (!bytes || slot < bytes || slot > (SIZE_MAX / 2) / P || slot >= (size_t)1 << TOKEN_SHIFT)
-        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "shm: plx_mem_alloc: %zu bytes on %zu ranks is too much",
+        return plx_plugin_error(c->host, PLX_ERR_INVALID_ARG, "shm: plx_mem_alloc: %zu bytes on %zu ranks is too much",
                                 bytes, P);
     size_t total = slot * P;
     uint64_t id = ++s->next_id;
-    char key[96], val[256], name[96], why[200] = "";
+    char key[96];
     char *base = NULL;
-    int rc = 0;
     snprintf(key, sizeof key, "shm/sym/%llu", (unsigned long long)id);
-    if (c->rank == 0) {
-        if ((rc = create_object(total, name, sizeof name, &base, why, sizeof why)) != 0) {
-            snprintf(val, sizeof val, "error %s", why);
-            store_put(c, key, val); /* the others fail with rank 0's reason instead of waiting */
-            return plx_plugin_error(host, rc, "shm: plx_mem_alloc(%zu bytes): %s", bytes, why);
-        }
-        snprintf(val, sizeof val, "%zu %s", bytes, name);
-        if ((rc = store_put(c, key, val)) != 0) {
-            shm_unlink(name);
-            goto fail0;
-        }
-        /* every rank says whether it mapped the object, then the name goes */
-        int bad = 0;
-        for (int r = 1; r < c->size && !rc; r++) {
-            char rkey[112], who[32];
-            snprintf(rkey, sizeof rkey, "%s/%d", key, r);
-            snprintf(who, sizeof who, "rank %d", r);
-            if ((rc = store_fetch(c, rkey, val, sizeof val, who)) == 0 && strcmp(val, "ok") != 0) {
-                snprintf(why, sizeof why, "rank %d: %.150s", r, val);
-                bad = r;
-            }
-        }
-        shm_unlink(name);
-        snprintf(key + strlen(key), sizeof key - strlen(key), "/verdict");
-        if (rc) {
-            store_put(c, key, "a rank did not answer rank 0");
-            goto fail0;
-        }
-        if ((rc = store_put(c, key, bad ? why : "ok")) != 0)
-            goto fail0;
-        if (bad) {
-            rc = plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: plx_mem_alloc(%zu bytes): %s", bytes, why);
-            goto fail0;
-        }
-    } else {
-        if ((rc = store_fetch(c, key, val, sizeof val, "rank 0")) != 0)
-            return rc;
-        size_t theirs = 0;
-        if (!strncmp(val, "error ", 6))
-            return plx_plugin_error(host, PLX_ERR_REMOTE, "shm: plx_mem_alloc(%zu bytes): rank 0 failed: %s", bytes,
-                                    val + 6);
-        if (sscanf(val, "%zu %95s", &theirs, name) != 2 || theirs != bytes)
-            snprintf(why, sizeof why, "rank %d asked for %zu bytes, rank 0 for '%.100s'", c->rank, bytes, val);
-        else
-            open_object(name, total, &base, why, sizeof why);
-        char rkey[112];
-        snprintf(rkey, sizeof rkey, "%s/%d", key, c->rank);
-        if ((rc = store_put(c, rkey, why[0] ? why : "ok")) != 0)
-            goto fail0;
-        snprintf(key + strlen(key), sizeof key - strlen(key), "/verdict");
-        if ((rc = store_fetch(c, key, val, sizeof val, "rank 0")) != 0)
-            goto fail0;
-        if (why[0] || strcmp(val, "ok") != 0) {
-            rc = plx_plugin_error(host, PLX_ERR_SYSTEM, "shm: plx_mem_alloc(%zu bytes): %s", bytes,
-                                  why[0] ? why : val);
-            goto fail0;
-        }
-    }
-    struct shm_sym_buf *b = calloc(1, sizeof *b);
-    if (!b) {
-        rc = plx_plugin_error(host, PLX_ERR_NOMEM, "shm: plx_mem_alloc: out of memory");
-        goto fail0;
+    int rc = c->rank == 0 ? lead_alloc(c, bytes, total, key, sizeof key, &base)
+                          : follow_alloc(c, bytes, total, key, sizeof key, &base);
+    struct shm_sym_buf *b = NULL;
+    if (rc == 0 && !(b = calloc(1, sizeof *b)))
+        rc = plx_plugin_error(c->host, PLX_ERR_NOMEM, "shm: plx_mem_alloc: out of memory");
+    if (rc) {
+        if (base)
+            munmap(base, total);
+        return rc;
     }
     *b = (struct shm_sym_buf){.id = id, .base = base, .slot = slot, .bytes = bytes};
     pthread_mutex_lock(&s->mu);
@@ -232,10 +247,6 @@ int shm__sym_alloc(struct shm_comm *c, size_t bytes, void **ptr)
     pthread_mutex_unlock(&s->mu);
     *ptr = base + (size_t)c->rank * slot;
     return 0;
-fail0:
-    if (base)
-        munmap(base, total);
-    return rc;
 }
 
 int shm__sym_free(struct shm_comm *c, void *ptr)
@@ -253,7 +264,7 @@ int shm__sym_free(struct shm_comm *c, void *ptr)
         pthread_mutex_unlock(&s->mu);
     }
     if (!b)
-        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "shm: plx_mem_free: %p is not registered memory", ptr);
+        return plx_plugin_error(c->host, PLX_ERR_INVALID_ARG, "shm: plx_mem_free: %p is not registered memory", ptr);
     munmap(b->base, b->slot * (size_t)c->size);
     free(b);
     return 0;
@@ -331,13 +342,13 @@ static int reduce_range(struct shm_op *o, char *const *in, char *const *out, siz
         size_t k = min_sz(step, hi - base), boff = base * es;
         memcpy(acc, in[first] + boff, k * es);
         for (int s = 1; s < c->size; s++) {
-            int rc = host->reduce(acc, in[(first + s) % c->size] + boff, k, a->dtype, a->op);
+            int rc = c->host->reduce(acc, in[(first + s) % c->size] + boff, k, a->dtype, a->op);
             if (rc)
-                return plx_plugin_error(host, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d",
-                                        o->what, (unsigned long long)a->seq, a->dtype, a->op);
+                return shm__op_error(o, rc, "%s(seq %llu): the core's reduction kernel refused dtype %d op %d",
+                                     o->what, (unsigned long long)a->seq, a->dtype, a->op);
         }
         if (a->op == PLX_AVG) {
-            int rc = host->scale_div(acc, k, a->dtype, (uint64_t)c->size);
+            int rc = c->host->scale_div(acc, k, a->dtype, (uint64_t)c->size);
             if (rc)
                 return rc;
         }
@@ -354,7 +365,7 @@ int shm__sym_run(struct shm_op *o)
     size_t es = o->es, n = a->count, P = (size_t)c->size;
     char **in = malloc(2 * P * sizeof *in), **out = in + P;
     if (!in)
-        return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
+        return shm__op_error(o, PLX_ERR_NOMEM, "shm: out of memory");
     uint64_t tok_send = 0, tok_recv = 0;
     pthread_mutex_lock(&c->sym->mu);
     const struct shm_sym_buf *bs = find(c, a->send, n * es, &tok_send), *br = find(c, a->recv, n * es, &tok_recv);
@@ -365,8 +376,8 @@ int shm__sym_run(struct shm_op *o)
     pthread_mutex_unlock(&c->sym->mu);
     int rc;
     if (!bs || !br) { /* freed by another thread since shm__sym_wants */
-        rc = plx_plugin_error(host, PLX_ERR_INVALID_ARG, "%s(seq %llu): a registered buffer was freed during the call",
-                              o->what, (unsigned long long)a->seq);
+        rc = shm__op_error(o, PLX_ERR_INVALID_ARG, "%s(seq %llu): a registered buffer was freed during the call",
+                           o->what, (unsigned long long)a->seq);
         goto out;
     }
     /* every input is ready, and every rank names the same buffers */

@@ -14,6 +14,7 @@
  * PLX_ERR_PEER_LOST on every rank that waits for it. */
 #include <limits.h>
 #include <linux/futex.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -22,7 +23,6 @@
 
 #include "shm.h"
 
-#define host shm__host
 #define SLICE_MS 20
 
 static void futex_wait(uint32_t *addr, uint32_t val, int ms)
@@ -84,8 +84,8 @@ static int revoked(struct shm_op *o, int by)
 {
     struct shm_comm *c = o->c;
     shm__fail(c, PLX_ERR_REVOKED, by);
-    return plx_plugin_error(host, PLX_ERR_REVOKED, "%s(seq %llu): rank %d revoked the communicator while rank %d "
-                            "waited on shm", o->what, (unsigned long long)o->a->seq, by, c->rank);
+    return shm__op_error(o, PLX_ERR_REVOKED, "%s(seq %llu): rank %d revoked the communicator while rank %d "
+                         "waited on shm", o->what, (unsigned long long)o->a->seq, by, c->rank);
 }
 
 uint64_t shm__mono_ns(void)
@@ -230,9 +230,9 @@ static int mismatch_seen(struct shm_op *o, int r)
     for (int q = 0; q < c->size; q++)
         for (uint32_t half = 0; q != c->rank && half < 2; half++)
             if (shm__mismatch(c, q, half, msg, sizeof msg))
-                return plx_plugin_error(host, PLX_ERR_MISMATCH, "%s", msg);
-    return plx_plugin_error(host, PLX_ERR_MISMATCH, "%s(seq %llu): rank %d found that the ranks called different "
-                            "collectives", o->what, (unsigned long long)o->a->seq, r);
+                return shm__op_error(o, PLX_ERR_MISMATCH, "%s", msg);
+    return shm__op_error(o, PLX_ERR_MISMATCH, "%s(seq %llu): rank %d found that the ranks called different "
+                         "collectives", o->what, (unsigned long long)o->a->seq, r);
 }
 
 static int lost(struct shm_op *o, int r, uint32_t target)
@@ -243,8 +243,8 @@ static int lost(struct shm_op *o, int r, uint32_t target)
         snprintf(c->lost_msg, sizeof c->lost_msg, "rank %d (pid %d) died", r, (int)shm__ctl(c, r)->pid);
     }
     shm__fail(c, PLX_ERR_PEER_LOST, r);
-    return plx_plugin_error(host, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d (pid %d) died while rank %d waited for it (phase %u) on shm",
-                            o->what, (unsigned long long)o->a->seq, r, (int)shm__ctl(c, r)->pid, c->rank, target);
+    return shm__op_error(o, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d (pid %d) died while rank %d waited for it (phase %u) on shm",
+                         o->what, (unsigned long long)o->a->seq, r, (int)shm__ctl(c, r)->pid, c->rank, target);
 }
 
 /* The slow checks for every rank this one still waits for. */
@@ -274,8 +274,8 @@ static int check(struct shm_op *o, uint32_t target)
             return lost(o, r, target);
         if (st == SHM_STATE_LEFT) {
             shm__fail(c, PLX_ERR_PEER_LOST, r);
-            return plx_plugin_error(host, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d destroyed its communicator while rank %d waited for it on shm",
-                                    o->what, (unsigned long long)o->a->seq, r, c->rank);
+            return shm__op_error(o, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d destroyed its communicator while rank %d waited for it on shm",
+                                 o->what, (unsigned long long)o->a->seq, r, c->rank);
         }
         if (st == SHM_STATE_FAILED) {
             int why = q->why_rank;
@@ -283,14 +283,14 @@ static int check(struct shm_op *o, uint32_t target)
             if (code == PLX_ERR_MISMATCH)
                 return mismatch_seen(o, r);
             if (code == PLX_ERR_ABORTED && why < 0)
-                return plx_plugin_error(host, PLX_ERR_ABORTED, "%s(seq %llu): rank %d aborted the communicator while "
-                                        "rank %d waited for it on shm", o->what, (unsigned long long)o->a->seq, r,
-                                        c->rank);
+                return shm__op_error(o, PLX_ERR_ABORTED, "%s(seq %llu): rank %d aborted the communicator while "
+                                     "rank %d waited for it on shm", o->what, (unsigned long long)o->a->seq, r,
+                                     c->rank);
             if (why >= 0 && why < c->size && why != c->rank && code == PLX_ERR_PEER_LOST)
-                return plx_plugin_error(host, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d lost rank %d, so rank %d stopped waiting on shm",
-                                        o->what, (unsigned long long)o->a->seq, r, why, c->rank);
-            return plx_plugin_error(host, PLX_ERR_REMOTE, "%s(seq %llu): rank %d failed (%s) while rank %d waited for it on shm",
-                                    o->what, (unsigned long long)o->a->seq, r, shm__status_name(code), c->rank);
+                return shm__op_error(o, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d lost rank %d, so rank %d stopped waiting on shm",
+                                     o->what, (unsigned long long)o->a->seq, r, why, c->rank);
+            return shm__op_error(o, PLX_ERR_REMOTE, "%s(seq %llu): rank %d failed (%s) while rank %d waited for it on shm",
+                                 o->what, (unsigned long long)o->a->seq, r, shm__status_name(code), c->rank);
         }
     }
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
@@ -298,13 +298,13 @@ static int check(struct shm_op *o, uint32_t target)
         if (!verdict_status(verdict(c, target, stop)))
             return 0;
         if (stop == PLX_ERR_REVOKED)
-            return plx_plugin_error(host, PLX_ERR_REVOKED, "%s(seq %llu): rank %d revoked communicator '%s'",
-                                    o->what, (unsigned long long)o->a->seq, c->rank, c->name);
+            return shm__op_error(o, PLX_ERR_REVOKED, "%s(seq %llu): rank %d revoked communicator '%s'",
+                                 o->what, (unsigned long long)o->a->seq, c->rank, c->name);
         shm__fail(c, PLX_ERR_ABORTED, -1);
-        return plx_plugin_error(host, PLX_ERR_ABORTED, "%s(seq %llu): communicator '%s' aborted on rank %d", o->what,
-                                (unsigned long long)o->a->seq, c->name, c->rank);
+        return shm__op_error(o, PLX_ERR_ABORTED, "%s(seq %llu): communicator '%s' aborted on rank %d", o->what,
+                             (unsigned long long)o->a->seq, c->name, c->rank);
     }
-    if (host->clock_ns() >= shm__deadline(o)) {
+    if (c->host->clock_ns() >= shm__deadline(o)) {
         if (!verdict_status(verdict(c, target, PLX_ERR_TIMEOUT)))
             return 0;
         int r = 0;
@@ -314,8 +314,8 @@ static int check(struct shm_op *o, uint32_t target)
         int64_t ms = o->a->timeout_ms >= 0 ? o->a->timeout_ms : c->timeout_ms;
         char pos[1024];
         where(c, target, pos, sizeof pos);
-        return plx_plugin_error(host, PLX_ERR_TIMEOUT, "%s(seq %llu): rank %d waited %lld ms for rank %d (alive) on shm: timeout%s",
-                                o->what, (unsigned long long)o->a->seq, c->rank, (long long)ms, r < c->size ? r : -1, pos);
+        return shm__op_error(o, PLX_ERR_TIMEOUT, "%s(seq %llu): rank %d waited %lld ms for rank %d (alive) on shm: timeout%s",
+                             o->what, (unsigned long long)o->a->seq, c->rank, (long long)ms, r < c->size ? r : -1, pos);
     }
     return 0;
 }
@@ -329,14 +329,14 @@ static int gave_up(struct shm_op *o, uint64_t v)
     int r = verdict_rank(v), code = verdict_status(v);
     shm__fail(c, code, r);
     if (code == PLX_ERR_REVOKED)
-        return plx_plugin_error(host, PLX_ERR_REVOKED, "%s(seq %llu): rank %d revoked the communicator", o->what,
-                                (unsigned long long)o->a->seq, r);
+        return shm__op_error(o, PLX_ERR_REVOKED, "%s(seq %llu): rank %d revoked the communicator", o->what,
+                             (unsigned long long)o->a->seq, r);
     if (code == PLX_ERR_ABORTED)
-        return plx_plugin_error(host, PLX_ERR_ABORTED, "%s(seq %llu): rank %d aborted the communicator", o->what,
-                                (unsigned long long)o->a->seq, r);
-    return plx_plugin_error(host, code == PLX_ERR_TIMEOUT ? code : PLX_ERR_REMOTE,
-                            "%s(seq %llu): rank %d gave up on it (%s) before rank %d arrived on shm", o->what,
-                            (unsigned long long)o->a->seq, r, shm__status_name(code), c->rank);
+        return shm__op_error(o, PLX_ERR_ABORTED, "%s(seq %llu): rank %d aborted the communicator", o->what,
+                             (unsigned long long)o->a->seq, r);
+    return shm__op_error(o, code == PLX_ERR_TIMEOUT ? code : PLX_ERR_REMOTE,
+                         "%s(seq %llu): rank %d gave up on it (%s) before rank %d arrived on shm", o->what,
+                         (unsigned long long)o->a->seq, r, shm__status_name(code), c->rank);
 }
 
 int shm__barrier(struct shm_op *o)
@@ -394,29 +394,29 @@ static int pieces_stalled(struct shm_op *o, int owner)
             continue;
         if (shm__peer_dead(c, r)) {
             shm__fail(c, PLX_ERR_PEER_LOST, r);
-            return plx_plugin_error(host, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d (pid %d) died while rank %d waited for "
-                                    "rank %d's slice to be reduced on shm", o->what, (unsigned long long)o->a->seq, r,
-                                    (int)q->pid, c->rank, owner);
+            return shm__op_error(o, PLX_ERR_PEER_LOST, "%s(seq %llu): rank %d (pid %d) died while rank %d waited for "
+                                 "rank %d's slice to be reduced on shm", o->what, (unsigned long long)o->a->seq, r,
+                                 (int)q->pid, c->rank, owner);
         }
         if (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) == SHM_STATE_FAILED) {
             int code = q->why_code;
             shm__fail(c, PLX_ERR_REMOTE, r);
-            return plx_plugin_error(host, PLX_ERR_REMOTE, "%s(seq %llu): rank %d failed (%s) while rank %d waited for rank "
-                                    "%d's slice to be reduced on shm", o->what, (unsigned long long)o->a->seq, r,
-                                    shm__status_name(code), c->rank, owner);
+            return shm__op_error(o, PLX_ERR_REMOTE, "%s(seq %llu): rank %d failed (%s) while rank %d waited for rank "
+                                 "%d's slice to be reduced on shm", o->what, (unsigned long long)o->a->seq, r,
+                                 shm__status_name(code), c->rank, owner);
         }
     }
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
         int stop = shm__stop_status(c);
         shm__fail(c, stop, -1);
-        return plx_plugin_error(host, stop, "%s(seq %llu): communicator '%s' %s on rank %d", o->what,
-                                (unsigned long long)o->a->seq, c->name, stop == PLX_ERR_REVOKED ? "revoked" : "aborted",
-                                c->rank);
+        return shm__op_error(o, stop, "%s(seq %llu): communicator '%s' %s on rank %d", o->what,
+                             (unsigned long long)o->a->seq, c->name, stop == PLX_ERR_REVOKED ? "revoked" : "aborted",
+                             c->rank);
     }
-    if (host->clock_ns() >= shm__deadline(o)) {
+    if (c->host->clock_ns() >= shm__deadline(o)) {
         shm__fail(c, PLX_ERR_TIMEOUT, -1);
-        return plx_plugin_error(host, PLX_ERR_TIMEOUT, "%s(seq %llu): rank %d timed out waiting for rank %d's slice to be "
-                                "reduced on shm", o->what, (unsigned long long)o->a->seq, c->rank, owner);
+        return shm__op_error(o, PLX_ERR_TIMEOUT, "%s(seq %llu): rank %d timed out waiting for rank %d's slice to be "
+                             "reduced on shm", o->what, (unsigned long long)o->a->seq, c->rank, owner);
     }
     return 0;
 }
@@ -459,6 +459,19 @@ const char *shm__coll_name(int coll)
 #undef COLL_NAME
     };
     return coll >= 0 && coll < PLX_COLL_COUNT ? names[coll] : "?";
+}
+
+int shm__op_error(struct shm_op *o, int status, const char *fmt, ...)
+{
+    char msg[SHM_ERR_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (o->err)
+        memcpy(o->err, msg, sizeof msg);
+    const struct plx_host *host = o->c->host;
+    return host->error(host->ctx, status, "%s", msg);
 }
 
 const char *shm__status_name(int status)

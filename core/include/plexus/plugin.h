@@ -78,14 +78,16 @@ static inline size_t plx_plugin_dtype_size(int dtype)
  * page-aligned shared-memory slot and a malloc'd buffer (page + 16); others
  * run it at full speed, and there splitting the copy only slows it. No
  * fixed choice is right on both, so which copy such offsets get is measured
- * at first use in each module that includes this header (the core, each
- * plugin, a tool): 64 KiB at page + 16, one call against 2 KiB calls (under
- * glibc's rep-movsb threshold, where it uses vector moves), best of 3 each,
- * a one-off cost far below a communicator's setup; pieces win only when
- * clearly faster. Offsets that
- * are multiples of 32 always go in one call. plexus-info prints this
- * process's choice and figures; bench/copy_alias shows all three copies at
- * every offset on the machine at hand. */
+ * at first use in each translation unit that calls plx_plugin_copy (the
+ * function is static inline, so every .c file that calls it has its own
+ * copy and its own remembered choice: a plugin whose ring.c and coll.c
+ * both copy measures twice): 64 KiB at page + 16, one call against 2 KiB
+ * calls (under glibc's rep-movsb threshold, where it uses vector moves),
+ * best of 3 each, a one-off cost far below a communicator's setup; pieces
+ * win only when clearly faster. Offsets that are multiples of 32 always go
+ * in one call. plexus-info prints the choice and figures of its own
+ * measurement; bench/copy_alias shows all three copies at every offset on
+ * the machine at hand. */
 #define PLX_PLUGIN_COPY_PIECE 2048u
 enum { PLX_COPY_UNKNOWN, PLX_COPY_WHOLE, PLX_COPY_CHUNKED };
 
@@ -143,7 +145,9 @@ static inline int plx_plugin_copy_measure(char *why, size_t len)
 
 static inline void plx_plugin_copy(void *dst, const void *src, size_t n)
 {
-    static int way; /* measured on first use, then read only (a race measures twice, alike) */
+    /* Per translation unit: measured on its first use there, then read
+     * only (a race measures twice, alike). */
+    static int way;
     char *d = (char *)dst;
     const char *s = (const char *)src;
     if (((uintptr_t)d - (uintptr_t)s) % 32 == 0 || n <= PLX_PLUGIN_COPY_PIECE) {
