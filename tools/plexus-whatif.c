@@ -22,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
+#include "plexus/backend.h"
 #include "plexus/plexus.h"
 
 enum { MAX_ALGOS = 8, N_MODEL_KEYS = 11 };
@@ -38,7 +40,7 @@ enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW, K_C
        K_NATIVE };
 
 struct opts {
-    int ranks, hosts, allgather;
+    int ranks, hosts, allgather, payload;
     size_t minb, maxb;
     double factor;
     const char *val[N_MODEL_KEYS];
@@ -57,6 +59,9 @@ struct job {
     char init[64];
     size_t count; /* per rank: the allreduce's, or one block of the allgather */
     double *end_ns;
+    float *shared; /* every rank's buffer (timing only), or NULL: one each */
+    struct plx_comm **comms; /* in the order made; destroyed after the run, the last first */
+    int made;
     int failed;
 };
 
@@ -114,8 +119,9 @@ static void rank_main(int rank, void *arg)
     o.timeout_ms = 600000;
     struct plx_comm *comm = NULL;
     int rc = plx_comm_init(&o, &comm);
+    j->comms[j->made++] = comm;
     size_t n = O.allgather ? j->count * (size_t)O.ranks : j->count;
-    float *buf = calloc(n ? n : 1, sizeof *buf);
+    float *buf = j->shared ? j->shared : calloc(n ? n : 1, sizeof *buf);
     if (!rc && !buf)
         rc = PLX_ERR_NOMEM;
     if (!rc && O.allgather)
@@ -125,8 +131,31 @@ static void rank_main(int rank, void *arg)
     j->end_ns[rank] = model_clock();
     if (rc && !j->failed++)
         fprintf(stderr, "plexus-whatif: rank %d: %s: %s\n", rank, plx_err_name(rc), plx_last_error());
-    free(buf);
-    plx_comm_destroy(comm);
+    if (buf != j->shared)
+        free(buf);
+}
+
+/* Timing only, above PLX_TIMING_EXACT_BYTES per rank the core hands the
+ * backend no buffer, so every rank may pass the same one: address space for
+ * the largest, never touched, mapped once (a mapping per rank would run
+ * into the process's limit on mappings at tens of thousands of ranks). */
+static float *shared_buffer(size_t count)
+{
+    static float *buf;
+    static size_t have;
+    size_t n = O.allgather ? count * (size_t)O.ranks : count;
+    if (O.payload || count * sizeof(float) <= PLX_TIMING_EXACT_BYTES)
+        return NULL;
+    if (n * sizeof(float) > have) {
+        if (buf)
+            munmap(buf, have);
+        buf = mmap(NULL, n * sizeof(float), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+        have = buf == MAP_FAILED ? 0 : n * sizeof(float);
+        if (buf == MAP_FAILED)
+            buf = NULL;
+    }
+    return buf;
 }
 
 /* Modelled ns of one collective of count floats per rank with algo
@@ -135,8 +164,11 @@ static double run(const char *algo, size_t count)
 {
     static int serial;
     char kv[N_MODEL_KEYS + 2][128];
-    const char *ov[N_MODEL_KEYS + 8] = {"sim.model=true", "sim.model_payload=false", "core.ledger_entries=0"};
-    int n = 3;
+    /* No in-band fingerprint: every rank runs the same call, and its
+     * per-peer buffers would cost each rank kilobytes per peer. */
+    const char *ov[N_MODEL_KEYS + 8] = {"sim.model=true", O.payload ? "sim.model_payload=true" : "sim.model_payload=false",
+                                        "core.ledger_entries=0", "core.fingerprint=false"};
+    int n = 4;
     if (strcmp(algo, "auto")) {
         snprintf(kv[N_MODEL_KEYS], sizeof kv[0], "core.allreduce_algo=%s", algo);
         ov[n++] = kv[N_MODEL_KEYS];
@@ -151,15 +183,21 @@ static double run(const char *algo, size_t count)
             ov[n++] = kv[k];
         }
     ov[n] = NULL;
-    struct job j = {.ov = ov, .count = count, .end_ns = calloc((size_t)O.ranks, sizeof(double))};
+    struct job j = {.ov = ov, .count = count, .end_ns = calloc((size_t)O.ranks, sizeof(double)),
+                    .shared = shared_buffer(count), .comms = calloc((size_t)O.ranks, sizeof(struct plx_comm *))};
     snprintf(j.init, sizeof j.init, "mem://whatif-%d", ++serial);
-    if (!j.end_ns) {
+    if (!j.end_ns || !j.comms) {
         fprintf(stderr, "plexus-whatif: out of memory\n");
         exit(1);
     }
     /* Coroutines in virtual-time order: shared links are charged in the
      * order the model's time says, so answers across hosts repeat. */
     int rc = run_ranks(O.ranks, RANK_STACK, rank_main, &j);
+    /* The core keeps its live communicators in a list, the newest first:
+     * in this order each is found at once, not after the others. */
+    while (j.made > 0)
+        plx_comm_destroy(j.comms[--j.made]);
+    free(j.comms);
     double t = 0;
     for (int i = 0; i < O.ranks; i++)
         t = j.end_ns[i] > t ? j.end_ns[i] : t;
@@ -205,6 +243,8 @@ static void usage(FILE *f)
                "  --intra-native none|shm  one host: allreduce and allgather as shm runs them natively (default\n"
                "                          none: the core's algorithms over messages)\n"
                "  --reduce-bandwidth B/s  bytes a rank reduces per second (gamma; default: the model's, 0)\n"
+               "  --payload               a full run: messages carry their bytes and ranks reduce them (the\n"
+               "                          same times as timing only, at memory and CPU per byte)\n"
                "  -b, --minbytes SIZE     smallest allreduce (default 8)\n"
                "  -e, --maxbytes SIZE     largest (default 64M)\n"
                "  -f, --stepfactor F      each size F times the last (default 2)\n"
@@ -250,7 +290,7 @@ static int parse_args(int argc, char **argv)
         {"coll", 1, 0, 'c'},          {"algos", 1, 0, 'g'},           {"reduce-bandwidth", 1, 0, 'G'},
         {"stepfactor", 1, 0, 'f'},    {"cores-per-host", 1, 0, 'K'}, {"emit-tuning", 1, 0, 'T'},
         {"wake-latency", 1, 0, 'L'},  {"intra-cache", 1, 0, 'X'},   {"intra-memory-bandwidth", 1, 0, 'Y'},
-        {"intra-native", 1, 0, 'N'},
+        {"intra-native", 1, 0, 'N'}, {"payload", 0, 0, 'P'},
         {0, 0, 0, 0},
     };
     int ch, hosts_given = 0;
@@ -269,6 +309,7 @@ static int parse_args(int argc, char **argv)
         case 'Y': set_key(K_MEMORY, optarg); break;
         case 'N': set_key(K_NATIVE, optarg); break;
         case 'T': O.tuning = optarg; break;
+        case 'P': O.payload = 1; break;
         case 'G': O.reduce_bw = optarg; break;
         case 'b': O.minb = parse_size(optarg); break;
         case 'e': O.maxb = parse_size(optarg); break;
@@ -361,10 +402,10 @@ int main(int argc, char **argv)
     int status = parse_args(argc, argv);
     if (status >= 0)
         return status;
-    /* Each rank's buffer must stay an untouched mapping (timing only writes
-     * a message's first bytes): glibc raises its mmap threshold past large
-     * blocks freed, and then takes them from the heap, where calloc writes
-     * them. A 1,024-rank sweep to 32 MiB reached 7 GiB that way. */
+    /* A rank's large blocks (the core's arrays of one entry per peer) must
+     * stay mappings that are never touched: glibc raises its mmap threshold
+     * past large blocks freed, and then takes them from the heap, where
+     * calloc writes them. */
     mallopt(M_MMAP_THRESHOLD, 64 << 10);
     if (O.model) {
         FILE *f = fopen(O.model, "r");
