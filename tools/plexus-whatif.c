@@ -12,8 +12,10 @@
  * With --model, the model's keys come from that [sim] drop-in (as
  * bench/calibrate.py writes it) and only the options given override them.
  *
- * Each row is one run on fresh communicators: the modelled time is the
- * latest rank's virtual clock when the operation returns. */
+ * Each algorithm is one run of ranks on one communicator each; every size
+ * starts from virtual time 0 on idle links, as on fresh communicators: the
+ * modelled time is the latest rank's virtual clock when the operation
+ * returns. */
 #include <dlfcn.h>
 #include <getopt.h>
 #include <link.h>
@@ -54,18 +56,22 @@ static struct opts O = {.ranks = 1024, .hosts = 1, .minb = 8, .maxb = 64u << 20,
                         .algos = {"ring", "recdbl", "tree", "rabenseifner"}, .nalgo = 4};
 static double (*model_clock)(void);
 
+enum { MAX_SIZES = 64 };
+
 struct job {
     const char *const *ov;
     char init[64];
-    size_t count; /* per rank: the allreduce's, or one block of the allgather */
-    double *end_ns;
+    const size_t *counts; /* per rank, each size: the allreduce's, or one block of the allgather */
+    int nsizes;
+    double *end_ns;       /* [size * ranks + rank] */
+    int failed[MAX_SIZES];
     float *shared; /* every rank's buffer (timing only), or NULL: one each */
     struct plx_comm **comms; /* in the order made; destroyed after the run, the last first */
     int made;
-    int failed;
 };
 
 static int (*run_ranks)(int nranks, size_t stack_bytes, void (*body)(int rank, void *arg), void *arg);
+static int (*run_phase)(void);
 
 static int find_sim(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -77,6 +83,7 @@ static int find_sim(struct dl_phdr_info *info, size_t size, void *data)
         if (h) {
             model_clock = (double (*)(void))dlsym(h, "plexus_sim_model_clock_ns");
             run_ranks = (int (*)(int, size_t, void (*)(int, void *), void *))dlsym(h, "plexus_sim_run_ranks");
+            run_phase = (int (*)(void))dlsym(h, "plexus_sim_run_phase");
         }
         return 1;
     }
@@ -99,13 +106,32 @@ static int load_sim(void)
     }
     dl_iterate_phdr(find_sim, NULL);
     plx_comm_destroy(comm);
-    if (!model_clock || !run_ranks) {
+    if (!model_clock || !run_ranks || !run_phase) {
         fprintf(stderr, "plexus-whatif: the sim plugin has no network model with coroutine ranks\n");
         return -1;
     }
     return 0;
 }
 
+/* One collective of count floats per rank on comm; 0 or the error. */
+static int one_op(struct job *j, struct plx_comm *comm, int rank, size_t count)
+{
+    size_t n = O.allgather ? count * (size_t)O.ranks : count;
+    int exact = O.payload || count * sizeof(float) <= PLX_TIMING_EXACT_BYTES;
+    float *buf = exact ? calloc(n ? n : 1, sizeof *buf) : j->shared;
+    int rc = buf ? 0 : PLX_ERR_NOMEM;
+    if (!rc && O.allgather)
+        rc = plx_allgather(comm, buf + (size_t)rank * count, buf, count, PLX_F32);
+    else if (!rc)
+        rc = plx_allreduce(comm, buf, buf, count, PLX_F32, PLX_SUM);
+    if (exact)
+        free(buf);
+    return rc;
+}
+
+/* Every size on one communicator: after each, all ranks start the next
+ * from virtual time 0 on idle links (plexus_sim_run_phase), as on fresh
+ * communicators, without making 16,384 of them again per row. */
 static void rank_main(int rank, void *arg)
 {
     struct job *j = arg;
@@ -120,19 +146,18 @@ static void rank_main(int rank, void *arg)
     struct plx_comm *comm = NULL;
     int rc = plx_comm_init(&o, &comm);
     j->comms[j->made++] = comm;
-    size_t n = O.allgather ? j->count * (size_t)O.ranks : j->count;
-    float *buf = j->shared ? j->shared : calloc(n ? n : 1, sizeof *buf);
-    if (!rc && !buf)
-        rc = PLX_ERR_NOMEM;
-    if (!rc && O.allgather)
-        rc = plx_allgather(comm, buf + (size_t)rank * j->count, buf, j->count, PLX_F32);
-    else if (!rc)
-        rc = plx_allreduce(comm, buf, buf, j->count, PLX_F32, PLX_SUM);
-    j->end_ns[rank] = model_clock();
-    if (rc && !j->failed++)
-        fprintf(stderr, "plexus-whatif: rank %d: %s: %s\n", rank, plx_err_name(rc), plx_last_error());
-    if (buf != j->shared)
-        free(buf);
+    for (int k = 0; k < j->nsizes; k++) {
+        if (!rc && j->counts[k])
+            rc = one_op(j, comm, rank, j->counts[k]);
+        j->end_ns[(size_t)k * (size_t)O.ranks + (size_t)rank] = model_clock();
+        if (rc && !j->failed[k]++)
+            fprintf(stderr, "plexus-whatif: rank %d: %s: %s\n", rank, plx_err_name(rc), plx_last_error());
+        if (rc || (k + 1 < j->nsizes && run_phase() != 0)) {
+            for (int m = k + 1; m < j->nsizes; m++)
+                j->failed[m] = 1;
+            break;
+        }
+    }
 }
 
 /* Timing only, above PLX_TIMING_EXACT_BYTES per rank the core hands the
@@ -144,8 +169,6 @@ static float *shared_buffer(size_t count)
     static float *buf;
     static size_t have;
     size_t n = O.allgather ? count * (size_t)O.ranks : count;
-    if (O.payload || count * sizeof(float) <= PLX_TIMING_EXACT_BYTES)
-        return NULL;
     if (n * sizeof(float) > have) {
         if (buf)
             munmap(buf, have);
@@ -158,9 +181,9 @@ static float *shared_buffer(size_t count)
     return buf;
 }
 
-/* Modelled ns of one collective of count floats per rank with algo
- * ("auto": the core's choice), or -1. */
-static double run(const char *algo, size_t count)
+/* Modelled ns of a collective of counts[k] floats per rank with algo
+ * ("auto": the core's choice) into ns[k], or -1, for each of n sizes. */
+static void run(const char *algo, const size_t *counts, int nsizes, double *ns)
 {
     static int serial;
     char kv[N_MODEL_KEYS + 2][128];
@@ -183,10 +206,14 @@ static double run(const char *algo, size_t count)
             ov[n++] = kv[k];
         }
     ov[n] = NULL;
-    struct job j = {.ov = ov, .count = count, .end_ns = calloc((size_t)O.ranks, sizeof(double)),
-                    .shared = shared_buffer(count), .comms = calloc((size_t)O.ranks, sizeof(struct plx_comm *))};
+    size_t most = 0;
+    for (int k = 0; k < nsizes; k++)
+        most = counts[k] > most ? counts[k] : most;
+    struct job j = {.ov = ov, .counts = counts, .nsizes = nsizes,
+                    .end_ns = calloc((size_t)O.ranks * (size_t)nsizes, sizeof(double)),
+                    .shared = shared_buffer(most ? most : 1), .comms = calloc((size_t)O.ranks, sizeof(struct plx_comm *))};
     snprintf(j.init, sizeof j.init, "mem://whatif-%d", ++serial);
-    if (!j.end_ns || !j.comms) {
+    if (!j.end_ns || !j.comms || !j.shared) {
         fprintf(stderr, "plexus-whatif: out of memory\n");
         exit(1);
     }
@@ -198,13 +225,14 @@ static double run(const char *algo, size_t count)
     while (j.made > 0)
         plx_comm_destroy(j.comms[--j.made]);
     free(j.comms);
-    double t = 0;
-    for (int i = 0; i < O.ranks; i++)
-        t = j.end_ns[i] > t ? j.end_ns[i] : t;
-    if (j.failed || rc)
-        t = -1;
+    for (int k = 0; k < nsizes; k++) {
+        double t = 0;
+        for (int i = 0; i < O.ranks; i++)
+            t = j.end_ns[(size_t)k * (size_t)O.ranks + (size_t)i] > t ? j.end_ns[(size_t)k * (size_t)O.ranks + (size_t)i]
+                                                                      : t;
+        ns[k] = j.failed[k] || rc || !counts[k] ? -1 : t;
+    }
     free(j.end_ns);
-    return t;
 }
 
 static size_t parse_size(const char *s)
@@ -397,6 +425,36 @@ static void print_header(const char *coll)
     printf("  fastest\n");
 }
 
+/* Size k's row of every algorithm (ns[a][k]), its fastest, and the
+ * tuner's note; 1 where a run failed. */
+static int print_row(FILE *csv, const char *coll, size_t total, size_t count, double busf,
+                     double ns[][MAX_SIZES], int k)
+{
+    double best = -1;
+    int best_a = -1, status = 0;
+    printf("  %10zu", total);
+    for (int a = 0; a < O.nalgo; a++) {
+        double t = ns[a][k];
+        if (t < 0) { /* 0 is a time: a model whose costs are all 0 */
+            printf(" %12s %8s %8s", count ? "failed" : "too small", "-", "-");
+            status = 1;
+            continue;
+        }
+        double us = t / 1e3, algbw = (double)total / t, busbw = algbw * busf;
+        printf(" %12.2f %8.3f %8.3f", us, algbw, busbw);
+        if (csv)
+            fprintf(csv, "%d,%d,%zu,%s,%.3f,%.4f,%.4f,%s\n", O.ranks, O.hosts, total, O.algos[a], us, algbw, busbw,
+                    coll);
+        if (best < 0 || t < best) {
+            best = t;
+            best_a = a;
+        }
+    }
+    printf("  %s\n", best_a >= 0 ? O.algos[best_a] : "-");
+    tuning_note(total, best_a);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     int status = parse_args(argc, argv);
@@ -432,35 +490,19 @@ int main(int argc, char **argv)
     print_header(coll);
     status = 0;
     double busf = O.allgather ? (O.ranks - 1.0) / O.ranks : 2.0 * (O.ranks - 1) / O.ranks;
-    for (size_t bytes = O.minb; bytes <= O.maxb; bytes = (size_t)((double)bytes * O.factor)) {
-        size_t count = O.allgather ? bytes / 4 / (size_t)O.ranks : bytes / 4;
-        size_t total = O.allgather ? count * 4 * (size_t)O.ranks : count * 4;
-        double best = -1;
-        int best_a = -1;
-        printf("  %10zu", total);
-        for (int a = 0; a < O.nalgo; a++) {
-            double ns = count ? run(O.algos[a], count) : -1;
-            if (ns < 0) { /* 0 is a time: a model whose costs are all 0 */
-                printf(" %12s %8s %8s", count ? "failed" : "too small", "-", "-");
-                status = 1;
-                continue;
-            }
-            double us = ns / 1e3, algbw = (double)total / ns, busbw = algbw * busf;
-            printf(" %12.2f %8.3f %8.3f", us, algbw, busbw);
-            if (csv)
-                fprintf(csv, "%d,%d,%zu,%s,%.3f,%.4f,%.4f,%s\n", O.ranks, O.hosts, total, O.algos[a], us, algbw,
-                        busbw, coll);
-            if (best < 0 || ns < best) {
-                best = ns;
-                best_a = a;
-            }
-        }
-        printf("  %s\n", best_a >= 0 ? O.algos[best_a] : "-");
-        tuning_note(total, best_a);
-        fflush(stdout);
-        if (csv)
-            fflush(csv);
+    size_t counts[MAX_SIZES], totals[MAX_SIZES];
+    int nsizes = 0;
+    for (size_t bytes = O.minb; bytes <= O.maxb && nsizes < MAX_SIZES; bytes = (size_t)((double)bytes * O.factor)) {
+        counts[nsizes] = O.allgather ? bytes / 4 / (size_t)O.ranks : bytes / 4;
+        totals[nsizes] = O.allgather ? counts[nsizes] * 4 * (size_t)O.ranks : counts[nsizes] * 4;
+        nsizes++;
     }
+    static double ns[MAX_ALGOS][MAX_SIZES];
+    for (int a = 0; a < O.nalgo; a++)
+        run(O.algos[a], counts, nsizes, ns[a]);
+    for (int k = 0; k < nsizes; k++)
+        if (print_row(csv, coll, totals[k], counts[k], busf, ns, k) != 0)
+            status = 1;
     if ((csv && fclose(csv) != 0) || (tuning && fclose(tuning) != 0))
         status = 1;
     return status;
