@@ -12,8 +12,10 @@
  * With --model, the model's keys come from that [sim] drop-in (as
  * bench/calibrate.py writes it) and only the options given override them.
  *
- * Each row is one run on fresh communicators: the modelled time is the
- * latest rank's virtual clock when the operation returns. */
+ * Each algorithm is one run of ranks on one communicator each; every size
+ * starts from virtual time 0 on idle links, as on fresh communicators: the
+ * modelled time is the latest rank's virtual clock when the operation
+ * returns. */
 #include <dlfcn.h>
 #include <getopt.h>
 #include <link.h>
@@ -22,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
+#include "plexus/backend.h"
 #include "plexus/plexus.h"
 
 enum { MAX_ALGOS = 8, N_MODEL_KEYS = 11 };
@@ -38,7 +42,7 @@ enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW, K_C
        K_NATIVE };
 
 struct opts {
-    int ranks, hosts, allgather;
+    int ranks, hosts, allgather, payload;
     size_t minb, maxb;
     double factor;
     const char *val[N_MODEL_KEYS];
@@ -52,15 +56,22 @@ static struct opts O = {.ranks = 1024, .hosts = 1, .minb = 8, .maxb = 64u << 20,
                         .algos = {"ring", "recdbl", "tree", "rabenseifner"}, .nalgo = 4};
 static double (*model_clock)(void);
 
+enum { MAX_SIZES = 64 };
+
 struct job {
     const char *const *ov;
     char init[64];
-    size_t count; /* per rank: the allreduce's, or one block of the allgather */
-    double *end_ns;
-    int failed;
+    const size_t *counts; /* per rank, each size: the allreduce's, or one block of the allgather */
+    int nsizes;
+    double *end_ns;       /* [size * ranks + rank] */
+    int failed[MAX_SIZES];
+    float *shared; /* every rank's buffer (timing only), or NULL: one each */
+    struct plx_comm **comms; /* in the order made; destroyed after the run, the last first */
+    int made;
 };
 
 static int (*run_ranks)(int nranks, size_t stack_bytes, void (*body)(int rank, void *arg), void *arg);
+static int (*run_phase)(void);
 
 static int find_sim(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -72,6 +83,7 @@ static int find_sim(struct dl_phdr_info *info, size_t size, void *data)
         if (h) {
             model_clock = (double (*)(void))dlsym(h, "plexus_sim_model_clock_ns");
             run_ranks = (int (*)(int, size_t, void (*)(int, void *), void *))dlsym(h, "plexus_sim_run_ranks");
+            run_phase = (int (*)(void))dlsym(h, "plexus_sim_run_phase");
         }
         return 1;
     }
@@ -94,13 +106,32 @@ static int load_sim(void)
     }
     dl_iterate_phdr(find_sim, NULL);
     plx_comm_destroy(comm);
-    if (!model_clock || !run_ranks) {
+    if (!model_clock || !run_ranks || !run_phase) {
         fprintf(stderr, "plexus-whatif: the sim plugin has no network model with coroutine ranks\n");
         return -1;
     }
     return 0;
 }
 
+/* One collective of count floats per rank on comm; 0 or the error. */
+static int one_op(struct job *j, struct plx_comm *comm, int rank, size_t count)
+{
+    size_t n = O.allgather ? count * (size_t)O.ranks : count;
+    int exact = O.payload || count * sizeof(float) <= PLX_TIMING_EXACT_BYTES;
+    float *buf = exact ? calloc(n ? n : 1, sizeof *buf) : j->shared;
+    int rc = buf ? 0 : PLX_ERR_NOMEM;
+    if (!rc && O.allgather)
+        rc = plx_allgather(comm, buf + (size_t)rank * count, buf, count, PLX_F32);
+    else if (!rc)
+        rc = plx_allreduce(comm, buf, buf, count, PLX_F32, PLX_SUM);
+    if (exact)
+        free(buf);
+    return rc;
+}
+
+/* Every size on one communicator: after each, all ranks start the next
+ * from virtual time 0 on idle links (plexus_sim_run_phase), as on fresh
+ * communicators, without making 16,384 of them again per row. */
 static void rank_main(int rank, void *arg)
 {
     struct job *j = arg;
@@ -114,29 +145,53 @@ static void rank_main(int rank, void *arg)
     o.timeout_ms = 600000;
     struct plx_comm *comm = NULL;
     int rc = plx_comm_init(&o, &comm);
-    size_t n = O.allgather ? j->count * (size_t)O.ranks : j->count;
-    float *buf = calloc(n ? n : 1, sizeof *buf);
-    if (!rc && !buf)
-        rc = PLX_ERR_NOMEM;
-    if (!rc && O.allgather)
-        rc = plx_allgather(comm, buf + (size_t)rank * j->count, buf, j->count, PLX_F32);
-    else if (!rc)
-        rc = plx_allreduce(comm, buf, buf, j->count, PLX_F32, PLX_SUM);
-    j->end_ns[rank] = model_clock();
-    if (rc && !j->failed++)
-        fprintf(stderr, "plexus-whatif: rank %d: %s: %s\n", rank, plx_err_name(rc), plx_last_error());
-    free(buf);
-    plx_comm_destroy(comm);
+    j->comms[j->made++] = comm;
+    for (int k = 0; k < j->nsizes; k++) {
+        if (!rc && j->counts[k])
+            rc = one_op(j, comm, rank, j->counts[k]);
+        j->end_ns[(size_t)k * (size_t)O.ranks + (size_t)rank] = model_clock();
+        if (rc && !j->failed[k]++)
+            fprintf(stderr, "plexus-whatif: rank %d: %s: %s\n", rank, plx_err_name(rc), plx_last_error());
+        if (rc || (k + 1 < j->nsizes && run_phase() != 0)) {
+            for (int m = k + 1; m < j->nsizes; m++)
+                j->failed[m] = 1;
+            break;
+        }
+    }
 }
 
-/* Modelled ns of one collective of count floats per rank with algo
- * ("auto": the core's choice), or -1. */
-static double run(const char *algo, size_t count)
+/* Timing only, above PLX_TIMING_EXACT_BYTES per rank the core hands the
+ * backend no buffer, so every rank may pass the same one: address space for
+ * the largest, never touched, mapped once (a mapping per rank would run
+ * into the process's limit on mappings at tens of thousands of ranks). */
+static float *shared_buffer(size_t count)
+{
+    static float *buf;
+    static size_t have;
+    size_t n = O.allgather ? count * (size_t)O.ranks : count;
+    if (n * sizeof(float) > have) {
+        if (buf)
+            munmap(buf, have);
+        buf = mmap(NULL, n * sizeof(float), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+        have = buf == MAP_FAILED ? 0 : n * sizeof(float);
+        if (buf == MAP_FAILED)
+            buf = NULL;
+    }
+    return buf;
+}
+
+/* Modelled ns of a collective of counts[k] floats per rank with algo
+ * ("auto": the core's choice) into ns[k], or -1, for each of n sizes. */
+static void run(const char *algo, const size_t *counts, int nsizes, double *ns)
 {
     static int serial;
     char kv[N_MODEL_KEYS + 2][128];
-    const char *ov[N_MODEL_KEYS + 8] = {"sim.model=true", "sim.model_payload=false", "core.ledger_entries=0"};
-    int n = 3;
+    /* No in-band fingerprint: every rank runs the same call, and its
+     * per-peer buffers would cost each rank kilobytes per peer. */
+    const char *ov[N_MODEL_KEYS + 8] = {"sim.model=true", O.payload ? "sim.model_payload=true" : "sim.model_payload=false",
+                                        "core.ledger_entries=0", "core.fingerprint=false"};
+    int n = 4;
     if (strcmp(algo, "auto")) {
         snprintf(kv[N_MODEL_KEYS], sizeof kv[0], "core.allreduce_algo=%s", algo);
         ov[n++] = kv[N_MODEL_KEYS];
@@ -151,22 +206,33 @@ static double run(const char *algo, size_t count)
             ov[n++] = kv[k];
         }
     ov[n] = NULL;
-    struct job j = {.ov = ov, .count = count, .end_ns = calloc((size_t)O.ranks, sizeof(double))};
+    size_t most = 0;
+    for (int k = 0; k < nsizes; k++)
+        most = counts[k] > most ? counts[k] : most;
+    struct job j = {.ov = ov, .counts = counts, .nsizes = nsizes,
+                    .end_ns = calloc((size_t)O.ranks * (size_t)nsizes, sizeof(double)),
+                    .shared = shared_buffer(most ? most : 1), .comms = calloc((size_t)O.ranks, sizeof(struct plx_comm *))};
     snprintf(j.init, sizeof j.init, "mem://whatif-%d", ++serial);
-    if (!j.end_ns) {
+    if (!j.end_ns || !j.comms || !j.shared) {
         fprintf(stderr, "plexus-whatif: out of memory\n");
         exit(1);
     }
     /* Coroutines in virtual-time order: shared links are charged in the
      * order the model's time says, so answers across hosts repeat. */
     int rc = run_ranks(O.ranks, RANK_STACK, rank_main, &j);
-    double t = 0;
-    for (int i = 0; i < O.ranks; i++)
-        t = j.end_ns[i] > t ? j.end_ns[i] : t;
-    if (j.failed || rc)
-        t = -1;
+    /* The core keeps its live communicators in a list, the newest first:
+     * in this order each is found at once, not after the others. */
+    while (j.made > 0)
+        plx_comm_destroy(j.comms[--j.made]);
+    free(j.comms);
+    for (int k = 0; k < nsizes; k++) {
+        double t = 0;
+        for (int i = 0; i < O.ranks; i++)
+            t = j.end_ns[(size_t)k * (size_t)O.ranks + (size_t)i] > t ? j.end_ns[(size_t)k * (size_t)O.ranks + (size_t)i]
+                                                                      : t;
+        ns[k] = j.failed[k] || rc || !counts[k] ? -1 : t;
+    }
     free(j.end_ns);
-    return t;
 }
 
 static size_t parse_size(const char *s)
@@ -205,6 +271,8 @@ static void usage(FILE *f)
                "  --intra-native none|shm  one host: allreduce and allgather as shm runs them natively (default\n"
                "                          none: the core's algorithms over messages)\n"
                "  --reduce-bandwidth B/s  bytes a rank reduces per second (gamma; default: the model's, 0)\n"
+               "  --payload               a full run: messages carry their bytes and ranks reduce them (the\n"
+               "                          same times as timing only, at memory and CPU per byte)\n"
                "  -b, --minbytes SIZE     smallest allreduce (default 8)\n"
                "  -e, --maxbytes SIZE     largest (default 64M)\n"
                "  -f, --stepfactor F      each size F times the last (default 2)\n"
@@ -250,7 +318,7 @@ static int parse_args(int argc, char **argv)
         {"coll", 1, 0, 'c'},          {"algos", 1, 0, 'g'},           {"reduce-bandwidth", 1, 0, 'G'},
         {"stepfactor", 1, 0, 'f'},    {"cores-per-host", 1, 0, 'K'}, {"emit-tuning", 1, 0, 'T'},
         {"wake-latency", 1, 0, 'L'},  {"intra-cache", 1, 0, 'X'},   {"intra-memory-bandwidth", 1, 0, 'Y'},
-        {"intra-native", 1, 0, 'N'},
+        {"intra-native", 1, 0, 'N'}, {"payload", 0, 0, 'P'},
         {0, 0, 0, 0},
     };
     int ch, hosts_given = 0;
@@ -269,6 +337,7 @@ static int parse_args(int argc, char **argv)
         case 'Y': set_key(K_MEMORY, optarg); break;
         case 'N': set_key(K_NATIVE, optarg); break;
         case 'T': O.tuning = optarg; break;
+        case 'P': O.payload = 1; break;
         case 'G': O.reduce_bw = optarg; break;
         case 'b': O.minb = parse_size(optarg); break;
         case 'e': O.maxb = parse_size(optarg); break;
@@ -356,15 +425,45 @@ static void print_header(const char *coll)
     printf("  fastest\n");
 }
 
+/* Size k's row of every algorithm (ns[a][k]), its fastest, and the
+ * tuner's note; 1 where a run failed. */
+static int print_row(FILE *csv, const char *coll, size_t total, size_t count, double busf,
+                     double ns[][MAX_SIZES], int k)
+{
+    double best = -1;
+    int best_a = -1, status = 0;
+    printf("  %10zu", total);
+    for (int a = 0; a < O.nalgo; a++) {
+        double t = ns[a][k];
+        if (t < 0) { /* 0 is a time: a model whose costs are all 0 */
+            printf(" %12s %8s %8s", count ? "failed" : "too small", "-", "-");
+            status = 1;
+            continue;
+        }
+        double us = t / 1e3, algbw = (double)total / t, busbw = algbw * busf;
+        printf(" %12.2f %8.3f %8.3f", us, algbw, busbw);
+        if (csv)
+            fprintf(csv, "%d,%d,%zu,%s,%.3f,%.4f,%.4f,%s\n", O.ranks, O.hosts, total, O.algos[a], us, algbw, busbw,
+                    coll);
+        if (best < 0 || t < best) {
+            best = t;
+            best_a = a;
+        }
+    }
+    printf("  %s\n", best_a >= 0 ? O.algos[best_a] : "-");
+    tuning_note(total, best_a);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     int status = parse_args(argc, argv);
     if (status >= 0)
         return status;
-    /* Each rank's buffer must stay an untouched mapping (timing only writes
-     * a message's first bytes): glibc raises its mmap threshold past large
-     * blocks freed, and then takes them from the heap, where calloc writes
-     * them. A 1,024-rank sweep to 32 MiB reached 7 GiB that way. */
+    /* A rank's large blocks (the core's arrays of one entry per peer) must
+     * stay mappings that are never touched: glibc raises its mmap threshold
+     * past large blocks freed, and then takes them from the heap, where
+     * calloc writes them. */
     mallopt(M_MMAP_THRESHOLD, 64 << 10);
     if (O.model) {
         FILE *f = fopen(O.model, "r");
@@ -391,35 +490,19 @@ int main(int argc, char **argv)
     print_header(coll);
     status = 0;
     double busf = O.allgather ? (O.ranks - 1.0) / O.ranks : 2.0 * (O.ranks - 1) / O.ranks;
-    for (size_t bytes = O.minb; bytes <= O.maxb; bytes = (size_t)((double)bytes * O.factor)) {
-        size_t count = O.allgather ? bytes / 4 / (size_t)O.ranks : bytes / 4;
-        size_t total = O.allgather ? count * 4 * (size_t)O.ranks : count * 4;
-        double best = -1;
-        int best_a = -1;
-        printf("  %10zu", total);
-        for (int a = 0; a < O.nalgo; a++) {
-            double ns = count ? run(O.algos[a], count) : -1;
-            if (ns < 0) { /* 0 is a time: a model whose costs are all 0 */
-                printf(" %12s %8s %8s", count ? "failed" : "too small", "-", "-");
-                status = 1;
-                continue;
-            }
-            double us = ns / 1e3, algbw = (double)total / ns, busbw = algbw * busf;
-            printf(" %12.2f %8.3f %8.3f", us, algbw, busbw);
-            if (csv)
-                fprintf(csv, "%d,%d,%zu,%s,%.3f,%.4f,%.4f,%s\n", O.ranks, O.hosts, total, O.algos[a], us, algbw,
-                        busbw, coll);
-            if (best < 0 || ns < best) {
-                best = ns;
-                best_a = a;
-            }
-        }
-        printf("  %s\n", best_a >= 0 ? O.algos[best_a] : "-");
-        tuning_note(total, best_a);
-        fflush(stdout);
-        if (csv)
-            fflush(csv);
+    size_t counts[MAX_SIZES], totals[MAX_SIZES];
+    int nsizes = 0;
+    for (size_t bytes = O.minb; bytes <= O.maxb && nsizes < MAX_SIZES; bytes = (size_t)((double)bytes * O.factor)) {
+        counts[nsizes] = O.allgather ? bytes / 4 / (size_t)O.ranks : bytes / 4;
+        totals[nsizes] = O.allgather ? counts[nsizes] * 4 * (size_t)O.ranks : counts[nsizes] * 4;
+        nsizes++;
     }
+    static double ns[MAX_ALGOS][MAX_SIZES];
+    for (int a = 0; a < O.nalgo; a++)
+        run(O.algos[a], counts, nsizes, ns[a]);
+    for (int k = 0; k < nsizes; k++)
+        if (print_row(csv, coll, totals[k], counts[k], busf, ns, k) != 0)
+            status = 1;
     if ((csv && fclose(csv) != 0) || (tuning && fclose(tuning) != 0))
         status = 1;
     return status;

@@ -1,7 +1,9 @@
 /* algo.c - dispatch of generic collectives, scratch memory, and the
  * point-to-point helpers every algorithm uses. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "error.h"
 #include "internal.h"
@@ -26,6 +28,35 @@ void *plx__scratch_get(struct plx__scratch *s, size_t bytes)
     return p;
 }
 
+/* Timing only: the largest scratch any communicator asked for, as address
+ * space without access. An older, smaller one stays mapped: a rank on
+ * another thread may still hold addresses in it. */
+static pthread_mutex_t virtual_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *virtual_scratch;
+static size_t virtual_bytes;
+
+void *plx__algo_scratch(const struct algo_ctx *x, size_t bytes)
+{
+    if (!plx__algo_timing_only(x))
+        return plx__scratch_get(x->scratch, bytes);
+    pthread_mutex_lock(&virtual_mu);
+    if (bytes > virtual_bytes) {
+        size_t n = virtual_bytes ? virtual_bytes : (size_t)1 << 20;
+        while (n < bytes)
+            n *= 2;
+        void *p = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p != MAP_FAILED) {
+            virtual_scratch = p;
+            virtual_bytes = n;
+        }
+    }
+    char *p = bytes <= virtual_bytes ? virtual_scratch : NULL;
+    pthread_mutex_unlock(&virtual_mu);
+    if (!p)
+        plx__err(PLX_ERR_NOMEM, "cannot reserve %zu bytes of address space for timing-only scratch", bytes);
+    return p;
+}
+
 void plx__scratch_free(struct plx__scratch *s)
 {
     free(s->buf);
@@ -36,14 +67,14 @@ void plx__scratch_free(struct plx__scratch *s)
 int plx__send(struct algo_ctx *x, int to, const void *buf, size_t bytes, uint64_t tag)
 {
     void *r;
-    int rc = x->p->isend(x->p->ctx, to, buf, bytes, tag, &r);
+    int rc = plx__isend(x, to, buf, bytes, tag, &r);
     return rc ? rc : x->p->wait(x->p->ctx, r, x->deadline);
 }
 
 int plx__recv(struct algo_ctx *x, int from, void *buf, size_t bytes, uint64_t tag)
 {
     void *r;
-    int rc = x->p->irecv(x->p->ctx, from, buf, bytes, tag, &r);
+    int rc = plx__irecv(x, from, buf, bytes, tag, &r);
     return rc ? rc : x->p->wait(x->p->ctx, r, x->deadline);
 }
 
@@ -51,10 +82,10 @@ int plx__sendrecv(struct algo_ctx *x, int to, const void *sbuf, size_t sbytes, i
                   uint64_t tag)
 {
     void *rr, *sr;
-    int rc = x->p->irecv(x->p->ctx, from, rbuf, rbytes, tag, &rr);
+    int rc = plx__irecv(x, from, rbuf, rbytes, tag, &rr);
     if (rc)
         return rc;
-    if ((rc = x->p->isend(x->p->ctx, to, sbuf, sbytes, tag, &sr)) != 0) {
+    if ((rc = plx__isend(x, to, sbuf, sbytes, tag, &sr)) != 0) {
         x->p->discard(x->p->ctx, rr);
         return rc;
     }

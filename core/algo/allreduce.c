@@ -62,7 +62,7 @@ static int recursive_doubling(struct algo_ctx *x)
     const struct plx_coll_args *a = x->a;
     size_t bytes = a->count * x->esize;
     char *buf = a->recv;
-    char *tmp = plx__scratch_get(x->scratch, bytes);
+    char *tmp = plx__algo_scratch(x, bytes);
     if (!tmp)
         return PLX_ERR_NOMEM;
     int p2 = pow2_floor(x->size), rem = x->size - p2, vr, rc;
@@ -99,7 +99,7 @@ static int rabenseifner(struct algo_ctx *x)
     size_t tmp_bytes = RING_WINDOW * seg * es;
     if (rem && tmp_bytes < n * es)
         tmp_bytes = n * es; /* the fold receives a whole buffer */
-    char *tmp = plx__scratch_get(x->scratch, tmp_bytes);
+    char *tmp = plx__algo_scratch(x, tmp_bytes);
     if (!tmp)
         return PLX_ERR_NOMEM;
     char *out = a->recv;
@@ -173,7 +173,7 @@ static int pair_allreduce(struct algo_ctx *x)
     size_t moff = block_off(n, 2, x->rank), mlen = block_len(n, 2, x->rank); /* reduced here */
     size_t toff = block_off(n, 2, peer), tlen = block_len(n, 2, peer);       /* reduced there */
     size_t seg = plx__seg_elems(x, mlen > tlen ? mlen : tlen);
-    char *tmp = plx__scratch_get(x->scratch, RING_WINDOW * seg * es);
+    char *tmp = plx__algo_scratch(x, RING_WINDOW * seg * es);
     if (!tmp)
         return PLX_ERR_NOMEM;
     const char *src = a->send;
@@ -183,15 +183,15 @@ static int pair_allreduce(struct algo_ctx *x)
     int rc = 0;
     for (size_t k = 0; k < nk + RING_WINDOW - 1; k++) {
         for (size_t i; (i = st.posted[RAW_RECV]) < nm && i < k + RING_WINDOW; st.posted[RAW_RECV]++)
-            if ((rc = p->irecv(p->ctx, peer, tmp + (i % RING_WINDOW) * seg * es, seg_len(mlen, i, seg) * es,
+            if ((rc = plx__irecv(x, peer, tmp + (i % RING_WINDOW) * seg * es, seg_len(mlen, i, seg) * es,
                                step_tag(x, 0, (uint32_t)i), &st.req[RAW_RECV][i % PAIR_SLOTS])) != 0)
                 goto fail;
         for (size_t i; (i = st.posted[FINAL_RECV]) < nt && i < k + RING_WINDOW; st.posted[FINAL_RECV]++)
-            if ((rc = p->irecv(p->ctx, peer, out + (toff + i * seg) * es, seg_len(tlen, i, seg) * es,
+            if ((rc = plx__irecv(x, peer, out + (toff + i * seg) * es, seg_len(tlen, i, seg) * es,
                                step_tag(x, 1, (uint32_t)i), &st.req[FINAL_RECV][i % PAIR_SLOTS])) != 0)
                 goto fail;
         if (k < nt) {
-            if ((rc = p->isend(p->ctx, peer, src + (toff + k * seg) * es, seg_len(tlen, k, seg) * es,
+            if ((rc = plx__isend(x, peer, src + (toff + k * seg) * es, seg_len(tlen, k, seg) * es,
                                step_tag(x, 0, (uint32_t)k), &st.req[RAW_SEND][k % PAIR_SLOTS])) != 0)
                 goto fail;
             st.posted[RAW_SEND]++;
@@ -203,7 +203,7 @@ static int pair_allreduce(struct algo_ctx *x)
             if ((rc = plx__algo_reduce3(x, out + off, src + off, tmp + (k % RING_WINDOW) * seg * es, seg_len(mlen, k, seg),
                                    a->dtype, a->op)) != 0)
                 goto fail;
-            if ((rc = p->isend(p->ctx, peer, out + off, seg_len(mlen, k, seg) * es, step_tag(x, 1, (uint32_t)k),
+            if ((rc = plx__isend(x, peer, out + off, seg_len(mlen, k, seg) * es, step_tag(x, 1, (uint32_t)k),
                                &st.req[FINAL_SEND][k % PAIR_SLOTS])) != 0)
                 goto fail;
             st.posted[FINAL_SEND]++;

@@ -18,8 +18,8 @@ static int root_fanout(struct algo_ctx *x, int is_gather, char *blocks, size_t b
     for (int i = 0; i < P && rc == 0; i++) {
         if (i == x->rank)
             continue;
-        rc = is_gather ? p->irecv(p->ctx, i, blocks + (size_t)i * bytes, bytes, step_tag(x, 0, 0), &req[n])
-                       : p->isend(p->ctx, i, blocks + (size_t)i * bytes, bytes, step_tag(x, 0, 0), &req[n]);
+        rc = is_gather ? plx__irecv(x, i, blocks + (size_t)i * bytes, bytes, step_tag(x, 0, 0), &req[n])
+                       : plx__isend(x, i, blocks + (size_t)i * bytes, bytes, step_tag(x, 0, 0), &req[n]);
         if (rc == 0)
             n++;
     }
@@ -69,7 +69,7 @@ int plx__alltoall(struct algo_ctx *x)
     const char *send = a->send;
     char *recv = a->recv;
     if (send == recv) { /* in place: keep the outgoing blocks safe first */
-        char *copy = plx__scratch_get(x->scratch, bytes * (size_t)P);
+        char *copy = plx__algo_scratch(x, bytes * (size_t)P);
         if (!copy)
             return PLX_ERR_NOMEM;
         plx__algo_copy(x, copy, send, bytes * (size_t)P);

@@ -79,6 +79,29 @@ static inline int plx__algo_timing_only(const struct algo_ctx *x)
     return x->p->timing_only && x->a->count * x->esize > PLX_TIMING_EXACT_BYTES;
 }
 
+/* Timing only: a message's buffer as the backend gets it, none (backend.h),
+ * so no page of the user's buffers or of scratch is touched and memory
+ * does not grow with the message size. */
+static inline void *plx__algo_buf(const struct algo_ctx *x, const void *p)
+{
+    return plx__algo_timing_only(x) ? NULL : (void *)p;
+}
+
+static inline int plx__isend(const struct algo_ctx *x, int to, const void *buf, size_t bytes, uint64_t tag,
+                             void **req)
+{
+    return x->p->isend(x->p->ctx, to, plx__algo_buf(x, buf), bytes, tag, req);
+}
+
+static inline int plx__irecv(const struct algo_ctx *x, int from, void *buf, size_t bytes, uint64_t tag, void **req)
+{
+    return x->p->irecv(x->p->ctx, from, plx__algo_buf(x, buf), bytes, tag, req);
+}
+
+/* Scratch of bytes: the communicator's, or, timing only, addresses that are
+ * never touched (one reservation the process shares, no memory behind it). */
+void *plx__algo_scratch(const struct algo_ctx *x, size_t bytes);
+
 /* Reductions and local copies of the algorithms. */
 static inline int plx__algo_reduce3(const struct algo_ctx *x, void *out, const void *a, const void *b, size_t count,
                                     int dtype, int op)

@@ -49,7 +49,7 @@ int plx__ring_step(struct algo_ctx *x, const struct ring_io *io)
     for (size_t k = 0; k < n + RING_WINDOW - 1; k++) {
         while (rpost < nrs && rpost < k + RING_WINDOW) {
             size_t len = seg_len(io->relems, rpost, seg);
-            rc = p->irecv(p->ctx, io->from, io->tmp + (rpost % RING_WINDOW) * seg * es, len * es,
+            rc = plx__irecv(x, io->from, io->tmp + (rpost % RING_WINDOW) * seg * es, len * es,
                           step_tag(x, io->tag_step, (uint32_t)rpost), &rreq[rpost % RING_WINDOW]);
             if (rc)
                 goto fail;
@@ -57,7 +57,7 @@ int plx__ring_step(struct algo_ctx *x, const struct ring_io *io)
         }
         if (k < nss) {
             size_t off = k * seg, len = seg_len(io->selems, k, seg);
-            rc = p->isend(p->ctx, io->to, io->sbuf + off * es, len * es, step_tag(x, io->tag_step, (uint32_t)k),
+            rc = plx__isend(x, io->to, io->sbuf + off * es, len * es, step_tag(x, io->tag_step, (uint32_t)k),
                           &sreq[k % RING_WINDOW]);
             if (rc)
                 goto fail;
@@ -96,7 +96,7 @@ int plx__ring_reduce_scatter(struct algo_ctx *x, const char *src, struct layout 
     size_t es = x->esize, maxblk = lo_len(l, P, 0);
     size_t seg = plx__seg_elems(x, maxblk);
     size_t partial_bytes = full_out ? 0 : 2 * maxblk * es;
-    char *scratch = plx__scratch_get(x->scratch, partial_bytes + RING_WINDOW * seg * es);
+    char *scratch = plx__algo_scratch(x, partial_bytes + RING_WINDOW * seg * es);
     if (!scratch)
         return PLX_ERR_NOMEM;
     char *partial[2] = {scratch, scratch + maxblk * es};

@@ -44,7 +44,7 @@ int plx__tree_bcast(struct algo_ctx *x, char *buf, int root)
     if (parent >= 0)
         for (; nr < nseg; nr++) {
             size_t off = nr * seg, len = seg_len(bytes, nr, seg);
-            if ((rc = p->irecv(p->ctx, parent, buf + off, len, step_tag(x, 0, (uint32_t)nr), &rreq[nr])) != 0)
+            if ((rc = plx__irecv(x, parent, buf + off, len, step_tag(x, 0, (uint32_t)nr), &rreq[nr])) != 0)
                 goto out;
         }
     for (size_t k = 0; k < nseg; k++) {
@@ -55,7 +55,7 @@ int plx__tree_bcast(struct algo_ctx *x, char *buf, int root)
                 goto out;
         }
         for (int c = 0; c < nchild; c++) {
-            if ((rc = p->isend(p->ctx, children[c], buf + off, len, step_tag(x, 0, (uint32_t)k), &sreq[ns])) != 0)
+            if ((rc = plx__isend(x, children[c], buf + off, len, step_tag(x, 0, (uint32_t)k), &sreq[ns])) != 0)
                 goto out; /* no request was made: not counted */
             ns++;
         }
@@ -83,7 +83,7 @@ int plx__tree_reduce(struct algo_ctx *x, const char *send, char *recv, char *acc
     if (bytes == 0)
         return 0;
     int is_root = x->rank == root;
-    char *scratch = plx__scratch_get(x->scratch, 2 * bytes);
+    char *scratch = plx__algo_scratch(x, 2 * bytes);
     if (!scratch)
         return PLX_ERR_NOMEM;
     char *tmp = scratch, *acc_dst = is_root ? recv : acc_buf ? acc_buf : scratch + bytes;

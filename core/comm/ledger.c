@@ -154,19 +154,18 @@ int plx__diag_create(struct plx_comm *c, const char *job)
     struct plx__diag *d = calloc(1, sizeof *d);
     if (!d)
         return plx__err(PLX_ERR_NOMEM, "out of memory");
+    int on = 1;
+    plx__config_bool_in(c->config, "core", "fingerprint", 1, &on);
+    d->inband = on;
+    /* Per-peer state of the in-band fingerprint only: without it, none
+     * (thousands of simulated ranks in one process). */
     size_t P = (size_t)c->size;
-    d->sent = calloc(P, sizeof *d->sent);
-    d->rcvd = calloc(P, sizeof *d->rcvd);
-    d->sbounce = calloc(P, sizeof *d->sbounce);
-    d->rbounce = calloc(P, sizeof *d->rbounce);
-    if (!d->sent || !d->rcvd || !d->sbounce || !d->rbounce) {
+    if (on && (!(d->sent = calloc(P, sizeof *d->sent)) || !(d->rcvd = calloc(P, sizeof *d->rcvd)) ||
+               !(d->sbounce = calloc(P, sizeof *d->sbounce)) || !(d->rbounce = calloc(P, sizeof *d->rbounce)))) {
         c->diag = d;
         plx__diag_destroy(c);
         return plx__err(PLX_ERR_NOMEM, "out of memory");
     }
-    int on = 1;
-    plx__config_bool_in(c->config, "core", "fingerprint", 1, &on);
-    d->inband = on;
     const char *nm = plx__config_get_in(c->config, "core", "fingerprint_native", NULL);
     d->native_mode = nm && !strcmp(nm, "every") ? PLX__FP_NATIVE_EVERY
                      : nm && !strcmp(nm, "off") ? PLX__FP_NATIVE_OFF
@@ -192,7 +191,7 @@ void plx__diag_destroy(struct plx_comm *c)
         munmap(d->lf, d->map_bytes);
         unlink(d->path);
     }
-    for (int i = 0; i < c->size; i++) {
+    for (int i = 0; d->inband && i < c->size; i++) {
         if (d->sbounce)
             free(d->sbounce[i]);
         if (d->rbounce)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@ struct sim_fiber {
     struct sim_sched *s;
     int rank;
     int queued, finished;
+    int phased;      /* waits in plexus_sim_run_phase */
     double clock_ns; /* model: the rank's virtual time, shared by all its communicators */
     double key;      /* virtual ns it may run from */
     uint64_t order;  /* ties: first queued, first run */
@@ -45,6 +47,7 @@ struct sim_sched {
     uint64_t next_order;
     int deadlocked;
     int n;
+    int live, phase_n; /* unfinished ranks; of them, those in plexus_sim_run_phase */
     double *queues; /* the model's link queues (model.c), made on first use */
 };
 
@@ -199,10 +202,31 @@ static int wake_deadlocked(struct sim_sched *s, int n)
     return woken;
 }
 
+/* Every unfinished rank waits in plexus_sim_run_phase: all of them run
+ * again from virtual time 0, idle links, in rank order. */
+static void phase_release(struct sim_sched *s)
+{
+    s->phase_n = 0;
+    if (s->queues)
+        memset(s->queues, 0, SIM_QUEUES * (size_t)s->n * sizeof *s->queues);
+    for (int i = 0; i < s->n; i++) {
+        struct sim_fiber *g = &s->fibers[i];
+        if (!g->phased)
+            continue;
+        g->phased = 0;
+        g->clock_ns = 0;
+        g->queued = 1;
+        g->key = 0;
+        g->order = s->next_order++;
+        heap_push(s, g);
+    }
+}
+
 static int schedule(struct sim_sched *s, int n)
 {
-    int live = n, rc = 0;
-    while (live > 0) {
+    int rc = 0;
+    s->live = n;
+    while (s->live > 0) {
         struct sim_fiber *f = heap_pop(s);
         if (!f) {
             if (s->deadlocked || !wake_deadlocked(s, n))
@@ -214,10 +238,30 @@ static int schedule(struct sim_sched *s, int n)
         current = f;
         enter(s, f);
         current = NULL;
-        if (f->finished)
-            live--;
+        if (f->finished && --s->live > 0 && s->phase_n == s->live)
+            phase_release(s); /* the others wait for no one now */
     }
     return rc;
+}
+
+/* Coroutine ranks only: waits until every unfinished rank of the run has
+ * called it, then starts them all again from virtual time 0 with idle
+ * links, in rank order, as a fresh run starts: several measurements in one
+ * run of ranks, on the same communicators. 0, or SIM_DEADLOCK when the
+ * other ranks wait for messages instead. */
+PLX_BACKEND_EXPORT int plexus_sim_run_phase(void)
+{
+    struct sim_fiber *f = current;
+    if (!f)
+        return PLX_ERR_INVALID_USAGE;
+    struct sim_sched *s = f->s;
+    if (s->deadlocked)
+        return SIM_DEADLOCK;
+    f->phased = 1;
+    if (++s->phase_n == s->live)
+        phase_release(s);
+    to_scheduler(f);
+    return s->deadlocked ? SIM_DEADLOCK : 0;
 }
 
 /* Runs body(rank, arg) for ranks 0..nranks-1 as coroutines of the calling

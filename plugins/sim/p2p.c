@@ -23,25 +23,48 @@ static void wake(struct impl *owner, const struct sim_req *r)
         pthread_cond_broadcast(&owner->cv);
 }
 
-/* Timing only (backend.h): the first bytes of a message up to
+/* Timing only (backend.h): the first bytes of a payload up to
  * PLX_TIMING_SAMPLED_BYTES, none of a longer one (touching its pages would
- * cost thousands of ranks gigabytes). */
-static size_t copied_bytes(const struct impl *c, size_t bytes)
+ * cost thousands of ranks gigabytes), none where a side gave no buffer. */
+static size_t copied_bytes(const struct impl *c, const struct sim_req *send, const struct sim_req *recv)
 {
+    size_t bytes = send->bytes - send->head_bytes;
     if (!c->cfg.model.on || c->cfg.model.payload)
         return bytes;
-    return bytes > PLX_TIMING_SAMPLED_BYTES ? 0 : bytes > SIM_SAMPLE_BYTES ? SIM_SAMPLE_BYTES : bytes;
+    if (!send->buf || !recv->buf)
+        return 0;
+    return send->bytes > PLX_TIMING_SAMPLED_BYTES ? 0 : bytes > SIM_SAMPLE_BYTES ? SIM_SAMPLE_BYTES : bytes;
+}
+
+/* The part of a source piece (at src_at of the message, src_n bytes) that
+ * falls in a destination piece (at dst_at, dst_n bytes). */
+static void put(char *dst, size_t dst_at, size_t dst_n, const char *src, size_t src_at, size_t src_n)
+{
+    size_t lo = dst_at > src_at ? dst_at : src_at;
+    size_t hi = dst_at + dst_n < src_at + src_n ? dst_at + dst_n : src_at + src_n;
+    if (dst && src && lo < hi)
+        plx_plugin_copy(dst + (lo - dst_at), src + (lo - src_at), hi - lo);
+}
+
+/* The sender's head then payload into the receiver's head then payload
+ * (PLX_CAP_P2P_HEAD): as much as fits, the head always whole. */
+static void copy_message(const struct impl *c, const struct sim_req *send, const struct sim_req *recv)
+{
+    size_t sh = send->head_bytes, rh = recv->head_bytes, rn = recv->bytes - rh;
+    size_t sn = copied_bytes(c, send, recv);
+    put(recv->head, 0, rh, send->head, 0, sh);
+    put(recv->buf, rh, rn, send->head, 0, sh);
+    put(recv->head, 0, rh, send->buf, sh, sn);
+    put(recv->buf, rh, rn, send->buf, sh, sn);
 }
 
 /* Copy outside the lock, then complete both. */
 static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
 {
     struct world *w = c->w;
-    int st = 0;
-    if (send->bytes > recv->bytes)
-        st = PLX_ERR_INVALID_ARG;
-    else if (send->bytes)
-        plx_plugin_copy(recv->buf, send->buf, copied_bytes(c, send->bytes));
+    int st = send->bytes > recv->bytes ? PLX_ERR_INVALID_ARG : 0;
+    if (send->bytes)
+        copy_message(c, send, recv);
     pthread_mutex_lock(&w->mu);
     struct impl *sender = w->members[send->owner];
     if (sender && sender->cfg.model.on && !send->priced && sim_model_send(sender, send))
@@ -80,6 +103,13 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
     r->owner = c->rank;
     r->buf = a->buf;
     r->bytes = a->bytes;
+    r->head = NULL;
+    r->head_bytes = 0;
+    if (PLX_HAS_FIELD(a, struct plx_p2p_args, head_bytes) && a->head_bytes) {
+        r->head = a->head;
+        r->head_bytes = a->head_bytes;
+        r->bytes += a->head_bytes;
+    }
     r->tag = a->tag;
     struct world *w = c->w;
     struct sim_req *mate = NULL;

@@ -164,7 +164,7 @@ static int get_caps(void *comm, struct plx_caps *out)
     struct plx_caps caps = {
         .struct_size = sizeof caps,
         .flags = PLX_CAP_ASYNC | PLX_CAP_ABORT | PLX_CAP_THREAD_SAFE | PLX_CAP_INPLACE | PLX_CAP_ANY_SOURCE |
-                 PLX_CAP_IN_PROCESS | PLX_CAP_P2P,
+                 PLX_CAP_IN_PROCESS | PLX_CAP_P2P | PLX_CAP_P2P_HEAD,
         .collectives = (PLX_BIT(PLX_COLL_SEND) - 1),
         .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1,
         .redops = PLX_BIT(PLX_REDOP_COUNT) - 1,

@@ -17,8 +17,10 @@ struct sim_req {
     int is_send;
     int peer;             /* p2p: the other rank (or PLX_ANY_SOURCE) */
     int owner;            /* rank that posted it */
-    void *buf;
-    size_t bytes;
+    void *buf;            /* p2p: the payload (NULL, timing only: none) */
+    size_t bytes;         /* p2p: the message's, head and payload */
+    void *head;           /* p2p: PLX_CAP_P2P_HEAD's head, its first head_bytes */
+    size_t head_bytes;
     uint64_t tag;
     int matched;          /* p2p: paired with a peer request */
     int done;

@@ -302,7 +302,10 @@ void sim_linger(struct impl *c, uint64_t deadline_ns)
 int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
 {
     struct world *w = c->w;
-    struct timespec ts = sim_abstime(deadline_after(timeout_ms));
+    /* A coroutine's wait has no wall-clock deadline: no clock read. */
+    struct timespec ts = {0, 0};
+    if (!c->fiber && timeout_ms != PLX_TIMEOUT_INFINITE)
+        ts = sim_abstime(deadline_after(timeout_ms));
     pthread_mutex_lock(&w->mu);
     pthread_cond_t *cv = &c->cv;
     while (!r->done) {

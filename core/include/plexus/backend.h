@@ -94,7 +94,8 @@ enum plx_probe_state {
  * data (room for the core's fingerprint header and PLX_TIMING_EXACT_BYTES),
  * so collectives of up to PLX_TIMING_EXACT_BYTES per rank (the core's own:
  * a split's allgather) stay exact, and the core skips the reductions and
- * copies of larger ones, whose results are meaningless. */
+ * copies of larger ones, whose results are meaningless; their messages
+ * come with buf NULL (a size and no data) and must not be copied. */
 #define PLX_CAP_TIMING_ONLY (1u << 11)
 /* ABI 1.8: comm_shrink builds the survivors' communicator out of the old
  * one by the backend's own means (ULFM's MPIX_Comm_shrink, ncclCommShrink),

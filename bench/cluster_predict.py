@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""cluster_predict.py - the simulator's prediction of the cluster in a box.
+
+  cluster_predict.py BUILD TABLE_DIR MODEL.ini [--hosts 8] [--ranks-per-host 2] [--rate 1gbit]
+
+Models the emulated cluster from its own parameters only: each host's NIC
+at the tbf rate less the headers of a full-size TCP segment (1448 payload
+bytes of 1514 on the wire, what tbf counts), the cross-host latency half the
+links' measured TCP ping-pong round trip (TABLE_DIR/link.txt, from
+scripts/cluster.sh check), and the one-host terms from MODEL.ini (a [sim]
+drop-in by bench/calibrate.py). Nothing is fitted to the cross-host rows.
+Runs plexus-whatif for every algorithm and size of TABLE_DIR/table.csv
+(bench/cluster_table.sh) and prints measured against predicted, the error
+of each row, their median and largest, and the tuner's choice (the model's
+fastest) against the fastest measured at each size. Writes
+TABLE_DIR/predict.csv.
+"""
+import argparse
+import csv
+import os
+import statistics
+import subprocess
+import sys
+
+WIRE, PAYLOAD = 1514, 1448
+
+
+def rate_bytes(rate):
+    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1.0}
+    for u, f in units.items():
+        if rate.endswith(u):
+            return float(rate[: -len(u)]) * f / 8
+    raise SystemExit("cluster_predict: rate %r: want a number and kbit, mbit or gbit" % rate)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("table_dir")
+    ap.add_argument("model")
+    ap.add_argument("--hosts", type=int, default=8)
+    ap.add_argument("--ranks-per-host", type=int, default=2)
+    ap.add_argument("--rate", default="1gbit")
+    o = ap.parse_args()
+    link = dict(l.strip().split("=", 1) for l in open(os.path.join(o.table_dir, "link.txt")) if "=" in l)
+    alpha_ns = float(link["pingpong_rtt_us"]) * 1e3 / 2
+    nic = rate_bytes(o.rate) * PAYLOAD / WIRE
+    meas = {}
+    for r in csv.DictReader(open(os.path.join(o.table_dir, "table.csv"))):
+        meas[(int(r["bytes"]), r["algorithm"])] = float(r["time_us"])
+    sizes = sorted({b for b, _ in meas})
+    algos = sorted({a for _, a in meas})
+    pred = {}
+    out = os.path.join(o.table_dir, "whatif.csv")
+    for b in sizes:
+        cmd = [os.path.join(o.build, "tools", "plexus-whatif"), "--model", o.model,
+               "--ranks", str(o.hosts * o.ranks_per_host), "--hosts", str(o.hosts),
+               "--inter-latency", "%dns" % alpha_ns, "--inter-bandwidth", "%d" % nic,
+               "--algos", ",".join(algos), "-b", str(b), "-e", str(b), "--csv", out]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        for r in csv.DictReader(open(out)):
+            pred[(int(r["bytes"]), r["algorithm"])] = float(r["time_us"])
+    print("# model: %d hosts x %d ranks; NIC %.1f MB/s (%s less TCP/IP headers); cross-host latency %.1f us "
+          "(half the measured ping-pong); one-host terms from %s" %
+          (o.hosts, o.ranks_per_host, nic / 1e6, o.rate, alpha_ns / 1e3, o.model))
+    print("%10s %-13s %12s %12s %8s" % ("bytes", "algorithm", "measured_us", "model_us", "error"))
+    errs = []
+    with open(os.path.join(o.table_dir, "predict.csv"), "w") as f:
+        f.write("bytes,algorithm,measured_us,model_us,error\n")
+        for (b, a), m in sorted(meas.items()):
+            p = pred.get((b, a))
+            if p is None:
+                continue
+            e = (p - m) / m
+            errs.append(abs(e))
+            print("%10d %-13s %12.1f %12.1f %+7.1f%%" % (b, a, m, p, 100 * e))
+            f.write("%d,%s,%.3f,%.3f,%.4f\n" % (b, a, m, p, e))
+    if not errs:
+        sys.exit("cluster_predict: no row to compare")
+    within = sum(e <= 0.15 for e in errs)
+    print("# %d rows: median |error| %.1f%%, largest %.1f%%, %d within 15%%" %
+          (len(errs), 100 * statistics.median(errs), 100 * max(errs), within))
+    print("# tuner: the model's fastest against the fastest measured")
+    ok = 0
+    for b in sizes:
+        mb = min((meas[(b, a)], a) for a in algos if (b, a) in meas)
+        pb = min((pred[(b, a)], a) for a in algos if (b, a) in pred)
+        got = meas[(b, pb[1])]
+        slower = (got - mb[0]) / mb[0]
+        ok += slower <= 0.10
+        print("%10d model picks %-13s measured fastest %-13s pick is %+.1f%% slower" % (b, pb[1], mb[1], 100 * slower))
+    print("# tuner's pick within 10%% of the fastest at %d of %d sizes" % (ok, len(sizes)))
+
+
+if __name__ == "__main__":
+    main()
