@@ -47,8 +47,9 @@ libinih-dev libsodium-dev libjansson-dev python3-numpy iproute2 procps
 python3-torch libtorch-dev python3-expecttest"
 case $suite in
 # Open MPI 5, whose ULFM (mpirun --with-ft ulfm) the mpi plugin's native
-# shrink runs on (Debian 12's Open MPI has none).
-trixie) packages="$common libopenmpi-dev openmpi-bin" ;;
+# shrink runs on (Debian 12's Open MPI has none); gloo 2023-12, the tcp
+# plugin's wire peer in its newer layout.
+trixie) packages="$common libopenmpi-dev openmpi-bin libgloo-dev" ;;
 # The present HPC stack: gloo 2025 (the tcp plugin's wire peer), MPICH 5 and
 # Open MPI 6, both with the MPI-5 standard ABI (libmpi_abi.so.1, mpi_abi.h),
 # UCC over UCX, PMIx 7 and Slurm with its PMIx plugin, safetensors.

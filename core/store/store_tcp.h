@@ -1,5 +1,6 @@
-/* store_tcp.h - PyTorch TCPStore (torch 1.13) protocol: constants, the
- * request decoder (a pure function, so it can be fuzzed) and the server.
+/* store_tcp.h - PyTorch TCPStore protocol (torch 1.13's; the server also
+ * 2.x's): constants, the request decoder (a pure function, so it can be
+ * fuzzed) and the server.
  * Stability: internal. */
 #ifndef PLX_CORE_STORE_TCP_H
 #define PLX_CORE_STORE_TCP_H
@@ -13,7 +14,15 @@ enum {
     PLX__Q_SET = 0, PLX__Q_COMPARE_SET = 1, PLX__Q_GET = 2, PLX__Q_ADD = 3, PLX__Q_CHECK = 4,
     PLX__Q_WAIT = 5, PLX__Q_GETNUMKEYS = 6, PLX__Q_WATCH_KEY = 7, PLX__Q_DELETE_KEY = 8,
 };
-enum { PLX__READY = 0, PLX__NOT_READY = 1, PLX__STOP_WAITING = 0 };
+enum { PLX__READY = 0, PLX__NOT_READY = 1, PLX__STOP_WAITING = 0, PLX__WAIT_CANCELED = 1 };
+/* torch 2.x's protocol (TCPStore.cpp since 2.2): a connection opens with
+ * VALIDATE (code 0, then the u32 magic below); its codes 1..8 are SET ..
+ * GETNUMKEYS, DELETE_KEY of the above shifted by one; PING (u32 nonce,
+ * echoed) and CANCEL_WAIT (answered WAIT_CANCELED) are new. The server
+ * maps them onto the internal types below or the ones above. */
+#define PLX__TORCH2_MAGIC 0x3C85F7CEu
+enum { PLX__Q2_VALIDATE = 0, PLX__Q2_CANCEL_WAIT = 12, PLX__Q2_PING = 13 };
+enum { PLX__Q_VALIDATE = 100, PLX__Q_CANCEL_WAIT = 101, PLX__Q_PING = 102 };
 
 /* Default bounds on what a client may send ([core] store_max_* change
  * them); larger is refused. PLX__STORE_MAX_KEYS is the decoder's fixed

@@ -162,6 +162,7 @@ struct conn {
     size_t *wait_lens, nwait;
     size_t scan, queued; /* requests buffered behind the pending WAIT, counted up to in[scan] */
     int resume;          /* its WAIT was answered: serve what it queued */
+    int dialect;         /* 0 before its first request, 1 torch 1.13, 2 torch 2.x (opened with VALIDATE) */
 };
 
 struct plx__store_server {
@@ -387,6 +388,64 @@ static int delete_key(struct plx__store_server *s, struct conn *c, const struct 
     return reply(c, &n, 8);
 }
 
+/* The torch 1.13 type of a torch 2.x code, or -1. */
+static int torch2_type(unsigned char code)
+{
+    static const signed char map[] = {-1, PLX__Q_SET, PLX__Q_COMPARE_SET, PLX__Q_GET, PLX__Q_ADD, PLX__Q_CHECK,
+                                      PLX__Q_WAIT, PLX__Q_GETNUMKEYS, PLX__Q_DELETE_KEY};
+    return code < sizeof map ? map[code] : -1;
+}
+
+/* The request of c at in[at], in its dialect (found on its first request):
+ * as plx__store_decode_with returns. */
+static long decode_at(struct plx__store_server *s, struct conn *c, size_t at, struct plx__store_req *q,
+                      const char **why)
+{
+    unsigned char *b = c->in + at;
+    size_t n = c->n - at;
+    memset(q, 0, sizeof *q);
+    if (n < 1)
+        return 0;
+    if (c->dialect == 0 && b[0] == PLX__Q2_VALIDATE) { /* or torch 1.13's SET, whose key length follows */
+        uint32_t magic;
+        if (n < 5)
+            return 0;
+        memcpy(&magic, b + 1, 4);
+        c->dialect = magic == PLX__TORCH2_MAGIC ? 2 : 1;
+        if (c->dialect == 2) {
+            q->type = PLX__Q_VALIDATE;
+            return 5;
+        }
+    }
+    if (c->dialect == 0)
+        c->dialect = 1;
+    if (c->dialect == 1)
+        return plx__store_decode_with(b, n, q, why, &s->lim);
+    if (b[0] == PLX__Q2_CANCEL_WAIT) {
+        q->type = PLX__Q_CANCEL_WAIT;
+        return 1;
+    }
+    if (b[0] == PLX__Q2_PING) {
+        uint32_t nonce;
+        if (n < 5)
+            return 0;
+        memcpy(&nonce, b + 1, 4);
+        q->type = PLX__Q_PING;
+        q->delta = nonce;
+        return 5;
+    }
+    int t = torch2_type(b[0]);
+    if (t < 0) {
+        *why = "a torch 2.x query this server does not serve (APPEND, MULTI_GET, MULTI_SET or a queue)";
+        return -1;
+    }
+    unsigned char code = b[0]; /* the decoder reads torch 1.13's codes */
+    b[0] = (unsigned char)t;
+    long r = plx__store_decode_with(b, n, q, why, &s->lim);
+    b[0] = code;
+    return r;
+}
+
 /* Serve one decoded request of c. Returns 0, or -1 when c cannot be
  * answered (out of memory, or the reply does not go): the caller drops c. */
 static int handle(struct plx__store_server *s, struct conn *c, const struct plx__store_req *q)
@@ -421,10 +480,43 @@ static int handle(struct plx__store_server *s, struct conn *c, const struct plx_
     }
     case PLX__Q_DELETE_KEY:
         return delete_key(s, c, q);
+    case PLX__Q_VALIDATE:
+        return 0;
+    case PLX__Q_PING: {
+        uint32_t nonce = (uint32_t)q->delta;
+        return reply(c, &nonce, 4);
+    }
+    case PLX__Q_CANCEL_WAIT: { /* its WAIT was answered already */
+        uint8_t r = PLX__WAIT_CANCELED;
+        return reply(c, &r, 1);
+    }
     default:
         drop(c, "WATCH_KEY is not supported by this server");
         return 0;
     }
+}
+
+static void process(struct plx__store_server *s, struct conn *c);
+
+/* A torch 2.x client gave up its pending WAIT (CANCEL_WAIT, r bytes at
+ * in[scan]): it hears WAIT_CANCELED, then what it queued is served. */
+static void cancel_wait(struct plx__store_server *s, struct conn *c, size_t r)
+{
+    for (size_t k = 0; k < c->nwait; k++)
+        free(c->wait_keys[k]);
+    free(c->wait_keys);
+    free(c->wait_lens);
+    c->wait_keys = NULL;
+    c->wait_lens = NULL;
+    c->nwait = 0;
+    memmove(c->in + c->scan, c->in + c->scan + r, c->n - c->scan - r);
+    c->n -= r;
+    uint8_t w = PLX__WAIT_CANCELED;
+    if (reply(c, &w, 1)) {
+        drop(c, "cannot send the WAIT_CANCELED reply");
+        return;
+    }
+    process(s, c);
 }
 
 /* Count the requests c queued behind its pending WAIT; too many drops it
@@ -434,11 +526,15 @@ static void count_queued(struct plx__store_server *s, struct conn *c)
     while (c->fd >= 0) {
         struct plx__store_req q;
         const char *why = "malformed request";
-        long r = plx__store_decode_with(c->in + c->scan, c->n - c->scan, &q, &why, &s->lim);
+        long r = decode_at(s, c, c->scan, &q, &why);
         if (r == 0)
             return;
         if (r < 0) {
             refuse(s, c, why, &q);
+            return;
+        }
+        if (q.type == PLX__Q_CANCEL_WAIT) {
+            cancel_wait(s, c, (size_t)r);
             return;
         }
         c->scan += (size_t)r;
@@ -462,7 +558,7 @@ static void process(struct plx__store_server *s, struct conn *c)
     while (c->fd >= 0 && !c->nwait) {
         struct plx__store_req q;
         const char *why = "malformed request";
-        long r = plx__store_decode_with(c->in + used, c->n - used, &q, &why, &s->lim);
+        long r = decode_at(s, c, used, &q, &why);
         if (r == 0)
             break;
         if (r < 0) {

@@ -1,7 +1,10 @@
-/* bootstrap.c - Gloo gen-1 connectFullMesh: one listener per pair, 136-byte
- * addresses under the store keys gloo uses ("rank_<r>" = hostname, "<r>" =
- * the P-1 addresses in ascending peer order), and gloo's connect-role rule,
- * so a plexus rank and libgloo ranks can share a job at the transport level.
+/* bootstrap.c - gloo's connectFullMesh, in the layout the job speaks
+ * (gloo_wire.c): gloo 2022's one listener per pair with 136-byte addresses
+ * under the store keys gloo uses ("rank_<r>" = hostname, "<r>" = the P-1
+ * addresses in ascending peer order), or gloo 2023's one listener per rank
+ * whose connections name their pair first; gloo's connect-role rule either
+ * way, so a plexus rank and libgloo ranks can share a job at the transport
+ * level.
  *
  * Address blob (gloo transport/tcp/address.h, struct {sockaddr_storage;
  * ssize_t seq;}): bytes 0..127 the sockaddr, 128..135 seq = -1. libgloo
@@ -131,10 +134,14 @@ static int job_secret(const struct tcp_comm *c, const char **out)
     return 0;
 }
 
-/* A connection in its handshake. */
+/* A connection in its handshake, or (ident) one accepted on the gloo 2023
+ * listener that has not yet said which pair it is for. */
 struct shake {
     int fd, peer, role; /* peer: the rank dialed, or whose listener accepted it */
     int dead;           /* finished or dropped; removed by shake_compact */
+    int ident;          /* still reading the 8-byte pair identifier */
+    size_t seq_got;
+    unsigned char seq[8];
     uint64_t deadline;
     char addr[64];
     struct plx__auth a;
@@ -145,7 +152,9 @@ struct mesh {
     struct tcp_comm *c;
     const struct plx_comm_args *args;
     const char *secret;  /* NULL: plain Gloo */
-    int *lfd;            /* listener per peer, -1 once closed */
+    int wire;            /* TCP_WIRE_* */
+    int *lfd;            /* listener per peer (gloo 2022), -1 once closed */
+    int one_fd;          /* the one listener (gloo 2023), or -1 */
     int *accepting;      /* this rank listens for that peer */
     struct shake *sh;
     int nsh, capsh;
@@ -177,30 +186,45 @@ static void shake_compact(struct mesh *m)
     m->nsh = n;
 }
 
-static int shake_add(struct mesh *m, int fd, int peer, int role, uint64_t deadline, const char *addr)
+/* A fresh record for a connection on fd (closed when out of memory). */
+static struct shake *shake_new(struct mesh *m, int fd, int peer, int role, uint64_t deadline, const char *addr)
 {
     if (m->nsh == m->capsh) {
         int cap = m->capsh ? 2 * m->capsh : 16;
         struct shake *p = realloc(m->sh, sizeof *p * (size_t)cap);
         if (!p) {
             close(fd);
-            return err(m->c, PLX_ERR_NOMEM, "tcp: out of memory");
+            err(m->c, PLX_ERR_NOMEM, "tcp: out of memory");
+            return NULL;
         }
         m->sh = p;
         m->capsh = cap;
     }
-    struct shake *h = &m->sh[m->nsh];
-    char ctx[96];
-    int me = m->c->rank;
-    shake_ctx(m, role == PLX__AUTH_CLIENT ? me : peer, role == PLX__AUTH_CLIENT ? peer : me, ctx, sizeof ctx);
+    struct shake *h = &m->sh[m->nsh++];
     *h = (struct shake){.fd = fd, .peer = peer, .role = role, .deadline = deadline};
     snprintf(h->addr, sizeof h->addr, "%s", addr);
+    return h;
+}
+
+/* The job-secret handshake of h with its peer begins. */
+static int shake_begin(struct mesh *m, struct shake *h)
+{
+    char ctx[96];
+    int me = m->c->rank, peer = h->peer, role = h->role;
+    shake_ctx(m, role == PLX__AUTH_CLIENT ? me : peer, role == PLX__AUTH_CLIENT ? peer : me, ctx, sizeof ctx);
     if (plx__auth_init(&h->a, role, m->secret, ctx) != 0) {
-        close(fd);
+        close(h->fd);
+        h->fd = -1;
+        h->dead = 1;
         return err(m->c, PLX_ERR_SYSTEM, "tcp: %s", h->a.why);
     }
-    m->nsh++;
     return 0;
+}
+
+static int shake_add(struct mesh *m, int fd, int peer, int role, uint64_t deadline, const char *addr)
+{
+    struct shake *h = shake_new(m, fd, peer, role, deadline, addr);
+    return h ? shake_begin(m, h) : PLX_ERR_NOMEM;
 }
 
 /* The pair with peer is connected on fd: keep it, stop listening for it,
@@ -271,6 +295,75 @@ static int accept_on(struct mesh *m, int peer)
     }
 }
 
+static int unnamed(const struct mesh *m)
+{
+    int n = 0;
+    for (int k = 0; k < m->nsh; k++)
+        n += !m->sh[k].dead && m->sh[k].ident;
+    return n;
+}
+
+/* gloo 2023: take what waits on the one listener; each connection names
+ * its pair first (ident_step), at most max_shakes unnamed at a time. */
+static int accept_one(struct mesh *m)
+{
+    while (unnamed(m) < m->max_shakes) {
+        struct sockaddr_storage sa;
+        socklen_t sl = sizeof sa;
+        int fd = accept4(m->one_fd, (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return 0;
+        char addr[64];
+        fmt_addr(addr, sizeof addr, &sa);
+        struct shake *h = shake_new(m, fd, -1, PLX__AUTH_SERVER, plx_plugin_deadline(m->auth_ms), addr);
+        if (!h)
+            return PLX_ERR_NOMEM;
+        h->ident = 1;
+    }
+    return 0;
+}
+
+static int shake_step(struct mesh *m, int k);
+
+/* Read what accepted connection k says its pair is: the identifier this
+ * rank published for a peer (its rank), as a native ssize_t. */
+static int ident_step(struct mesh *m, int k)
+{
+    struct shake *h = &m->sh[k];
+    struct tcp_comm *c = m->c;
+    ssize_t n = recv(h->fd, h->seq + h->seq_got, sizeof h->seq - h->seq_got, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    if (n <= 0) {
+        c->host->log(c->host->ctx, PLX_LOG_WARN, "rank %d dropped a connection from %s: it closed before naming "
+                     "its pair", c->rank, h->addr);
+        shake_close(m, k);
+        return 0;
+    }
+    if ((h->seq_got += (size_t)n) < sizeof h->seq)
+        return 0;
+    int64_t seq;
+    memcpy(&seq, h->seq, sizeof seq);
+    if (seq < 0 || seq >= c->size || !m->accepting[seq] || c->peers[seq].fd >= 0) {
+        c->host->log(c->host->ctx, PLX_LOG_WARN, "rank %d refused a connection from %s: it names pair %lld, for "
+                     "which rank %d awaits no connection (another job, or another world size?)", c->rank, h->addr,
+                     (long long)seq, c->rank);
+        shake_close(m, k);
+        return 0;
+    }
+    h->ident = 0;
+    h->peer = (int)seq;
+    if (!m->secret) {
+        int fd = h->fd;
+        h->fd = -1;
+        shake_close(m, k);
+        pair_done(m, (int)seq, fd);
+        return 0;
+    }
+    int rc = shake_begin(m, h);
+    return rc ? rc : shake_step(m, k);
+}
+
 /* Advance handshake k after poll said it may; returns an error only for a
  * connection this rank dialed (its peer is then unusable). */
 static int shake_step(struct mesh *m, int k)
@@ -278,6 +371,8 @@ static int shake_step(struct mesh *m, int k)
     struct shake *h = &m->sh[k];
     if (h->dead)
         return 0;
+    if (h->ident)
+        return ident_step(m, k);
     int r = plx__auth_step(&h->a, h->fd);
     if (r == 0)
         return 0;
@@ -317,6 +412,12 @@ static int shake_expire(struct mesh *m, uint64_t now)
         struct shake *h = &m->sh[k];
         if (h->dead || now < h->deadline)
             continue;
+        if (h->ident) {
+            m->c->host->log(m->c->host->ctx, PLX_LOG_WARN, "rank %d dropped a connection from %s: it did not name its "
+                            "pair within %lld ms ([tcp] auth_timeout_ms)", m->c->rank, h->addr, (long long)m->auth_ms);
+            shake_close(m, k);
+            continue;
+        }
         if (h->role == PLX__AUTH_CLIENT) {
             m->blame = h->peer;
             int rc = err(m->c, PLX_ERR_TIMEOUT, "tcp: rank %d cannot authenticate to rank %d at %s: no answer (%s)",
@@ -372,6 +473,34 @@ static void closed_peers(const struct tcp_comm *c, char *out, size_t n)
     }
 }
 
+/* What connect_loop polls: listeners of peers still to come, handshakes
+ * (*next: the earliest of their deadlines). who[j] >= 0: the listener of
+ * that peer (size: the one listener); -1 - k: handshake k. */
+static int poll_set(const struct mesh *m, struct pollfd *pf, int *who, uint64_t *next)
+{
+    const struct tcp_comm *c = m->c;
+    int n = 0, P = c->size, awaited = 0;
+    for (int i = 0; i < P; i++) {
+        awaited += m->accepting[i] && c->peers[i].fd < 0;
+        if (m->accepting[i] && c->peers[i].fd < 0 && m->lfd[i] >= 0 &&
+            (!m->secret || pending_on(m, i) < m->max_shakes)) {
+            pf[n] = (struct pollfd){m->lfd[i], POLLIN, 0};
+            who[n++] = i;
+        }
+    }
+    if (m->one_fd >= 0 && awaited && unnamed(m) < m->max_shakes) {
+        pf[n] = (struct pollfd){m->one_fd, POLLIN, 0};
+        who[n++] = P;
+    }
+    for (int k = 0; k < m->nsh; k++) {
+        pf[n] = (struct pollfd){m->sh[k].fd, m->sh[k].ident ? POLLIN : plx__auth_events(&m->sh[k].a), 0};
+        who[n++] = -1 - k;
+        if (m->sh[k].deadline < *next)
+            *next = m->sh[k].deadline;
+    }
+    return n;
+}
+
 /* Accept and authenticate until every peer is connected or the deadline. */
 static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
 {
@@ -386,8 +515,8 @@ static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
             missing += i != c->rank && c->peers[i].fd < 0;
         if (!missing)
             break;
-        if (cap < P + m->nsh) {
-            cap = 2 * (P + m->nsh);
+        if (cap < P + 1 + m->nsh) {
+            cap = 2 * (P + 1 + m->nsh);
             free(pf);
             free(who);
             pf = malloc(sizeof *pf * (size_t)cap);
@@ -397,21 +526,8 @@ static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
                 break;
             }
         }
-        /* who[j] >= 0: listener of that peer; -1 - k: handshake k. */
-        int n = 0;
         uint64_t now = m->c->host->clock_ns(), next = deadline;
-        for (int i = 0; i < P; i++)
-            if (m->accepting[i] && c->peers[i].fd < 0 && m->lfd[i] >= 0 &&
-                (!m->secret || pending_on(m, i) < m->max_shakes)) {
-                pf[n] = (struct pollfd){m->lfd[i], POLLIN, 0};
-                who[n++] = i;
-            }
-        for (int k = 0; k < m->nsh; k++) {
-            pf[n] = (struct pollfd){m->sh[k].fd, plx__auth_events(&m->sh[k].a), 0};
-            who[n++] = -1 - k;
-            if (m->sh[k].deadline < next)
-                next = m->sh[k].deadline;
-        }
+        int n = poll_set(m, pf, who, &next);
         if ((rc = shake_expire(m, now)) != 0)
             break;
         if (now >= deadline) {
@@ -440,7 +556,9 @@ static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
             if (who[j] < 0 && pf[j].revents)
                 rc = shake_step(m, -1 - who[j]);
         for (int j = 0; j < n && rc == 0 && k > 0; j++)
-            if (who[j] >= 0 && (pf[j].revents & POLLIN) && m->lfd[who[j]] >= 0)
+            if (who[j] == P && (pf[j].revents & POLLIN))
+                rc = accept_one(m);
+            else if (who[j] >= 0 && who[j] < P && (pf[j].revents & POLLIN) && m->lfd[who[j]] >= 0)
                 rc = accept_on(m, who[j]);
     }
     free(pf);
@@ -450,24 +568,27 @@ static int connect_loop(struct mesh *m, uint64_t deadline, int64_t conn_ms)
 
 /* A peer that published a loopback address cannot be reached from another
  * host: say so at once, naming what to set, instead of failing the connect
- * (or waiting the whole timeout on the other side). */
-static int check_reachable(const struct tcp_comm *c, const struct plx_comm_args *a, int peer,
+ * (or waiting the whole timeout on the other side). host: the peer's host
+ * name from its gloo 2023 record, or NULL: read under "rank_<peer>". */
+static int check_reachable(const struct tcp_comm *c, const struct plx_comm_args *a, int peer, const char *host,
                            const struct tcp_addr *me, const struct sockaddr_storage *addr, const char *shown)
 {
     if (!tcp__is_loopback((const struct sockaddr *)addr) || tcp__is_loopback((const struct sockaddr *)&me->ss))
         return 0;
-    char key[32], mine[256] = "localhost";
+    char key[32], mine[256] = "localhost", theirs[256];
     gethostname(mine, sizeof mine - 1);
-    snprintf(key, sizeof key, "rank_%d", peer);
-    void *val = NULL;
-    size_t len = 0;
-    if (c->host->store_get(a->store, key, &val, &len, a->timeout_ms) != 0)
-        return 0; /* the connect attempt then says what happened */
-    int same = len == strlen(mine) && !memcmp(val, mine, len);
-    char theirs[256];
-    snprintf(theirs, sizeof theirs, "%.*s", (int)(len < 255 ? len : 255), (const char *)val);
-    c->host->free(val);
-    if (same)
+    if (host) {
+        snprintf(theirs, sizeof theirs, "%s", host);
+    } else {
+        snprintf(key, sizeof key, "rank_%d", peer);
+        void *val = NULL;
+        size_t len = 0;
+        if (c->host->store_get(a->store, key, &val, &len, a->timeout_ms) != 0)
+            return 0; /* the connect attempt then says what happened */
+        snprintf(theirs, sizeof theirs, "%.*s", (int)(len < 255 ? len : 255), (const char *)val);
+        c->host->free(val);
+    }
+    if (!strcmp(theirs, mine))
         return 0;
     return err(c, PLX_ERR_CONFIG,
                "tcp: rank %d on host '%s' published the loopback address %s, which rank %d on host '%s' cannot reach: "
@@ -476,64 +597,156 @@ static int check_reachable(const struct tcp_comm *c, const struct plx_comm_args 
                peer, theirs, shown, c->rank, mine, peer);
 }
 
-/* One listener per pair (gloo gen-1), on the chosen address only, each
- * listener's address written into this rank's slice of the list it
- * publishes. The backlog leaves room for strangers ahead of the peer. */
-static int open_listeners(struct mesh *m, const struct tcp_addr *me, const char *shown, struct sockaddr_storage *mine,
-                          unsigned char *blob)
+/* A listener on the chosen address (port 0), its address in *sa. */
+static int listen_on(struct mesh *m, const struct tcp_addr *me, const char *shown, int backlog,
+                     struct sockaddr_storage *sa, int *out)
 {
     struct tcp_comm *c = m->c;
-    int fam = me->ss.ss_family;
-    socklen_t alen = tcp__sockaddr_len((const struct sockaddr *)&me->ss);
-    for (int i = 0, k = 0; i < c->size; i++) {
-        if (i == c->rank)
-            continue;
-        struct sockaddr_storage sa = me->ss;
-        socklen_t sl = sizeof sa;
-        int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    socklen_t alen = tcp__sockaddr_len((const struct sockaddr *)&me->ss), sl = sizeof *sa;
+    *sa = me->ss;
+    int fd = socket(me->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd >= 0)
+        set_bufs(c, fd); /* accepted sockets inherit them */
+    if (fd < 0 || bind(fd, (struct sockaddr *)sa, alen) || listen(fd, backlog) ||
+        getsockname(fd, (struct sockaddr *)sa, &sl)) {
+        int rc = err(c, PLX_ERR_SYSTEM, "tcp: rank %d cannot listen on %s (%s): %s", c->rank, shown, me->why,
+                     strerror(errno));
         if (fd >= 0)
-            set_bufs(c, fd); /* accepted sockets inherit them */
-        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, alen) || listen(fd, m->secret ? 16 : 1) ||
-            getsockname(fd, (struct sockaddr *)&sa, &sl)) {
-            int rc = err(c, PLX_ERR_SYSTEM, "tcp: rank %d cannot listen on %s (%s): %s", c->rank, shown, me->why,
-                         strerror(errno));
-            if (fd >= 0)
-                close(fd);
-            return rc;
-        }
-        m->lfd[i] = fd;
-        mine[i] = sa;
-        unsigned char *slice = blob + (size_t)k++ * TCP_ADDR_BYTES;
-        memcpy(slice, &sa, alen);
-        memcpy(slice + marker_at(fam), marker, sizeof marker);
-        memset(slice + 128, 0xff, 8); /* seq = -1 */
+            close(fd);
+        return rc;
     }
+    *out = fd;
     return 0;
 }
 
-/* This rank's host name (which check_reachable compares) and its address
- * list, under the keys gloo uses. */
-static int publish(const struct tcp_comm *c, const struct plx_comm_args *a, const unsigned char *blob)
+/* gloo's 136-byte address of a listener, with plexus's marker. */
+static void address_bytes(unsigned char *out, const struct sockaddr_storage *sa)
+{
+    memset(out, 0, TCP_ADDR_BYTES);
+    memcpy(out, sa, tcp__sockaddr_len((const struct sockaddr *)sa));
+    memcpy(out + marker_at(sa->ss_family), marker, sizeof marker);
+    memset(out + 128, 0xff, 8); /* seq = -1 */
+}
+
+/* gloo 2022: one listener per pair, on the chosen address only, each
+ * listener's address in this rank's slice of the list it publishes. The
+ * backlog leaves room for strangers ahead of the peer. gloo 2023: one
+ * listener, in the rank record. *len: the bytes of blob to publish. */
+static int open_listeners(struct mesh *m, const struct tcp_addr *me, const char *shown, struct sockaddr_storage *mine,
+                          unsigned char *blob, size_t *len)
+{
+    struct tcp_comm *c = m->c;
+    if (m->wire == TCP_WIRE_2023) {
+        struct sockaddr_storage sa;
+        int rc = listen_on(m, me, shown, SOMAXCONN, &sa, &m->one_fd);
+        if (rc)
+            return rc;
+        for (int i = 0; i < c->size; i++)
+            mine[i] = sa;
+        unsigned char addr[TCP_ADDR_BYTES];
+        address_bytes(addr, &sa);
+        char host[256] = "localhost";
+        gethostname(host, sizeof host - 1);
+        tcp__rec_encode(blob, host, addr, c->size);
+        *len = tcp__rec_size(c->size, strlen(host));
+        return 0;
+    }
+    for (int i = 0, k = 0; i < c->size; i++) {
+        if (i == c->rank)
+            continue;
+        int rc = listen_on(m, me, shown, m->secret ? 16 : 1, &mine[i], &m->lfd[i]);
+        if (rc)
+            return rc;
+        address_bytes(blob + (size_t)k++ * TCP_ADDR_BYTES, &mine[i]);
+    }
+    *len = (size_t)(c->size - 1) * TCP_ADDR_BYTES;
+    return 0;
+}
+
+/* This rank's host name under "rank_<r>" (gloo 2022 ranks after this one
+ * wait for it before they publish; check_reachable compares it). */
+static int publish_host(const struct tcp_comm *c, const struct plx_comm_args *a)
 {
     char key[32], hostname[256] = "localhost";
     gethostname(hostname, sizeof hostname - 1);
     snprintf(key, sizeof key, "rank_%d", c->rank);
-    int rc = c->host->store_set(a->store, key, hostname, strlen(hostname));
-    if (rc == 0) {
-        snprintf(key, sizeof key, "%d", c->rank);
-        rc = c->host->store_set(a->store, key, blob, (size_t)(c->size - 1) * TCP_ADDR_BYTES);
-    }
-    return rc;
+    return c->host->store_set(a->store, key, hostname, strlen(hostname));
 }
 
-/* Rank i's listener for this rank, out of the list rank i published; marks
- * the peer eager when the list carries plexus's marker (a gloo peer's does
- * not). t0: when this rank started waiting, for the timeout's message. */
-static int peer_address(struct mesh *m, int i, uint64_t deadline, uint64_t t0, int fam,
-                        struct sockaddr_storage *peer)
+/* This rank's address list or record, under the key gloo uses. */
+static int publish(const struct tcp_comm *c, const struct plx_comm_args *a, const unsigned char *blob, size_t len)
+{
+    char key[32];
+    snprintf(key, sizeof key, "%d", c->rank);
+    return c->host->store_set(a->store, key, blob, len);
+}
+
+/* Where rank i listens for this rank, as rank i published it. */
+struct peer_ad {
+    struct sockaddr_storage ss;
+    int64_t seq;   /* gloo 2023: the identifier to write on dialing; -1 in 2022 */
+    char host[256]; /* gloo 2023: its host name; "" in 2022 */
+};
+
+/* The marker in rank i's address: plexus of this version (eager), plexus of
+ * another (an error naming both), or none (gloo). */
+static int check_marker(struct mesh *m, int i, const unsigned char *addr, int fam)
+{
+    const unsigned char *theirs = addr + marker_at(fam);
+    m->c->peers[i].eager = !memcmp(theirs, marker, sizeof marker);
+    if (m->c->peers[i].eager || memcmp(theirs, MARKER_NAME, strlen(MARKER_NAME)))
+        return 0;
+    char version[sizeof marker + 1];
+    memcpy(version, theirs, sizeof marker);
+    version[sizeof marker] = '\0';
+    for (char *v = version; *v; v++) /* only what prints */
+        if (*v < 0x20 || *v > 0x7e)
+            *v = '?';
+    m->blame = i;
+    return err(m->c, PLX_ERR_PROTOCOL,
+               "tcp: rank %d speaks %s, this rank %s: every rank of a job needs the same plexus tcp wire "
+               "(ranks started from different plexus installs?)",
+               i, version, marker);
+}
+
+/* Rank i's value in this rank's layout, parsed into out; *addr: its 136
+ * bytes inside val. */
+static int parse_ad(struct mesh *m, int i, const void *val, size_t len, struct peer_ad *out,
+                    const unsigned char **addr)
 {
     struct tcp_comm *c = m->c;
     int P = c->size, r = c->rank;
+    struct tcp_rec rec;
+    if (m->wire == TCP_WIRE_2023 && tcp__rec_decode(val, len, P, r, &rec) == 0) {
+        out->ss = rec.ss;
+        out->seq = rec.seq;
+        snprintf(out->host, sizeof out->host, "%s", rec.host);
+        *addr = rec.addr;
+        return 0;
+    }
+    if (m->wire == TCP_WIRE_2022 && len == (size_t)(P - 1) * TCP_ADDR_BYTES) {
+        *addr = (const unsigned char *)val + (size_t)(r > i ? r - 1 : r) * TCP_ADDR_BYTES;
+        memcpy(&out->ss, *addr, sizeof out->ss);
+        out->seq = -1;
+        out->host[0] = '\0';
+        return 0;
+    }
+    int theirs = tcp__wire_of(val, len, P);
+    m->blame = i;
+    if (theirs)
+        return err(c, PLX_ERR_PROTOCOL, "tcp: rank %d publishes the layout of %s, this rank that of %s (set [tcp] "
+                   "gloo_wire alike on every plexus rank, or leave it auto)", i, tcp__wire_name(theirs),
+                   tcp__wire_name(m->wire));
+    return err(c, PLX_ERR_PROTOCOL, "tcp: rank %d published a %zu-byte address, expected %s (a different world "
+               "size?)", i, len, m->wire == TCP_WIRE_2023 ? "gloo 2023's rank record" : "gloo 2022's list");
+}
+
+/* Rank i's listener for this rank, out of what rank i published; marks
+ * the peer eager when it carries plexus's marker (a gloo peer's does
+ * not). t0: when this rank started waiting, for the timeout's message. */
+static int peer_address(struct mesh *m, int i, uint64_t deadline, uint64_t t0, int fam, struct peer_ad *peer)
+{
+    struct tcp_comm *c = m->c;
     void *val = NULL;
     size_t len = 0;
     char key[32];
@@ -546,45 +759,29 @@ static int peer_address(struct mesh *m, int i, uint64_t deadline, uint64_t t0, i
                    (long long)((c->host->clock_ns() - t0) / 1000000u));
     }
     if (grc) /* the store itself failed (the core adds its reason) */
-        return err(c, grc, "tcp: rank %d lost the store while waiting for rank %d's address", r, i);
-    if (len != (size_t)(P - 1) * TCP_ADDR_BYTES) {
-        c->host->free(val);
-        return err(c, PLX_ERR_PROTOCOL, "tcp: rank %d published a %zu-byte address list, expected %d x %d bytes "
-                                        "(a gloo gen-2 peer, or a different world size?)",
-                   i, len, P - 1, TCP_ADDR_BYTES);
-    }
-    const unsigned char *slice = (const unsigned char *)val + (size_t)(r > i ? r - 1 : r) * TCP_ADDR_BYTES;
-    memcpy(peer, slice, sizeof *peer);
-    const unsigned char *theirs = slice + marker_at(peer->ss_family);
-    c->peers[i].eager = !memcmp(theirs, marker, sizeof marker);
-    if (!c->peers[i].eager && !memcmp(theirs, MARKER_NAME, strlen(MARKER_NAME))) {
-        char version[sizeof marker + 1];
-        memcpy(version, theirs, sizeof marker);
-        version[sizeof marker] = '\0';
-        for (char *v = version; *v; v++) /* only what prints */
-            if (*v < 0x20 || *v > 0x7e)
-                *v = '?';
-        c->host->free(val);
-        m->blame = i;
-        return err(c, PLX_ERR_PROTOCOL,
-                   "tcp: rank %d speaks %s, this rank %s: every rank of a job needs the same plexus tcp wire "
-                   "(ranks started from different plexus installs?)",
-                   i, version, marker);
-    }
+        return err(c, grc, "tcp: rank %d lost the store while waiting for rank %d's address", c->rank, i);
+    const unsigned char *addr = NULL;
+    int rc = parse_ad(m, i, val, len, peer, &addr);
+    if (rc == 0)
+        rc = check_marker(m, i, addr, peer->ss.ss_family);
     c->host->free(val);
-    if (peer->ss_family != fam)
+    if (rc)
+        return rc;
+    if (peer->ss.ss_family != fam)
         return err(c, PLX_ERR_UNSUPPORTED,
                    "tcp: rank %d published an address of family %s, this rank one of %s (set [tcp] address or "
                    "ifname so that every rank uses the same IP version)",
-                   i, peer->ss_family == AF_INET6 ? "IPv6" : peer->ss_family == AF_INET ? "IPv4" : "unknown",
+                   i, peer->ss.ss_family == AF_INET6 ? "IPv6" : peer->ss.ss_family == AF_INET ? "IPv4" : "unknown",
                    fam == AF_INET6 ? "IPv6" : "IPv4");
     return 0;
 }
 
-/* gloo Pair::connect: compare addresses, then the raw (network order) port
- * values; the larger side connects. Above zero: this side (mine) dials;
- * below: it listens; zero: both are the same address. */
-static int pair_order(const struct sockaddr_storage *mine, const struct sockaddr_storage *peer)
+/* gloo's connect rule (2022 Pair::connect, 2023 Device::isInitiator):
+ * compare addresses, then the raw (network order) port values, then (2023)
+ * the pair identifiers; the larger side connects. Above zero: this side
+ * (mine) dials; below: it listens; zero: both are the same address. */
+static int64_t pair_order(const struct sockaddr_storage *mine, int64_t my_seq, const struct sockaddr_storage *peer,
+                          int64_t peer_seq)
 {
     int cmp, mport, pport;
     if (mine->ss_family == AF_INET) {
@@ -598,26 +795,33 @@ static int pair_order(const struct sockaddr_storage *mine, const struct sockaddr
         mport = m6->sin6_port;
         pport = p6->sin6_port;
     }
-    return cmp != 0 ? cmp : mport - pport;
+    return cmp != 0 ? cmp : mport != pport ? mport - pport : my_seq - peer_seq;
 }
 
-/* This rank is the larger side of the pair with rank i: its listener for i
- * closes and it connects; with a secret, the connection first goes through
- * the handshake, whose hello leaves now (the listener's clock runs from its
- * accept). */
-static int dial_peer(struct mesh *m, int i, const struct sockaddr_storage *peer, const struct tcp_addr *me,
-                     uint64_t deadline)
+/* This rank is the larger side of the pair with rank i: it connects (in
+ * gloo 2022 its listener for i closes; in 2023 it first names the pair with
+ * the identifier i gave it); with a secret, the connection then goes
+ * through the handshake, whose hello leaves now (the listener's clock runs
+ * from its accept). */
+static int dial_peer(struct mesh *m, int i, const struct peer_ad *peer, const struct tcp_addr *me, uint64_t deadline)
 {
     struct tcp_comm *c = m->c;
     struct tcp_peer *p = &c->peers[i];
-    close(m->lfd[i]);
+    if (m->lfd[i] >= 0)
+        close(m->lfd[i]);
     m->lfd[i] = -1;
-    int fd = -1, e = dial(c, peer, deadline, &fd);
+    int fd = -1, e = dial(c, &peer->ss, deadline, &fd);
+    if (e == 0 && m->wire == TCP_WIRE_2023 &&
+        send(fd, &peer->seq, sizeof peer->seq, MSG_NOSIGNAL) != (ssize_t)sizeof peer->seq) {
+        e = errno ? errno : EPIPE;
+        close(fd);
+    }
     if (e) {
         m->blame = i;
         return err(c, e == ETIMEDOUT ? PLX_ERR_TIMEOUT : PLX_ERR_PEER_LOST,
                    "tcp: rank %d cannot connect to rank %d at %s: %s%s", c->rank, i, p->addr, strerror(e),
-                   tcp__is_loopback((const struct sockaddr *)peer) && !tcp__is_loopback((const struct sockaddr *)&me->ss)
+                   tcp__is_loopback((const struct sockaddr *)&peer->ss) &&
+                           !tcp__is_loopback((const struct sockaddr *)&me->ss)
                        ? " (a loopback address: if that rank runs on another host, set [tcp] ifname or "
                          "address there, e.g. PLEXUS_TCP_IFNAME=eth0)"
                        : "");
@@ -640,15 +844,17 @@ static int meet_peers(struct mesh *m, const struct tcp_addr *me, const struct so
     for (int i = 0; i < c->size; i++) {
         if (i == c->rank)
             continue;
-        struct sockaddr_storage peer;
+        struct peer_ad peer;
         struct tcp_peer *p = &c->peers[i];
         int rc = peer_address(m, i, deadline, t0, me->ss.ss_family, &peer);
         if (rc)
             return rc;
-        fmt_addr(p->addr, sizeof p->addr, &peer);
-        if ((rc = check_reachable(c, m->args, i, me, &peer, p->addr)) != 0)
+        fmt_addr(p->addr, sizeof p->addr, &peer.ss);
+        rc = check_reachable(c, m->args, i, m->wire == TCP_WIRE_2023 ? peer.host : NULL, me, &peer.ss, p->addr);
+        if (rc)
             return rc;
-        int order = pair_order(&mine[i], &peer);
+        /* In 2023 this rank named its pair with i by i (tcp__rec_encode). */
+        int64_t order = pair_order(&mine[i], m->wire == TCP_WIRE_2023 ? i : -1, &peer.ss, peer.seq);
         if (order == 0)
             return err(c, PLX_ERR_PROTOCOL, "tcp: rank %d published this rank's own address %s", i, p->addr);
         if (order < 0)
@@ -679,6 +885,8 @@ static void finish_mesh(struct mesh *m, int rc)
     for (int k = 0; k < m->nsh; k++)
         shake_close(m, k);
     free(m->sh);
+    if (m->one_fd >= 0)
+        close(m->one_fd);
     for (int i = 0; i < P; i++) {
         if (m->lfd[i] >= 0)
             close(m->lfd[i]);
@@ -691,11 +899,31 @@ static void finish_mesh(struct mesh *m, int rc)
     }
 }
 
+/* The host name, the layout the job speaks, the listeners and this rank's
+ * address, then every peer's. */
+static int rendezvous(struct mesh *m, const struct tcp_addr *me, const char *shown, struct sockaddr_storage *mine,
+                      unsigned char *blob, uint64_t deadline, int64_t conn_ms)
+{
+    size_t len = 0;
+    int rc = publish_host(m->c, m->args);
+    if (rc == 0)
+        rc = tcp__choose_wire(m->c, m->args, deadline, &m->wire, &m->blame);
+    if (rc == 0)
+        rc = open_listeners(m, me, shown, mine, blob, &len);
+    if (rc == 0)
+        rc = publish(m->c, m->args, blob, len);
+    if (rc == 0)
+        rc = meet_peers(m, me, mine, deadline);
+    if (rc == 0)
+        rc = connect_loop(m, deadline, conn_ms);
+    return rc;
+}
+
 int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
 {
     int P = c->size, rc = 0;
     struct tcp_addr me;
-    struct mesh m = {.c = c, .args = a, .blame = -1};
+    struct mesh m = {.c = c, .args = a, .blame = -1, .one_fd = -1};
     if ((rc = tcp__choose_address(c->host, c->config, &me)) != 0 || (rc = job_secret(c, &m.secret)) != 0)
         return rc;
     char shown[80];
@@ -710,7 +938,8 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
     m.lfd = malloc(sizeof(int) * (size_t)P);
     m.accepting = calloc((size_t)P, sizeof(int));
     struct sockaddr_storage *mine = calloc((size_t)P, sizeof *mine);
-    unsigned char *blob = calloc((size_t)(P > 1 ? P - 1 : 1), TCP_ADDR_BYTES);
+    size_t list = (size_t)(P > 1 ? P - 1 : 1) * TCP_ADDR_BYTES, rec = tcp__rec_size(P, 255);
+    unsigned char *blob = calloc(1, list > rec ? list : rec);
     if (!m.lfd || !m.accepting || !mine || !blob) {
         free(m.lfd);
         free(m.accepting);
@@ -720,14 +949,8 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
     }
     for (int i = 0; i < P; i++)
         m.lfd[i] = -1;
-    rc = open_listeners(&m, &me, shown, mine, blob);
-    if (rc == 0)
-        rc = publish(c, a, blob);
     uint64_t deadline = plx_plugin_deadline(conn_ms > 0 ? conn_ms : a->timeout_ms);
-    if (rc == 0)
-        rc = meet_peers(&m, &me, mine, deadline);
-    if (rc == 0)
-        rc = connect_loop(&m, deadline, conn_ms);
+    rc = rendezvous(&m, &me, shown, mine, blob, deadline, conn_ms);
     finish_mesh(&m, rc);
     free(m.accepting);
     free(m.lfd);

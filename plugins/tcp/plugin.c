@@ -522,6 +522,10 @@ static const struct plx_key keys[] = {
      "ranks outnumber the cores this process may use; auto: up to 1000 when every local rank has a core, 2000 "
      "when they outnumber the cores, halved whenever a spin loses its core (the machine is busy) or a wait "
      "outlasts twice the spin, doubled again after 8 waits that a doubled spin would have caught"},
+    {"gloo_wire", PLX_KEY_ENUM, "auto", "auto|2022|2023",
+     "the rendezvous layout: 2022 as gloo before mid-2023 (a listener per pair; Debian 12), 2023 as gloo since "
+     "(one listener, pairs named by identifiers; Debian 13, sid); auto: what the job's gloo ranks publish, 2022 "
+     "when every rank is plexus"},
     {"auth", PLX_KEY_ENUM, "auto", "auto|on|off",
      "authenticate peers with the job secret PLEXUS_JOB_SECRET: auto when it is set, on requires it, off speaks "
      "the plain Gloo pair protocol"},

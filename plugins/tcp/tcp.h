@@ -1,4 +1,4 @@
-/* tcp.h - shared state of the tcp backend (Gloo gen-1 pair protocol).
+/* tcp.h - shared state of the tcp backend (Gloo's pair protocol).
  *
  * Wire format (gloo@5b14351 transport/tcp/pair.h): every frame starts with a
  * 48-byte little-endian preamble of six u64: nbytes (48 + payload), opcode,
@@ -206,6 +206,22 @@ struct tcp_comm {
 
 /* bootstrap.c */
 int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a);
+
+/* gloo_wire.c: gloo's two rendezvous layouts, and which one a job speaks. */
+enum { TCP_WIRE_2022 = 1, TCP_WIRE_2023 = 2 };
+/* A rank's gloo 2023 record, as read by rank me. */
+struct tcp_rec {
+    struct sockaddr_storage ss; /* its listener */
+    int64_t seq;                /* what me writes on dialing it */
+    const unsigned char *addr;  /* its 136-byte address, inside the value read */
+    char host[256];
+};
+int tcp__choose_wire(struct tcp_comm *c, const struct plx_comm_args *a, uint64_t deadline, int *wire, int *blame);
+int tcp__wire_of(const void *val, size_t len, int P); /* TCP_WIRE_*, or 0: neither */
+const char *tcp__wire_name(int wire);
+size_t tcp__rec_size(int P, size_t host_len);
+void tcp__rec_encode(unsigned char *out, const char *host, const unsigned char addr[TCP_ADDR_BYTES], int P);
+int tcp__rec_decode(const void *val, size_t len, int P, int me, struct tcp_rec *out); /* 0, or -1: not one */
 
 /* address.c: the address a rank listens on and publishes, and why. */
 struct tcp_addr {

@@ -1,4 +1,4 @@
-// file_store_peer.cc - plexus's file:// store and Debian libgloo's
+// file_store_peer.cc - plexus's file:// store and libgloo's
 // gloo::rendezvous::FileStore share one folder: each reads what the other
 // wrote, waits for keys the other writes later, and sees the other's
 // timeouts for keys nobody writes. The plexus side runs in a forked child,
@@ -29,6 +29,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
+
+#include "gloo_compat.h"
 
 extern "C" {
 #include "plexus/plexus.h"
@@ -194,12 +196,12 @@ static int gloo_job_rank(const std::string &dir, int rank)
         auto dev = gloo::transport::tcp::CreateDevice(attr);
         auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, 2);
         ctx->setTimeout(std::chrono::seconds(30));
-        std::unique_ptr<gloo::rendezvous::Store> store;
+        std::shared_ptr<gloo::rendezvous::Store> store;
         if (rank == 0)
             store.reset(new gloo::rendezvous::FileStore(dir));
         else
             store.reset(new PlexusStore(dir));
-        ctx->connectFullMesh(*store, dev);
+        full_mesh(*ctx, store, dev);
         std::vector<float> x(1000);
         for (size_t i = 0; i < x.size(); i++)
             x[i] = (float)(rank + 1) * (float)i;

@@ -1,14 +1,19 @@
-// gloo_peer.cc - one rank of a 2-rank job that mixes a Debian libgloo rank
-// with a plexus tcp rank at the transport level. Both sides rendezvous
-// through gloo's FileStore layout (the plexus side drives the tcp plugin
-// directly, with a host whose store is gloo::rendezvous::FileStore) and run
-// the same script of unbound-buffer sends and receives:
+// gloo_peer.cc - one rank of a 2-rank job that mixes a libgloo rank (the
+// Debian release's: 2022, 2023-12 or 2025-09) with a plexus tcp rank at the
+// transport level. Both sides rendezvous through gloo's FileStore layout
+// (the plexus side drives the tcp plugin directly, with a host whose store
+// is gloo::rendezvous::FileStore) and run the same script of unbound-buffer
+// sends and receives:
 //   0 B, 1 B, 64 MiB both ways at once, five messages in flight on one slot,
 //   receive-from-any both ways.
 // Usage: gloo_peer gloo|plexus DIR RANK [PLUGIN.so]
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -20,6 +25,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
+
+#include "gloo_compat.h"
 
 extern "C" {
 #include "plexus/backend.h"
@@ -50,8 +57,7 @@ struct GlooPeer : Peer {
         auto dev = gloo::transport::tcp::CreateDevice(attr);
         ctx = std::make_shared<gloo::rendezvous::Context>(rank, 2);
         ctx->setTimeout(std::chrono::seconds(30));
-        gloo::rendezvous::FileStore store(dir);
-        ctx->connectFullMesh(store, dev);
+        full_mesh(*ctx, std::make_shared<gloo::rendezvous::FileStore>(dir), dev);
     }
     void *send(int to, uint64_t slot, void *buf, size_t n) override
     {
@@ -85,6 +91,7 @@ struct GlooPeer : Peer {
 
 // The plexus side: a host whose store is gloo's FileStore.
 static gloo::rendezvous::FileStore *g_store;
+static std::string g_dir;
 static char g_err[512];
 
 static void h_log(void *, int level, const char *fmt, ...)
@@ -131,7 +138,34 @@ static int h_get(plx_store *, const char *key, void **val, size_t *len, int64_t 
         return h_error(nullptr, PLX_ERR_TIMEOUT, "store: %s", e.what());
     }
 }
-static int h_add(plx_store *, const char *, int64_t, int64_t *) { return PLX_ERR_UNSUPPORTED; }
+// gloo's FileStore has no add (before 2025 none at all): counters live in
+// files of their own beside it, changed under a lock on the folder.
+static int h_add(plx_store *, const char *key, int64_t delta, int64_t *result)
+{
+    std::string name;
+    for (const char *k = key; *k; k++)
+        name += isalnum((unsigned char)*k) ? *k : '_';
+    int lock = open((g_dir + "/.plexus-add.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock < 0 || flock(lock, LOCK_EX))
+        return h_error(nullptr, PLX_ERR_SYSTEM, "store: cannot lock %s: %s", g_dir.c_str(), strerror(errno));
+    std::string path = g_dir + "/.plexus-add-" + name;
+    long long v = 0;
+    if (FILE *f = fopen(path.c_str(), "r")) {
+        if (fscanf(f, "%lld", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    v += delta;
+    FILE *f = fopen(path.c_str(), "w");
+    int ok = f && fprintf(f, "%lld", v) > 0;
+    if (f)
+        ok = !fclose(f) && ok;
+    close(lock);
+    if (!ok)
+        return h_error(nullptr, PLX_ERR_SYSTEM, "store: cannot write %s", path.c_str());
+    *result = v;
+    return 0;
+}
 static int h_wait(plx_store *, const char *const *, size_t, int64_t) { return PLX_ERR_UNSUPPORTED; }
 
 static plx_host make_host()
@@ -153,6 +187,18 @@ static plx_host make_host()
 }
 static plx_host g_host = make_host();
 
+// The listener address in what a rank of 2 published: gloo 2022's list of
+// one 136-byte address, or gloo 2023's record (size_t host length, host,
+// size_t 136, the address, pair identifiers).
+static const char *listener(const std::vector<char> &v)
+{
+    if (v.size() == 136)
+        return v.data();
+    uint64_t hl;
+    memcpy(&hl, v.data(), 8);
+    return v.data() + 16 + hl;
+}
+
 struct PlexusPeer : Peer {
     const plx_backend *b = nullptr;
     void *comm = nullptr;
@@ -166,6 +212,7 @@ struct PlexusPeer : Peer {
             exit(1);
         }
         g_store = new gloo::rendezvous::FileStore(dir);
+        g_dir = dir;
         plx_comm_args a;
         memset(&a, 0, sizeof a);
         a.struct_size = sizeof a;
@@ -180,12 +227,17 @@ struct PlexusPeer : Peer {
             fprintf(stderr, "plexus comm_create: %s\n", g_err);
             exit(1);
         }
-        // Which side of gloo's connect rule this run exercised.
+        // Which side of gloo's connect rule this run exercised (addresses,
+        // then raw port values; the listeners' ports differ), and in which
+        // of gloo's layouts.
         auto mine = g_store->get(std::to_string(rank)), theirs = g_store->get(std::to_string(1 - rank));
-        int cmp = memcmp(mine.data() + 4, theirs.data() + 4, 4);
+        bool rec = mine.size() != 136;
+        const char *lm = listener(mine), *lt = listener(theirs);
+        int cmp = memcmp(lm + 4, lt + 4, 4);
         if (!cmp)
-            cmp = (int)*(uint16_t *)(mine.data() + 2) - (int)*(uint16_t *)(theirs.data() + 2);
-        printf("role: plexus rank %d %s\n", rank, cmp > 0 ? "connects" : "accepts");
+            cmp = (int)*(const uint16_t *)(lm + 2) - (int)*(const uint16_t *)(lt + 2);
+        printf("role: plexus rank %d %s (%s layout)\n", rank, cmp > 0 ? "connects" : "accepts",
+               rec ? "2023" : "2022");
     }
     ~PlexusPeer() override { b->comm_destroy(comm); }
     void *post(bool snd, int peer, uint64_t slot, void *buf, size_t n)

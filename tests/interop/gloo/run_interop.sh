@@ -1,11 +1,14 @@
 #!/bin/sh
-# run_interop.sh GLOO_PEER PLUGIN.so - wire interop between a Debian libgloo
-# rank and a plexus tcp rank: both rank orders, repeated until the plexus
-# side has been seen on both sides of gloo's connect rule (listener ports are
-# random, so the role is too). Each run uses a fresh FileStore directory.
+# run_interop.sh GLOO_PEER PLUGIN.so LAYOUT - wire interop between a Debian
+# libgloo rank and a plexus tcp rank: both rank orders, repeated until the
+# plexus side has been seen on both sides of gloo's connect rule (listener
+# ports are random, so the role is too). Each run uses a fresh FileStore
+# directory. LAYOUT (2022 or 2023) is the rendezvous layout this libgloo
+# speaks: the plexus rank must have found it by itself.
 set -u
 peer=$1
 plugin=$2
+layout=${3:-2022}
 # The gloo rank listens on 127.0.0.1; the job is on this host, so the plexus
 # rank publishes loopback too (its rendezvous host), and which side connects
 # then depends on the ports, as the test needs.
@@ -25,6 +28,10 @@ for attempt in 1 2 3 4 5 6 7 8 9 10; do
         rc0=$?
         sed 's/^/[rank 0] /' "$dir.0"
         sed 's/^/[rank 1] /' "$dir.1"
+        if grep -q "^role: " "$dir.0" "$dir.1" && ! grep -q "^role: .*($layout layout)" "$dir.0" "$dir.1"; then
+            echo "FAILED: the plexus rank did not speak gloo's $layout layout"
+            exit 1
+        fi
         if grep -q "role: .* connects" "$dir.0" "$dir.1"; then connects=$((connects + 1)); fi
         if grep -q "role: .* accepts" "$dir.0" "$dir.1"; then accepts=$((accepts + 1)); fi
         rm -rf "$dir" "$dir.0" "$dir.1"
@@ -38,7 +45,7 @@ for attempt in 1 2 3 4 5 6 7 8 9 10; do
         break
     fi
 done
-echo "runs: $tries; plexus connected in $connects, accepted in $accepts"
+echo "runs: $tries ($layout layout); plexus connected in $connects, accepted in $accepts"
 if [ $connects = 0 ] || [ $accepts = 0 ]; then
     echo "FAILED: did not see both connect roles"
     exit 1

@@ -30,9 +30,15 @@ def check(cond, what):
         raise AssertionError(what)
 
 
+def no_libuv(dist):
+    """torch 2.x's TCPStore asks for libuv by default, which Debian's torch
+    is built without: ask for the classic one where the argument exists."""
+    return {"use_libuv": False} if "use_libuv" in (dist.TCPStore.__init__.__doc__ or "") else {}
+
+
 def store_queries(dist, host, port):
     """Every query type of torch 1.13's TCPStore client, against our server."""
-    s = dist.TCPStore(host, port, None, False, timedelta(seconds=30), wait_for_workers=False)
+    s = dist.TCPStore(host, port, None, False, timedelta(seconds=30), wait_for_workers=False, **no_libuv(dist))
     s.set("a", "1")
     check(s.get("a") == b"1", "set/get")
     blob = bytes(range(256)) * 4096  # 1 MiB with every byte value
@@ -56,7 +62,7 @@ def store_queries(dist, host, port):
     check(s.delete_key("nk") is False, "delete_key of a missing key")
     # A wait that times out, on a client of its own (its connection keeps
     # the pending WAIT, as torch's does).
-    t = dist.TCPStore(host, port, None, False, timedelta(seconds=30), wait_for_workers=False)
+    t = dist.TCPStore(host, port, None, False, timedelta(seconds=30), wait_for_workers=False, **no_libuv(dist))
     t0 = time.monotonic()
     try:
         t.wait(["never"], timedelta(milliseconds=300))
@@ -74,7 +80,19 @@ def rank_main():
     import torch
     import torch.distributed as dist
     rank = int(os.environ["RANK"])
-    dist.init_process_group("gloo", init_method="env://", timeout=timedelta(seconds=60))
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    try:
+        dist.init_process_group("gloo", init_method="env://", timeout=timedelta(seconds=60))
+    except RuntimeError as e:
+        if "libuv" not in str(e):
+            raise
+        # torch 2.14 makes the agent store's client without use_libuv, so it
+        # asks for libuv whatever USE_LIBUV says, and Debian's torch has none:
+        # the same client and prefix, made here.
+        print("rank %d: torch's env:// agent-store client needs libuv here; making it directly" % rank)
+        store = dist.TCPStore(host, port, 2, False, timedelta(seconds=60), wait_for_workers=False, use_libuv=False)
+        dist.init_process_group("gloo", store=dist.PrefixStore("/worker/attempt_0", store), rank=rank, world_size=2,
+                                timeout=timedelta(seconds=60))
     check(dist.get_rank() == rank and dist.get_world_size() == 2, "rank and size")
 
     t = torch.full((1000,), float(rank + 1))
@@ -91,11 +109,10 @@ def rank_main():
     check([o.tolist() for o in out] == [[0.0] * 3, [1.0] * 3], "all_gather")
     dist.barrier()
 
-    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     if rank == 0:
         store_queries(dist, host, port)
     else:
-        s = dist.TCPStore(host, port, None, False, timedelta(seconds=60), wait_for_workers=False)
+        s = dist.TCPStore(host, port, None, False, timedelta(seconds=60), wait_for_workers=False, **no_libuv(dist))
         check(s.get("checks_done") == b"yes", "a get released by another client's set")
     dist.barrier()
     dist.destroy_process_group()
@@ -118,7 +135,7 @@ def driver_main(store_host):
             env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo",
                        TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0",
-                       OMP_NUM_THREADS="1")
+                       OMP_NUM_THREADS="1", USE_LIBUV="0")
             procs.append(subprocess.Popen([sys.executable, __file__, "--rank"], env=env))
         deadline = time.monotonic() + 150
         codes = []

@@ -44,7 +44,9 @@ def main(client_bin):
 
     try:
         # Blocks until our client has added itself to "init/".
-        store = dist.TCPStore("127.0.0.1", port, 2, True, timedelta(seconds=30))
+        # torch 2.x asks for libuv by default, which Debian's torch lacks.
+        no_libuv = {"use_libuv": False} if "use_libuv" in (dist.TCPStore.__init__.__doc__ or "") else {}
+        store = dist.TCPStore("127.0.0.1", port, 2, True, timedelta(seconds=30), **no_libuv)
         print("torch hosts a TCPStore on 127.0.0.1:%d; our client joined" % port, flush=True)
         store.set("py_str", "from torch")
         store.set("py_bin", bytes(range(256)) * 4096)

@@ -15,6 +15,9 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
        echo $(( 20000 + $$ % 20000 )))
 PLEXUS_JOB_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 export PLEXUS_JOB_SECRET PLEXUS_CORE_AUTH_TIMEOUT_MS=1000 PLEXUS_TCP_AUTH_TIMEOUT_MS=1000 GO="$tmp/go"
+# The intruder knocks on gloo 2022's per-pair listeners, and before rank 2
+# starts: ranks that learn the layout first (auto) would wait for rank 2.
+export PLEXUS_TCP_GLOO_WIRE=2022
 # Rank 2 waits (at most 60 s) for the intruder's go.
 "$run" -n 3 --port "$port" --timeout 150 sh -c '
     if [ "$RANK" = 2 ]; then

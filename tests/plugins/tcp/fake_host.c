@@ -155,10 +155,27 @@ static int h_get(struct plx_store *s, const char *key, void **val, size_t *len, 
     return 0;
 }
 
+/* Counters as decimal text, as the core's stores keep them. */
 static int h_add(struct plx_store *s, const char *key, int64_t d, int64_t *res)
 {
-    (void)s, (void)key, (void)d, (void)res;
-    return PLX_ERR_UNSUPPORTED;
+    pthread_mutex_lock(&s->mu);
+    struct kv *k = find(s, key);
+    if (!k) {
+        k = calloc(1, sizeof *k);
+        k->key = strdup(key);
+        k->next = s->head;
+        s->head = k;
+    }
+    char buf[32] = "0";
+    if (k->val)
+        snprintf(buf, sizeof buf, "%.*s", (int)(k->len < 31 ? k->len : 31), (const char *)k->val);
+    *res = strtoll(buf, NULL, 10) + d;
+    free(k->val);
+    k->len = (size_t)snprintf(buf, sizeof buf, "%lld", (long long)*res);
+    k->val = strdup(buf);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
 }
 
 static int h_wait(struct plx_store *s, const char *const *keys, size_t n, int64_t timeout_ms)
