@@ -4,8 +4,8 @@
  *
  * One I/O thread per communicator (epoll, non-blocking sockets, TCP_NODELAY,
  * 4 MiB socket buffers). Payloads go out with their header in one sendmsg and
- * land straight in the user's buffer. The protocol is in wire.c, the
- * rendezvous in bootstrap.c. */
+ * land straight in the user's buffer. The protocol is in wire*.c (wire.h
+ * says which file does what), the rendezvous in bootstrap.c. */
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
