@@ -14,17 +14,22 @@
 
 /* ---- requests ----------------------------------------------------------- */
 
+void tcp__wake(struct tcp_comm *c)
+{
+    pthread_cond_broadcast(&c->cv);
+    uint64_t one = 1;
+    if (c->leader_sleeping && write(c->wake_fd, &one, sizeof one) < 0) {
+        /* cannot overflow: the leader drains it on each wake-up */
+    }
+}
+
 void tcp__complete(struct tcp_comm *c, struct tcp_req *r, int status, const char *msg)
 {
     r->status = status;
     if (msg)
         snprintf(r->err, sizeof r->err, "%s", msg);
     atomic_store_explicit(&r->done, 1, memory_order_release);
-    pthread_cond_broadcast(&c->cv);
-    uint64_t one = 1;
-    if (c->leader_sleeping && write(c->wake_fd, &one, sizeof one) < 0) {
-        /* cannot overflow: the leader drains it on each wake-up */
-    }
+    tcp__wake(c);
 }
 
 void tcp__unlink_req(struct tcp_req *r)

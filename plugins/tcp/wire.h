@@ -37,6 +37,8 @@ static inline size_t frame_len(const struct tcp_frame *f)
     } while (0)
 
 /* wire.c: requests */
+/* Wake every thread waiting on c: those on c->cv, and a leader asleep in poll. */
+void tcp__wake(struct tcp_comm *c);
 /* Finish r with status (msg: the error text, or NULL) and wake its waiters. */
 void tcp__complete(struct tcp_comm *c, struct tcp_req *r, int status, const char *msg);
 /* Drop one of r's links (lists, frames, input); frees r once the core let it go. */

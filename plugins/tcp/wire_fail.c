@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <unistd.h>
 
 #include "wire.h"
 
@@ -328,11 +327,7 @@ void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
         fail_req(c, r, c->broken_status, c->lost_msg);
     }
     c->any = c->any_tail = NULL;
-    pthread_cond_broadcast(&c->cv);
-    uint64_t one = 1;
-    if (c->leader_sleeping && write(c->wake_fd, &one, sizeof one) < 0) {
-        /* cannot overflow: the leader drains it on each wake-up */
-    }
+    tcp__wake(c);
 }
 
 void tcp__drop_peer(struct tcp_comm *c, struct tcp_peer *p, const char *why)

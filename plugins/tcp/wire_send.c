@@ -62,6 +62,20 @@ static void left_early(struct tcp_comm *c, struct tcp_peer *p, const char *why)
     tcp__peer_closed(c, p, why);
 }
 
+/* The frame at the head of p's queue is all on the wire: its send, if it
+ * carries one, is complete. */
+static void pop_sent(struct tcp_comm *c, struct tcp_peer *p)
+{
+    struct tcp_frame *f = p->tx;
+    if (!(p->tx = f->next))
+        p->tx_tail = NULL;
+    if (f->req) {
+        tcp__complete(c, f->req, 0, NULL);
+        tcp__unlink_req(f->req);
+    }
+    tcp__frame_put(p, f);
+}
+
 /* Write as much of p's queue as the socket takes, in one sendmsg per batch. */
 void tcp__flush(struct tcp_comm *c, struct tcp_peer *p)
 {
@@ -109,25 +123,11 @@ void tcp__flush(struct tcp_comm *c, struct tcp_peer *p)
             left -= take;
             if (f->sent < frame_len(f))
                 break;
-            if (!(p->tx = f->next))
-                p->tx_tail = NULL;
-            if (f->req) {
-                tcp__complete(c, f->req, 0, NULL);
-                tcp__unlink_req(f->req);
-            }
-            tcp__frame_put(p, f);
+            pop_sent(c, p);
         }
         /* Zero-length data frames complete once their header went out. */
-        while (p->tx && p->tx->sent == frame_len(p->tx)) {
-            struct tcp_frame *f = p->tx;
-            if (!(p->tx = f->next))
-                p->tx_tail = NULL;
-            if (f->req) {
-                tcp__complete(c, f->req, 0, NULL);
-                tcp__unlink_req(f->req);
-            }
-            tcp__frame_put(p, f);
-        }
+        while (p->tx && p->tx->sent == frame_len(p->tx))
+            pop_sent(c, p);
     }
     tcp__update_events(c, p);
 }
