@@ -68,6 +68,85 @@ static int check_static(struct sim *x, int s, int pos, const struct plx_pipe_act
     return 0;
 }
 
+/* A forward or a backward of cell c, on stage s: costs cost and changes how
+ * many activations the stage keeps. 1, or negative when refused. */
+static int run_compute(struct sim *x, int s, int pos, const struct plx_pipe_action *a, int vs, struct cell *c,
+                       double cost)
+{
+    if (a->op == PLX_PIPE_FORWARD) {
+        if (c->fwd)
+            return refuse(s, pos, a, "forward runs twice");
+        if (vs > 0 && !c->act_in)
+            return refuse(s, pos, a, "its input activation has not been received");
+        c->fwd = 1;
+        x->nf[s]++;
+        if (++x->live[s] > x->peak[s])
+            x->peak[s] = x->live[s];
+    } else {
+        if (c->bwd)
+            return refuse(s, pos, a, "backward runs twice");
+        if (!c->fwd)
+            return refuse(s, pos, a, "backward before its forward");
+        if (vs < x->last && !c->grad_in)
+            return refuse(s, pos, a, "its output gradient has not been received");
+        c->bwd = 1;
+        x->nb[s]++;
+        x->live[s]--;
+    }
+    x->clock[s] += cost;
+    x->busy[s] += cost;
+    return 1;
+}
+
+/* A send never blocks: it stamps the cell with the sender's clock, which
+ * the receive waits for. 1, or negative when refused. */
+static int run_send(struct sim *x, int s, int pos, const struct plx_pipe_action *a, struct cell *c)
+{
+    if (a->op == PLX_PIPE_SEND_ACT) {
+        if (!c->fwd)
+            return refuse(s, pos, a, "sends an activation its forward has not computed");
+        if (c->act_sent)
+            return refuse(s, pos, a, "the activation is sent twice");
+        c->act_sent = 1;
+        c->act_t = x->clock[s];
+    } else {
+        if (!c->bwd)
+            return refuse(s, pos, a, "sends a gradient its backward has not computed");
+        if (c->grad_sent)
+            return refuse(s, pos, a, "the gradient is sent twice");
+        c->grad_sent = 1;
+        c->grad_t = x->clock[s];
+    }
+    return 1;
+}
+
+/* A receive waits for the neighbouring virtual stage's send. 1 when it
+ * took the message, 0 while it is blocked, negative when refused. */
+static int run_recv(struct sim *x, int s, int pos, const struct plx_pipe_action *a, int vs, struct cell *c)
+{
+    double sent_t;
+    if (a->op == PLX_PIPE_RECV_ACT) {
+        struct cell *from = at(x, vs - 1, a->mb);
+        if (c->act_in)
+            return refuse(s, pos, a, "the activation is received twice");
+        if (!from->act_sent)
+            return 0; /* blocked until the previous virtual stage sends */
+        c->act_in = 1;
+        sent_t = from->act_t;
+    } else {
+        struct cell *from = at(x, vs + 1, a->mb);
+        if (c->grad_in)
+            return refuse(s, pos, a, "the gradient is received twice");
+        if (!from->grad_sent)
+            return 0;
+        c->grad_in = 1;
+        sent_t = from->grad_t;
+    }
+    if (sent_t > x->clock[s])
+        x->clock[s] = sent_t;
+    return 1;
+}
+
 /* Run stage s as far as it goes. Returns 1 if it moved, 0 if it is blocked
  * or done, negative on a refused action. */
 static int advance(struct sim *x, int s, double fc, double bc)
@@ -81,71 +160,15 @@ static int advance(struct sim *x, int s, double fc, double bc)
             return rc;
         int vs = plx__pipe_vstage(x->S, s, a->chunk);
         struct cell *c = at(x, vs, a->mb);
-        switch (a->op) {
-        case PLX_PIPE_FORWARD:
-            if (c->fwd)
-                return refuse(s, pos, a, "forward runs twice");
-            if (vs > 0 && !c->act_in)
-                return refuse(s, pos, a, "its input activation has not been received");
-            c->fwd = 1;
-            x->clock[s] += fc;
-            x->busy[s] += fc;
-            x->nf[s]++;
-            if (++x->live[s] > x->peak[s])
-                x->peak[s] = x->live[s];
-            break;
-        case PLX_PIPE_BACKWARD:
-            if (c->bwd)
-                return refuse(s, pos, a, "backward runs twice");
-            if (!c->fwd)
-                return refuse(s, pos, a, "backward before its forward");
-            if (vs < x->last && !c->grad_in)
-                return refuse(s, pos, a, "its output gradient has not been received");
-            c->bwd = 1;
-            x->clock[s] += bc;
-            x->busy[s] += bc;
-            x->nb[s]++;
-            x->live[s]--;
-            break;
-        case PLX_PIPE_SEND_ACT:
-            if (!c->fwd)
-                return refuse(s, pos, a, "sends an activation its forward has not computed");
-            if (c->act_sent)
-                return refuse(s, pos, a, "the activation is sent twice");
-            c->act_sent = 1;
-            c->act_t = x->clock[s];
-            break;
-        case PLX_PIPE_SEND_GRAD:
-            if (!c->bwd)
-                return refuse(s, pos, a, "sends a gradient its backward has not computed");
-            if (c->grad_sent)
-                return refuse(s, pos, a, "the gradient is sent twice");
-            c->grad_sent = 1;
-            c->grad_t = x->clock[s];
-            break;
-        case PLX_PIPE_RECV_ACT: {
-            struct cell *from = at(x, vs - 1, a->mb);
-            if (c->act_in)
-                return refuse(s, pos, a, "the activation is received twice");
-            if (!from->act_sent)
-                return moved; /* blocked until the previous virtual stage sends */
-            c->act_in = 1;
-            if (from->act_t > x->clock[s])
-                x->clock[s] = from->act_t;
-            break;
-        }
-        case PLX_PIPE_RECV_GRAD: {
-            struct cell *from = at(x, vs + 1, a->mb);
-            if (c->grad_in)
-                return refuse(s, pos, a, "the gradient is received twice");
-            if (!from->grad_sent)
-                return moved;
-            c->grad_in = 1;
-            if (from->grad_t > x->clock[s])
-                x->clock[s] = from->grad_t;
-            break;
-        }
-        }
+        /* check_static let only the six operations through */
+        if (a->op == PLX_PIPE_FORWARD || a->op == PLX_PIPE_BACKWARD)
+            rc = run_compute(x, s, pos, a, vs, c, a->op == PLX_PIPE_FORWARD ? fc : bc);
+        else if (a->op == PLX_PIPE_SEND_ACT || a->op == PLX_PIPE_SEND_GRAD)
+            rc = run_send(x, s, pos, a, c);
+        else
+            rc = run_recv(x, s, pos, a, vs, c);
+        if (rc <= 0)
+            return rc < 0 ? rc : moved;
         x->pc[s]++;
         moved = 1;
     }

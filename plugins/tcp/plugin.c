@@ -4,8 +4,8 @@
  *
  * One I/O thread per communicator (epoll, non-blocking sockets, TCP_NODELAY,
  * 4 MiB socket buffers). Payloads go out with their header in one sendmsg and
- * land straight in the user's buffer. The protocol is in wire.c, the
- * rendezvous in bootstrap.c. */
+ * land straight in the user's buffer. The protocol is in wire*.c (wire.h
+ * says which file does what), the rendezvous in bootstrap.c. */
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
@@ -102,29 +102,11 @@ static void destroy(struct tcp_comm *c)
     free(c);
 }
 
-static int comm_create(const struct plx_comm_args *a, void **out)
+/* [tcp] busy_poll_us, wait_slice and max_early_bytes, and the spin budget
+ * they and this machine's cores imply. */
+static void read_config(struct tcp_comm *c, const struct plx_comm_args *a)
 {
-    /* A core of ABI 1.5 hands each communicator its own services and holds
-     * the requests (req_size); an older one has only the entry's. */
-    const struct plx_host *host =
-        PLX_HAS_FIELD(a, struct plx_comm_args, host) && a->host ? a->host : entry_host;
-    if (!a->store)
-        return host->error(host->ctx, PLX_ERR_INVALID_USAGE,
-                           "tcp: needs a rendezvous store (MASTER_ADDR/MASTER_PORT or PLEXUS_INIT)");
-    struct tcp_comm *c = calloc(1, sizeof *c);
-    if (!c || !(c->peers = calloc((size_t)a->size, sizeof *c->peers))) {
-        free(c);
-        return host->error(host->ctx, PLX_ERR_NOMEM, "tcp: out of memory");
-    }
-    c->host = host;
-    c->core_reqs = host->abi_minor >= 5;
-    c->rank = a->rank;
-    c->size = a->size;
-    c->lost_rank = -1;
-    c->revoked_by = -1;
-    c->gave_up_by = -1;
-    c->aborted_by = -1;
-    c->timeout_ms = a->timeout_ms;
+    const struct plx_host *host = c->host;
     /* Spinning before sleeping saves a scheduler wake-up, a large part of a
      * small message's round trip. While every local rank has a core of its
      * own the spin is plain and long enough to cover the wait between two
@@ -150,6 +132,13 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     c->spin_ns = c->spin_max_ns;
     int64_t max_early = plx_plugin_config_int(host, c->config, "max_early_bytes", (int64_t)256 << 20);
     c->max_early_bytes = max_early > 0 ? (size_t)max_early : (size_t)256 << 20;
+}
+
+/* c's lock, epoll set, eventfds and per-peer buffers; 0, or an error
+ * reported (destroy() frees what was made). */
+static int open_io(struct tcp_comm *c, const struct plx_comm_args *a)
+{
+    const struct plx_host *host = c->host;
     pthread_mutex_init(&c->mu, NULL);
     plx_plugin_cond_init(&c->cv); /* CLOCK_MONOTONIC, as the deadlines */
     c->ep = epoll_create1(EPOLL_CLOEXEC);
@@ -167,19 +156,57 @@ static int comm_create(const struct plx_comm_args *a, void **out)
         rc = host->error(host->ctx, PLX_ERR_NOMEM, "tcp: out of memory");
     if (rc == 0 && (c->ep < 0 || c->evfd < 0 || c->wake_fd < 0))
         rc = host->error(host->ctx, PLX_ERR_SYSTEM, "tcp: epoll/eventfd: %s", strerror(errno));
-    if (rc == 0)
-        rc = tcp__connect_mesh(c, a);
+    return rc;
+}
+
+/* Once the mesh is up: the I/O thread watches its wake-up eventfd and every
+ * peer's socket. 0, or an error reported. */
+static int watch_peers(struct tcp_comm *c, const struct plx_comm_args *a)
+{
+    const struct plx_host *host = c->host;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
-    if (rc == 0 && epoll_ctl(c->ep, EPOLL_CTL_ADD, c->evfd, &ev))
-        rc = host->error(host->ctx, PLX_ERR_SYSTEM, "tcp: epoll_ctl: %s", strerror(errno));
-    for (int i = 0; rc == 0 && i < a->size; i++) {
+    if (epoll_ctl(c->ep, EPOLL_CTL_ADD, c->evfd, &ev))
+        return host->error(host->ctx, PLX_ERR_SYSTEM, "tcp: epoll_ctl: %s", strerror(errno));
+    for (int i = 0; i < a->size; i++) {
         if (i == a->rank)
             continue;
         ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = (uint64_t)i};
         if (epoll_ctl(c->ep, EPOLL_CTL_ADD, c->peers[i].fd, &ev))
-            rc = host->error(host->ctx, PLX_ERR_SYSTEM, "tcp: epoll_ctl: %s", strerror(errno));
+            return host->error(host->ctx, PLX_ERR_SYSTEM, "tcp: epoll_ctl: %s", strerror(errno));
         c->peers[i].ev_mask = EPOLLIN;
     }
+    return 0;
+}
+
+static int comm_create(const struct plx_comm_args *a, void **out)
+{
+    /* A core of ABI 1.5 hands each communicator its own services and holds
+     * the requests (req_size); an older one has only the entry's. */
+    const struct plx_host *host =
+        PLX_HAS_FIELD(a, struct plx_comm_args, host) && a->host ? a->host : entry_host;
+    if (!a->store)
+        return host->error(host->ctx, PLX_ERR_INVALID_USAGE,
+                           "tcp: needs a rendezvous store (MASTER_ADDR/MASTER_PORT or PLEXUS_INIT)");
+    struct tcp_comm *c = calloc(1, sizeof *c);
+    if (!c || !(c->peers = calloc((size_t)a->size, sizeof *c->peers))) {
+        free(c);
+        return host->error(host->ctx, PLX_ERR_NOMEM, "tcp: out of memory");
+    }
+    c->host = host;
+    c->core_reqs = host->abi_minor >= 5;
+    c->rank = a->rank;
+    c->size = a->size;
+    c->lost_rank = -1;
+    c->revoked_by = -1;
+    c->gave_up_by = -1;
+    c->aborted_by = -1;
+    c->timeout_ms = a->timeout_ms;
+    read_config(c, a);
+    int rc = open_io(c, a);
+    if (rc == 0)
+        rc = tcp__connect_mesh(c, a);
+    if (rc == 0)
+        rc = watch_peers(c, a);
     if (rc == 0) {
         if (pthread_create(&c->io, NULL, tcp__io_main, c) == 0)
             c->io_started = 1;

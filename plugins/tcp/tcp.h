@@ -237,7 +237,7 @@ void tcp__fmt_sockaddr(char *out, size_t n, const struct sockaddr *sa);
 void tcp__fmt_ip(char *out, size_t n, const struct sockaddr *sa); /* no port */
 const char *tcp__rendezvous_host(char *buf, size_t n, const char **from);
 
-/* wire.c (all under c->mu unless noted) */
+/* wire*.c, the Gloo pair protocol (all under c->mu unless noted) */
 void *tcp__io_main(void *arg); /* the I/O thread; takes c->mu itself */
 int tcp__post_send(struct tcp_comm *c, struct tcp_req *r);
 int tcp__post_recv(struct tcp_comm *c, struct tcp_req *r);

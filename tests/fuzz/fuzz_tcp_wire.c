@@ -1,5 +1,6 @@
 /* fuzz_tcp_wire.c - the tcp plugin's frame decoder and per-slot notify
- * state machine (plugins/tcp/wire.c), linked in directly with a fake host.
+ * state machine (plugins/tcp/wire_recv.c and the rest of wire*.c), linked
+ * in directly with a fake host.
  *
  * A communicator of 2 ranks is built by hand; rank 1's connection is one
  * end of a socketpair and the harness plays rank 1 on the other end. The
