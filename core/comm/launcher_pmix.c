@@ -14,7 +14,6 @@
 
 #include "comm.h"
 #include "error.h"
-#include "store_tcp.h"
 
 #if PLX_HAVE_PMIX_H
 #include <pmix.h>
@@ -202,20 +201,9 @@ static unsigned job_size(const pmix_proc_t *me)
 /* Rank 0's part: host the store where the others can reach it, publish. */
 static int publish(const struct plx_config *cfg, const char *nspace, char *url, size_t n)
 {
-    struct plx__store_limits lim;
-    struct plx__store_server *srv;
-    char host[256];
-    int port, rc;
-    if (gethostname(host, sizeof host) != 0 || !host[0])
-        return plx__err(PLX_ERR_SYSTEM, "PMIx bootstrap: rank 0 cannot read its host name");
-    host[sizeof host - 1] = '\0';
-    if ((rc = plx__store_limits_from_config(cfg, &lim)) != 0 ||
-        (rc = plx__store_hosted_acquire_any(host, &lim, &srv, &port)) != 0)
+    int rc = plx__launcher_host_store(cfg, "PMIx", url, n);
+    if (rc != 0)
         return rc;
-    /* The server keeps serving once released; the store open that follows
-     * takes it again by host and port. */
-    plx__store_hosted_release(srv);
-    snprintf(url, n, "tcp://%s:%d", host, port);
     pmix_value_t v = {.type = PMIX_STRING};
     v.data.string = url;
     pmix_status_t st = api.put(PMIX_GLOBAL, STORE_KEY, &v);
