@@ -5,6 +5,7 @@
  * job every rank reads it. The protocol is lines of "cmd=NAME key=value",
  * one answer per request, so no library is needed. */
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,8 +44,6 @@ static int send_line(struct pmi_conn *c, const char *line)
     while (off < len) {
         /* MSG_NOSIGNAL: a manager that closed the socket is an error, not a SIGPIPE. */
         ssize_t w = send(c->fd, line + off, len - off, MSG_NOSIGNAL);
-        if (w < 0 && errno == ENOTSOCK)
-            w = write(c->fd, line + off, len - off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -122,25 +122,32 @@ static int request(struct pmi_conn *c, const char *step, const char *line, const
     return 0;
 }
 
-/* An MPI library of this process that speaks PMI on the same socket
- * (MPICH, directly or behind the standard ABI) and is initialised and not
- * finalised: its MPI_Finalize ends the PMI session, not us. */
+/* An MPI library of this process (MPICH, directly or behind the standard
+ * ABI, under any file name) that was initialised: it speaks PMI on the
+ * same socket, and its MPI_Finalize ends the session and closes it. */
+static int mpi_seen(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    int *seen = data;
+    if (*seen || !info->dlpi_name || !strstr(info->dlpi_name, "libmpi"))
+        return 0;
+    void *h = dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        return 0;
+    int (*initialized)(int *) = (int (*)(int *))dlsym(h, "MPI_Initialized");
+    int (*finalized)(int *) = (int (*)(int *))dlsym(h, "MPI_Finalized");
+    int in = 0, fin = 0;
+    if (initialized && finalized && initialized(&in) == 0 && finalized(&fin) == 0)
+        *seen = in || fin;
+    dlclose(h);
+    return 0;
+}
+
 static int mpi_owns_session(void)
 {
-    static const char *const libs[] = {"libmpich.so.12", "libmpi_abi.so.1", "libmpi.so.12"};
-    int owns = 0;
-    for (size_t i = 0; i < sizeof libs / sizeof libs[0] && !owns; i++) {
-        void *h = dlopen(libs[i], RTLD_NOW | RTLD_NOLOAD);
-        if (!h)
-            continue;
-        int (*initialized)(int *) = (int (*)(int *))dlsym(h, "MPI_Initialized");
-        int (*finalized)(int *) = (int (*)(int *))dlsym(h, "MPI_Finalized");
-        int in = 0, fin = 0;
-        if (initialized && finalized && initialized(&in) == 0 && finalized(&fin) == 0)
-            owns = in && !fin;
-        dlclose(h);
-    }
-    return owns;
+    int seen = 0;
+    dl_iterate_phdr(mpi_seen, &seen);
+    return seen;
 }
 
 /* The PMI session stays open until the process ends: Hydra counts a
@@ -149,14 +156,17 @@ static int mpi_owns_session(void)
 static struct pmi_conn session = {.fd = -1};
 static pid_t init_pid;
 static int stuck;
+static struct stat session_stat; /* the socket: its number may be reused once an MPI closed it */
 
 static void finalize_now(void)
 {
     char ans[256];
+    struct stat now;
     if (getpid() != init_pid || stuck || mpi_owns_session()) /* a forked child's exit is not ours to report */
         return;
+    if (fstat(session.fd, &now) != 0 || now.st_dev != session_stat.st_dev || now.st_ino != session_stat.st_ino)
+        return;
     session.deadline = now_ms() + 10000;
-    /* An MPI library that finalised already closed the socket: the send fails, quietly. */
     plx__err_clear();
     if (request(&session, "finalize", "cmd=finalize\n", "finalize_ack", ans, sizeof ans) != 0)
         plx__err_clear();
@@ -174,7 +184,7 @@ static int exchange(const struct plx_config *v, const struct plx__rendezvous *rv
     c->rank = rv->rank;
     c->deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
     int rc = request(c, "init", "cmd=init pmi_version=1 pmi_subversion=1\n", "response_to_init", ans, sizeof ans);
-    if (rc == 0 && !init_pid) {
+    if (rc == 0 && !init_pid && fstat(fd, &session_stat) == 0) {
         init_pid = getpid();
         atexit(finalize_now);
     }
