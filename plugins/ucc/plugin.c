@@ -427,6 +427,19 @@ static void req_free(void *comm, void *req)
     free(q);
 }
 
+/* UCC's CPU reductions have no f16 (1.3 and 1.9: its TL logs a failed
+ * reduction, and 1.9's request may still end UCC_OK), so an f16 reduction
+ * is refused rather than computed wrong; f16 that only
+ * moves (broadcast, gathers, scatter, alltoall) UCC serves as 16-bit data. */
+static int op_supported(void *comm, int coll, int dtype, int op, int mem_kind)
+{
+    (void)comm;
+    (void)op;
+    (void)mem_kind;
+    int reduces = coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER;
+    return dtype != PLX_F16 || !reduces;
+}
+
 static int get_caps(void *comm, struct plx_caps *out)
 {
     (void)comm;
@@ -435,9 +448,7 @@ static int get_caps(void *comm, struct plx_caps *out)
         .struct_size = size,
         .flags = PLX_CAP_ABORT | PLX_CAP_INPLACE | PLX_CAP_MULTI_NODE | PLX_CAP_THREAD_SAFE,
         .collectives = PLX_BIT(PLX_COLL_SEND) - 1,
-        /* UCC 1.3's CPU reductions have no f16 (measured: every op fails), so
-         * f16 is refused rather than computed wrong. */
-        .dtypes = (PLX_BIT(PLX_DTYPE_COUNT) - 1) & ~PLX_BIT(PLX_F16),
+        .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1, /* f16: see op_supported */
         .redops = PLX_BIT(PLX_REDOP_COUNT) - 1,
         .mem_kinds = PLX_BIT(PLX_MEM_HOST) | PLX_BIT(PLX_MEM_CUDA),
     };
@@ -465,6 +476,7 @@ static const struct plx_backend backend = {
     .collective = collective,
     .test = test,
     .req_free = req_free,
+    .op_supported = op_supported,
 };
 
 /* ABI 1.3 at least: ucc reads its keys typed. */
