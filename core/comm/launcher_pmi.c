@@ -20,8 +20,11 @@
 #include "comm.h"
 #include "error.h"
 
-/* The key rank 0 puts in the job's key-value space. */
+/* The keys rank 0 puts in the job's key-value space: the store's address
+ * and the job secret ("" when the user set one: Hydra forwards no empty
+ * value, so "none"), which only the job's processes can read. */
 #define STORE_KEY "plexus.store"
+#define SECRET_KEY "plexus.secret"
 
 static int64_t now_ms(void)
 {
@@ -194,9 +197,15 @@ static int exchange(const struct plx_config *v, const struct plx__rendezvous *rv
     if (rc == 0 && field(ans, "kvsname", kvs, sizeof kvs))
         rc = plx__err(PLX_ERR_SYSTEM, "PMI bootstrap (rank %d): the process manager named no key-value space: '%.200s'",
                       rv->rank, ans);
-    if (rc == 0 && rv->rank == 0 && (rc = plx__launcher_host_store(v, "PMI", url, n)) == 0) {
+    char secret[80] = "";
+    if (rc == 0 && rv->rank == 0 && (rc = plx__launcher_secret_make(secret, sizeof secret)) == 0 &&
+        (rc = plx__launcher_host_store(v, "PMI", url, n)) == 0) {
         snprintf(line, sizeof line, "cmd=put kvsname=%s key=" STORE_KEY " value=%s\n", kvs, url);
         rc = request(c, "publication of the store address", line, "put_result", ans, sizeof ans);
+        snprintf(line, sizeof line, "cmd=put kvsname=%s key=" SECRET_KEY " value=%s\n", kvs,
+                 secret[0] ? secret : "none");
+        if (rc == 0)
+            rc = request(c, "publication of the job secret", line, "put_result", ans, sizeof ans);
     }
     if (rc == 0)
         rc = request(c, "barrier of the whole job", "cmd=barrier_in\n", "barrier_out", ans, sizeof ans);
@@ -206,6 +215,11 @@ static int exchange(const struct plx_config *v, const struct plx__rendezvous *rv
         if (rc == 0 && (field(ans, "value", url, n) || strncmp(url, "tcp://", 6)))
             rc = plx__err(PLX_ERR_SYSTEM, "PMI bootstrap (rank %d, key-value space %s): rank 0's store address is "
                           "not a tcp:// url: '%.200s'", rv->rank, kvs, ans);
+        snprintf(line, sizeof line, "cmd=get kvsname=%s key=" SECRET_KEY "\n", kvs);
+        if (rc == 0)
+            rc = request(c, "read of rank 0's job secret", line, "get_result", ans, sizeof ans);
+        if (rc == 0 && (field(ans, "value", secret, sizeof secret) == 0 && strcmp(secret, "none")))
+            rc = plx__launcher_secret_adopt(secret);
     }
     if (rc == PLX_ERR_TIMEOUT)
         stuck = 1; /* an answer may still come: no request after it */

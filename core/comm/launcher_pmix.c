@@ -18,8 +18,11 @@
 #if PLX_HAVE_PMIX_H
 #include <pmix.h>
 
-/* The key rank 0 publishes, under its own PMIx name. */
+/* The keys rank 0 publishes, under its own PMIx name: the store's address
+ * and the job secret ("" when the user set one), which the job's key-value
+ * space keeps from anyone outside the job. */
 #define STORE_KEY "plexus.store"
+#define SECRET_KEY "plexus.secret"
 
 struct pmix_api {
     pmix_status_t (*init)(pmix_proc_t *proc, pmix_info_t info[], size_t ninfo);
@@ -201,12 +204,19 @@ static unsigned job_size(const pmix_proc_t *me)
 /* Rank 0's part: host the store where the others can reach it, publish. */
 static int publish(const struct plx_config *cfg, const char *nspace, char *url, size_t n)
 {
-    int rc = plx__launcher_host_store(cfg, "PMIx", url, n);
+    /* The secret first: the store serves with it from its first client on. */
+    char secret[80];
+    int rc = plx__launcher_secret_make(secret, sizeof secret);
+    if (rc == 0)
+        rc = plx__launcher_host_store(cfg, "PMIx", url, n);
     if (rc != 0)
         return rc;
-    pmix_value_t v = {.type = PMIX_STRING};
+    pmix_value_t v = {.type = PMIX_STRING}, sv = {.type = PMIX_STRING};
     v.data.string = url;
+    sv.data.string = secret;
     pmix_status_t st = api.put(PMIX_GLOBAL, STORE_KEY, &v);
+    if (st == PMIX_SUCCESS)
+        st = api.put(PMIX_GLOBAL, SECRET_KEY, &sv);
     if (st == PMIX_SUCCESS)
         st = api.commit();
     if (st != PMIX_SUCCESS)
@@ -298,6 +308,23 @@ static int exchange(const struct plx_config *v, const struct plx__rendezvous *rv
             st = PMIX_ERR_BAD_PARAM;
         if (st == PMIX_SUCCESS)
             snprintf(url, n, "%s", p->value);
+        if (st == PMIX_SUCCESS) {
+            pending_free(p);
+            if (!(p = pending_new())) {
+                rc = plx__err(PLX_ERR_NOMEM, "PMIx bootstrap: out of memory");
+                goto out;
+            }
+            step = "read of rank 0's job secret";
+            st = api.get_nb(&root, SECRET_KEY, info + 1, 1, get_done, p);
+            if (st == PMIX_SUCCESS && pending_wait(p, timeout_ms) == 0)
+                st = p->status;
+            else if (st == PMIX_SUCCESS)
+                goto timed_out;
+            if (st == PMIX_SUCCESS && (rc = plx__launcher_secret_adopt(p->value)) != 0) {
+                pending_free(p);
+                goto out;
+            }
+        }
     }
     pending_free(p);
     if (st != PMIX_SUCCESS)
