@@ -4,7 +4,8 @@
 # rank 0 makes a secret and shares it there, so the job's store refuses a
 # client that does not prove it (a torch-protocol GETNUMKEYS gets no answer)
 # while the job's plexus-bench --check runs on and passes. With [core] auth
-# off the same probe gets its answer (the probe can tell the two apart).
+# off the same probe gets its answer (the probe can tell the two apart);
+# plexus-info under the launcher says which applies and why.
 #   sh job_secret.sh openmpi|mpich BUILD_ROOT
 set -u
 launcher=$1 build=$2
@@ -64,6 +65,11 @@ job() { # auth-mode label
     echo "$2: store probe: $got; job exit $rc"
     [ $rc = 0 ] && grep -q "backend shm, 2 ranks" "$tmp/out" || { tail -n 20 "$tmp/out"; fail "$2: the job did not check right"; }
 }
+# plexus-info under the launcher says which applies and why.
+out=$(PLEXUS_BACKEND=shm timeout 60 $run -np 2 "$build/tools/plexus-info" 2>&1)
+echo "$out" | grep -m1 "rank 0 makes"
+echo "$out" | grep -q "it proves the job secret rank 0 makes and shares through the process manager" ||
+    fail "plexus-info under $launcher does not say that rank 0 makes and shares the job secret"
 job auto "no secret set"
 [ "$got" = refused ] || fail "no secret set: an unauthenticated client got an answer from the job's store ($got)"
 job off "[core] auth = off"
