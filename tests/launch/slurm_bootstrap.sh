@@ -1,7 +1,8 @@
 #!/bin/sh
 # plexus under a real single-node Slurm (slurm_local.sh), with no
 # MASTER_ADDR: srun -n 2 and -n 4 of plexus-bench --check with --mpi=none,
-# pmi2 and pmix (pmix meets through PMIx's key-value space); two steps of one job at the same time; sbatch of a 4-task
+# pmi2 and pmix (pmix meets through PMIx's key-value space, pmi2 through
+# Slurm's PMI server); two steps of one job at the same time; sbatch of a 4-task
 # step; a task that dies mid-run ends the step with its rank named.
 #   sh slurm_bootstrap.sh BUILD_ROOT SOURCE_ROOT
 set -u
@@ -38,6 +39,13 @@ echo "$out"
 out=$(timeout 60 srun -n 2 -O --mpi=pmix "$info" 2>&1 | grep '^bootstrap:')
 echo "$out"
 [ "$(echo "$out" | grep -c 'rendezvous: PMIx at pmix://')" = 2 ] || fail "plexus-info under srun --mpi=pmix does not name the PMIx bootstrap"
+
+# Under --mpi=pmi2 they meet through Slurm's PMI server (PMI-1 lines on
+# PMI_FD), and rank 0 shares a job secret there.
+out=$(timeout 60 srun -n 2 -O --mpi=pmi2 "$info" 2>&1)
+echo "$out" | grep '^bootstrap:'
+[ "$(echo "$out" | grep -c 'rendezvous: PMI at pmi://')" = 2 ] || fail "plexus-info under srun --mpi=pmi2 does not name the PMI bootstrap"
+echo "$out" | grep -q 'job secret rank 0 makes' || fail "plexus-info under srun --mpi=pmi2 does not name the shared job secret"
 
 # Two steps of one job at once: each task waits until all four are up
 # before plexus-bench starts, so both stores are open at the same time.
