@@ -19,7 +19,16 @@ args="--check -b 8 -e 256K -f 8 -n 2 -w 1 --coll allreduce,broadcast,allgather"
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-for mpi in none pmi2 pmix; do
+# A Slurm built without PMIx (Debian sid's 26.05) has no pmix plugin: its
+# cases are skipped, saying so.
+mpis="none pmi2"
+if srun --mpi=list 2>&1 | grep -qw pmix; then
+    mpis="$mpis pmix"
+else
+    echo "skip: srun --mpi=pmix: this Slurm has no pmix plugin (srun --mpi=list: $(srun --mpi=list 2>&1 |
+        sed -n 's/^[[:space:]]\+//p' | tr '\n' ' '))"
+fi
+for mpi in $mpis; do
     for n in 2 4; do
         out=$(timeout 45 srun -n "$n" -O --mpi="$mpi" "$bench" $args 2>&1)
         rc=$?
@@ -36,9 +45,14 @@ echo "$out"
 
 # Under --mpi=pmix the tasks meet through PMIx: rank 0 publishes the store's
 # address in the step's key-value space (no derived port).
-out=$(timeout 60 srun -n 2 -O --mpi=pmix "$info" 2>&1 | grep '^bootstrap:')
-echo "$out"
-[ "$(echo "$out" | grep -c 'rendezvous: PMIx at pmix://')" = 2 ] || fail "plexus-info under srun --mpi=pmix does not name the PMIx bootstrap"
+case $mpis in
+*pmix*)
+    out=$(timeout 60 srun -n 2 -O --mpi=pmix "$info" 2>&1 | grep '^bootstrap:')
+    echo "$out"
+    [ "$(echo "$out" | grep -c 'rendezvous: PMIx at pmix://')" = 2 ] ||
+        fail "plexus-info under srun --mpi=pmix does not name the PMIx bootstrap"
+    ;;
+esac
 
 # Under --mpi=pmi2 they meet through Slurm's PMI server (PMI-1 lines on
 # PMI_FD), and rank 0 shares a job secret there.
