@@ -247,6 +247,29 @@ static void finalize_at_exit(void)
     }
 }
 
+/* Rank 0's string under key into out: 0 with PMIx's status in *st, 1 when
+ * it did not end within timeout_ms (the call is left to its callback), -1
+ * out of memory. */
+static int get_root(const pmix_proc_t *me, const char *key, const pmix_info_t *info, int64_t timeout_ms, char *out,
+                    size_t n, pmix_status_t *st)
+{
+    struct pending *p = pending_new();
+    if (!p)
+        return -1;
+    pmix_proc_t root = *me;
+    root.rank = 0;
+    *st = api.get_nb(&root, key, info, 1, get_done, p);
+    if (*st == PMIX_SUCCESS) {
+        if (pending_wait(p, timeout_ms) != 0)
+            return 1;
+        *st = p->status;
+        if (*st == PMIX_SUCCESS)
+            snprintf(out, n, "%s", p->value);
+    }
+    pending_free(p);
+    return 0;
+}
+
 static int exchange(const struct plx_config *v, const struct plx__rendezvous *rv, int64_t timeout_ms, char *url,
                     size_t n)
 {
@@ -290,43 +313,24 @@ static int exchange(const struct plx_config *v, const struct plx__rendezvous *rv
         st = p->status;
     else if (st == PMIX_SUCCESS)
         goto timed_out;
+    pending_free(p);
     if (st == PMIX_SUCCESS && rv->rank != 0) {
-        pending_free(p);
-        if (!(p = pending_new())) {
-            rc = plx__err(PLX_ERR_NOMEM, "PMIx bootstrap: out of memory");
+        char secret[80] = "";
+        step = "read of rank 0's store address";
+        int w = get_root(&me, STORE_KEY, info + 1, timeout_ms, url, n, &st);
+        if (w == 0 && st == PMIX_SUCCESS && strncmp(url, "tcp://", 6))
+            st = PMIX_ERR_BAD_PARAM;
+        if (w == 0 && st == PMIX_SUCCESS) {
+            step = "read of rank 0's job secret";
+            w = get_root(&me, SECRET_KEY, info + 1, timeout_ms, secret, sizeof secret, &st);
+        }
+        if (w > 0)
+            goto timed_out;
+        if (w < 0 || (st == PMIX_SUCCESS && (rc = plx__launcher_secret_adopt(secret)) != 0)) {
+            rc = rc ? rc : plx__err(PLX_ERR_NOMEM, "PMIx bootstrap: out of memory");
             goto out;
         }
-        step = "read of rank 0's store address";
-        pmix_proc_t root = me;
-        root.rank = 0;
-        st = api.get_nb(&root, STORE_KEY, info + 1, 1, get_done, p);
-        if (st == PMIX_SUCCESS && pending_wait(p, timeout_ms) == 0)
-            st = p->status;
-        else if (st == PMIX_SUCCESS)
-            goto timed_out;
-        if (st == PMIX_SUCCESS && strncmp(p->value, "tcp://", 6))
-            st = PMIX_ERR_BAD_PARAM;
-        if (st == PMIX_SUCCESS)
-            snprintf(url, n, "%s", p->value);
-        if (st == PMIX_SUCCESS) {
-            pending_free(p);
-            if (!(p = pending_new())) {
-                rc = plx__err(PLX_ERR_NOMEM, "PMIx bootstrap: out of memory");
-                goto out;
-            }
-            step = "read of rank 0's job secret";
-            st = api.get_nb(&root, SECRET_KEY, info + 1, 1, get_done, p);
-            if (st == PMIX_SUCCESS && pending_wait(p, timeout_ms) == 0)
-                st = p->status;
-            else if (st == PMIX_SUCCESS)
-                goto timed_out;
-            if (st == PMIX_SUCCESS && (rc = plx__launcher_secret_adopt(p->value)) != 0) {
-                pending_free(p);
-                goto out;
-            }
-        }
     }
-    pending_free(p);
     if (st != PMIX_SUCCESS)
         rc = plx__err(PLX_ERR_SYSTEM, "PMIx bootstrap (namespace %s, rank %u): the %s failed: %s", me.nspace,
                       me.rank, step, status_text(st));

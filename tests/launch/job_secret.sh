@@ -24,15 +24,25 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/plexus-secret.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-# The port rank 0's store listens on (shm: the job's only plexus listener),
-# then one GETNUMKEYS (query byte 6; the answer is 8 bytes) without the
-# handshake: "answered" or "refused".
+# Every process below pid $1.
+below() {
+    for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+        echo "$c"
+        below "$c"
+    done
+}
+
+# The port rank 0's store listens on (shm: the job's only plexus listener;
+# only this job's processes, another job may run beside it), then one
+# GETNUMKEYS (query byte 6; the answer is 8 bytes) without the handshake:
+# "answered" or "refused".
 probe() {
     i=0
     while [ $i -lt 300 ]; do
+        pids=$(below "$1" | sed 's/ //g' | tr '\n' '|')
         # A launcher's own listener that its children inherit lists them too: not that one.
         port=$(ss -ltnpH 2>/dev/null | grep '"plexus-bench"' | grep -v 'hydra\|mpiexec\|mpirun\|orted\|prte' |
-               awk '{print $4}' | sed 's/.*://' | head -n 1)
+               grep -E "pid=(${pids%|}),"  | awk '{print $4}' | sed 's/.*://' | head -n 1)
         [ -n "$port" ] && break
         sleep 0.1
         i=$((i + 1))
@@ -59,7 +69,7 @@ job() { # auth-mode label
     PLEXUS_CORE_AUTH=$1 PLEXUS_BACKEND=shm timeout 120 $run -np 2 "$bench" --check -b 16M -e 16M -n 40 -w 1 \
         >"$tmp/out" 2>&1 &
     jp=$!
-    got=$(probe)
+    got=$(probe $jp)
     wait $jp
     rc=$?
     echo "$2: store probe: $got; job exit $rc"
