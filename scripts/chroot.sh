@@ -172,7 +172,7 @@ configure() {
     # The same on sid for ucc (UCC 1.9 is there) and the MPI plugins.
     case $suite in
     trixie) opts="-Dwerror=true -Dtorch=enabled -Dmpi=enabled -Dmpi_impls=openmpi -Dnccl=disabled -Ducc=disabled" ;;
-    sid) opts="-Dwerror=true -Dtorch=enabled -Dmpi=enabled -Dnccl=disabled -Ducc=enabled" ;;
+    sid) opts="-Dwerror=true -Dtorch=enabled -Dmpi=enabled -Dmpi_impls=openmpi,mpich,abi -Dnccl=disabled -Ducc=enabled" ;;
     esac
     opts="$opts ${PLEXUS_CHROOT_MESON_ARGS:-}"
     if ! chroot "$root" sh -c "cd $csrc && { if [ -f build/build.ninja ]; then meson setup --reconfigure build $opts; \

@@ -224,10 +224,23 @@ struct auth_side {
 static void auth_state(struct auth_side *store, struct auth_side *tcp)
 {
     const char *secret = getenv(PLX__AUTH_ENV), *use = NULL;
+    /* None set, and the job meets through PMIx or PMI: rank 0 makes one and
+     * shares it in the job's key-value space (launcher_store.c). */
+    char boot[1024] = "";
+    int shared = (!secret || !*secret) && plx_bootstrap_describe(NULL, boot, sizeof boot) == 0 &&
+                 (strstr(boot, "rendezvous: PMIx at ") || strstr(boot, "rendezvous: PMI at "));
+    if (shared)
+        secret = "a secret rank 0 makes: 64 hex characters";
     int rc = plx__auth_policy("core", config_value("core", "auth"), secret, &use, store->why, sizeof store->why);
     store->state = rc ? -1 : use != NULL;
     rc = plx__auth_policy("tcp", config_value("tcp", "auth"), secret, &use, tcp->why, sizeof tcp->why);
     tcp->state = rc ? -1 : use != NULL;
+    const char *how = "it proves the job secret rank 0 makes and shares through the process manager's key-value "
+                      "space, which only the job reads (no PLEXUS_JOB_SECRET set)";
+    if (shared && store->state > 0)
+        snprintf(store->why, sizeof store->why, "%s", how);
+    if (shared && tcp->state > 0)
+        snprintf(tcp->why, sizeof tcp->why, "%s", how);
 }
 
 static const char *side_state(const struct auth_side *s, const char *plain)
@@ -242,6 +255,8 @@ static void show_auth_text(void)
     if (store.state > 0 && tcp.state > 0) {
         printf("rendezvous: authenticated: tcp:// store and tcp transport connections prove PLEXUS_JOB_SECRET\n"
                "            (HMAC-SHA256 challenge-response, both ways)\n");
+        if (strstr(store.why, "rank 0 makes"))
+            printf("            %s\n", store.why);
         return;
     }
     if (!store.state && !tcp.state && !strcmp(store.why, tcp.why)) {

@@ -195,6 +195,23 @@ int plx__rendezvous_pmix(struct plx__rendezvous *r);
  * per process. Every rank of the job must call it. */
 int plx__pmix_store_url(const struct plx_config *v, const struct plx__rendezvous *rv, int64_t timeout_ms, char *url,
                         size_t n);
+/* launcher_pmi.c: if a PMI process manager (Hydra, srun --mpi=pmi2) gave
+ * this rank PMI_FD and its PMI_RANK is this rank: r->url "pmi://FD", 1.
+ * Else 0. r->why says which. */
+int plx__rendezvous_pmi(struct plx__rendezvous *r);
+/* The store url rank 0 published in the job's PMI key-value space (rank 0:
+ * hosts the store and publishes it); one barrier of the whole job, once
+ * per process. Every rank of the job must call it. */
+int plx__pmi_store_url(const struct plx_config *v, const struct plx__rendezvous *rv, int64_t timeout_ms, char *url,
+                       size_t n);
+/* launcher_store.c: rank 0 hosts the store on a port the kernel picks;
+ * its url into url. who names the bootstrap in errors. */
+int plx__launcher_host_store(const struct plx_config *cfg, const char *who, char *url, size_t n);
+/* Rank 0: a fresh job secret (64 hex characters) into out, set as this
+ * process's PLEXUS_JOB_SECRET, or "" when the user set one. */
+int plx__launcher_secret_make(char *out, size_t n);
+/* The others: rank 0's secret ("": none) becomes PLEXUS_JOB_SECRET unless one is set. */
+int plx__launcher_secret_adopt(const char *secret);
 /* rendezvous_store.c: open the job's store: the caller's callbacks
  * (opt->store), else rv->url (as a client only if rv->client_only), under
  * rv->key_prefix. *out NULL when there is no store. */

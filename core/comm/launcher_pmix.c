@@ -14,13 +14,15 @@
 
 #include "comm.h"
 #include "error.h"
-#include "store_tcp.h"
 
 #if PLX_HAVE_PMIX_H
 #include <pmix.h>
 
-/* The key rank 0 publishes, under its own PMIx name. */
+/* The keys rank 0 publishes, under its own PMIx name: the store's address
+ * and the job secret ("" when the user set one), which the job's key-value
+ * space keeps from anyone outside the job. */
 #define STORE_KEY "plexus.store"
+#define SECRET_KEY "plexus.secret"
 
 struct pmix_api {
     pmix_status_t (*init)(pmix_proc_t *proc, pmix_info_t info[], size_t ninfo);
@@ -202,23 +204,19 @@ static unsigned job_size(const pmix_proc_t *me)
 /* Rank 0's part: host the store where the others can reach it, publish. */
 static int publish(const struct plx_config *cfg, const char *nspace, char *url, size_t n)
 {
-    struct plx__store_limits lim;
-    struct plx__store_server *srv;
-    char host[256];
-    int port, rc;
-    if (gethostname(host, sizeof host) != 0 || !host[0])
-        return plx__err(PLX_ERR_SYSTEM, "PMIx bootstrap: rank 0 cannot read its host name");
-    host[sizeof host - 1] = '\0';
-    if ((rc = plx__store_limits_from_config(cfg, &lim)) != 0 ||
-        (rc = plx__store_hosted_acquire_any(host, &lim, &srv, &port)) != 0)
+    /* The secret first: the store serves with it from its first client on. */
+    char secret[80];
+    int rc = plx__launcher_secret_make(secret, sizeof secret);
+    if (rc == 0)
+        rc = plx__launcher_host_store(cfg, "PMIx", url, n);
+    if (rc != 0)
         return rc;
-    /* The server keeps serving once released; the store open that follows
-     * takes it again by host and port. */
-    plx__store_hosted_release(srv);
-    snprintf(url, n, "tcp://%s:%d", host, port);
-    pmix_value_t v = {.type = PMIX_STRING};
+    pmix_value_t v = {.type = PMIX_STRING}, sv = {.type = PMIX_STRING};
     v.data.string = url;
+    sv.data.string = secret;
     pmix_status_t st = api.put(PMIX_GLOBAL, STORE_KEY, &v);
+    if (st == PMIX_SUCCESS)
+        st = api.put(PMIX_GLOBAL, SECRET_KEY, &sv);
     if (st == PMIX_SUCCESS)
         st = api.commit();
     if (st != PMIX_SUCCESS)
@@ -247,6 +245,29 @@ static void finalize_at_exit(void)
         init_pid = getpid();
         atexit(finalize_now);
     }
+}
+
+/* Rank 0's string under key into out: 0 with PMIx's status in *st, 1 when
+ * it did not end within timeout_ms (the call is left to its callback), -1
+ * out of memory. */
+static int get_root(const pmix_proc_t *me, const char *key, const pmix_info_t *info, int64_t timeout_ms, char *out,
+                    size_t n, pmix_status_t *st)
+{
+    struct pending *p = pending_new();
+    if (!p)
+        return -1;
+    pmix_proc_t root = *me;
+    root.rank = 0;
+    *st = api.get_nb(&root, key, info, 1, get_done, p);
+    if (*st == PMIX_SUCCESS) {
+        if (pending_wait(p, timeout_ms) != 0)
+            return 1;
+        *st = p->status;
+        if (*st == PMIX_SUCCESS)
+            snprintf(out, n, "%s", p->value);
+    }
+    pending_free(p);
+    return 0;
 }
 
 static int exchange(const struct plx_config *v, const struct plx__rendezvous *rv, int64_t timeout_ms, char *url,
@@ -292,26 +313,24 @@ static int exchange(const struct plx_config *v, const struct plx__rendezvous *rv
         st = p->status;
     else if (st == PMIX_SUCCESS)
         goto timed_out;
+    pending_free(p);
     if (st == PMIX_SUCCESS && rv->rank != 0) {
-        pending_free(p);
-        if (!(p = pending_new())) {
-            rc = plx__err(PLX_ERR_NOMEM, "PMIx bootstrap: out of memory");
+        char secret[80] = "";
+        step = "read of rank 0's store address";
+        int w = get_root(&me, STORE_KEY, info + 1, timeout_ms, url, n, &st);
+        if (w == 0 && st == PMIX_SUCCESS && strncmp(url, "tcp://", 6))
+            st = PMIX_ERR_BAD_PARAM;
+        if (w == 0 && st == PMIX_SUCCESS) {
+            step = "read of rank 0's job secret";
+            w = get_root(&me, SECRET_KEY, info + 1, timeout_ms, secret, sizeof secret, &st);
+        }
+        if (w > 0)
+            goto timed_out;
+        if (w < 0 || (st == PMIX_SUCCESS && (rc = plx__launcher_secret_adopt(secret)) != 0)) {
+            rc = rc ? rc : plx__err(PLX_ERR_NOMEM, "PMIx bootstrap: out of memory");
             goto out;
         }
-        step = "read of rank 0's store address";
-        pmix_proc_t root = me;
-        root.rank = 0;
-        st = api.get_nb(&root, STORE_KEY, info + 1, 1, get_done, p);
-        if (st == PMIX_SUCCESS && pending_wait(p, timeout_ms) == 0)
-            st = p->status;
-        else if (st == PMIX_SUCCESS)
-            goto timed_out;
-        if (st == PMIX_SUCCESS && strncmp(p->value, "tcp://", 6))
-            st = PMIX_ERR_BAD_PARAM;
-        if (st == PMIX_SUCCESS)
-            snprintf(url, n, "%s", p->value);
     }
-    pending_free(p);
     if (st != PMIX_SUCCESS)
         rc = plx__err(PLX_ERR_SYSTEM, "PMIx bootstrap (namespace %s, rank %u): the %s failed: %s", me.nspace,
                       me.rank, step, status_text(st));

@@ -133,6 +133,10 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
     } else {
         char no_pmix[sizeof r->why], passed[sizeof r->why];
         snprintf(no_pmix, sizeof no_pmix, "%s", r->why);
+        if (plx__rendezvous_pmi(r)) {
+            r->bootstrap = "PMI";
+            return 0;
+        }
         if (plx__rendezvous_slurm(r, r->url, sizeof r->url, r->why, sizeof r->why)) {
             r->bootstrap = "Slurm";
             return 0;

@@ -51,6 +51,11 @@ int plx__rendezvous_store_open(const struct plx_config *v, const struct plx_comm
         rc = plx__pmix_store_url(v, rv, timeout_ms, url, sizeof url);
         if (rc == 0)
             rc = plx__store_open_in(v, url, rank, size, timeout_ms, &s);
+    } else if (!strncmp(rv->url, "pmi://", 6)) {
+        char url[sizeof rv->url];
+        rc = plx__pmi_store_url(v, rv, timeout_ms, url, sizeof url);
+        if (rc == 0)
+            rc = plx__store_open_in(v, url, rank, size, timeout_ms, &s);
     } else if (rv->url[0])
         /* rank -1: join as a client, never host (a launcher does). */
         rc = plx__store_open_in(v, rv->url, rv->client_only ? -1 : rank, size, timeout_ms, &s);

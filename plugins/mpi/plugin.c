@@ -9,7 +9,11 @@
  * refused, naming the rank and index (a fallback to the core's algorithm
  * would be decided per rank, and ranks deciding differently would deadlock). */
 #include <limits.h>
+#if defined(PLX_MPI_ABI)
+#include "abi_mpi.h"
+#else
 #include <mpi.h>
+#endif
 #if defined(__has_include)
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h> /* Open MPI's ULFM error classes */
@@ -44,8 +48,17 @@
 #define OTHER_ENV "OMPI_COMM_WORLD_SIZE"
 #define OTHER_IMPL "Open MPI"
 #define LAUNCHER "mpirun.mpich"
+#elif defined(PLX_MPI_ABI)
+/* The implementation is the one libmpi_abi.so.1 points at (abi.c). */
+#define NAME "mpi-abi"
+#define IMPL (mpi__abi_impl()->impl)
+#define LIB_MARK IMPL
+#define OWN_ENV (mpi__abi_impl()->own_env)
+#define OTHER_ENV (mpi__abi_impl()->other_env)
+#define OTHER_IMPL (mpi__abi_impl()->other_impl)
+#define LAUNCHER (mpi__abi_impl()->launcher)
 #else
-#error "define PLX_MPI_OPENMPI or PLX_MPI_MPICH"
+#error "define PLX_MPI_OPENMPI, PLX_MPI_MPICH or PLX_MPI_ABI"
 #endif
 
 static const struct plx_host *host;
@@ -109,11 +122,11 @@ static int launcher_reason(char *reason, size_t len)
     if (getenv(OWN_ENV))
         return PLX_PROBE_USABLE;
     if (getenv(OTHER_ENV)) {
-        snprintf(reason, len, "started by " OTHER_IMPL "'s launcher (" OTHER_ENV " is set); this plugin is for " IMPL
-                 " (use " LAUNCHER ", or the other MPI plugin)");
+        snprintf(reason, len, "started by %s's launcher (%s is set); this plugin is for %s (use %s, or the other "
+                 "MPI plugin)", OTHER_IMPL, OTHER_ENV, IMPL, LAUNCHER);
         return PLX_PROBE_UNAVAILABLE;
     }
-    snprintf(reason, len, "not started by " LAUNCHER " (no " OWN_ENV " in the environment)");
+    snprintf(reason, len, "not started by %s (no %s in the environment)", LAUNCHER, OWN_ENV);
     return PLX_PROBE_UNAVAILABLE;
 }
 
@@ -123,15 +136,31 @@ static int probe(struct plx_probe_result *out)
      * a generous buffer of our own, not the header's bound. */
     static char version[1 << 16];
     int len = 0;
+#if defined(PLX_MPI_ABI)
+    const char *why = mpi__abi_load();
+    if (why) {
+        out->state = PLX_PROBE_UNAVAILABLE;
+        snprintf(out->reason, sizeof out->reason, "%s", why);
+        return 0;
+    }
+#endif
     MPI_Get_library_version(version, &len); /* allowed before MPI_Init */
     if (!strstr(version, LIB_MARK)) {
         out->state = PLX_PROBE_BROKEN;
-        snprintf(out->reason, sizeof out->reason, "built for " IMPL " but the MPI library says: %.160s", version);
+        snprintf(out->reason, sizeof out->reason, "built for %s but the MPI library says: %.160s", IMPL, version);
         return 0;
     }
     out->state = launcher_reason(out->reason, sizeof out->reason);
+#if defined(PLX_MPI_ABI)
+    int major = 0, minor = 0;
+    MPI_Abi_get_version(&major, &minor); /* callable at any time */
+    if (out->state == PLX_PROBE_USABLE)
+        snprintf(out->reason, sizeof out->reason, "%.*s; MPI ABI %d.%d from %s", (int)strcspn(version, "\n,"),
+                 version, major, minor, mpi__abi_file());
+#else
     if (out->state == PLX_PROBE_USABLE)
         snprintf(out->reason, sizeof out->reason, "%.*s", (int)strcspn(version, "\n,"), version);
+#endif
     return 0;
 }
 
@@ -267,8 +296,8 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     MPI_Comm_size(MPI_COMM_WORLD, &ws);
     long launched = strtol(getenv(OWN_ENV), NULL, 10); /* set: launcher_reason checked it */
     if (launched != ws) /* e.g. a library of another build than the launcher: MPI would run as singletons */
-        return plx_plugin_error(host, PLX_ERR_BROKEN, NAME ": " LAUNCHER " started %ld ranks (" OWN_ENV ") but MPI_COMM_WORLD has %d: "
-                    "the MPI library and the launcher do not belong together", launched, ws);
+        return plx_plugin_error(host, PLX_ERR_BROKEN, NAME ": %s started %ld ranks (%s) but MPI_COMM_WORLD has %d: "
+                    "the MPI library and the launcher do not belong together", LAUNCHER, launched, OWN_ENV, ws);
     if (a->size != ws || a->rank != wr)
         return plx_plugin_error(host, PLX_ERR_INVALID_ARG, NAME ": MPI says rank %d of %d but plexus was given rank %d of %d", wr, ws,
                     a->rank, a->size);
@@ -893,11 +922,18 @@ static char description[768];
 
 __attribute__((constructor)) static void describe(void)
 {
+#if defined(PLX_MPI_ABI)
+    const char *why = mpi__abi_load();
+    if (why) {
+        snprintf(description, sizeof description, "MPI through the MPI-5 standard ABI: %s", why);
+        return;
+    }
+#endif
     const struct mpi_ulfm *u = mpi__ulfm(IMPL);
     snprintf(description, sizeof description,
-             IMPL " through its nonblocking collectives (start with " LAUNCHER "); revoke: %s; shrink: %s; grow: no "
+             "%s through its nonblocking collectives (start with %s); revoke: %s; shrink: %s; grow: no "
              "(the core grows a communicator through the job's store, which this plugin does not bootstrap on); "
-             "ULFM: %s", u->usable ? "MPIX_Comm_revoke (ULFM)" : "no, ULFM is absent",
+             "ULFM: %s", IMPL, LAUNCHER, u->usable ? "MPIX_Comm_revoke (ULFM)" : "no, ULFM is absent",
              u->usable ? "MPIX_Comm_shrink (ULFM)" : "no, ULFM is absent", u->why);
 }
 

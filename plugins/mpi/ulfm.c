@@ -82,7 +82,12 @@ static void probe_once(void)
             if (!have[i])
                 snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", missing[0] ? ", " : "",
                          names[i]);
+#if defined(PLX_MPI_ABI)
+        /* ULFM's MPIX_ calls are no part of the MPI-5 ABI: an ABI library may lack them although its MPI has them. */
+        snprintf(state.why, sizeof state.why, "%s: its standard-ABI library %s has no %s", version, file, missing);
+#else
         snprintf(state.why, sizeof state.why, "%s built without ULFM: %s has no %s", version, file, missing);
+#endif
     } else if (!strcmp(impl_name, "MPICH") && strncmp(device, "ch3", 3) != 0) {
         snprintf(state.why, sizeof state.why, "%s with device %s: %s exports MPIX_Comm_revoke/shrink/agree, but "
                  "only MPICH's ch3 device implements them (on %s a call aborts the process)", version,

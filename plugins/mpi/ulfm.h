@@ -4,7 +4,11 @@
 #ifndef PLX_MPI_ULFM_H
 #define PLX_MPI_ULFM_H
 
+#if defined(PLX_MPI_ABI)
+#include "abi_mpi.h"
+#else
 #include <mpi.h>
+#endif
 
 struct mpi_ulfm {
     int usable; /* the three calls exist and the library implements them */

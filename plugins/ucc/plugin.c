@@ -4,6 +4,7 @@
  * in every create, test and destroy loop. Each communicator gets its own
  * context and team, created one at a time, so a team always matches one
  * communicator and its OOB lives exactly as long as it. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -39,6 +40,8 @@ static char load_reason[512];
 static ucc_lib_h lib;
 static pthread_mutex_t lib_mu = PTHREAD_MUTEX_INITIALIZER; /* also serializes context/team creation */
 
+static void list_tls(char *out, size_t n);
+
 static int load(char *reason, size_t len)
 {
     pthread_mutex_lock(&lib_mu);
@@ -70,6 +73,7 @@ static int load(char *reason, size_t len)
                     snprintf(load_reason, sizeof load_reason, "UCC %s is not a 1.x release", v ? v : "?");
                 } else {
                     snprintf(load_reason, sizeof load_reason, "UCC %s", v);
+                    list_tls(load_reason, sizeof load_reason);
                     load_state = PLX_PROBE_USABLE;
                 }
             }
@@ -83,6 +87,37 @@ static int load(char *reason, size_t len)
     reason[n] = '\0';
     pthread_mutex_unlock(&lib_mu);
     return st;
+}
+
+/* The transport layers UCC can load, from its component folder (UCC's own
+ * UCC_COMPONENT_PATH, else "ucc" beside libucc): ", TLs: self, ucp (DIR)". */
+static void list_tls(char *out, size_t n)
+{
+    char dir[512];
+    const char *env = getenv("UCC_COMPONENT_PATH");
+    Dl_info info;
+    if (env && *env)
+        snprintf(dir, sizeof dir, "%s", env);
+    else if (dladdr((void *)u.ucc_get_version_string, &info) && info.dli_fname && strrchr(info.dli_fname, '/'))
+        snprintf(dir, sizeof dir, "%.*s/ucc", (int)(strrchr(info.dli_fname, '/') - info.dli_fname), info.dli_fname);
+    else
+        return;
+    DIR *d = opendir(dir);
+    size_t o = strlen(out);
+    snprintf(out + o, n - o, "; TLs:");
+    struct dirent *e;
+    int found = 0;
+    while (d && (e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "libucc_tl_", 10) || len < 14 || strcmp(e->d_name + len - 3, ".so"))
+            continue;
+        o = strlen(out);
+        snprintf(out + o, n - o, "%s %.*s", found++ ? "," : "", (int)(len - 13), e->d_name + 10);
+    }
+    if (d)
+        closedir(d);
+    o = strlen(out);
+    snprintf(out + o, n - o, "%s (%.300s)", found ? "" : " none found", dir);
 }
 
 static int probe(struct plx_probe_result *out)
@@ -427,6 +462,19 @@ static void req_free(void *comm, void *req)
     free(q);
 }
 
+/* UCC's CPU reductions have no f16 (1.3 and 1.9: its TL logs a failed
+ * reduction, and 1.9's request may still end UCC_OK), so an f16 reduction
+ * is refused rather than computed wrong; f16 that only
+ * moves (broadcast, gathers, scatter, alltoall) UCC serves as 16-bit data. */
+static int op_supported(void *comm, int coll, int dtype, int op, int mem_kind)
+{
+    (void)comm;
+    (void)op;
+    (void)mem_kind;
+    int reduces = coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER;
+    return dtype != PLX_F16 || !reduces;
+}
+
 static int get_caps(void *comm, struct plx_caps *out)
 {
     (void)comm;
@@ -435,9 +483,7 @@ static int get_caps(void *comm, struct plx_caps *out)
         .struct_size = size,
         .flags = PLX_CAP_ABORT | PLX_CAP_INPLACE | PLX_CAP_MULTI_NODE | PLX_CAP_THREAD_SAFE,
         .collectives = PLX_BIT(PLX_COLL_SEND) - 1,
-        /* UCC 1.3's CPU reductions have no f16 (measured: every op fails), so
-         * f16 is refused rather than computed wrong. */
-        .dtypes = (PLX_BIT(PLX_DTYPE_COUNT) - 1) & ~PLX_BIT(PLX_F16),
+        .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1, /* f16: see op_supported */
         .redops = PLX_BIT(PLX_REDOP_COUNT) - 1,
         .mem_kinds = PLX_BIT(PLX_MEM_HOST) | PLX_BIT(PLX_MEM_CUDA),
     };
@@ -465,6 +511,7 @@ static const struct plx_backend backend = {
     .collective = collective,
     .test = test,
     .req_free = req_free,
+    .op_supported = op_supported,
 };
 
 /* ABI 1.3 at least: ucc reads its keys typed. */

@@ -95,6 +95,13 @@ NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
 PartitionName=local Nodes=$host Default=YES MaxTime=30 State=UP OverSubscribe=FORCE:8
 EOF
 : >"$dir/plugstack.conf"
+mkdir -p "$dir/spool/$host" # SlurmdSpoolDir's %n: Slurm 26 does not make it
+# Slurm 23 and later start a cgroup plugin in slurmd whatever the task and
+# proctrack plugins are; a chroot or container without cgroupfs has none.
+major=$(slurmd -V 2>/dev/null | sed -n 's/^slurm[^ ]* \([0-9]*\)\..*/\1/p')
+if [ "${major:-0}" -ge 23 ] && [ ! -d /sys/fs/cgroup/system.slice ] && ! grep -q cgroup /proc/mounts; then
+    echo "CgroupPlugin=disabled" >"$dir/cgroup.conf"
+fi
 export SLURM_CONF="$dir/slurm.conf"
 
 slurmctld -D -i -f "$SLURM_CONF" >"$dir/log/slurmctld.out" 2>&1 &
