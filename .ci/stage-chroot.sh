@@ -46,9 +46,9 @@ trixie)
     tests=${PLEXUS_CHROOT_TESTS:-"mpi_openmpi_ulfm mpi_openmpi_ulfm_shrink_3 mpi_openmpi_ulfm_shrink_4 torchrun_agent_store torch2_store_wire torch_matrix torch_extras torch_extras_tcp
 torch_recreate_2 torch_recreate_4 torch_revoke torch_symmetric torch_teardown torch_dist_suite_3 torch_ddp"}
     ;;
-# What CI runs on sid: UCC's suite (no earlier Debian has UCC).
+# What CI runs on sid: UCC's suite (no earlier Debian has UCC) and torch 2.14's (suite torch_sid).
 sid)
-    tests=${PLEXUS_CHROOT_TESTS:-"--suite ucc"}
+    tests=${PLEXUS_CHROOT_TESTS:-"--suite ucc --suite torch_sid"}
     ;;
 esac
 
