@@ -18,6 +18,9 @@ except Exception as e:  # noqa: BLE001 - any failure means no usable torch here
 if not torch.distributed.is_available():
     print("SKIP: torch %s is built without torch.distributed" % torch.__version__)
     sys.exit(77)
+if not built and reason == "disabled":
+    print("SKIP: plexus.torch was disabled by -Dtorch=disabled")
+    sys.exit(77)
 if not built:
     print("FAIL: torch %s is installed but the build skipped plexus.torch: %s" % (torch.__version__, reason))
     sys.exit(1)
