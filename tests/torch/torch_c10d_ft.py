@@ -308,7 +308,8 @@ def main(case):
     _, P, (in_dist, in_backend) = CASES[case]
     if in_dist and not hasattr(dist, in_dist):
         skip("torch %s has no torch.distributed.%s" % (torch.__version__, in_dist))
-    if in_backend and not hasattr(torch._C._distributed_c10d.Backend, in_backend):
+    backend_class = getattr(torch._C._distributed_c10d, "Backend", None)  # torch 1.x has none
+    if in_backend and not hasattr(backend_class, in_backend):
         skip("torch %s's c10d Backend has no %s" % (torch.__version__, in_backend))
     if case == "split" and not hasattr(dist.ProcessGroup, "split_group"):
         skip("torch %s's ProcessGroup has no split_group" % torch.__version__)
