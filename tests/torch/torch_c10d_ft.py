@@ -20,6 +20,8 @@ its own test (exit 77 with the reason where this torch lacks the entry):
             all_reduce of a few bytes completes inside its start, so a
             bounded wait there has nothing left to time out. (gloo's
             getError answers SUCCESS always: ProcessGroupGloo.hpp.)
+  coalesce  2 processes: supports_coalescing; _coalescing_manager's all_gather and
+            reduce_scatter batches (one plexus call each) and batch_isend_irecv.
 Exit 0 if every check passes on every rank, 1 if not.
 """
 import datetime
@@ -283,10 +285,47 @@ def case_error(rank, P):
     return ck.done()
 
 
+def case_coalesce(rank, P):
+    """_coalescing_manager's fast paths (one plexus call per batch) and batch_isend_irecv, which
+    goes through startCoalescing/endCoalescing where the backend says it coalesces."""
+    import torch
+    import torch.distributed as dist
+    ck = Checks(rank)
+    init(rank, P)
+    be = backend_of(dist.group.WORLD)
+    ck.check(be.supports_coalescing, "supports_coalescing is False")
+    ck.check(not be.supports_time_estimate and not getattr(be, "supports_window", False),
+             "time estimates or windows claimed")
+    cm = dist.distributed_c10d._coalescing_manager
+    ins = [torch.full((3,), float(rank + 1)), torch.full((2, 2), float(10 * (rank + 1)))]
+    outs = [torch.empty(6), torch.empty(4, 2)]
+    with cm(async_ops=False):
+        for o, i in zip(outs, ins):
+            dist.all_gather_into_tensor(o, i)
+    ck.check(outs[0].tolist() == [1.0] * 3 + [2.0] * 3 and outs[1].flatten().tolist() == [10.0] * 4 + [20.0] * 4,
+             "coalesced all_gather gave %s %s" % (outs[0].tolist(), outs[1].tolist()))
+    rin = [torch.arange(4, dtype=torch.float32) + rank, torch.ones(6) * (rank + 1)]
+    rout = [torch.empty(2), torch.empty(3)]
+    with cm(async_ops=False):
+        for o, i in zip(rout, rin):
+            dist.reduce_scatter_tensor(o, i)
+    want = [[1.0, 3.0], [5.0, 7.0]][rank]
+    ck.check(rout[0].tolist() == want and rout[1].tolist() == [3.0] * 3,
+             "coalesced reduce_scatter gave %s %s" % (rout[0].tolist(), rout[1].tolist()))
+    peer = 1 - rank
+    s, r = torch.full((4,), float(rank)), torch.empty(4)
+    for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, s, peer), dist.P2POp(dist.irecv, r, peer)]):
+        q.wait()
+    ck.check(r.tolist() == [float(peer)] * 4, "batch_isend_irecv received %s" % r.tolist())
+    dist.destroy_process_group()
+    return ck.done()
+
+
 CASES = {"split": (case_split, 4, ("split_group", None)),
          "shrink": (case_shrink, 4, ("shrink_group", None)),
          "abort": (case_abort, 2, (None, "abort")),
-         "error": (case_error, 3, (None, "get_error"))}
+         "error": (case_error, 3, (None, "get_error")),
+         "coalesce": (case_coalesce, 2, (None, "supports_coalescing"))}
 
 
 def free_port():
