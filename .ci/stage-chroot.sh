@@ -47,12 +47,13 @@ trixie)
 torch_recreate_2 torch_recreate_4 torch_revoke torch_symmetric torch_teardown torch_dist_suite_3 torch_ddp
 gloo2023_wire gloo_wire_interop gloo_file_store_interop torch_ranks_on_our_store our_client_on_torch_store torch_semantic"}
     ;;
-# What CI runs on sid: UCC's suite (no earlier Debian has UCC); the interop
-# suite against gloo 2025 and torch 2.14 (compat); the launchers under Open
-# MPI 6, MPICH 5's Hydra and Slurm 26; plexus-mpi-abi on MPICH 5 and Open MPI 6.
-# Suites only: meson runs the tests that match both a name and a suite.
+# What CI runs on sid: UCC's suite (no earlier Debian has UCC); torch 2.14's
+# (torch_sid); the interop suite against gloo 2025 and torch 2.14 (compat);
+# the launchers under Open MPI 6, MPICH 5's Hydra and Slurm 26; plexus-mpi-abi
+# on MPICH 5 and Open MPI 6. Suites only: meson runs the tests that match both
+# a name and a suite.
 sid)
-    tests=${PLEXUS_CHROOT_TESTS:-"--suite ucc --suite compat --suite launch --suite mpi_abi"}
+    tests=${PLEXUS_CHROOT_TESTS:-"--suite ucc --suite torch_sid --suite compat --suite launch --suite mpi_abi"}
     ;;
 esac
 

@@ -41,7 +41,7 @@ elif MODE == "gloo-place":
     class _GlooOnPlexus(metaclass=_IsPlexus):
         """What distributed_c10d constructs for a "gloo" group: a plexus one."""
 
-        def __new__(cls, store, rank, size, timeout):
+        def __new__(cls, store, rank, size, timeout, **_):  # torch 2.14 adds enable_reconfigure=...
             # name: the profiler's events say "gloo:all_reduce", as torch's tests expect of a gloo group.
             return plexus.torch.ProcessGroupPlexus(store, rank, size, timeout, name="gloo")
 

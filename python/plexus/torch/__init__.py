@@ -79,3 +79,29 @@ def revoke(group=None):
     (torch has no in-process shrink of a group; plx_comm_shrink is the C
     API's). Backends without revoke (mpi without ULFM, nccl) raise."""
     _plexus_of(group, "plexus.torch.revoke").revoke()
+
+
+def _label_shrunk_groups():
+    """torch 2.14's shrink_group registers the new group's CPU backend as
+    GLOO whatever it is, and DDP's logger then takes it for gloo's own class
+    (a static_cast: the process dies in DistributedDataParallel()). A group
+    shrunk on plexus is relabelled CUSTOM, as torch labels every plugin."""
+    c10d = _dist.distributed_c10d
+    finalize = getattr(c10d, "_finalize_shrunk_group", None)
+    if finalize is None or getattr(finalize, "_plexus", False):
+        return
+
+    def _finalize_shrunk_group(info, excluded, new_backend, *args, **kwargs):
+        pg = finalize(info, excluded, new_backend, *args, **kwargs)
+        if isinstance(new_backend, ProcessGroupPlexus):
+            import torch
+            custom = _dist.ProcessGroup.BackendType.CUSTOM
+            pg._register_backend(torch.device("cpu"), custom, new_backend)
+            pg._set_default_backend(custom)
+        return pg
+
+    _finalize_shrunk_group._plexus = True
+    c10d._finalize_shrunk_group = _finalize_shrunk_group
+
+
+_label_shrunk_groups()

@@ -37,10 +37,12 @@
 #include <ATen/ops/sparse_coo_tensor.h>
 #include <pybind11/chrono.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -352,7 +354,9 @@ class WorkPlexus : public c10d::Work {
 // asked for (DDP's communication hooks wait on futures, not on works).
 struct Comm : c10::intrusive_ptr_target {
     plx_comm *comm = nullptr;
-    StoreBridge store;
+    // Shared with the communicators split or shrunk from this one (plexus's
+    // children keep using the parent's store).
+    std::shared_ptr<StoreBridge> store = std::make_shared<StoreBridge>();
     std::mutex mu;
     std::condition_variable cv;
     std::deque<intrusive_ptr<WorkPlexus>> queue;
@@ -373,17 +377,39 @@ struct Comm : c10::intrusive_ptr_target {
     // Another rank hosts the store's server (see store_handover.hpp).
     bool peer_hosts_store = false;
     milliseconds timeout{0};
+    // What the group was made with: torch's name for the backend and the
+    // group's timeout (a split or shrunk group inherits them).
+    std::string name = "plexus";
+    milliseconds group_timeout{0};
+    // The first failure of an operation (a plexus status), for getError.
+    std::atomic<int> error{0};
+    // Works issued between startCoalescing and endCoalescing.
+    bool coalescing = false;
+    std::vector<intrusive_ptr<c10d::Work>> coalesced;
+#ifdef C10D_BACKEND_HAS_HOOKS
+    std::map<int64_t, c10d::AbortHook> abort_hooks; // under mu
+#endif
+
+    // Records rc as the group's error state if it is the first failure that
+    // says something about the group (not a caller's bad argument).
+    void note(int rc)
+    {
+        if (rc == 0 || rc == PLX_ERR_INVALID_ARG || rc == PLX_ERR_UNSUPPORTED)
+            return;
+        int none = 0;
+        error.compare_exchange_strong(none, rc);
+    }
 
     ~Comm() override
     {
         plx_comm_destroy(comm);
-        if (!peer_hosts_store)
+        if (!peer_hosts_store || store.use_count() > 1) // the last group of the store lets it go
             return;
         if (Py_IsInitialized() && PyGILState_Check()) {
             pybind11::gil_scoped_release nogil;
-            release_and_wait_for_close(store.store, timeout);
+            release_and_wait_for_close(store->store, timeout);
         } else {
-            release_and_wait_for_close(store.store, timeout);
+            release_and_wait_for_close(store->store, timeout);
         }
     }
 
@@ -522,6 +548,7 @@ void WorkPlexus::complete(int rc, const std::string &msg)
         recordFunctionEndCallback_ = nullptr;
     }
     if (rc != 0) {
+        comm_->note(rc);
         err = std::make_exception_ptr(std::runtime_error("plexus: " + headline(rc) + ": " + msg));
     } else if (finish) {
         try {
@@ -584,7 +611,8 @@ int WorkPlexus::sourceRank() const
 
 bool WorkPlexus::wait(milliseconds timeout)
 {
-    if (comm_->run_if_pending(this)) {
+    // Run inline only an unbounded wait: a bounded one must be able to give up.
+    if (timeout.count() <= 0 && comm_->run_if_pending(this)) {
         // Ran and completed in this thread just now: no other thread
         // writes error_ once done_ is set.
         if (error_)
@@ -592,6 +620,7 @@ bool WorkPlexus::wait(milliseconds timeout)
         return true;
     }
     int64_t ms = timeout.count() <= 0 ? PLX_TIMEOUT_DEFAULT : int64_t(timeout.count()); // 0: kNoTimeout
+    comm_->flush(); // this work, if it has not started yet
     std::unique_lock<std::mutex> lk(mutex_);
     if (!done_ && !claimed_) {
         claimed_ = true;
@@ -601,6 +630,7 @@ bool WorkPlexus::wait(milliseconds timeout)
         if (!finished) {
             claimed_ = false;
             cv_.notify_all();
+            comm_->note(PLX_ERR_TIMEOUT);
             refuse("Timed out: work not finished after " + std::to_string(ms) +
                    " ms (still pending; wait again or abort)");
         }
@@ -608,8 +638,10 @@ bool WorkPlexus::wait(milliseconds timeout)
         auto pred = [&] { return done_; };
         if (ms < 0)
             cv_.wait(lk, pred);
-        else if (!cv_.wait_for(lk, milliseconds(ms), pred))
+        else if (!cv_.wait_for(lk, milliseconds(ms), pred)) {
+            comm_->note(PLX_ERR_TIMEOUT);
             refuse("Timed out: work not finished after " + std::to_string(ms) + " ms (still pending)");
+        }
     }
     if (error_)
         std::rethrow_exception(error_);
@@ -650,9 +682,11 @@ class ProcessGroupPlexus : public GroupBase {
 #ifdef PLEXUS_TORCH_BACKEND_API
         init(); // c10d::Backend's logging setup, as its implementations must
 #endif
+        comm_->name = name;
+        comm_->group_timeout = timeout;
         for (const char *op : kOpWords)
             comm_->titles.push_back(name + ":" + op);
-        auto &b = comm_->store;
+        auto &b = *comm_->store;
         b.store = store;
         b.cb = plx_store_callbacks{};
         b.cb.struct_size = sizeof b.cb;
@@ -687,11 +721,30 @@ class ProcessGroupPlexus : public GroupBase {
                                      (store_error.empty() ? "" : " (the store said: " + store_error + ")"));
     }
 
+    // A group over child, a communicator plexus made from parent's (split,
+    // shrink): it shares parent's store and inherits its name and timeout.
+    ProcessGroupPlexus(const intrusive_ptr<Comm> &parent, plx_comm *child)
+        : GroupBase(plx_comm_rank(child), plx_comm_size(child)), comm_(c10::make_intrusive<Comm>())
+    {
+#ifdef PLEXUS_TORCH_BACKEND_API
+        init();
+#endif
+        comm_->comm = child;
+        comm_->store = parent->store;
+        comm_->peer_hosts_store = parent->peer_hosts_store;
+        comm_->timeout = parent->timeout;
+        comm_->name = parent->name;
+        comm_->group_timeout = parent->group_timeout;
+        comm_->titles = parent->titles;
+    }
+
     ~ProcessGroupPlexus() override
     {
         comm_->flush();
         comm_->stop();
     }
+
+#include "process_group_c10d.inc"
 
     const std::string getBackendName() const override { return "plexus"; }
 
@@ -1180,7 +1233,16 @@ class ProcessGroupPlexus : public GroupBase {
             seq_++;
         comm_->flush();
         const char *t = title(type);
-        return c10::make_intrusive<WorkPlexus>(comm_, type, outputs, t, inputs ? *inputs : outputs);
+        return coalesce(c10::make_intrusive<WorkPlexus>(comm_, type, outputs, t, inputs ? *inputs : outputs));
+    }
+
+    // Between startCoalescing and endCoalescing every work is also kept
+    // for the one endCoalescing returns.
+    intrusive_ptr<WorkPlexus> coalesce(intrusive_ptr<WorkPlexus> w)
+    {
+        if (comm_->coalescing)
+            comm_->coalesced.push_back(w);
+        return w;
     }
 
     // An operation that goes through launch: launch starts what is
@@ -1189,7 +1251,7 @@ class ProcessGroupPlexus : public GroupBase {
     {
         seq_++;
         const char *t = title(type);
-        return c10::make_intrusive<WorkPlexus>(comm_, type, outputs, t, outputs);
+        return coalesce(c10::make_intrusive<WorkPlexus>(comm_, type, outputs, t, outputs));
     }
 
     // Up to this size a collective starts lazily (see Comm::pending).
@@ -1217,6 +1279,7 @@ class ProcessGroupPlexus : public GroupBase {
     static void start(const intrusive_ptr<WorkPlexus> &w, const char *what, int rc)
     {
         if (rc != 0) {
+            w->comm_->note(rc);
             w->works.pop_back(); // the slot that was never filled
             fail(rc, what);
         }

@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""torch_ft_ddp.py - DistributedDataParallel on "plexus" that survives a lost
+rank through torch's own API: the step that fails is retried by the
+survivors after dist.shrink_group, on a DDP over the smaller group.
+
+    # 4 ranks (env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, as torchrun
+    # or plexus-run set them); rank 3 kills itself (SIGKILL) in step 5:
+    python3 examples/torch_ft_ddp.py --kill-rank 3 --kill-step 5 --out final.pt
+    # the same membership schedule computed in one process, for comparison:
+    python3 examples/torch_ft_ddp.py --reference --world 4 --kill-rank 3 --kill-step 5 --out ref.pt
+
+Each rank trains on its own batches (seeded by step and rank). When a rank
+dies, the survivors' backward raises (DDP's all_reduce fails, naming the
+rank); the group's getError says REMOTE_ERROR; shrink_group gives the
+survivors a group of their own (plexus's plx_comm_shrink), on which a new
+DDP redoes the step. The ranks to exclude are the one --kill-rank names (a
+real job learns them from its launcher, or the error's text).
+"""
+import argparse
+import os
+import signal
+
+import torch
+import torch.nn as nn
+
+
+def make_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 4))
+
+
+def batch(step, rank):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    x = torch.randn(16, 16, generator=g)
+    return x, torch.tanh(x @ torch.linspace(-1, 1, 64).view(16, 4))
+
+
+def members(step, args):
+    """The ranks that take part in step (the schedule both modes follow)."""
+    return [r for r in range(args.world) if not (r == args.kill_rank and step >= args.kill_step)]
+
+
+def reference(args):
+    """One process: each step's gradient is the mean of the members' own."""
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for step in range(args.steps):
+        ranks = members(step, args)
+        grads = [torch.zeros_like(p) for p in model.parameters()]
+        for r in ranks:
+            model.zero_grad()
+            x, y = batch(step, r)
+            nn.functional.mse_loss(model(x), y).backward()
+            for g, p in zip(grads, model.parameters()):
+                g += p.grad / len(ranks)
+        for g, p in zip(grads, model.parameters()):
+            p.grad = g
+        opt.step()
+    return model
+
+
+def train(args):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import plexus.torch  # noqa: F401 - registers the backend "plexus"
+
+    dist.init_process_group("plexus")
+    me = dist.get_rank()  # the rank in the first group; the survivors keep theirs (3 was last)
+    args.world = dist.get_world_size()
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    ddp = DDP(model)
+    step = 0
+    while step < args.steps:
+        x, y = batch(step, me)
+        try:
+            loss = nn.functional.mse_loss(ddp(x), y)
+            if me == args.kill_rank and step == args.kill_step:
+                os.kill(os.getpid(), signal.SIGKILL)  # mid-step: after the forward pass, before the all_reduce
+            opt.zero_grad()
+            loss.backward()
+        except RuntimeError as e:
+            backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+            print("rank %d: step %d failed (get_error: %s): %s" % (me, step, backend.get_error(),
+                                                                   str(e).splitlines()[0][:200]), flush=True)
+            del ddp
+            dist.shrink_group([args.kill_rank])
+            print("rank %d: shrunk to %d ranks, redoing step %d" % (me, dist.get_world_size(), step), flush=True)
+            ddp = DDP(model)  # on the new default group
+            continue
+        opt.step()
+        step += 1
+    if me == 0 and args.out:
+        torch.save([p.detach().clone() for p in model.parameters()], args.out)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--kill-rank", type=int, default=3)
+    ap.add_argument("--kill-step", type=int, default=5)
+    ap.add_argument("--reference", action="store_true", help="compute the schedule in this one process")
+    ap.add_argument("--world", type=int, default=4, help="with --reference: the first group's size")
+    ap.add_argument("--out", default="", help="rank 0's final parameters (torch.save)")
+    args = ap.parse_args()
+    if args.reference:
+        model = reference(args)
+        if args.out:
+            torch.save([p.detach().clone() for p in model.parameters()], args.out)
+    else:
+        train(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,383 @@
+"""torch_c10d_ft.py CASE - c10d::Backend's newer entries on "plexus", each case
+its own test (exit 77 with the reason where this torch lacks the entry):
+  split     4 processes: ProcessGroup.split_group (what dist.split_group calls)
+            into [[0, 2], [3, 1]] and [[0, 1, 2]] (rank 3 outside): the
+            backend's split (plx_comm_split), new ranks in the order given,
+            all_reduce and broadcast on the parts, None outside.
+            dist.split_group itself refuses a CPU-only torch before any
+            backend is asked (torch's check, printed).
+  shrink    4 processes: rank 3 SIGKILLs itself; the others' next all_reduce
+            fails within 2 s naming rank 3, getError says REMOTE_ERROR,
+            dist.shrink_group([3]) takes under 1 s and the 3 go on. Then a
+            second round on the 3 with SHRINK_ABORT while rank 2 is gone.
+  abort     2 processes: rank 0 blocked in an all_reduce rank 1 never joins
+            (a small one, run in the waiting thread, and a large one), another
+            thread aborts the group: the all_reduce raises within 1 s; an
+            abort hook registered on the backend ran once.
+  error     3 processes: getError SUCCESS on a fresh group, TIMEOUT after a
+            wait timed out, REMOTE_ERROR after another rank revoked the
+            group, COMM_ERROR after an abort. On tcp: shm's nonblocking
+            all_reduce of a few bytes completes inside its start, so a
+            bounded wait there has nothing left to time out. (gloo's
+            getError answers SUCCESS always: ProcessGroupGloo.hpp.)
+  coalesce  2 processes: supports_coalescing; _coalescing_manager's all_gather and
+            reduce_scatter batches (one plexus call each) and batch_isend_irecv.
+Exit 0 if every check passes on every rank, 1 if not.
+"""
+import datetime
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+TIMEOUT = 180
+
+
+def skip(why):
+    print("SKIP: " + why, flush=True)
+    sys.exit(77)
+
+
+class Checks:
+    def __init__(self, rank):
+        self.rank, self.failures = rank, []
+
+    def check(self, ok, what):
+        if not ok:
+            self.failures.append(what)
+            print("rank %d: FAIL: %s" % (self.rank, what), flush=True)
+
+    def done(self):
+        return 1 if self.failures else 0
+
+
+def init(rank, P, backend="plexus", seconds=60):
+    import torch.distributed as dist
+    import plexus.torch  # noqa: F401 - registers "plexus"
+    dist.init_process_group(backend, init_method="env://", rank=rank, world_size=P,
+                            timeout=datetime.timedelta(seconds=seconds))
+
+
+def backend_of(pg):
+    import torch
+    return pg._get_backend(torch.device("cpu"))
+
+
+def case_split(rank, P):
+    import torch
+    import torch.distributed as dist
+    ck = Checks(rank)
+    for name in ("plexus",):
+        init(rank, P, name)
+        world = dist.group.WORLD
+        ck.check(backend_of(world).supports_splitting, "%s: supports_splitting is False" % name)
+        if name == "plexus" and rank == 0:
+            try:
+                dist.split_group(split_ranks=[[0, 1], [2, 3]])
+                print("dist.split_group ran on this CPU-only torch", flush=True)
+            except RuntimeError as e:
+                print("dist.split_group on a CPU-only torch: %s" % e, flush=True)
+        for parts in ([[0, 2], [3, 1]], [[0, 1, 2]]):
+            mine = next((p for p in parts if rank in p), parts[0])
+            t0 = time.time()
+            sub = world.split_group(mine, timeout=datetime.timedelta(seconds=30), group_name="s%d" % len(parts))
+            took = time.time() - t0
+            if rank not in mine:
+                ck.check(sub is None, "%s %s: rank %d outside got %r" % (name, parts, rank, sub))
+                continue
+            ck.check(sub is not None, "%s %s: no group" % (name, parts))
+            if sub is None:
+                continue
+            be = backend_of(sub)
+            ck.check(sub.rank() == mine.index(rank) and sub.size() == len(mine),
+                     "%s %s: rank %d/%d, want %d/%d" % (name, parts, sub.rank(), sub.size(), mine.index(rank),
+                                                        len(mine)))
+            if name == "plexus":
+                import plexus.torch
+                ck.check(isinstance(be, plexus.torch.ProcessGroupPlexus), "split gave %r" % type(be))
+            t = torch.full((3,), float(rank + 1))
+            sub.allreduce([t]).wait()
+            want = float(sum(r + 1 for r in mine))
+            ck.check(bool((t == want).all()), "%s %s: all_reduce gave %s, want %s" % (name, parts, t.tolist(), want))
+            b = torch.full((2,), float(rank))
+            opts = dist.BroadcastOptions()
+            opts.rootRank = 0
+            sub.broadcast([b], opts).wait()
+            ck.check(bool((b == float(mine[0])).all()),
+                     "%s %s: broadcast from new rank 0 gave %s, want %s" % (name, parts, b.tolist(), mine[0]))
+            print("%s rank %d: split %s in %.3f s -> rank %d of %d" % (name, rank, parts, took, sub.rank(),
+                                                                       sub.size()), flush=True)
+        dist.barrier()
+        dist.destroy_process_group()
+    return ck.done()
+
+
+def failed_op(ck, rank, what, fn, limit, need, also=None):
+    """Runs fn, which must raise within limit seconds with need (or also) in the message."""
+    t0 = time.time()
+    try:
+        fn()
+        ck.check(False, "%s returned, expected a failure" % what)
+        return
+    except Exception as e:  # noqa: BLE001 - what it raised is the check
+        took, msg = time.time() - t0, str(e).splitlines()[0]
+    print("rank %d: %s raised after %.3f s: %s" % (rank, what, took, msg[:300]), flush=True)
+    ck.check(took < limit, "%s raised only after %.2f s (limit %.1f s)" % (what, took, limit))
+    ck.check(need in msg or (also is not None and also in msg), "%s: %r does not name %r" % (what, msg[:300], need))
+
+
+def case_shrink(rank, P):
+    import torch
+    import torch.distributed as dist
+    ck = Checks(rank)
+    init(rank, P)
+    if not backend_of(dist.group.WORLD).supports_shrinking:
+        ck.check(False, "supports_shrinking is False")
+        return ck.done()
+    gloo = dist.new_group(backend="gloo")
+    if rank == 0:
+        try:
+            dist.shrink_group([3], group=gloo)
+            print("gloo: shrink_group accepted", flush=True)
+        except (TypeError, RuntimeError) as e:
+            print("gloo: shrink_group: %s" % e, flush=True)
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    dist.barrier()
+    if rank == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    failed_op(ck, rank, "all_reduce after rank 3 was killed", lambda: dist.all_reduce(torch.ones(4)), 2.0, "rank 3")
+    err = backend_of(dist.group.WORLD).get_error()
+    remote = torch._C._distributed_c10d.ErrorType.REMOTE_ERROR
+    ck.check(err == remote, "get_error after the kill: %s, want REMOTE_ERROR" % err)
+    t0 = time.time()
+    pg = dist.shrink_group([3])
+    took = time.time() - t0
+    print("rank %d: shrink_group([3]) took %.3f s -> rank %d of %d" % (rank, took, pg.rank(), pg.size()), flush=True)
+    ck.check(took < 1.0, "shrink_group took %.2f s (limit 1 s)" % took)
+    ck.check(pg.size() == 3 and pg.rank() == rank, "after the shrink: rank %d of %d" % (pg.rank(), pg.size()))
+    t = torch.full((4,), float(rank + 1))
+    dist.all_reduce(t)
+    ck.check(bool((t == 6.0).all()), "all_reduce on the 3 gave %s, want 6" % t.tolist())
+    # Round 2: rank 2 leaves while ranks 0 and 1 are blocked in an all_reduce it never joins
+    # (SIGKILL again); SHRINK_ABORT revokes what is pending first.
+    dist.barrier()
+    if rank == 2:
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+    # A survivor that saw it first may already be in shrink_group's SHRINK_ABORT revoke.
+    failed_op(ck, rank, "all_reduce while rank 2 dies", lambda: dist.all_reduce(torch.ones(1 << 16)), 2.5, "rank 2",
+              "PLX_ERR_REVOKED")
+    t0 = time.time()
+    pg = dist.shrink_group([2], shrink_flags=dist.distributed_c10d.SHRINK_ABORT)
+    took = time.time() - t0
+    print("rank %d: shrink_group([2], SHRINK_ABORT) took %.3f s" % (rank, took), flush=True)
+    ck.check(took < 1.0, "the second shrink_group took %.2f s (limit 1 s)" % took)
+    t = torch.full((4,), float(rank + 1))
+    dist.all_reduce(t)
+    ck.check(bool((t == 3.0).all()) and pg.size() == 2, "all_reduce on the 2 gave %s" % t.tolist())
+    dist.destroy_process_group()
+    return ck.done()
+
+
+def aborted_in_time(ck, rank, pg, n, abort):
+    """rank 0: an all_reduce of n floats on pg that rank 1 never joins, aborted by another thread."""
+    import torch
+    import torch.distributed as dist
+    when = {}
+
+    def later():
+        time.sleep(1.0)
+        when["abort"] = time.time()
+        abort(pg)
+
+    hooked = []
+    if hasattr(backend_of(pg), "register_abort_hook"):  # torch's C10D_BACKEND_HAS_HOOKS
+        backend_of(pg).register_abort_hook(7, lambda: hooked.append(time.time()))
+    th = threading.Thread(target=later)
+    th.start()
+    try:
+        dist.all_reduce(torch.ones(n), group=pg)
+        ck.check(False, "all_reduce of %d floats returned though rank 1 never joined" % n)
+    except Exception as e:  # noqa: BLE001
+        after = time.time() - when.get("abort", time.time())
+        print("rank 0: all_reduce of %d floats raised %.3f s after the abort: %s" % (n, after, str(e).splitlines()[0]),
+              flush=True)
+        ck.check("abort" in when and after < 1.0, "all_reduce of %d floats ended %.2f s after the abort" % (n, after))
+        ck.check("Abort" in str(e), "all_reduce of %d floats raised %r, not an abort" % (n, str(e)[:200]))
+    th.join()
+    if hasattr(backend_of(pg), "register_abort_hook"):
+        ck.check(len(hooked) == 1, "the abort hook ran %d times, want once" % len(hooked))
+    if "abort" in when:
+        err = backend_of(pg).get_error() if hasattr(backend_of(pg), "get_error") else None
+        print("rank 0: get_error after the abort: %s" % err, flush=True)
+
+
+def case_abort(rank, P):
+    import torch.distributed as dist
+    ck = Checks(rank)
+    init(rank, P)
+    # ProcessGroup.abort, which aborts the group's backends (torch's _abort_process_group
+    # also drops the group from torch's tables, and the blocked call then reports that instead).
+    def abort(pg):
+        pg.abort()
+    for n in (16, 1 << 18):  # a small one runs in the waiting thread, a large one on plexus's
+        pg = dist.new_group(backend="plexus")
+        if rank == 0:
+            aborted_in_time(ck, rank, pg, n, abort)
+        dist.barrier()  # on the default group, which the abort left alone
+    dist.destroy_process_group()
+    return ck.done()
+
+
+def case_error(rank, P):
+    import torch
+    import torch.distributed as dist
+    import plexus.torch
+    ck = Checks(rank)
+    init(rank, P)
+    E = torch._C._distributed_c10d.ErrorType
+
+    def err(pg):
+        return backend_of(pg).get_error()
+    ck.check(err(dist.group.WORLD) == E.SUCCESS, "fresh group: %s, want SUCCESS" % err(dist.group.WORLD))
+    # TIMEOUT: rank 0 waits 0.5 s for an all_reduce rank 1 joins only later.
+    g = dist.new_group([0, 1], backend="plexus")
+    if rank == 0:
+        w = dist.all_reduce(torch.ones(4), group=g, async_op=True)
+        try:
+            w.wait(datetime.timedelta(seconds=0.5))
+            ck.check(False, "a wait for an all_reduce rank 1 had not joined returned")
+        except RuntimeError as e:
+            print("rank 0: the bounded wait raised: %s" % str(e).splitlines()[0], flush=True)
+        ck.check(err(g) == E.TIMEOUT, "after a timed-out wait: %s, want TIMEOUT" % err(g))
+    dist.barrier()
+    if rank == 1:
+        dist.all_reduce(torch.ones(4), group=g)
+    if rank == 0:
+        w.wait()
+    # REMOTE_ERROR: rank 2 revokes a group the others are blocked in.
+    r = dist.new_group(backend="plexus")
+    dist.barrier()
+    if rank == 2:
+        time.sleep(0.5)
+        plexus.torch.revoke(r)
+    else:
+        try:
+            dist.all_reduce(torch.ones(4), group=r)
+        except RuntimeError:
+            pass
+        ck.check(err(r) == E.REMOTE_ERROR, "after another rank revoked: %s, want REMOTE_ERROR" % err(r))
+    # COMM_ERROR: this rank aborted its group.
+    a = dist.new_group(backend="plexus")
+    backend_of(a).abort()
+    try:
+        dist.all_reduce(torch.ones(4), group=a)
+    except RuntimeError:
+        pass
+    ck.check(err(a) == E.COMM_ERROR, "after an abort: %s, want COMM_ERROR" % err(a))
+    ck.check(err(dist.group.WORLD) == E.SUCCESS, "the default group, untouched: %s" % err(dist.group.WORLD))
+    dist.barrier()
+    dist.destroy_process_group()
+    return ck.done()
+
+
+def case_coalesce(rank, P):
+    """_coalescing_manager's fast paths (one plexus call per batch) and batch_isend_irecv, which
+    goes through startCoalescing/endCoalescing where the backend says it coalesces."""
+    import torch
+    import torch.distributed as dist
+    ck = Checks(rank)
+    init(rank, P)
+    be = backend_of(dist.group.WORLD)
+    ck.check(be.supports_coalescing, "supports_coalescing is False")
+    ck.check(not be.supports_time_estimate and not getattr(be, "supports_window", False),
+             "time estimates or windows claimed")
+    cm = dist.distributed_c10d._coalescing_manager
+    ins = [torch.full((3,), float(rank + 1)), torch.full((2, 2), float(10 * (rank + 1)))]
+    outs = [torch.empty(6), torch.empty(4, 2)]
+    with cm(async_ops=False):
+        for o, i in zip(outs, ins):
+            dist.all_gather_into_tensor(o, i)
+    ck.check(outs[0].tolist() == [1.0] * 3 + [2.0] * 3 and outs[1].flatten().tolist() == [10.0] * 4 + [20.0] * 4,
+             "coalesced all_gather gave %s %s" % (outs[0].tolist(), outs[1].tolist()))
+    rin = [torch.arange(4, dtype=torch.float32) + rank, torch.ones(6) * (rank + 1)]
+    rout = [torch.empty(2), torch.empty(3)]
+    with cm(async_ops=False):
+        for o, i in zip(rout, rin):
+            dist.reduce_scatter_tensor(o, i)
+    want = [[1.0, 3.0], [5.0, 7.0]][rank]
+    ck.check(rout[0].tolist() == want and rout[1].tolist() == [3.0] * 3,
+             "coalesced reduce_scatter gave %s %s" % (rout[0].tolist(), rout[1].tolist()))
+    peer = 1 - rank
+    s, r = torch.full((4,), float(rank)), torch.empty(4)
+    for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, s, peer), dist.P2POp(dist.irecv, r, peer)]):
+        q.wait()
+    ck.check(r.tolist() == [float(peer)] * 4, "batch_isend_irecv received %s" % r.tolist())
+    dist.destroy_process_group()
+    return ck.done()
+
+
+CASES = {"split": (case_split, 4, ("split_group", None)),
+         "shrink": (case_shrink, 4, ("shrink_group", None)),
+         "abort": (case_abort, 2, (None, "abort")),
+         "error": (case_error, 3, (None, "get_error")),
+         "coalesce": (case_coalesce, 2, (None, "supports_coalescing"))}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(case):
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError as e:
+        skip("torch not importable by %s: %s" % (sys.executable, e))
+    try:
+        import plexus.torch
+    except ImportError as e:
+        skip("plexus.torch is not built or not on PYTHONPATH: %s" % e)
+    _, P, (in_dist, in_backend) = CASES[case]
+    if in_dist and not hasattr(dist, in_dist):
+        skip("torch %s has no torch.distributed.%s" % (torch.__version__, in_dist))
+    backend_class = getattr(torch._C._distributed_c10d, "Backend", None)  # torch 1.x has none
+    if in_backend and not hasattr(backend_class, in_backend):
+        skip("torch %s's c10d Backend has no %s" % (torch.__version__, in_backend))
+    if case == "split" and not hasattr(dist.ProcessGroup, "split_group"):
+        skip("torch %s's ProcessGroup has no split_group" % torch.__version__)
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1",
+               PYTHONWARNINGS="ignore")
+    if case == "error":
+        env["PLEXUS_BACKEND"] = "tcp"
+    procs = [subprocess.Popen([sys.executable, "-B", __file__, "--rank", case, str(r), str(P)], env=env)
+             for r in range(P)]
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=TIMEOUT))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            codes.append("timeout")
+    # The shrink case's ranks that kill themselves end by SIGKILL.
+    want = [0] * P
+    if case == "shrink":
+        want[3] = want[2] = -signal.SIGKILL
+    print("%s, %d processes: exit codes %s (want %s)" % (case, P, codes, want), flush=True)
+    ok = codes == want
+    print("ok" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--rank":
+        case, rank, P = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        sys.exit(CASES[case][0](rank, P))
+    sys.exit(main(sys.argv[1]))
