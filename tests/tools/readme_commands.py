@@ -100,12 +100,27 @@ def prose_commands(text):
     return out
 
 
-def missing_part(cmd, build):
-    """Why this command cannot run here, or None."""
-    if "torch" in cmd:
-        r = subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True)
-        if r.returncode != 0:
-            return "torch is not installed (python3-torch)"
+def named_scripts(cmd, src):
+    """The text of the Python scripts this command runs (its words that are .py files of the tree)."""
+    out = []
+    for word in cmd.split():
+        path = os.path.join(src, word)
+        if word.endswith(".py") and os.path.isfile(path):
+            with open(path) as f:
+                out.append(f.read())
+    return "\n".join(out)
+
+
+def have_torch():
+    return subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def missing_part(cmd, src, build, torch_installed=have_torch):
+    """Why this command cannot run here, or None. A command needs torch when it says so or when a
+    script it runs imports it (bench/ddp_busy.py): the set-up installs no torch (only the test peers do)."""
+    if "torch" in cmd or re.search(r"^\s*(import|from) torch\b", named_scripts(cmd, src), re.M):
+        if not torch_installed():
+            return "torch is not installed (python3-torch: sh scripts/deps.sh --test-peers)"
         if not any(f.startswith("_C") or f.endswith(".so")
                    for _, _, fs in os.walk(os.path.join(build, "python")) for f in fs):
             return "plexus.torch is not built in this tree (-Dtorch)"
@@ -146,6 +161,7 @@ def main():
     env = dict(os.environ)
     env.pop("PLEXUS_CONFIG_PATH", None)  # a reader's shell has none: the commands must find plugins themselves
     env.update(QUICK_ENV)
+    env["PLEXUS_SETUP_NO_WIPE"] = "1"  # the setup command must not configure anew the build this test runs in
     known_suites = None
     ran = skipped = 0
     for n, cmd in commands:
@@ -178,7 +194,7 @@ def main():
             else:
                 print(f"{where}: syntax only ({SYNTAX_ONLY[cmd]}): {cmd}")
             continue
-        why = missing_part(cmd, build)
+        why = missing_part(cmd, src, build)
         if why:
             print(f"{where}: SKIP ({why}): {cmd}")
             skipped += 1
