@@ -23,8 +23,11 @@ rc=0
 PLEXUS_CHROOT_CACHE=$base sh "$src/scripts/chroot.sh" bookworm create || rc=$?
 [ $rc = 0 ] || exit $rc
 
-unmount_sys() { umount -l "$root/sys" 2>/dev/null || true; }
-if grep -q " $root/" /proc/mounts; then
+unmount_own() {
+    umount -l "$root/sys" 2>/dev/null || true
+    umount -l "$root" 2>/dev/null || true
+}
+if grep -q " $root[/ ]" /proc/mounts; then
     echo "FAIL: something is still mounted under $root (umount it first)"
     exit 1
 fi
@@ -37,9 +40,11 @@ cp "$base/stamp" "$work/stamp"
 git clone -q "$src" "$root/src"
 (cd "$src" && git ls-files -z --cached --others --exclude-standard |
     xargs -0 cp -p --parents -t "$root/src" 2>/dev/null) || true
-# A machine has /sys (chroot.sh mounts /proc, /dev, /dev/shm and /tmp).
+# A machine's / is a mount point (ip netns exec remounts it, for the two-host
+# tests) and it has /sys; chroot.sh mounts /proc, /dev, /dev/shm and /tmp.
+mount --bind "$root" "$root"
 mount -t sysfs sysfs "$root/sys"
-trap unmount_sys EXIT
+trap unmount_own EXIT
 echo "fresh: scratch root ready in $(($(date +%s) - t0)) s"
 
 # The README's first two commands (its first ```sh block: 1. set up and run, 2. the tests).
