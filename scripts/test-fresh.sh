@@ -23,9 +23,10 @@ rc=0
 PLEXUS_CHROOT_CACHE=$base sh "$src/scripts/chroot.sh" bookworm create || rc=$?
 [ $rc = 0 ] || exit $rc
 
-unmount_own() {
-    umount -l "$root/sys" 2>/dev/null || true
-    umount -l "$root" 2>/dev/null || true
+unmount_own() { # ours (/sys, / itself) and what the tests left (ip netns's /run/netns), deepest first
+    for m in $(awk -v r="$root" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/mounts | sort -r); do
+        umount -l "$m" 2>/dev/null || true
+    done
 }
 if grep -q " $root[/ ]" /proc/mounts; then
     echo "FAIL: something is still mounted under $root (umount it first)"
