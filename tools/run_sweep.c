@@ -139,7 +139,8 @@ static _Noreturn void watch(int rd, const char *mark)
         _exit(0);
     int n = run_sweep(mark, 2000);
     if (n)
-        fprintf(stderr, "plexus-run: the launcher died; its watchdog killed %d process(es) of the job\n", n);
+        fprintf(stderr, "plexus-run: the launcher died; its watchdog killed what was left of the job (%d marked "
+                "process(es) and their process groups)\n", n);
     _exit(0);
 }
 

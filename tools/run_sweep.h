@@ -17,7 +17,8 @@
 int run_mark_make(char *out, size_t len);
 
 /* Kill every process of the job (see above), repeating while new ones
- * appear, for at most bound_ms. Returns how many processes it killed. */
+ * appear, for at most bound_ms. Returns how many marked processes its first
+ * pass found (their process groups went with them). */
 int run_sweep(const char *mark, int bound_ms);
 
 /* Start the watchdog: a process of its own process group, not a child of
