@@ -12,7 +12,7 @@
 # reps of the per-rep ratios (< 1: the first faster). NP="2 4" and
 # SIZES="..." override; an absent peer is skipped. RESULTS=DIR also writes
 # one plexus-bench CSV per peer and rank count there (shm-npN.csv carries
-# the memcpy reference), for tools/plexus-plot.py.
+# the memcpy reference; floor-npN.csv the floor), for tools/plexus-plot.py.
 set -u
 build=${1:-build}
 [ -d "$build" ] || { echo "no build directory '$build'"; exit 2; }
@@ -127,5 +127,6 @@ if [ -n "${RESULTS:-}" ]; then
     results_peer tcp plexus-bench tcp
     results_peer ompi openmpi ob1-vader
     results_peer mpich mpich ch4
+    results_peer floor floor "threads (least traffic)"
     echo "# result files: $(ls "$RESULTS" | tr '\n' ' ')"
 fi

@@ -3,6 +3,8 @@
 # running its tests there: Debian 13 (trixie: torch 2.6, Open MPI 5 with
 # ULFM) and Debian unstable (sid: torch 2.14, gloo 2025, MPICH 5 and Open MPI 6
 # with the MPI-5 ABI, UCC 1.9, PMIx 7, Slurm 26). The host is Debian 12.
+# bookworm is a fresh Debian 12 machine as a newcomer has it: minbase and git,
+# nothing of plexus's (scripts/test-fresh.sh runs the README's commands in it).
 #   sh scripts/chroot.sh SUITE [test]   make or reuse the chroot, build this
 #                                       tree inside it, run its tests
 #   sh scripts/chroot.sh SUITE create   only make (or reuse) the chroot
@@ -13,7 +15,7 @@
 #                                       $PLEXUS_CHROOT_SRC)
 #   sh scripts/chroot.sh SUITE run CMD  CMD run by sh in /src (as `test` left it)
 #   sh scripts/chroot.sh SUITE destroy  delete the cached chroot
-# SUITE is trixie or sid. The chroot is cached in $PLEXUS_CHROOT_CACHE
+# SUITE is trixie, sid or bookworm. The chroot is cached in $PLEXUS_CHROOT_CACHE
 # (default /var/cache/plexus-SUITE), outside the source tree, and made again
 # when its package list below changes. Needs root and debootstrap; the mirror
 # is Debian's ($PLEXUS_CHROOT_MIRROR).
@@ -25,9 +27,9 @@ set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 suite=${1:-}
 case $suite in
-trixie | sid) shift ;;
+trixie | sid | bookworm) shift ;;
 *)
-    echo "usage: $0 trixie|sid [test|create|build|shell|run CMD|destroy]" >&2
+    echo "usage: $0 trixie|sid|bookworm [test|create|build|shell|run CMD|destroy]" >&2
     exit 2
     ;;
 esac
@@ -55,6 +57,9 @@ trixie) packages="$common libopenmpi-dev openmpi-bin libgloo-dev" ;;
 # UCC over UCX, PMIx 7 and Slurm with its PMIx plugin, safetensors.
 sid) packages="$common libgloo-dev mpich libmpich-dev openmpi-bin libopenmpi-dev libucc-dev
 libpmix-dev slurmctld slurmd slurm-client munge python3-safetensors" ;;
+# Only what a new machine has before the README's first command, which
+# installs the rest itself (scripts/deps.sh); git brought the source.
+bookworm) packages="git" ;;
 esac
 stamp=$(printf '%s %s\n' "$mirror" "$packages" | md5sum | cut -d' ' -f1)
 
@@ -173,6 +178,7 @@ configure() {
     case $suite in
     trixie) opts="-Dwerror=true -Dtorch=enabled -Dmpi=enabled -Dmpi_impls=openmpi -Dnccl=disabled -Ducc=disabled" ;;
     sid) opts="-Dwerror=true -Dtorch=enabled -Dmpi=enabled -Dmpi_impls=openmpi,mpich,abi -Dnccl=disabled -Ducc=enabled" ;;
+    bookworm) opts="-Dwerror=true" ;;
     esac
     opts="$opts ${PLEXUS_CHROOT_MESON_ARGS:-}"
     if ! chroot "$root" sh -c "cd $csrc && { if [ -f build/build.ninja ]; then meson setup --reconfigure build $opts; \
@@ -272,7 +278,7 @@ destroy)
     echo "$suite chroot: removed $cache"
     ;;
 *)
-    echo "usage: $0 trixie|sid [test|create|build|shell|run CMD|destroy]" >&2
+    echo "usage: $0 trixie|sid|bookworm [test|create|build|shell|run CMD|destroy]" >&2
     exit 2
     ;;
 esac

@@ -384,6 +384,7 @@ static void print_header(struct plx_comm *c, int P)
     if (!O.inplace_only)
         printf(" %10s %8s %8s %7s", "(us)", "(GB/s)", "(GB/s)", "");
     printf(" %10s %8s %8s %7s%s\n", "(us)", "(GB/s)", "(GB/s)", "", O.memcpy_col ? "   (GB/s)" : "");
+    fflush(stdout); /* seen at once through a pipe (| head), before a long first row */
 }
 
 /* One row of the table, and its records in the result file (rank 0):
@@ -432,7 +433,7 @@ static int bench_coll(struct plx_comm *c, int coll, struct bufs *b, long *wrong)
     int P = plx_comm_size(c), me = plx_comm_rank(c);
     size_t es = plx_dtype_size(O.dtype);
     if (me == 0 && O.ncolls > 1)
-        printf("# %s\n", plx_coll_name(coll));
+        printf("# %s\n", plx_coll_name(coll)), fflush(stdout);
     for (size_t bytes = O.minb; bytes <= O.maxb; bytes = next_size(bytes)) {
         size_t n = coll == PLX_COLL_BARRIER ? 0 : count_for(coll, bytes, es, P);
         int per_rank = coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_BROADCAST || coll == PLX_COLL_REDUCE;

@@ -6,10 +6,14 @@
  * so its store and transport connections are authenticated; --no-auth
  * starts the ranks without one (torch-compatible).
  *
- * The ranks never outlive it: they run in one process group of their own,
- * which every exit path kills, and each asks the kernel for SIGKILL when
- * plexus-run dies (PR_SET_PDEATHSIG), so a SIGKILL of the launcher takes
- * them too. SIGINT, SIGTERM and SIGHUP are passed to the ranks once, then
+ * The ranks never outlive it, nor does anything they start: they run in one
+ * process group of their own with the job's mark in their environment, and
+ * every exit path kills the group and every marked process (run_sweep.c).
+ * plexus-run is their subreaper, so orphans of a wrapper rank stay its own.
+ * Each rank asks the kernel for SIGKILL when plexus-run dies
+ * (PR_SET_PDEATHSIG), which reaches direct children only; a detached
+ * watchdog sweeps the rest (a rank's `sh -c` children) when plexus-run dies
+ * without saying it is done. SIGINT, SIGTERM and SIGHUP are passed to the ranks once, then
  * the group is killed after the grace period (a second one kills at once);
  * a closed output (| head) ends the job as SIGPIPE would. */
 #include <arpa/inet.h>
@@ -26,6 +30,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "run_sweep.h"
 
 #define MAX_RANKS 256
 
@@ -125,8 +131,8 @@ static void usage(FILE *f)
                "first failing rank's (128+signal if it was killed), or 124 on --timeout.\n"
                "SIGINT, SIGTERM and SIGHUP go to every rank once; the ranks are killed after the\n"
                "grace period or at a second signal, and plexus-run exits with 128+signal. If\n"
-               "plexus-run itself dies, the kernel kills its ranks; if its output closes, the job\n"
-               "stops with status 141 (SIGPIPE).\n");
+               "plexus-run itself dies, its watchdog kills the ranks and whatever they started; if\n"
+               "its output closes, the job stops with status 141 (SIGPIPE).\n");
 }
 
 struct job {
@@ -134,6 +140,8 @@ struct job {
     const char *backend;
     char **argv; /* the program and its arguments */
     pid_t pgid;  /* the ranks' process group: the first rank's pid */
+    char mark[64];  /* PLEXUS_RUN_JOB=<random>, in every rank's environment */
+    int watchdog;   /* run_watchdog_done() when the job is over */
     struct rank ranks[MAX_RANKS];
 };
 
@@ -217,6 +225,7 @@ static void exec_rank(const struct job *j, int r, int out, pid_t launcher)
     setenv("MASTER_PORT", v, 1);
     if (j->backend)
         setenv("PLEXUS_BACKEND", j->backend, 1);
+    putenv((char *)j->mark); /* the child's own copy of j, never freed */
     execvp(j->argv[0], j->argv);
     fprintf(stderr, "plexus-run: cannot start %s: %s\n", j->argv[0], strerror(errno));
     _exit(127);
@@ -229,6 +238,31 @@ static void kill_job(const struct job *j, int sig)
     for (int o = 0; o < j->n; o++) /* a rank not yet in the group */
         if (j->ranks[o].pid > 0 && !j->ranks[o].done)
             kill(j->ranks[o].pid, sig);
+}
+
+/* The job's mark, its watchdog, and plexus-run as the subreaper of its
+ * ranks' descendants. */
+static int start_watchdog(struct job *j)
+{
+    if (run_mark_make(j->mark, sizeof j->mark)) {
+        perror("plexus-run: cannot read random bytes for the job's mark");
+        return 2;
+    }
+    if ((j->watchdog = run_watchdog_start(j->mark)) < 0) {
+        perror("plexus-run: cannot start the watchdog that stops the ranks if plexus-run dies");
+        return 2;
+    }
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    return 0;
+}
+
+/* Whatever of the job is left, in its group or started elsewhere by a rank,
+ * is killed; then the watchdog may go. */
+static void end_job(const struct job *j)
+{
+    kill_job(j, SIGKILL);
+    run_sweep(j->mark, 2000);
+    run_watchdog_done(j->watchdog);
 }
 
 static int start_ranks(struct job *j)
@@ -358,8 +392,10 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN); /* a closed output shows as a write error */
+    if ((rc = start_watchdog(&j)) != 0)
+        return rc;
     if ((rc = start_ranks(&j)) != 0) {
-        kill_job(&j, SIGKILL);
+        end_job(&j);
         return rc;
     }
     int result = 0, left = j.n;
@@ -376,6 +412,6 @@ int main(int argc, char **argv)
             while ((k = read(j.ranks[r].out, buf, sizeof buf)) > 0)
                 fwrite(buf, 1, (size_t)k, stdout);
         }
-    kill_job(&j, SIGKILL); /* whatever the ranks started in their group */
+    end_job(&j);
     return result;
 }

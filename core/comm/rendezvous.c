@@ -144,8 +144,17 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
         snprintf(passed, sizeof passed, "%s", r->why);
         r->url[0] = '\0'; /* the backend must bootstrap itself (e.g. MPI) */
         r->bootstrap = "none";
-        snprintf(r->why, sizeof r->why, "no PLEXUS_INIT, no MASTER_ADDR/MASTER_PORT, %.90s, and %.90s: the "
-                 "backend must bootstrap itself (mpi does; tcp and shm need a store)", no_pmix, passed);
+        /* Each reason whole: a cut one reads as a typo (plexus-info prints this). */
+        const char *parts[] = {"no PLEXUS_INIT, no MASTER_ADDR/MASTER_PORT, ", no_pmix, ", and ", passed,
+                               ": the backend must bootstrap itself (mpi does; tcp and shm need a store)"};
+        size_t at = 0;
+        for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+            size_t k = strlen(parts[i]);
+            k = k < sizeof r->why - 1 - at ? k : sizeof r->why - 1 - at;
+            memcpy(r->why + at, parts[i], k);
+            at += k;
+        }
+        r->why[at] = '\0';
     }
     return 0;
 }

@@ -26,8 +26,13 @@ extern struct cuda_fns cu;
 extern struct nccl_fns nc;
 extern int nccl_version;
 
-/* Load both libraries and check each step; fills reason and returns a
- * PLX_PROBE_* state. Idempotent; cheap after the first call. */
+/* Load both libraries and check each step without initialising CUDA (the
+ * GPUs are counted from the kernel driver's files); fills reason and returns
+ * a PLX_PROBE_* state. Idempotent; cheap after the first call. */
 int nccl_libs_probe(char *reason, size_t len);
+
+/* After a usable probe: cuInit and the device count, once per process;
+ * fills reason and returns a PLX_PROBE_* state. */
+int nccl_cuda_ready(char *reason, size_t len);
 
 #endif

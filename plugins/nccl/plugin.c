@@ -182,7 +182,8 @@ static int comm_create(const struct plx_comm_args *a, void **out)
 {
     const struct plx_host *host = host_of(a, nccl_host);
     char reason[256];
-    if (nccl_libs_probe(reason, sizeof reason) != PLX_PROBE_USABLE)
+    if (nccl_libs_probe(reason, sizeof reason) != PLX_PROBE_USABLE ||
+        nccl_cuda_ready(reason, sizeof reason) != PLX_PROBE_USABLE)
         return plx_plugin_error(host, PLX_ERR_UNAVAILABLE, "nccl: %s", reason);
     if (!a->store)
         return plx_plugin_error(host, PLX_ERR_INVALID_USAGE, "nccl: needs a rendezvous store to share the unique id");
@@ -593,6 +594,9 @@ static int get_caps(void *comm, struct plx_caps *out)
 static const struct plx_key keys[] = {
     {"library_path", PLX_KEY_STRING, NULL, NULL,
      "Folder searched for libcuda.so.1 and libnccl.so.2 after the system's path"},
+    {"driver_gpus", PLX_KEY_STRING, NULL, NULL,
+     "Folder with one entry per GPU of the NVIDIA kernel driver, which the probe counts instead of "
+     "initialising CUDA (unset: /proc/driver/nvidia/gpus, else the /dev/nvidiaN nodes)"},
     {"device", PLX_KEY_UINT, NULL, NULL,
      "CUDA device ordinal for every rank of the communicator (unset: LOCAL_RANK modulo the device count)"},
     {NULL, 0, NULL, NULL, NULL},

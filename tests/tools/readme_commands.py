@@ -31,9 +31,11 @@ PER_COMMAND_TIMEOUT_S = 600
 # Words a README command uses as a placeholder for something of the reader's.
 PLACEHOLDERS = {"OLD/build": "build"}
 
-# Commands too long for a test run, with why: only their syntax is checked (sh -n).
+# Commands too long for a test run (these words, then any arguments), with why: only their syntax is
+# checked (sh -n).
 SYNTAX_ONLY = {
     "sh scripts/chroot.sh": "debootstraps Debian 13 or sid and builds this tree in it (an hour, 2 GB)",
+    "sh bench/plot_compare.sh": "benchmarks on a quiet machine for the README's plot (minutes; refuses a busy one)",
 }
 
 # Commands whose output must say something: (status predicate, pattern).
@@ -100,12 +102,27 @@ def prose_commands(text):
     return out
 
 
-def missing_part(cmd, build):
-    """Why this command cannot run here, or None."""
-    if "torch" in cmd:
-        r = subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True)
-        if r.returncode != 0:
-            return "torch is not installed (python3-torch)"
+def named_scripts(cmd, src):
+    """The text of the Python scripts this command runs (its words that are .py files of the tree)."""
+    out = []
+    for word in cmd.split():
+        path = os.path.join(src, word)
+        if word.endswith(".py") and os.path.isfile(path):
+            with open(path) as f:
+                out.append(f.read())
+    return "\n".join(out)
+
+
+def have_torch():
+    return subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def missing_part(cmd, src, build, torch_installed=have_torch):
+    """Why this command cannot run here, or None. A command needs torch when it says so or when a
+    script it runs imports it (bench/ddp_busy.py): the set-up installs no torch (only the test peers do)."""
+    if "torch" in cmd or re.search(r"^\s*(import|from) torch\b", named_scripts(cmd, src), re.M):
+        if not torch_installed():
+            return "torch is not installed (python3-torch: sh scripts/deps.sh --test-peers)"
         if not any(f.startswith("_C") or f.endswith(".so")
                    for _, _, fs in os.walk(os.path.join(build, "python")) for f in fs):
             return "plexus.torch is not built in this tree (-Dtorch)"
@@ -146,6 +163,7 @@ def main():
     env = dict(os.environ)
     env.pop("PLEXUS_CONFIG_PATH", None)  # a reader's shell has none: the commands must find plugins themselves
     env.update(QUICK_ENV)
+    env["PLEXUS_SETUP_NO_WIPE"] = "1"  # the setup command must not configure anew the build this test runs in
     known_suites = None
     ran = skipped = 0
     for n, cmd in commands:
@@ -170,15 +188,16 @@ def main():
             else:
                 failures.append(f"{where}: `{cmd}` is not in .ci/run")
             continue
-        if cmd in SYNTAX_ONLY:
+        long_one = next((k for k in SYNTAX_ONLY if cmd == k or cmd.startswith(k + " ")), None)
+        if long_one:
             script = cmd.split()[1]
             r = subprocess.run(["sh", "-n", os.path.join(src, script)], capture_output=True, text=True)
             if r.returncode:
                 failures.append(f"{where}: `{cmd}`: sh -n: {r.stderr.strip()}")
             else:
-                print(f"{where}: syntax only ({SYNTAX_ONLY[cmd]}): {cmd}")
+                print(f"{where}: syntax only ({SYNTAX_ONLY[long_one]}): {cmd}")
             continue
-        why = missing_part(cmd, build)
+        why = missing_part(cmd, src, build)
         if why:
             print(f"{where}: SKIP ({why}): {cmd}")
             skipped += 1

@@ -2,8 +2,10 @@
 # run_owns_ranks.sh PLEXUS_RUN PLEXUS_BENCH - plexus-run's ranks never
 # outlive it. For each way it can end (SIGTERM, SIGKILL, SIGINT, its output
 # pipe closed) and each thing the ranks may be doing (spinning in
-# collectives, sleeping), start a 2-rank job, end plexus-run that way, and
-# require that no rank process is left 2 s later.
+# collectives, sleeping, spinning under a wrapper script that does not exec
+# it), start a 2-rank job, end plexus-run that way, and require that no
+# process of the ranks (a wrapper's children too) is left 2 s later. Then a
+# job whose ranks exit leaving a detached child (setsid): gone when plexus-run ends.
 set -u
 run=$1
 bench=$2
@@ -13,6 +15,13 @@ fail=0
 
 # ranks_of PID: the pids of plexus-run PID's children.
 ranks_of() { cat /proc/"$1"/task/*/children 2>/dev/null; }
+# tree_of PID: the pids of every descendant of PID.
+tree_of() {
+    for c in $(ranks_of "$1"); do
+        echo "$c"
+        tree_of "$c"
+    done
+}
 
 # alive PIDS: how many still run. A process whose memory is gone (empty
 # cmdline: the kernel has let go of its mm) is exiting, not a zombie yet:
@@ -21,7 +30,7 @@ alive() {
     n=0
     for p in $1; do
         [ -d /proc/"$p" ] && [ "$(awk '{print $3}' /proc/"$p"/stat 2>/dev/null)" != Z ] &&
-            [ -n "$(tr -d '\0' </proc/"$p"/cmdline 2>/dev/null)" ] && n=$((n + 1))
+            [ -n "$(tr -d '\0' 2>/dev/null </proc/"$p"/cmdline)" ] && n=$((n + 1))
     done
     echo $n
 }
@@ -32,6 +41,8 @@ check() {
     case $what in
         spin) printf '#!/bin/sh\necho started\nexec %s --backend tcp -b 8 -e 8 -n 100000000 -w 0\n' "$bench" ;;
         sleep) printf '#!/bin/sh\necho started\nexec sleep 1000\n' ;;
+        # the shape of `plexus-run -n 2 sh -c 'plexus-bench ...; echo done'`
+        wrap) printf '#!/bin/sh\necho started\n%s --backend tcp -b 8 -e 8 -n 100000000 -w 0\necho done\n' "$bench" ;;
     esac >"$tmp/rank.sh"
     chmod +x "$tmp/rank.sh"
     if [ "$how" = pipe ]; then
@@ -49,7 +60,12 @@ check() {
         sleep 0.1
         i=$((i + 1))
     done
-    kids=$(ranks_of "$pid")
+    # the wrapped programs are started too
+    [ "$what" != wrap ] || while [ $i -lt 100 ] && [ "$(echo $(tree_of "$pid") | wc -w)" -lt 4 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    kids=$(tree_of "$pid")
     [ "$(echo $kids | wc -w)" -ge 2 ] || { echo "FAILED $how/$what: the ranks did not start"; cat "$tmp/out"; fail=1; return; }
     sleep 0.5
     case $how in
@@ -79,8 +95,30 @@ check() {
 }
 
 for how in term kill int pipe; do
-    for what in spin sleep; do
+    for what in spin sleep wrap; do
         check $how $what
     done
 done
+
+# Ranks that exit 0 leaving a detached child (its own session, not in the
+# ranks' group): plexus-run ends the job, and that child with it.
+printf '#!/bin/sh\nsetsid sleep 1000 </dev/null >/dev/null 2>&1 &\necho $! >"$1.$RANK"\n' >"$tmp/detach.sh"
+chmod +x "$tmp/detach.sh"
+if ! "$run" -n 2 "$tmp/detach.sh" "$tmp/detached" >"$tmp/out" 2>&1; then
+    echo "FAILED detach: plexus-run failed"; cat "$tmp/out"; fail=1
+fi
+i=0
+while [ "$(alive "$(cat "$tmp"/detached.* 2>/dev/null)")" != 0 ] && [ $i -lt 20 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+left=$(alive "$(cat "$tmp"/detached.* 2>/dev/null)")
+if [ -z "$(cat "$tmp"/detached.* 2>/dev/null)" ]; then
+    echo "FAILED detach: the ranks did not start their children"; cat "$tmp/out"; fail=1
+elif [ "$left" != 0 ]; then
+    echo "FAILED detach: $left detached child(ren) of the ranks still alive after plexus-run exited"; fail=1
+else
+    echo "ok detach"
+fi
+for p in $(cat "$tmp"/detached.* 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
 exit $fail
