@@ -213,20 +213,69 @@ static void add_store_cause(const struct plx_store *base)
     plx__err(0, "%s (%s)", msg, why);
 }
 
+/* The refusals met while choosing c's backend, in order: what a job told
+ * "no backend can serve it" needs to read. */
+struct refusals {
+    char text[1536];
+    int n;
+};
+
+static void refusal_add(struct refusals *r, const char *backend, const char *why)
+{
+    size_t l = strlen(r->text), bl = strlen(backend);
+    int named = !strncmp(why, backend, bl) && why[bl] == ':'; /* "shm: ..." already says whose */
+    snprintf(r->text + l, sizeof r->text - l, "%s%s%s%s", l ? "; " : "", named ? "" : backend, named ? "" : ": ",
+             why);
+    r->n++;
+}
+
+/* Whether be can serve ranks launched as rv says: a backend whose ranks are
+ * threads of one process (sim) cannot serve ranks that a launcher started
+ * as processes (rank and size from its environment). Ranks the caller
+ * numbered may be its threads. 1, or 0 with the reason in why. */
+static int serves_launch(const struct plx__backend *be, int size, const struct plx__rendezvous *rv, char *why,
+                         size_t n)
+{
+    if (size > 1 && (be->caps.flags & PLX_CAP_IN_PROCESS) && strcmp(rv->source, "options") &&
+        strncmp(rv->url, "mem://", 6)) {
+        snprintf(why, n, "runs every rank as a thread of one process (init mem://NAME), but this job's ranks are "
+                 "processes (rank and size from %s)", rv->source);
+        return 0;
+    }
+    return 1;
+}
+
 /* The chosen backend refused this communicator as unavailable here (shm
  * when the ranks span hosts; every rank learns the same through the store,
- * so all move on together): take the next choice of the same spec, if the
- * spec was auto or a list. 1 if c->be changed (c->config re-pointed to its
- * section); 0 with the error set if not. */
-static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c, struct plx__backend **intra)
+ * so all move on together), or cannot serve this launch: take the next
+ * choice of the same spec that can, if the spec was auto or a list. 1 if
+ * c->be changed (c->config re-pointed to its section); 0 with the error set
+ * if not: with every refusal's reason where more than one backend refused. */
+static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c, struct plx__backend **intra,
+                        const struct plx__rendezvous *rv, struct refusals *ref)
 {
-    char why[512];
+    char why[512], no[400];
     snprintf(why, sizeof why, "%s", plx_last_error());
+    refusal_add(ref, c->be->name, why);
     struct plx__backend *next = NULL;
     struct plx_config *view = NULL;
-    if (plx__loader_select_after(c->config, opt->backend, c->be, &next) != 0 || !next) {
-        plx__err(PLX_ERR_UNAVAILABLE, "%s", why);
-        return 0;
+    const struct plx__backend *after = c->be;
+    for (;;) {
+        if (plx__loader_select_after(c->config, opt->backend, after, &next) != 0 || !next) {
+            /* Those that never got to refuse, because their probe failed,
+             * may be what the user meant to run on. */
+            size_t had = strlen(ref->text);
+            plx__loader_broken_in(c->config, opt->backend, ref->text, sizeof ref->text);
+            if (ref->n > 1 || strlen(ref->text) > had)
+                plx__err(PLX_ERR_UNAVAILABLE, "no backend can serve this job (%s)", ref->text);
+            else
+                plx__err(PLX_ERR_UNAVAILABLE, "%s", why);
+            return 0;
+        }
+        if (serves_launch(next, c->size, rv, no, sizeof no))
+            break;
+        refusal_add(ref, next->name, no);
+        after = next;
     }
     /* The communicator's options now read the next backend's section (the
      * refused backend kept nothing of the old view). */
@@ -261,6 +310,30 @@ static int open_store(struct plx_comm *c, const struct plx_comm_options *opt, st
     return rc;
 }
 
+/* A failed init, once the store is open: the store lives in rank 0's
+ * process, and a rank 0 that left at once would take from the other ranks
+ * what they still had to read to learn the same (shm's host identities:
+ * they would report a lost store instead of the reason). Every failing
+ * rank counts itself; rank 0, if it hosts the store, stays until all have,
+ * or 2 s at most, so that every rank fails with its own reason. */
+static void fail_together(struct plx_comm *c, const struct plx__rendezvous *rv, int rc)
+{
+    const char *hosted = getenv("PLEXUS_STORE_HOSTED");
+    if (!c->store || c->size < 2)
+        return;
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", plx_last_error());
+    int64_t n = 0;
+    if (plx__store_add(c->store, "plexus-init-failed", 1, &n) == 0) {
+        if (n >= c->size)
+            plx__store_set(c->store, "plexus-init-failed-all", "1", 1);
+        else if (c->rank == 0 && !rv->client_only && !strncmp(rv->url, "tcp://", 6) && !(hosted && !strcmp(hosted, "1")))
+            plx__store_wait(c->store, (const char *[]){"plexus-init-failed-all"}, 1,
+                            c->timeout_ms < 2000 ? c->timeout_ms : 2000);
+    }
+    plx__err(rc, "%s", msg);
+}
+
 PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_comm **out)
 {
     struct plx_comm_options opt;
@@ -291,16 +364,14 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     c->local_size = rv.local_size;
     c->timeout_ms = options_timeout_ms(cfg, &opt);
 
-    /* A backend whose ranks are threads of one process (sim) cannot serve
-     * ranks that a launcher started as processes (rank and size from its
-     * environment): auto and lists move on, a name fails here instead of
-     * inside the plugin. Ranks the caller numbered may be its threads. */
-    while (c->size > 1 && (c->be->caps.flags & PLX_CAP_IN_PROCESS) && strcmp(rv.source, "options") &&
-           strncmp(rv.url, "mem://", 6)) {
-        plx__err(PLX_ERR_UNAVAILABLE, "backend %s runs every rank as a thread of one process (init mem://NAME), "
-                 "but this job's ranks are processes (rank and size from %s)", c->be->name, rv.source);
+    /* A backend that cannot serve this launch: auto and lists move on, a
+     * name fails here instead of inside the plugin. */
+    struct refusals ref = {.n = 0};
+    char no[400];
+    while (!serves_launch(c->be, c->size, &rv, no, sizeof no)) {
+        plx__err(PLX_ERR_UNAVAILABLE, "backend %s %s", c->be->name, no);
         struct plx__backend *refused = c->be, *had = intra;
-        if (!next_backend(&opt, c, &intra)) {
+        if (!next_backend(&opt, c, &intra, &rv, &ref)) {
             rc = PLX_ERR_UNAVAILABLE;
             goto fail;
         }
@@ -312,7 +383,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     int store_open = 0;
     if (!(c->be->caps.flags & PLX_CAP_OWN_BOOTSTRAP) && (rc = open_store(c, &opt, &rv, &store_open)) != 0)
         goto fail;
-    while ((rc = comm_create_backend(c)) == PLX_ERR_UNAVAILABLE && next_backend(&opt, c, &intra)) {
+    while ((rc = comm_create_backend(c)) == PLX_ERR_UNAVAILABLE && next_backend(&opt, c, &intra, &rv, &ref)) {
         be = c->be;
         if (!(be->caps.flags & PLX_CAP_OWN_BOOTSTRAP) && (rc = open_store(c, &opt, &rv, &store_open)) != 0)
             goto fail;
@@ -347,6 +418,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
 fail:
     add_store_cause(c->base_store);
     plx__err_prefix("plx_comm_init(rank %d of %d, backend %s): ", rv.rank, rv.size, be->name);
+    fail_together(c, &rv, rc);
     comm_free(c);
     return rc;
 }

@@ -512,6 +512,36 @@ int plx__loader_select_after(const struct plx_config *v, const char *spec, const
                     n_backends);
 }
 
+void plx__loader_broken_in(const struct plx_config *v, const char *spec, char *out, size_t n)
+{
+    if (!spec)
+        spec = plx__config_get_in(v, "core", "backend", NULL);
+    if (!spec || !spec[0])
+        spec = "auto";
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", spec);
+    const char *want[32], *skip[32];
+    int nw = 0, nsk = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        if (t[0] == '^' && nsk < 32)
+            skip[nsk++] = t + 1;
+        else if (strcmp(t, "auto") && t[0] != '^' && nw < 32)
+            want[nw++] = t;
+    }
+    for (size_t i = 0; i < n_backends; i++) {
+        const struct plx__backend *b = backends[i];
+        int in = nw == 0;
+        for (int j = 0; j < nw; j++)
+            in |= !strcasecmp(want[j], b->name);
+        for (int j = 0; j < nsk; j++)
+            in &= !!strcasecmp(skip[j], b->name);
+        size_t l = strlen(out);
+        if (in && b->state == PLX_STATE_BROKEN && l < n)
+            snprintf(out + l, n - l, "%s%s: broken: %s", l ? "; " : "", b->name, b->reason);
+    }
+}
+
 void plx__loader_reset(void)
 {
     /* The plugins stay mapped (never dlclose) and may keep their host

@@ -52,6 +52,12 @@ int plx__loader_select(const char *spec, struct plx__backend **out);
 int plx__loader_select_after(const struct plx_config *v, const char *spec, const struct plx__backend *after,
                              struct plx__backend **out);
 
+/* Append to out (n bytes, "; " between) "NAME: broken: REASON" for every
+ * backend spec would choose from (NULL: [core] backend through v) that
+ * failed to load or probe: a configuration that broke one (a wrong [tcp]
+ * ifname) shows in the error of a job that found no backend. */
+void plx__loader_broken_in(const struct plx_config *v, const char *spec, char *out, size_t n);
+
 /* host->config_get for ctx (a struct plx__host_ctx): the backend's own
  * section, through an instance's view; through the process-wide table,
  * the view of the comm_create / comm_split running on this thread (below),

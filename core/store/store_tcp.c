@@ -113,34 +113,78 @@ static int authenticate(struct client *c, int fd, uint64_t deadline)
                     a.why);
 }
 
+/* One connection attempt to a, bounded by deadline: a non-blocking
+ * connect, so that a host whose SYNs are dropped (a firewall, a dead host)
+ * costs the time left, not the kernel's two minutes of retries. The fd or
+ * -1 with *err (ETIMEDOUT when the deadline came first). */
+static int connect_one(const struct addrinfo *a, uint64_t deadline, int *err)
+{
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    int rc = connect(fd, a->ai_addr, a->ai_addrlen);
+    while (rc != 0 && (errno == EINPROGRESS || errno == EINTR)) {
+        uint64_t now = plx__clock_ns();
+        if (deadline != PLX__NEVER && now >= deadline) {
+            errno = ETIMEDOUT;
+            break;
+        }
+        struct pollfd pf = {fd, POLLOUT, 0};
+        int ms = deadline == PLX__NEVER ? -1 : (int)((deadline - now) / 1000000) + 1;
+        int r = poll(&pf, 1, ms);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (r <= 0) {
+            errno = EINPROGRESS; /* again, or out of time at the top */
+            continue;
+        }
+        int e = 0;
+        socklen_t el = sizeof e;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0)
+            e = errno;
+        rc = e ? -1 : 0;
+        errno = e;
+        break;
+    }
+    if (rc != 0) {
+        *err = errno;
+        close(fd);
+        return -1;
+    }
+    /* The callers poll before every transfer: blocking mode as before. */
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
 static int connect_until(const struct client *c, uint64_t deadline, int *out)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
     int gai = getaddrinfo(c->host, c->port, &hints, &res);
     if (gai)
-        return plx__err(PLX_ERR_INVALID_ARG, "%s: cannot resolve: %s", c->where, gai_strerror(gai));
+        return plx__err(PLX_ERR_INVALID_ARG, "%s: cannot resolve '%s': %s", c->where, c->host, gai_strerror(gai));
+    uint64_t start = plx__clock_ns();
     int last = 0;
     for (;;) {
         for (struct addrinfo *a = res; a; a = a->ai_next) {
-            int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
-            if (fd < 0)
-                continue;
-            if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-                int one = 1;
-                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            int fd = connect_one(a, deadline, &last);
+            if (fd >= 0) {
                 freeaddrinfo(res);
                 *out = fd;
                 return 0;
             }
-            last = errno;
-            close(fd);
         }
         if (plx__clock_ns() >= deadline)
             break;
         usleep(20000); /* the server may not be up yet */
     }
     freeaddrinfo(res);
-    return plx__err(PLX_ERR_TIMEOUT, "%s: cannot connect: %s (no server appeared in time)", c->where, strerror(last));
+    return plx__err(PLX_ERR_TIMEOUT, "%s: cannot connect to %s port %s within %lld ms: %s (%s)", c->where, c->host,
+                    c->port, (long long)((plx__clock_ns() - start) / 1000000), strerror(last),
+                    last == ETIMEDOUT ? "no answer: a firewall or a host that is down?" : "no server appeared in time");
 }
 
 /* Move exactly n bytes, each wait bounded by the deadline (PLX__NEVER: none). */
@@ -525,6 +569,15 @@ int plx__store_tcp_open(const struct plx_config *v, const char *rest, int rank, 
     if (c->host[0] == '[') {
         memmove(c->host, c->host + 1, strlen(c->host));
         c->host[strcspn(c->host, "]")] = '\0';
+    }
+    /* atoi would host "70000" on 4464 and print 70000: digits, 1-65535. */
+    if (strspn(c->port, "0123456789") != strlen(c->port) || strlen(c->port) > 5 || atoi(c->port) < 1 ||
+        atoi(c->port) > 65535) {
+        rc = plx__err(PLX_ERR_INVALID_ARG, "store url 'tcp://%s': port '%s' is not a TCP port (1 to 65535)", rest,
+                      colon + 1);
+        free(c->secret);
+        free(c);
+        return rc;
     }
     /* Rank 0 hosts it unless a launcher does: then a store that cannot be
      * reached or goes away says which rank to look at. */
