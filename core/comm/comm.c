@@ -423,6 +423,26 @@ fail:
     return rc;
 }
 
+/* c's keys leave the store once every rank has destroyed c (store.h): a
+ * job that makes communicators without end keeps its store bounded. A
+ * broken communicator skips it: a rank that is gone would never count
+ * itself out, and its store may be gone too. What the caller reads in
+ * plx_last_error is left as it was. */
+static void leave_store(struct plx_comm *c)
+{
+    if (!c->store || __atomic_load_n(&c->failed, __ATOMIC_ACQUIRE) || __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE))
+        return;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", plx_last_error());
+    if (plx__store_view_leave(c->store, c->rank, c->size, c->timeout_ms < 5000 ? c->timeout_ms : 5000) != 0)
+        plx__log(PLX_LOG_DEBUG, "core", "comm '%s': its keys stay in the store: %s", c->name, plx_last_error());
+    if (msg[0])
+        plx__err(0, "%s", msg);
+    else
+        plx__err_clear();
+}
+
 PLX_API int plx_comm_destroy(struct plx_comm *c)
 {
     if (!c)
@@ -433,6 +453,8 @@ PLX_API int plx_comm_destroy(struct plx_comm *c)
     plx__mem_release_all(c);
     int rc = c->be->ops.comm_destroy(c->bc);
     plx__diag_destroy(c);
+    if (rc == 0)
+        leave_store(c);
     comm_free(c);
     return rc;
 }
