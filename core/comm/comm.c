@@ -174,8 +174,8 @@ static int comm_create_backend(struct plx_comm *c)
  * options become *cfg, this communicator's own view, through which the
  * backend is chosen. INTRA+INTER also sets *intra (hier.c); *cfg reads
  * *be's section. */
-static int init_process_wide(const struct plx_comm_options *opt, struct plx__backend **be,
-                             struct plx__backend **intra, struct plx_config **cfg)
+static int init_process_wide(const struct plx_comm_options *opt, int place, struct plx__backend **be,
+                             struct plx__backend **intra, struct plx_config **cfg, char *why, size_t wn)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     static char applied_level[32];
@@ -190,7 +190,7 @@ static int init_process_wide(const struct plx_comm_options *opt, struct plx__bac
             plx__log_set_level(level);
             snprintf(applied_level, sizeof applied_level, "%s", level);
         }
-        if ((rc = plx__hier_select(*cfg, opt->backend, be, intra)) == 0) {
+        if ((rc = plx__hier_select(*cfg, opt->backend, place, be, intra, why, wn)) == 0) {
             plx__config_set_section(*cfg, (*be)->name);
             rc = plx__config_check_view(*cfg, (*be)->name);
             if (rc == 0 && *intra)
@@ -261,7 +261,7 @@ static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c, 
     struct plx_config *view = NULL;
     const struct plx__backend *after = c->be;
     for (;;) {
-        if (plx__loader_select_after(c->config, opt->backend, after, &next) != 0 || !next) {
+        if (plx__loader_select_placed(c->config, opt->backend, after, rv->place, &next, NULL, 0) != 0 || !next) {
             /* Those that never got to refuse, because their probe failed,
              * may be what the user meant to run on. */
             size_t had = strlen(ref->text);
@@ -348,10 +348,13 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
         return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_init: out is NULL");
     *out = NULL;
     copy_options(user_opt, &opt);
-    if ((rc = init_process_wide(&opt, &be, &intra, &cfg)) != 0 || (rc = plx__rendezvous_resolve(&opt, &rv)) != 0) {
+    char why[400] = "";
+    if ((rc = plx__rendezvous_resolve(&opt, &rv)) != 0 ||
+        (rc = init_process_wide(&opt, rv.place, &be, &intra, &cfg, why, sizeof why)) != 0) {
         plx__config_release(cfg);
         return rc;
     }
+    plx__log(PLX_LOG_DEBUG, "core", "comm '%s': backend %s: %s", opt.name ? opt.name : "world", be->name, why);
     if (!(c = comm_alloc(opt.name ? opt.name : "world"))) {
         plx__config_release(cfg);
         return plx__err(PLX_ERR_NOMEM, "plx_comm_init: out of memory");
@@ -791,9 +794,10 @@ int plx__comm_open_job(const struct plx_comm_options *user_opt, struct plx__job 
         opt.rank = 1; /* no rank yet: anything but the store's host */
     if (opt.size < 0)
         opt.size = 2;
-    int rc = init_process_wide(&opt, &job->be, &intra, &job->config);
+    char why[400];
+    int rc = plx__rendezvous_resolve(&opt, &rv);
     if (rc == 0)
-        rc = plx__rendezvous_resolve(&opt, &rv);
+        rc = init_process_wide(&opt, rv.place, &job->be, &intra, &job->config, why, sizeof why);
     if (rc == 0 && intra)
         rc = plx__err(PLX_ERR_UNSUPPORTED, "plx_comm_join: a hierarchical backend (%s+%s) cannot grow",
                       intra->name, job->be->name);

@@ -178,6 +178,7 @@ struct plx__rendezvous {
     const char *bootstrap; /* how url was found: "PLEXUS_INIT", "MASTER_ADDR", "Slurm", ... */
     char why[320];         /* that choice, and the ones passed over, in words */
     const char *const *vars; /* the launcher's rank, size, local rank, local size variables, or NULL */
+    int place;               /* PLX__PLACE_*: one host, several, or not said */
 };
 int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rendezvous *out);
 /* MASTER_ADDR and MASTER_PORT as a store address: 0, or PLX_ERR_INVALID_ARG

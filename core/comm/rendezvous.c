@@ -89,6 +89,21 @@ static int check_placement(const struct plx__rendezvous *r)
     return 0;
 }
 
+/* One host or several, where the launcher says (before local_size gets
+ * its default): its local size, or a Slurm step of one node that is this
+ * job (srun --mpi=pmi2 gives MPICH's variables, without local ones). */
+static int placement(const struct plx__rendezvous *r)
+{
+    if (r->local_size > 0)
+        return r->local_size == r->size ? PLX__PLACE_ONE_HOST : PLX__PLACE_HOSTS;
+    const char *nodes = getenv("SLURM_STEP_NUM_NODES"), *ntasks = getenv("SLURM_STEP_NUM_TASKS");
+    long nn, nt;
+    if (!strcmp(r->source, "options") || parse_uint(nodes, 1 << 24, &nn) || parse_uint(ntasks, 1 << 24, &nt) ||
+        nt != r->size)
+        return PLX__PLACE_UNKNOWN;
+    return nn == 1 ? PLX__PLACE_ONE_HOST : PLX__PLACE_HOSTS;
+}
+
 /* MASTER_ADDR and MASTER_PORT, where the store url comes from them: a
  * port the store could not listen on is refused here, naming it, not left
  * to getaddrinfo's words or a port wrapped modulo 65536. */
@@ -136,6 +151,7 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
             r->source = "default";
         }
     }
+    r->place = placement(r);
     if (r->local_rank < 0)
         r->local_rank = r->local_size < 0 ? r->rank : r->rank % r->local_size;
     if (r->local_size < 0)
