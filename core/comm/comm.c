@@ -206,7 +206,7 @@ static int init_process_wide(const struct plx_comm_options *opt, int place, stru
  * hosts it). Say both. */
 static void add_store_cause(const struct plx_store *base)
 {
-    char why[320], msg[1024];
+    char why[512], msg[1024];
     if (!plx__store_lost(base, why, sizeof why) || strstr(plx_last_error(), why))
         return;
     snprintf(msg, sizeof msg, "%s", plx_last_error());
@@ -295,6 +295,37 @@ static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c, 
     return 1;
 }
 
+/* plx_comm_init's probe while it waits in the store (store.h): a task of
+ * this node's Slurm step that has exited (said in the store, for the
+ * ranks on other nodes), or what another rank said there. */
+static int init_probe(void *arg, char *why, size_t n)
+{
+    struct plx_comm *c = arg;
+    /* The first rank to see one gone says so: its word names the cause,
+     * where a later look would also find the ranks that failed for it. */
+    void *v = NULL;
+    size_t len = 0;
+    if (c->store->ops->check(c->store, "plexus-gone") == 1 &&
+        plx__store_get(c->store, "plexus-gone", &v, &len, 1000) == 0 && v) {
+        snprintf(why, n, "%.*s", (int)len, (const char *)v);
+        free(v);
+        return 1;
+    }
+    free(v);
+    long task = plx__liveness_local();
+    if (task < 0)
+        return 0;
+    const char *node = getenv("SLURMD_NODENAME"), *me = getenv("SLURM_PROCID");
+    int same = me && strtol(me, NULL, 10) == c->rank; /* ranks are the step's task ids */
+    char r[32] = "";
+    if (same)
+        snprintf(r, sizeof r, "rank %ld, ", task);
+    snprintf(why, n, "comm '%s': %sSlurm task %ld on %s, has exited before joining (seen by rank %d; srun "
+             "without -K leaves the step running)", c->name, r, task, node ? node : "this node", c->rank);
+    plx__store_set(c->store, "plexus-gone", why, strlen(why) + 1);
+    return 1;
+}
+
 /* The job's store for c and its generation's keys, once (*done). */
 static int open_store(struct plx_comm *c, const struct plx_comm_options *opt, struct plx__rendezvous *rv, int *done)
 {
@@ -304,6 +335,8 @@ static int open_store(struct plx_comm *c, const struct plx_comm_options *opt, st
     int rc = plx__rendezvous_store_open(c->config, opt, rv, c->rank, c->size, c->timeout_ms, &c->base_store);
     if (rc == 0 && c->base_store)
         rc = open_generation(c);
+    if (rc == 0 && c->store)
+        plx__store_view_watch(c->store, init_probe, c);
     if (rc == 0)
         plx__log(PLX_LOG_INFO, "core", "comm '%s': rank %d of %d (from %s) on backend %s, store %s", c->name,
                  c->rank, c->size, rv->source, c->be->name, rv->url[0] ? rv->url : "none");
@@ -402,6 +435,8 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
         goto fail;
     }
     plx__family_join(c, NULL);
+    if (c->store)
+        plx__store_view_watch(c->store, NULL, NULL);
     /* Hosts of unequal size (known alike on every rank): stay flat. */
     if (intra && (rc = plx__hier_setup(c, intra)) == PLX_ERR_UNSUPPORTED) {
         plx__log(PLX_LOG_WARN, "core", "comm '%s': no hierarchy, every collective on %s: %s", c->name, be->name,
@@ -419,7 +454,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     return 0;
 
 fail:
-    add_store_cause(c->base_store);
+    add_store_cause(c->store ? c->store : c->base_store);
     plx__err_prefix("plx_comm_init(rank %d of %d, backend %s): ", rv.rank, rv.size, be->name);
     fail_together(c, &rv, rc);
     comm_free(c);

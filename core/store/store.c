@@ -93,6 +93,9 @@ struct prefixed {
     pthread_mutex_t mu; /* keys: a communicator's threads may write at once */
     char **keys;        /* what this view created (set, add), for plx__store_view_leave */
     size_t nkeys, cap;
+    plx__store_probe_fn probe; /* asked between slices of a long wait, or NULL */
+    void *probe_arg;
+    char gone[512];            /* what the probe said when it ended a wait, or "" */
 };
 
 /* Remember key as one this view created; a key written again (a counter)
@@ -141,8 +144,43 @@ static int p_set(struct plx_store *s, const char *key, const void *val, size_t l
     WITH_KEY(p->inner->ops->set(p->inner, k, val, len));
 }
 
+/* The slice of a watched wait. */
+#define PROBE_MS 1000
+
+/* A wait on the inner store in slices, the probe asked between them: a
+ * rank that is gone ends the wait with the probe's reason, not the
+ * timeout. t < 0: no limit. */
+static int watched_wait(struct prefixed *p, const char *const *ks, size_t n, int64_t t)
+{
+    int64_t left = t;
+    for (;;) {
+        int64_t slice = t < 0 || left > PROBE_MS ? PROBE_MS : left;
+        int rc = p->inner->ops->wait(p->inner, ks, n, slice);
+        if (rc != PLX_ERR_TIMEOUT || (t >= 0 && (left -= slice) <= 0))
+            return rc;
+        char why[512];
+        plx__store_probe_fn probe = __atomic_load_n(&p->probe, __ATOMIC_ACQUIRE);
+        if (probe && probe(p->probe_arg, why, sizeof why)) {
+            pthread_mutex_lock(&p->mu);
+            snprintf(p->gone, sizeof p->gone, "%s", why);
+            pthread_mutex_unlock(&p->mu);
+            return plx__err(PLX_ERR_PEER_LOST, "%s", why);
+        }
+    }
+}
+
 static int p_get(struct plx_store *s, const char *key, void **val, size_t *len, int64_t t)
 {
+    struct prefixed *pw = (struct prefixed *)s;
+    if (__atomic_load_n(&pw->probe, __ATOMIC_ACQUIRE) && (t < 0 || t > PROBE_MS)) {
+        char *kw = join(pw, key);
+        if (!kw)
+            return plx__err(PLX_ERR_NOMEM, "store: out of memory");
+        int rc = watched_wait(pw, (const char *const *)&kw, 1, t);
+        free(kw);
+        if (rc != 0)
+            return rc;
+    }
     WITH_KEY(p->inner->ops->get(p->inner, k, val, len, t));
 }
 
@@ -171,7 +209,9 @@ static int p_wait(struct plx_store *s, const char *const *keys, size_t n, int64_
     for (size_t i = 0; rc == 0 && i < n; i++)
         if (!(ks[i] = join(p, keys[i])))
             rc = PLX_ERR_NOMEM;
-    if (rc == 0)
+    if (rc == 0 && __atomic_load_n(&p->probe, __ATOMIC_ACQUIRE) && (t < 0 || t > PROBE_MS))
+        rc = watched_wait(p, (const char *const *)ks, n, t);
+    else if (rc == 0)
         rc = p->inner->ops->wait(p->inner, (const char *const *)ks, n, t);
     else
         plx__err(rc, "store: out of memory");
@@ -193,9 +233,21 @@ static void p_destroy(struct plx_store *s)
     free(p);
 }
 
+/* A wait the probe ended (a rank gone), else the inner store's loss. */
+static int p_lost(const struct plx_store *s, char *out, size_t n)
+{
+    struct prefixed *p = (struct prefixed *)s;
+    pthread_mutex_lock(&p->mu);
+    int said = p->gone[0] != '\0';
+    if (said)
+        snprintf(out, n, "%s", p->gone);
+    pthread_mutex_unlock(&p->mu);
+    return said || plx__store_lost(p->inner, out, n);
+}
+
 static const struct plx__store_ops prefixed_ops = {
     .set = p_set, .get = p_get, .add = p_add, .wait = p_wait,
-    .check = p_check, .del = p_del, .destroy = p_destroy,
+    .check = p_check, .del = p_del, .destroy = p_destroy, .lost = p_lost,
 };
 
 int plx__store_prefixed(struct plx_store *base, const char *prefix, struct plx_store **out)
@@ -269,6 +321,16 @@ static int delete_all(struct prefixed *p, int size, int64_t timeout_ms)
         rc = p->inner->ops->del(p->inner, left);
     free(left);
     return rc;
+}
+
+void plx__store_view_watch(struct plx_store *view, plx__store_probe_fn probe, void *arg)
+{
+    if (view->ops != &prefixed_ops)
+        return;
+    struct prefixed *p = (struct prefixed *)view;
+    if (probe)
+        p->probe_arg = arg;
+    __atomic_store_n(&p->probe, probe, __ATOMIC_RELEASE);
 }
 
 int plx__store_view_leave(struct plx_store *view, int rank, int size, int64_t timeout_ms)

@@ -56,6 +56,13 @@ void plx__store_release(struct plx_store *s);
  * (its keys are read by the others until all have left). Not a view, or
  * a lost store: nothing to do. */
 int plx__store_view_leave(struct plx_store *view, int rank, int size, int64_t timeout_ms);
+/* While probe is set (NULL: no more), a wait or get through view longer
+ * than a second waits in slices and asks probe(arg, why, n) between them;
+ * a probe that returns 1 ends the wait with PLX_ERR_PEER_LOST and its why
+ * (a rank whose process is gone). Set it only while no other thread uses
+ * the view. */
+typedef int (*plx__store_probe_fn)(void *arg, char *why, size_t n);
+void plx__store_view_watch(struct plx_store *view, plx__store_probe_fn probe, void *arg);
 void plx__store_retain(struct plx_store *s);
 /* 1 and the reason if s (or the store a view is of) lost its connection. */
 int plx__store_lost(const struct plx_store *s, char *out, size_t n);
