@@ -9,6 +9,7 @@
 #include "diag_hooks.h"
 #include "error.h"
 #include "hier.h"
+#include "liveness.h"
 #include "log.h"
 #include "store.h"
 

@@ -30,6 +30,7 @@
 #include "clock.h"
 #include "config.h"
 #include "error.h"
+#include "liveness.h"
 #include "log.h"
 #include "store.h"
 #include "store_tcp.h"
@@ -160,13 +161,30 @@ static int connect_one(const struct addrinfo *a, uint64_t deadline, int *err)
     return fd;
 }
 
+/* A task of this node's Slurm step that has exited (the store's host that
+ * could not listen, a rank that crashed): waiting on is pointless. 0, or
+ * an error naming it; looks once a second (*next_ns). */
+static int task_gone(const struct client *c, uint64_t *next_ns, const char *doing)
+{
+    uint64_t now = plx__clock_ns();
+    if (now < *next_ns)
+        return 0;
+    *next_ns = now + 1000000000u;
+    long t = plx__liveness_local();
+    if (t < 0)
+        return 0;
+    return plx__err(PLX_ERR_PEER_LOST, "%s: %s, and Slurm task %ld on this node has exited (if it was to host the "
+                    "store, whatever holds the port is not a plexus store: a port taken by another program?)",
+                    c->where, doing, t);
+}
+
 static int connect_until(const struct client *c, uint64_t deadline, int *out)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
     int gai = getaddrinfo(c->host, c->port, &hints, &res);
     if (gai)
         return plx__err(PLX_ERR_INVALID_ARG, "%s: cannot resolve '%s': %s", c->where, c->host, gai_strerror(gai));
-    uint64_t start = plx__clock_ns();
+    uint64_t start = plx__clock_ns(), look = start + 1000000000u;
     int last = 0;
     for (;;) {
         for (struct addrinfo *a = res; a; a = a->ai_next) {
@@ -179,6 +197,13 @@ static int connect_until(const struct client *c, uint64_t deadline, int *out)
         }
         if (plx__clock_ns() >= deadline)
             break;
+        char doing[96];
+        snprintf(doing, sizeof doing, "no server yet (%s)", strerror(last));
+        int gone = task_gone(c, &look, doing);
+        if (gone) {
+            freeaddrinfo(res);
+            return gone;
+        }
         usleep(20000); /* the server may not be up yet */
     }
     freeaddrinfo(res);
@@ -298,6 +323,13 @@ static void disconnect(struct client *c)
     c->fd = -1;
 }
 
+/* A second from now, or deadline if sooner. */
+static uint64_t slice_end(uint64_t deadline)
+{
+    uint64_t t = plx__clock_ns() + 1000000000u;
+    return t < deadline ? t : deadline;
+}
+
 /* A fresh connection's opening in the server's dialect, found on the first
  * one: a torch 1.x server (or plexus's own) answers a CHECK of no keys with
  * READY; a torch 2.x server closes a connection whose first query is not
@@ -313,8 +345,18 @@ static int greet(struct client *c, uint64_t deadline)
         unsigned char probe[9] = {PLX__Q_CHECK}; /* and a key count of 0 */
         uint8_t reply = 0xff;
         int rc = xfer(c, 1, probe, sizeof probe, deadline);
-        if (rc == 0)
-            rc = xfer(c, 0, &reply, 1, deadline);
+        /* A server answers at once; one that holds the port without
+         * answering is waited for in slices, looking for a gone task. */
+        uint64_t look = 0;
+        int gone = 0;
+        while (rc == 0 && (rc = xfer(c, 0, &reply, 1, slice_end(deadline))) == PLX_ERR_TIMEOUT &&
+               plx__clock_ns() < deadline && !(gone = task_gone(c, &look, "no answer to the first request")))
+            rc = 0;
+        if (gone)
+            return gone;
+        if (rc == PLX_ERR_TIMEOUT)
+            return plx__err(rc, "%s: connected, but no answer to the first request in time: is what listens there "
+                            "a store (a port taken by another program)?", c->where);
         if (rc == 0 && reply == PLX__READY) {
             c->dialect = DIALECT_TORCH1;
             return 0;

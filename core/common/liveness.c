@@ -3,8 +3,9 @@
  * Slurm ends the step only when all have exited. The tasks of a step on
  * one node are children of one slurmstepd and SLURM_GTIDS lists their
  * task ids, so a rank can see which of its node's tasks have exited (or
- * were reaped); it says so through the store (comm.c), so that ranks on
- * other nodes learn it too. */
+ * were reaped). The store's client asks while it waits for a server that
+ * does not answer; plx_comm_init while it waits in the store, and says so
+ * there for the ranks on other nodes (core/comm/comm.c). */
 #include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "liveness.h"
 
 /* The parent and state of process pid ('Z': exited, not yet reaped). */
 static int proc_stat(long pid, long *ppid, char *state)
