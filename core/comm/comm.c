@@ -368,6 +368,34 @@ static void fail_together(struct plx_comm *c, const struct plx__rendezvous *rv, 
     plx__err(rc, "%s", msg);
 }
 
+/* c's backend communicator: on c->be, or on the next choice of the spec
+ * that can serve this launch where one cannot or refuses (the store opened
+ * before the first backend that needs it, *store_open). */
+static int create_with_fallback(struct plx_comm *c, const struct plx_comm_options *opt, struct plx__rendezvous *rv,
+                                struct plx__backend **intra, int *store_open)
+{
+    /* A backend that cannot serve this launch: auto and lists move on, a
+     * name fails here instead of inside the plugin. */
+    struct refusals ref = {.n = 0};
+    char no[400];
+    while (!serves_launch(c->be, c->size, rv, no, sizeof no)) {
+        plx__err(PLX_ERR_UNAVAILABLE, "backend %s %s", c->be->name, no);
+        struct plx__backend *refused = c->be, *had = *intra;
+        if (!next_backend(opt, c, intra, rv, &ref))
+            return PLX_ERR_UNAVAILABLE;
+        if (*intra == refused) /* not a one-host backend to compose with: it serves no process at all */
+            *intra = had;
+    }
+    /* A backend that bootstraps itself gets the store after its communicator. */
+    int rc;
+    if (!(c->be->caps.flags & PLX_CAP_OWN_BOOTSTRAP) && (rc = open_store(c, opt, rv, store_open)) != 0)
+        return rc;
+    while ((rc = comm_create_backend(c)) == PLX_ERR_UNAVAILABLE && next_backend(opt, c, intra, rv, &ref))
+        if (!(c->be->caps.flags & PLX_CAP_OWN_BOOTSTRAP) && (rc = open_store(c, opt, rv, store_open)) != 0)
+            return rc;
+    return rc;
+}
+
 PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_comm **out)
 {
     struct plx_comm_options opt;
@@ -401,30 +429,9 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     c->local_size = rv.local_size;
     c->timeout_ms = options_timeout_ms(cfg, &opt);
 
-    /* A backend that cannot serve this launch: auto and lists move on, a
-     * name fails here instead of inside the plugin. */
-    struct refusals ref = {.n = 0};
-    char no[400];
-    while (!serves_launch(c->be, c->size, &rv, no, sizeof no)) {
-        plx__err(PLX_ERR_UNAVAILABLE, "backend %s %s", c->be->name, no);
-        struct plx__backend *refused = c->be, *had = intra;
-        if (!next_backend(&opt, c, &intra, &rv, &ref)) {
-            rc = PLX_ERR_UNAVAILABLE;
-            goto fail;
-        }
-        if (intra == refused) /* not a one-host backend to compose with: it serves no process at all */
-            intra = had;
-        be = c->be;
-    }
-    /* A backend that bootstraps itself gets the store after its communicator. */
     int store_open = 0;
-    if (!(c->be->caps.flags & PLX_CAP_OWN_BOOTSTRAP) && (rc = open_store(c, &opt, &rv, &store_open)) != 0)
-        goto fail;
-    while ((rc = comm_create_backend(c)) == PLX_ERR_UNAVAILABLE && next_backend(&opt, c, &intra, &rv, &ref)) {
-        be = c->be;
-        if (!(be->caps.flags & PLX_CAP_OWN_BOOTSTRAP) && (rc = open_store(c, &opt, &rv, &store_open)) != 0)
-            goto fail;
-    }
+    rc = create_with_fallback(c, &opt, &rv, &intra, &store_open);
+    be = c->be;
     if (rc != 0)
         goto fail;
     if ((rc = open_store(c, &opt, &rv, &store_open)) != 0) {
