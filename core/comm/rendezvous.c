@@ -62,6 +62,10 @@ static int from_env(struct plx__rendezvous *r)
             return rc;
         if (r->local_size < 0 && (rc = env_int(l[3], l[4], &r->local_size)) < 0)
             return rc;
+        /* SLURM_NTASKS_PER_NODE is the allocation's, which a smaller step
+         * inside it inherits: not this step's count when it exceeds it. */
+        if (!strcmp(l[4], "Slurm") && r->local_size > size)
+            r->local_size = -1;
         r->vars = l;
         return 1;
     }

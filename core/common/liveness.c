@@ -30,21 +30,40 @@ static int proc_stat(long pid, long *ppid, char *state)
     return p && sscanf(p + 1, " %c %ld", state, ppid) == 2 ? 0 : -1;
 }
 
-/* SLURM_PROCID in pid's environment, or -1. */
+/* SLURM_PROCID in pid's environment, or -1. Read whole: a large
+ * environment may put it far in. */
 static long task_of(long pid)
 {
-    char path[64], buf[65536];
+    char path[64];
     snprintf(path, sizeof path, "/proc/%ld/environ", pid);
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    static const char want[] = "SLURM_PROCID=";
+    long task = -1;
+    size_t at = 0; /* position within the current variable */
+    char digits[16];
+    size_t nd = 0;
+    int in_value = 0, c;
+    while (task < 0 && (c = getc(f)) != EOF) {
+        if (c == '\0') {
+            if (in_value && nd > 0) {
+                digits[nd] = '\0';
+                task = strtol(digits, NULL, 10);
+            }
+            at = nd = 0;
+            in_value = 0;
+        } else if (in_value) {
+            if (nd + 1 < sizeof digits)
+                digits[nd++] = (char)c;
+        } else if (at < sizeof want - 1 && c == want[at]) {
+            in_value = ++at == sizeof want - 1;
+        } else {
+            at = sizeof want; /* another variable: skip to its end */
+        }
+    }
     fclose(f);
-    buf[n] = '\0';
-    for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
-        if (!strncmp(buf + i, "SLURM_PROCID=", 13))
-            return strtol(buf + i + 13, NULL, 10);
-    return -1;
+    return task;
 }
 
 static int parent_is_slurmstepd(long ppid)

@@ -141,6 +141,18 @@ int main(void)
     CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
     CHECK(strstr(plx_last_error(), "WORLD_SIZE=0") != NULL);
     clear_env();
+    /* a step smaller than its allocation inherits the allocation's tasks per node */
+    setenv("SLURM_PROCID", "1", 1);
+    setenv("SLURM_NTASKS", "2", 1);
+    setenv("SLURM_NTASKS_PER_NODE", "4", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0 && r.local_size == 2);
+    setenv("SLURM_LOCALID", "1", 1);
+    setenv("SLURM_NTASKS_PER_NODE", "1", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+    CHECK(strstr(plx_last_error(), "SLURM_LOCALID=1 is not below SLURM_NTASKS_PER_NODE=1") != NULL);
+    unsetenv("SLURM_LOCALID");
+    unsetenv("SLURM_NTASKS_PER_NODE");
+    clear_env();
 
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
