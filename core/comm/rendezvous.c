@@ -58,9 +58,13 @@ static int from_env(struct plx__rendezvous *r)
         r->rank = rank;
         r->size = size;
         r->source = launchers[i][4];
-        if (r->local_rank < 0 && (rc = env_int(l[2], l[4], &r->local_rank)) < 0)
+        /* Both from the launcher, or neither: a caller that gives one (a
+         * model of 2 hosts x 2 under plexus-run) means its own placement,
+         * which the launcher's other value would contradict. */
+        int from_launcher = r->local_rank < 0 && r->local_size < 0;
+        if (from_launcher && (rc = env_int(l[2], l[4], &r->local_rank)) < 0)
             return rc;
-        if (r->local_size < 0 && (rc = env_int(l[3], l[4], &r->local_size)) < 0)
+        if (from_launcher && (rc = env_int(l[3], l[4], &r->local_size)) < 0)
             return rc;
         /* SLURM_NTASKS_PER_NODE is the allocation's, which a smaller step
          * inside it inherits: not this step's count when it exceeds it. */
@@ -142,7 +146,7 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
                 r->rank = e.rank;
             if (r->size < 0)
                 r->size = e.size;
-            if (opt->rank < 0 && opt->size < 0)
+            if (opt->rank < 0 && opt->size < 0 && opt->local_rank < 0 && opt->local_size < 0)
                 r->vars = e.vars;
             r->local_rank = e.local_rank;
             r->local_size = e.local_size;
