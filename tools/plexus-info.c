@@ -389,10 +389,11 @@ int main(int argc, char **argv)
         printf("}\n");
     }
     if (!only && !json) {
-        int sel = plx_backend_select(NULL);
+        char chose[400] = "";
+        int sel = plx_backend_select_why(NULL, chose, sizeof chose);
         struct plx_backend_info b = {.struct_size = sizeof b};
         if (sel >= 0 && plx_backend_info((size_t)sel, &b) == 0)
-            printf("\nselected by the configuration: %s\n", b.name);
+            printf("\nselected by the configuration: %s (%s)\n", b.name, chose);
         else
             printf("\nselected by the configuration: none (%s)\n", plx_last_error());
         show_auth_text();

@@ -9,6 +9,7 @@
 #include "diag_hooks.h"
 #include "error.h"
 #include "hier.h"
+#include "liveness.h"
 #include "log.h"
 #include "store.h"
 
@@ -174,8 +175,8 @@ static int comm_create_backend(struct plx_comm *c)
  * options become *cfg, this communicator's own view, through which the
  * backend is chosen. INTRA+INTER also sets *intra (hier.c); *cfg reads
  * *be's section. */
-static int init_process_wide(const struct plx_comm_options *opt, struct plx__backend **be,
-                             struct plx__backend **intra, struct plx_config **cfg)
+static int init_process_wide(const struct plx_comm_options *opt, int place, struct plx__backend **be,
+                             struct plx__backend **intra, struct plx_config **cfg, char *why, size_t wn)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     static char applied_level[32];
@@ -190,7 +191,7 @@ static int init_process_wide(const struct plx_comm_options *opt, struct plx__bac
             plx__log_set_level(level);
             snprintf(applied_level, sizeof applied_level, "%s", level);
         }
-        if ((rc = plx__hier_select(*cfg, opt->backend, be, intra)) == 0) {
+        if ((rc = plx__hier_select(*cfg, opt->backend, place, be, intra, why, wn)) == 0) {
             plx__config_set_section(*cfg, (*be)->name);
             rc = plx__config_check_view(*cfg, (*be)->name);
             if (rc == 0 && *intra)
@@ -206,27 +207,76 @@ static int init_process_wide(const struct plx_comm_options *opt, struct plx__bac
  * hosts it). Say both. */
 static void add_store_cause(const struct plx_store *base)
 {
-    char why[320], msg[1024];
+    char why[512], msg[1024];
     if (!plx__store_lost(base, why, sizeof why) || strstr(plx_last_error(), why))
         return;
     snprintf(msg, sizeof msg, "%s", plx_last_error());
     plx__err(0, "%s (%s)", msg, why);
 }
 
+/* The refusals met while choosing c's backend, in order: what a job told
+ * "no backend can serve it" needs to read. */
+struct refusals {
+    char text[1536];
+    int n;
+};
+
+static void refusal_add(struct refusals *r, const char *backend, const char *why)
+{
+    size_t l = strlen(r->text), bl = strlen(backend);
+    int named = !strncmp(why, backend, bl) && why[bl] == ':'; /* "shm: ..." already says whose */
+    snprintf(r->text + l, sizeof r->text - l, "%s%s%s%s", l ? "; " : "", named ? "" : backend, named ? "" : ": ",
+             why);
+    r->n++;
+}
+
+/* Whether be can serve ranks launched as rv says: a backend whose ranks are
+ * threads of one process (sim) cannot serve ranks that a launcher started
+ * as processes (rank and size from its environment). Ranks the caller
+ * numbered may be its threads. 1, or 0 with the reason in why. */
+static int serves_launch(const struct plx__backend *be, int size, const struct plx__rendezvous *rv, char *why,
+                         size_t n)
+{
+    if (size > 1 && (be->caps.flags & PLX_CAP_IN_PROCESS) && strcmp(rv->source, "options") &&
+        strncmp(rv->url, "mem://", 6)) {
+        snprintf(why, n, "runs every rank as a thread of one process (init mem://NAME), but this job's ranks are "
+                 "processes (rank and size from %s)", rv->source);
+        return 0;
+    }
+    return 1;
+}
+
 /* The chosen backend refused this communicator as unavailable here (shm
  * when the ranks span hosts; every rank learns the same through the store,
- * so all move on together): take the next choice of the same spec, if the
- * spec was auto or a list. 1 if c->be changed (c->config re-pointed to its
- * section); 0 with the error set if not. */
-static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c, struct plx__backend **intra)
+ * so all move on together), or cannot serve this launch: take the next
+ * choice of the same spec that can, if the spec was auto or a list. 1 if
+ * c->be changed (c->config re-pointed to its section); 0 with the error set
+ * if not: with every refusal's reason where more than one backend refused. */
+static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c, struct plx__backend **intra,
+                        const struct plx__rendezvous *rv, struct refusals *ref)
 {
-    char why[512];
+    char why[512], no[400];
     snprintf(why, sizeof why, "%s", plx_last_error());
+    refusal_add(ref, c->be->name, why);
     struct plx__backend *next = NULL;
     struct plx_config *view = NULL;
-    if (plx__loader_select_after(c->config, opt->backend, c->be, &next) != 0 || !next) {
-        plx__err(PLX_ERR_UNAVAILABLE, "%s", why);
-        return 0;
+    const struct plx__backend *after = c->be;
+    for (;;) {
+        if (plx__loader_select_placed(c->config, opt->backend, after, rv->place, &next, NULL, 0) != 0 || !next) {
+            /* Those that never got to refuse, because their probe failed,
+             * may be what the user meant to run on. */
+            size_t had = strlen(ref->text);
+            plx__loader_broken_in(c->config, opt->backend, ref->text, sizeof ref->text);
+            if (ref->n > 1 || strlen(ref->text) > had)
+                plx__err(PLX_ERR_UNAVAILABLE, "no backend can serve this job (%s)", ref->text);
+            else
+                plx__err(PLX_ERR_UNAVAILABLE, "%s", why);
+            return 0;
+        }
+        if (serves_launch(next, c->size, rv, no, sizeof no))
+            break;
+        refusal_add(ref, next->name, no);
+        after = next;
     }
     /* The communicator's options now read the next backend's section (the
      * refused backend kept nothing of the old view). */
@@ -246,6 +296,37 @@ static int next_backend(const struct plx_comm_options *opt, struct plx_comm *c, 
     return 1;
 }
 
+/* plx_comm_init's probe while it waits in the store (store.h): a task of
+ * this node's Slurm step that has exited (said in the store, for the
+ * ranks on other nodes), or what another rank said there. */
+static int init_probe(void *arg, char *why, size_t n)
+{
+    struct plx_comm *c = arg;
+    /* The first rank to see one gone says so: its word names the cause,
+     * where a later look would also find the ranks that failed for it. */
+    void *v = NULL;
+    size_t len = 0;
+    if (c->store->ops->check(c->store, "plexus-gone") == 1 &&
+        plx__store_get(c->store, "plexus-gone", &v, &len, 1000) == 0 && v) {
+        snprintf(why, n, "%.*s", (int)len, (const char *)v);
+        free(v);
+        return 1;
+    }
+    free(v);
+    long task = plx__liveness_local();
+    if (task < 0)
+        return 0;
+    const char *node = getenv("SLURMD_NODENAME"), *me = getenv("SLURM_PROCID");
+    int same = me && strtol(me, NULL, 10) == c->rank; /* ranks are the step's task ids */
+    char r[32] = "";
+    if (same)
+        snprintf(r, sizeof r, "rank %ld, ", task);
+    snprintf(why, n, "comm '%s': %sSlurm task %ld on %s, has exited before joining (seen by rank %d; srun "
+             "without -K leaves the step running)", c->name, r, task, node ? node : "this node", c->rank);
+    plx__store_set(c->store, "plexus-gone", why, strlen(why) + 1);
+    return 1;
+}
+
 /* The job's store for c and its generation's keys, once (*done). */
 static int open_store(struct plx_comm *c, const struct plx_comm_options *opt, struct plx__rendezvous *rv, int *done)
 {
@@ -255,9 +336,63 @@ static int open_store(struct plx_comm *c, const struct plx_comm_options *opt, st
     int rc = plx__rendezvous_store_open(c->config, opt, rv, c->rank, c->size, c->timeout_ms, &c->base_store);
     if (rc == 0 && c->base_store)
         rc = open_generation(c);
+    if (rc == 0 && c->store)
+        plx__store_view_watch(c->store, init_probe, c);
     if (rc == 0)
         plx__log(PLX_LOG_INFO, "core", "comm '%s': rank %d of %d (from %s) on backend %s, store %s", c->name,
                  c->rank, c->size, rv->source, c->be->name, rv->url[0] ? rv->url : "none");
+    return rc;
+}
+
+/* A failed init, once the store is open: the store lives in rank 0's
+ * process, and a rank 0 that left at once would take from the other ranks
+ * what they still had to read to learn the same (shm's host identities:
+ * they would report a lost store instead of the reason). Every failing
+ * rank counts itself; rank 0, if it hosts the store, stays until all have,
+ * or 2 s at most, so that every rank fails with its own reason. */
+static void fail_together(struct plx_comm *c, const struct plx__rendezvous *rv, int rc)
+{
+    const char *hosted = getenv("PLEXUS_STORE_HOSTED");
+    if (!c->store || c->size < 2)
+        return;
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", plx_last_error());
+    int64_t n = 0;
+    if (plx__store_add(c->store, "plexus-init-failed", 1, &n) == 0) {
+        if (n >= c->size)
+            plx__store_set(c->store, "plexus-init-failed-all", "1", 1);
+        else if (c->rank == 0 && !rv->client_only && !strncmp(rv->url, "tcp://", 6) && !(hosted && !strcmp(hosted, "1")))
+            plx__store_wait(c->store, (const char *[]){"plexus-init-failed-all"}, 1,
+                            c->timeout_ms < 2000 ? c->timeout_ms : 2000);
+    }
+    plx__err(rc, "%s", msg);
+}
+
+/* c's backend communicator: on c->be, or on the next choice of the spec
+ * that can serve this launch where one cannot or refuses (the store opened
+ * before the first backend that needs it, *store_open). */
+static int create_with_fallback(struct plx_comm *c, const struct plx_comm_options *opt, struct plx__rendezvous *rv,
+                                struct plx__backend **intra, int *store_open)
+{
+    /* A backend that cannot serve this launch: auto and lists move on, a
+     * name fails here instead of inside the plugin. */
+    struct refusals ref = {.n = 0};
+    char no[400];
+    while (!serves_launch(c->be, c->size, rv, no, sizeof no)) {
+        plx__err(PLX_ERR_UNAVAILABLE, "backend %s %s", c->be->name, no);
+        struct plx__backend *refused = c->be, *had = *intra;
+        if (!next_backend(opt, c, intra, rv, &ref))
+            return PLX_ERR_UNAVAILABLE;
+        if (*intra == refused) /* not a one-host backend to compose with: it serves no process at all */
+            *intra = had;
+    }
+    /* A backend that bootstraps itself gets the store after its communicator. */
+    int rc;
+    if (!(c->be->caps.flags & PLX_CAP_OWN_BOOTSTRAP) && (rc = open_store(c, opt, rv, store_open)) != 0)
+        return rc;
+    while ((rc = comm_create_backend(c)) == PLX_ERR_UNAVAILABLE && next_backend(opt, c, intra, rv, &ref))
+        if (!(c->be->caps.flags & PLX_CAP_OWN_BOOTSTRAP) && (rc = open_store(c, opt, rv, store_open)) != 0)
+            return rc;
     return rc;
 }
 
@@ -275,10 +410,13 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
         return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_init: out is NULL");
     *out = NULL;
     copy_options(user_opt, &opt);
-    if ((rc = init_process_wide(&opt, &be, &intra, &cfg)) != 0 || (rc = plx__rendezvous_resolve(&opt, &rv)) != 0) {
+    char why[400] = "";
+    if ((rc = plx__rendezvous_resolve(&opt, &rv)) != 0 ||
+        (rc = init_process_wide(&opt, rv.place, &be, &intra, &cfg, why, sizeof why)) != 0) {
         plx__config_release(cfg);
         return rc;
     }
+    plx__log(PLX_LOG_DEBUG, "core", "comm '%s': backend %s: %s", opt.name ? opt.name : "world", be->name, why);
     if (!(c = comm_alloc(opt.name ? opt.name : "world"))) {
         plx__config_release(cfg);
         return plx__err(PLX_ERR_NOMEM, "plx_comm_init: out of memory");
@@ -291,32 +429,9 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     c->local_size = rv.local_size;
     c->timeout_ms = options_timeout_ms(cfg, &opt);
 
-    /* A backend whose ranks are threads of one process (sim) cannot serve
-     * ranks that a launcher started as processes (rank and size from its
-     * environment): auto and lists move on, a name fails here instead of
-     * inside the plugin. Ranks the caller numbered may be its threads. */
-    while (c->size > 1 && (c->be->caps.flags & PLX_CAP_IN_PROCESS) && strcmp(rv.source, "options") &&
-           strncmp(rv.url, "mem://", 6)) {
-        plx__err(PLX_ERR_UNAVAILABLE, "backend %s runs every rank as a thread of one process (init mem://NAME), "
-                 "but this job's ranks are processes (rank and size from %s)", c->be->name, rv.source);
-        struct plx__backend *refused = c->be, *had = intra;
-        if (!next_backend(&opt, c, &intra)) {
-            rc = PLX_ERR_UNAVAILABLE;
-            goto fail;
-        }
-        if (intra == refused) /* not a one-host backend to compose with: it serves no process at all */
-            intra = had;
-        be = c->be;
-    }
-    /* A backend that bootstraps itself gets the store after its communicator. */
     int store_open = 0;
-    if (!(c->be->caps.flags & PLX_CAP_OWN_BOOTSTRAP) && (rc = open_store(c, &opt, &rv, &store_open)) != 0)
-        goto fail;
-    while ((rc = comm_create_backend(c)) == PLX_ERR_UNAVAILABLE && next_backend(&opt, c, &intra)) {
-        be = c->be;
-        if (!(be->caps.flags & PLX_CAP_OWN_BOOTSTRAP) && (rc = open_store(c, &opt, &rv, &store_open)) != 0)
-            goto fail;
-    }
+    rc = create_with_fallback(c, &opt, &rv, &intra, &store_open);
+    be = c->be;
     if (rc != 0)
         goto fail;
     if ((rc = open_store(c, &opt, &rv, &store_open)) != 0) {
@@ -328,6 +443,8 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
         goto fail;
     }
     plx__family_join(c, NULL);
+    if (c->store)
+        plx__store_view_watch(c->store, NULL, NULL);
     /* Hosts of unequal size (known alike on every rank): stay flat. */
     if (intra && (rc = plx__hier_setup(c, intra)) == PLX_ERR_UNSUPPORTED) {
         plx__log(PLX_LOG_WARN, "core", "comm '%s': no hierarchy, every collective on %s: %s", c->name, be->name,
@@ -345,10 +462,31 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     return 0;
 
 fail:
-    add_store_cause(c->base_store);
+    add_store_cause(c->store ? c->store : c->base_store);
     plx__err_prefix("plx_comm_init(rank %d of %d, backend %s): ", rv.rank, rv.size, be->name);
+    fail_together(c, &rv, rc);
     comm_free(c);
     return rc;
+}
+
+/* c's keys leave the store once every rank has destroyed c (store.h): a
+ * job that makes communicators without end keeps its store bounded. A
+ * broken communicator skips it: a rank that is gone would never count
+ * itself out, and its store may be gone too. What the caller reads in
+ * plx_last_error is left as it was. */
+static void leave_store(struct plx_comm *c)
+{
+    if (!c->store || __atomic_load_n(&c->failed, __ATOMIC_ACQUIRE) || __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE))
+        return;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", plx_last_error());
+    if (plx__store_view_leave(c->store, c->rank, c->size, c->timeout_ms < 5000 ? c->timeout_ms : 5000) != 0)
+        plx__log(PLX_LOG_DEBUG, "core", "comm '%s': its keys stay in the store: %s", c->name, plx_last_error());
+    if (msg[0])
+        plx__err(0, "%s", msg);
+    else
+        plx__err_clear();
 }
 
 PLX_API int plx_comm_destroy(struct plx_comm *c)
@@ -361,6 +499,8 @@ PLX_API int plx_comm_destroy(struct plx_comm *c)
     plx__mem_release_all(c);
     int rc = c->be->ops.comm_destroy(c->bc);
     plx__diag_destroy(c);
+    if (rc == 0)
+        leave_store(c);
     comm_free(c);
     return rc;
 }
@@ -697,9 +837,10 @@ int plx__comm_open_job(const struct plx_comm_options *user_opt, struct plx__job 
         opt.rank = 1; /* no rank yet: anything but the store's host */
     if (opt.size < 0)
         opt.size = 2;
-    int rc = init_process_wide(&opt, &job->be, &intra, &job->config);
+    char why[400];
+    int rc = plx__rendezvous_resolve(&opt, &rv);
     if (rc == 0)
-        rc = plx__rendezvous_resolve(&opt, &rv);
+        rc = init_process_wide(&opt, rv.place, &job->be, &intra, &job->config, why, sizeof why);
     if (rc == 0 && intra)
         rc = plx__err(PLX_ERR_UNSUPPORTED, "plx_comm_join: a hierarchical backend (%s+%s) cannot grow",
                       intra->name, job->be->name);

@@ -177,8 +177,13 @@ struct plx__rendezvous {
     char key_prefix[96]; /* "" or what every key goes under ("/worker/attempt_0") */
     const char *bootstrap; /* how url was found: "PLEXUS_INIT", "MASTER_ADDR", "Slurm", ... */
     char why[320];         /* that choice, and the ones passed over, in words */
+    const char *const *vars; /* the launcher's rank, size, local rank, local size variables, or NULL */
+    int place;               /* PLX__PLACE_*: one host, several, or not said */
 };
 int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rendezvous *out);
+/* MASTER_ADDR and MASTER_PORT as a store address: 0, or PLX_ERR_INVALID_ARG
+ * naming the variable that is wrong. */
+int plx__rendezvous_check_master(const char *addr, const char *port);
 /* launcher_slurm.c: the first host of a Slurm host list ("n[07-09],m" ->
  * "n07"); 0, or -1 for a list it cannot read or a host longer than n. */
 int plx__slurm_first_host(const char *list, char *out, size_t n);

@@ -56,14 +56,15 @@ struct plx__hier {
     size_t tmp_bytes;
 };
 
-int plx__hier_select(const struct plx_config *v, const char *spec, struct plx__backend **inter,
-                     struct plx__backend **intra)
+int plx__hier_select(const struct plx_config *v, const char *spec, int place, struct plx__backend **inter,
+                     struct plx__backend **intra, char *why, size_t wn)
 {
     *intra = NULL;
     const char *s = spec ? spec : plx__config_get_in(v, "core", "backend", NULL);
     const char *plus = s ? strchr(s, '+') : NULL;
     if (!plus)
-        return plx__loader_select_after(v, spec, NULL, inter);
+        return plx__loader_select_placed(v, spec, NULL, place, inter, why, wn);
+    snprintf(why, wn, "composed as asked (%s)", s);
     char in[128];
     snprintf(in, sizeof in, "%.*s", (int)(plus - s), s);
     int rc = plx__loader_select(in, intra);

@@ -8,9 +8,10 @@
 
 /* Choose the backends for spec: "INTRA+INTER" gives both (the communicator
  * runs on inter, *intra is set); anything else is plx__loader_select's
- * (and *intra NULL). spec NULL: the configured [core] backend. */
-int plx__hier_select(const struct plx_config *v, const char *spec, struct plx__backend **inter,
-                     struct plx__backend **intra);
+ * (and *intra NULL). spec NULL: the configured [core] backend. place
+ * (PLX__PLACE_*) orders auto; why (wn bytes) gets the choice in words. */
+int plx__hier_select(const struct plx_config *v, const char *spec, int place, struct plx__backend **inter,
+                     struct plx__backend **intra, char *why, size_t wn);
 /* Build c's intra and cross children (collective over c, which runs on the
  * inter backend). Errors leave c flat; PLX_ERR_UNSUPPORTED (hosts of
  * unequal size, or too many) is decided alike on every rank before any

@@ -8,15 +8,28 @@
 #include "comm.h"
 #include "error.h"
 
-static int env_int(const char *name, int *out)
+/* Digits only, at most max: what a launcher writes. strtol alone would
+ * take " 3", "+3" and "3x" wraps nothing, but a typo must not pass. */
+static int parse_uint(const char *v, long max, long *out)
+{
+    if (!v || !*v || strlen(v) > 9)
+        return -1;
+    for (const char *p = v; *p; p++)
+        if (*p < '0' || *p > '9')
+            return -1;
+    *out = strtol(v, NULL, 10);
+    return *out > max ? -1 : 0;
+}
+
+static int env_int(const char *name, const char *launcher, int *out)
 {
     const char *v = getenv(name);
     if (!v || !*v)
         return 0;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || x < 0 || x > 1 << 24)
-        return plx__err(PLX_ERR_INVALID_ARG, "environment variable %s='%s' is not a valid rank or size", name, v);
+    long x;
+    if (parse_uint(v, 1 << 24, &x) != 0)
+        return plx__err(PLX_ERR_INVALID_ARG, "environment variable %s='%s' is not a valid rank or size (a number "
+                        "from 0 to %d; set by %s?)", name, v, 1 << 24, launcher);
     *out = (int)x;
     return 1;
 }
@@ -33,23 +46,85 @@ static int from_env(struct plx__rendezvous *r)
 {
     for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
         int rank, size, rc;
-        if ((rc = env_int(launchers[i][0], &rank)) < 0)
+        const char *const *l = launchers[i];
+        if ((rc = env_int(l[0], l[4], &rank)) < 0)
             return rc;
         if (rc == 0)
             continue;
-        if ((rc = env_int(launchers[i][1], &size)) <= 0)
+        if ((rc = env_int(l[1], l[4], &size)) <= 0)
             return rc < 0 ? rc
                           : plx__err(PLX_ERR_INVALID_ARG, "%s is set but %s is not (launched by %s?)",
                                      launchers[i][0], launchers[i][1], launchers[i][4]);
         r->rank = rank;
         r->size = size;
         r->source = launchers[i][4];
-        if (r->local_rank < 0 && (rc = env_int(launchers[i][2], &r->local_rank)) < 0)
+        /* Both from the launcher, or neither: a caller that gives one (a
+         * model of 2 hosts x 2 under plexus-run) means its own placement,
+         * which the launcher's other value would contradict. */
+        int from_launcher = r->local_rank < 0 && r->local_size < 0;
+        if (from_launcher && (rc = env_int(l[2], l[4], &r->local_rank)) < 0)
             return rc;
-        if (r->local_size < 0 && (rc = env_int(launchers[i][3], &r->local_size)) < 0)
+        if (from_launcher && (rc = env_int(l[3], l[4], &r->local_size)) < 0)
             return rc;
+        /* SLURM_NTASKS_PER_NODE is the allocation's, which a smaller step
+         * inside it inherits: not this step's count when it exceeds it. */
+        if (!strcmp(l[4], "Slurm") && r->local_size > size)
+            r->local_size = -1;
+        r->vars = l;
         return 1;
     }
+    return 0;
+}
+
+/* Rank, size, local rank and local size agree with each other; the error
+ * names the variables they came from (r->vars, or the options). */
+static int check_placement(const struct plx__rendezvous *r)
+{
+    static const char *const from_options[4] = {"rank", "size", "local_rank", "local_size"};
+    const char *const *n = r->vars ? r->vars : from_options;
+    const char *src = r->source;
+    if (r->size < 1)
+        return plx__err(PLX_ERR_INVALID_ARG, "%s=%d: a world needs at least one rank (from %s)", n[1], r->size, src);
+    if (r->rank < 0 || r->rank >= r->size)
+        return plx__err(PLX_ERR_INVALID_ARG, "%s=%d is not below %s=%d: rank %d is not inside a world of size %d "
+                        "(from %s)", n[0], r->rank, n[1], r->size, r->rank, r->size, src);
+    if (r->local_size > r->size)
+        return plx__err(PLX_ERR_INVALID_ARG, "%s=%d exceeds %s=%d: more ranks on this host than in the job (from "
+                        "%s)", n[3], r->local_size, n[1], r->size, src);
+    if (r->local_rank >= r->local_size)
+        return plx__err(PLX_ERR_INVALID_ARG, "%s=%d is not below %s=%d (from %s)", n[2], r->local_rank, n[3],
+                        r->local_size, src);
+    return 0;
+}
+
+/* One host or several, where the launcher says (before local_size gets
+ * its default): its local size, or a Slurm step of one node that is this
+ * job (srun --mpi=pmi2 gives MPICH's variables, without local ones). */
+static int placement(const struct plx__rendezvous *r)
+{
+    if (r->local_size > 0)
+        return r->local_size == r->size ? PLX__PLACE_ONE_HOST : PLX__PLACE_HOSTS;
+    const char *nodes = getenv("SLURM_STEP_NUM_NODES"), *ntasks = getenv("SLURM_STEP_NUM_TASKS");
+    long nn, nt;
+    if (!strcmp(r->source, "options") || parse_uint(nodes, 1 << 24, &nn) || parse_uint(ntasks, 1 << 24, &nt) ||
+        nt != r->size)
+        return PLX__PLACE_UNKNOWN;
+    return nn == 1 ? PLX__PLACE_ONE_HOST : PLX__PLACE_HOSTS;
+}
+
+/* MASTER_ADDR and MASTER_PORT, where the store url comes from them: a
+ * port the store could not listen on is refused here, naming it, not left
+ * to getaddrinfo's words or a port wrapped modulo 65536. */
+int plx__rendezvous_check_master(const char *addr, const char *port)
+{
+    long p;
+    if (!addr || !*addr)
+        return plx__err(PLX_ERR_INVALID_ARG, "MASTER_ADDR is set but empty: it must name the host of rank 0");
+    if (strpbrk(addr, " /\t"))
+        return plx__err(PLX_ERR_INVALID_ARG, "MASTER_ADDR='%s' is not a host name or address", addr);
+    if (parse_uint(port, 65535, &p) != 0 || p == 0)
+        return plx__err(PLX_ERR_INVALID_ARG, "MASTER_PORT='%s' is not a TCP port (a number from 1 to 65535)",
+                        port ? port : "");
     return 0;
 }
 
@@ -71,6 +146,8 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
                 r->rank = e.rank;
             if (r->size < 0)
                 r->size = e.size;
+            if (opt->rank < 0 && opt->size < 0 && opt->local_rank < 0 && opt->local_size < 0)
+                r->vars = e.vars;
             r->local_rank = e.local_rank;
             r->local_size = e.local_size;
             r->source = e.source;
@@ -82,13 +159,14 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
             r->source = "default";
         }
     }
-    if (r->size < 1 || r->rank < 0 || r->rank >= r->size)
-        return plx__err(PLX_ERR_INVALID_ARG, "rank %d is not inside a world of size %d (from %s)", r->rank,
-                        r->size, r->source);
+    r->place = placement(r);
     if (r->local_rank < 0)
-        r->local_rank = r->rank;
+        r->local_rank = r->local_size < 0 ? r->rank : r->rank % r->local_size;
     if (r->local_size < 0)
         r->local_size = r->size;
+    int bad = check_placement(r);
+    if (bad)
+        return bad;
 
     if (opt->store) { /* the caller's own store (plx_store_callbacks) */
         if (opt->init)
@@ -100,13 +178,17 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
     }
     const char *init = opt->init ? opt->init : getenv("PLEXUS_INIT");
     const char *init_from = opt->init ? "options' init" : "PLEXUS_INIT";
+    const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+    /* Where they name the store (env://, or nothing else said): checked
+     * before anything reads them. */
+    if ((!init || !strcmp(init, "env://")) && addr && port && (bad = plx__rendezvous_check_master(addr, port)))
+        return bad;
     int agent = plx__rendezvous_torchelastic(init, r);
     if (agent != 0) {
         r->bootstrap = "torchrun's agent store";
         snprintf(r->why, sizeof r->why, "TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent hosts the store");
         return agent < 0 ? agent : 0;
     }
-    const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
     if (init && !strcmp(init, "none")) {
         r->url[0] = '\0';
         r->bootstrap = "none";

@@ -61,6 +61,8 @@ int plx__rendezvous_store_open(const struct plx_config *v, const struct plx_comm
         rc = plx__store_open_in(v, rv->url, rv->client_only ? -1 : rank, size, timeout_ms, &s);
     else
         return 0;
+    if (rc == PLX_ERR_INVALID_ARG && rv->bootstrap)
+        plx__err_prefix("the store url from %s: ", rv->bootstrap);
     if (rc != 0 || !rv->key_prefix[0]) {
         *out = s;
         return rc;

@@ -11,9 +11,13 @@
 
 const struct plx__key plx__keys[] = {
     {"core", "backend", PLX_KEY_LIST, "auto", NULL,
-     "Backend to use: auto (the highest-priority usable one), a name, an ordered list such as nccl,tcp, "
+     "Backend to use: auto (the usable one expected fastest for the placement; see prefer), a name, an ordered list such as nccl,tcp, "
      "or ^name to exclude one; INTRA+INTER (shm+tcp) composes a one-host backend with one across hosts, as "
      "auto does when a one-host backend refuses a job that spans hosts. PLEXUS_BACKEND overrides it."},
+    {"core", "prefer", PLX_KEY_LIST, "", NULL,
+     "Backends auto tries first, in this order, where usable (e.g. tcp,shm); after them auto goes by the "
+     "placement: on one host a one-host transport (shm) before those across hosts (mpi, ucc, tcp), else by "
+     "priority."},
     {"core", "timeout_ms", PLX_KEY_DURATION, "300000", NULL,
      "Default timeout of every blocking step: rendezvous, waits, collectives (bare numbers: ms; or 30s, 5m)."},
     {"core", "log_level", PLX_KEY_ENUM, "warn", "error|warn|info|debug|trace",

@@ -95,16 +95,12 @@ PLX_API int plx_backend_param(size_t i, size_t j, const char **key, const char *
     return plx__err(PLX_ERR_INVALID_ARG, "plx_backend_param: no parameter %zu of backend %zu", j, i);
 }
 
+/* The placement-aware choice lives in core/comm/backend_describe.c, which
+ * reads the launcher's variables. */
 PLX_API int plx_backend_select(const char *spec)
 {
-    struct plx__backend *b;
-    int rc = plx__loader_select(spec, &b);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < plx__loader_count(); i++)
-        if (plx__loader_at(i) == b)
-            return (int)i;
-    return PLX_ERR_INTERNAL;
+    char why[8];
+    return plx_backend_select_why(spec, why, sizeof why);
 }
 
 PLX_API size_t plx_config_count(void)

@@ -441,6 +441,45 @@ int plx__loader_select(const char *spec, struct plx__backend **out)
 int plx__loader_select_after(const struct plx_config *v, const char *spec, const struct plx__backend *after,
                              struct plx__backend **out)
 {
+    return plx__loader_select_placed(v, spec, after, PLX__PLACE_UNKNOWN, out, NULL, 0);
+}
+
+/* auto: the first usable backend after `after` in merit.c's order, less
+ * the ^excluded ones. */
+static int select_auto(const struct plx_config *v, const char *spec, const struct plx__backend *after, int place,
+                       const char *const *skip, int nsk, struct plx__backend **out, char *why, size_t wn)
+{
+    struct plx__backend **order = calloc(n_backends ? n_backends : 1, sizeof *order);
+    size_t n = 0;
+    if (!order)
+        return plx__err(PLX_ERR_NOMEM, "loader: out of memory");
+    int rc = plx__merit_order(v, place, order, &n);
+    size_t from = 0;
+    for (size_t i = 0; rc == 0 && after && i < n; i++)
+        if (order[i] == after)
+            from = i + 1;
+    for (size_t i = from; rc == 0 && i < n && !*out; i++) {
+        int skipped = 0;
+        for (int j = 0; j < nsk; j++)
+            skipped |= !strcasecmp(skip[j], order[i]->name);
+        if (!skipped && order[i]->state == PLX_STATE_USABLE)
+            *out = order[i];
+    }
+    if (*out && why)
+        plx__merit_explain(v, place, *out, order, n, why, wn);
+    free(order);
+    if (rc == 0 && !*out)
+        rc = plx__err(PLX_ERR_UNAVAILABLE, "no usable backend for '%s' (%zu found; run plexus-info to see why)",
+                      spec, n_backends);
+    return rc;
+}
+
+int plx__loader_select_placed(const struct plx_config *v, const char *spec, const struct plx__backend *after,
+                              int place, struct plx__backend **out, char *why, size_t wn)
+{
+    if (why && wn)
+        why[0] = '\0';
+    const char *named = spec ? "the options" : "[core] backend or PLEXUS_BACKEND";
     *out = NULL;
     if (!spec)
         spec = plx__config_get_in(v, "core", "backend", NULL);
@@ -472,6 +511,8 @@ int plx__loader_select_after(const struct plx_config *v, const char *spec, const
         if (b->state != PLX_STATE_USABLE)
             return unusable(b);
         *out = b;
+        if (why)
+            snprintf(why, wn, "asked for by name (%s)", named);
         return 0;
     }
     if (nw > 1) {
@@ -483,6 +524,8 @@ int plx__loader_select_after(const struct plx_config *v, const char *spec, const
             struct plx__backend *b = plx__loader_find(want[i]);
             if (b->state == PLX_STATE_USABLE) {
                 *out = b;
+                if (why)
+                    snprintf(why, wn, "the first usable of the list '%s' (%s)", spec, named);
                 return 0;
             }
         }
@@ -495,21 +538,37 @@ int plx__loader_select_after(const struct plx_config *v, const char *spec, const
         }
         return plx__err(PLX_ERR_UNAVAILABLE, "none of the backends '%s' is usable: %s", spec, why);
     }
-    size_t from = 0;
-    for (size_t i = 0; after && i < n_backends; i++)
-        if (backends[i] == after)
-            from = i + 1;
-    for (size_t i = from; i < n_backends; i++) {
-        int skipped = 0;
-        for (int j = 0; j < nsk; j++)
-            skipped |= !strcasecmp(skip[j], backends[i]->name);
-        if (!skipped && backends[i]->state == PLX_STATE_USABLE) {
-            *out = backends[i];
-            return 0;
-        }
+    return select_auto(v, spec, after, place, skip, nsk, out, why, wn);
+}
+
+void plx__loader_broken_in(const struct plx_config *v, const char *spec, char *out, size_t n)
+{
+    if (!spec)
+        spec = plx__config_get_in(v, "core", "backend", NULL);
+    if (!spec || !spec[0])
+        spec = "auto";
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", spec);
+    const char *want[32], *skip[32];
+    int nw = 0, nsk = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        if (t[0] == '^' && nsk < 32)
+            skip[nsk++] = t + 1;
+        else if (strcmp(t, "auto") && t[0] != '^' && nw < 32)
+            want[nw++] = t;
     }
-    return plx__err(PLX_ERR_UNAVAILABLE, "no usable backend for '%s' (%zu found; run plexus-info to see why)", spec,
-                    n_backends);
+    for (size_t i = 0; i < n_backends; i++) {
+        const struct plx__backend *b = backends[i];
+        int in = nw == 0;
+        for (int j = 0; j < nw; j++)
+            in |= !strcasecmp(want[j], b->name);
+        for (int j = 0; j < nsk; j++)
+            in &= !!strcasecmp(skip[j], b->name);
+        size_t l = strlen(out);
+        if (in && b->state == PLX_STATE_BROKEN && l < n)
+            snprintf(out + l, n - l, "%s%s: broken: %s", l ? "; " : "", b->name, b->reason);
+    }
 }
 
 void plx__loader_reset(void)

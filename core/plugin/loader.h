@@ -51,6 +51,25 @@ int plx__loader_select(const char *spec, struct plx__backend **out);
 /* spec NULL reads [core] backend through v (NULL: the process layers). */
 int plx__loader_select_after(const struct plx_config *v, const char *spec, const struct plx__backend *after,
                              struct plx__backend **out);
+/* Where a job's ranks are, as its launcher says: auto's order depends on it. */
+enum { PLX__PLACE_UNKNOWN, PLX__PLACE_ONE_HOST, PLX__PLACE_HOSTS };
+/* plx__loader_select_after for a job placed so (auto: merit.c's order);
+ * why (wn bytes, may be NULL) gets the choice in words. */
+int plx__loader_select_placed(const struct plx_config *v, const char *spec, const struct plx__backend *after,
+                              int place, struct plx__backend **out, char *why, size_t wn);
+/* merit.c: every backend in the order auto tries them for place (*n of
+ * them into order, which holds plx__loader_count()); PLX_ERR_CONFIG for a
+ * [core] prefer that names no backend. */
+int plx__merit_order(const struct plx_config *v, int place, struct plx__backend **order, size_t *n);
+/* Why auto chose chosen from order, in words. */
+void plx__merit_explain(const struct plx_config *v, int place, const struct plx__backend *chosen,
+                        struct plx__backend *const *order, size_t n, char *why, size_t wn);
+
+/* Append to out (n bytes, "; " between) "NAME: broken: REASON" for every
+ * backend spec would choose from (NULL: [core] backend through v) that
+ * failed to load or probe: a configuration that broke one (a wrong [tcp]
+ * ifname) shows in the error of a job that found no backend. */
+void plx__loader_broken_in(const struct plx_config *v, const char *spec, char *out, size_t n);
 
 /* host->config_get for ctx (a struct plx__host_ctx): the backend's own
  * section, through an instance's view; through the process-wide table,

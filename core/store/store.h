@@ -48,6 +48,21 @@ int plx__store_open_in(const struct plx_config *v, const char *url, int rank, in
 /* A view of base where every key is "prefix/key". Takes a reference on base. */
 int plx__store_prefixed(struct plx_store *base, const char *prefix, struct plx_store **out);
 void plx__store_release(struct plx_store *s);
+/* A communicator's rank leaves its view (from plx__store_prefixed) for
+ * good: it publishes the keys it created through the view and counts
+ * itself out; the last of size ranks to leave deletes every rank's keys,
+ * so a job that makes communicators without end keeps a store of bounded
+ * size. Each rank calls it once, after its last use of the view's keys
+ * (its keys are read by the others until all have left). Not a view, or
+ * a lost store: nothing to do. */
+int plx__store_view_leave(struct plx_store *view, int rank, int size, int64_t timeout_ms);
+/* While probe is set (NULL: no more), a wait or get through view longer
+ * than a second waits in slices and asks probe(arg, why, n) between them;
+ * a probe that returns 1 ends the wait with PLX_ERR_PEER_LOST and its why
+ * (a rank whose process is gone). Set it only while no other thread uses
+ * the view. */
+typedef int (*plx__store_probe_fn)(void *arg, char *why, size_t n);
+void plx__store_view_watch(struct plx_store *view, plx__store_probe_fn probe, void *arg);
 void plx__store_retain(struct plx_store *s);
 /* 1 and the reason if s (or the store a view is of) lost its connection. */
 int plx__store_lost(const struct plx_store *s, char *out, size_t n);

@@ -30,6 +30,7 @@
 #include "clock.h"
 #include "config.h"
 #include "error.h"
+#include "liveness.h"
 #include "log.h"
 #include "store.h"
 #include "store_tcp.h"
@@ -113,34 +114,102 @@ static int authenticate(struct client *c, int fd, uint64_t deadline)
                     a.why);
 }
 
+/* One connection attempt to a, bounded by deadline: a non-blocking
+ * connect, so that a host whose SYNs are dropped (a firewall, a dead host)
+ * costs the time left, not the kernel's two minutes of retries. The fd or
+ * -1 with *err (ETIMEDOUT when the deadline came first). */
+static int connect_one(const struct addrinfo *a, uint64_t deadline, int *err)
+{
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    int rc = connect(fd, a->ai_addr, a->ai_addrlen);
+    while (rc != 0 && (errno == EINPROGRESS || errno == EINTR)) {
+        uint64_t now = plx__clock_ns();
+        if (deadline != PLX__NEVER && now >= deadline) {
+            errno = ETIMEDOUT;
+            break;
+        }
+        struct pollfd pf = {fd, POLLOUT, 0};
+        int ms = deadline == PLX__NEVER ? -1 : (int)((deadline - now) / 1000000) + 1;
+        int r = poll(&pf, 1, ms);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (r <= 0) {
+            errno = EINPROGRESS; /* again, or out of time at the top */
+            continue;
+        }
+        int e = 0;
+        socklen_t el = sizeof e;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0)
+            e = errno;
+        rc = e ? -1 : 0;
+        errno = e;
+        break;
+    }
+    if (rc != 0) {
+        *err = errno;
+        close(fd);
+        return -1;
+    }
+    /* The callers poll before every transfer: blocking mode as before. */
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/* A task of this node's Slurm step that has exited (the store's host that
+ * could not listen, a rank that crashed): waiting on is pointless. 0, or
+ * an error naming it; looks once a second (*next_ns). */
+static int task_gone(const struct client *c, uint64_t *next_ns, const char *doing)
+{
+    uint64_t now = plx__clock_ns();
+    if (now < *next_ns)
+        return 0;
+    *next_ns = now + 1000000000u;
+    long t = plx__liveness_local();
+    if (t < 0)
+        return 0;
+    return plx__err(PLX_ERR_PEER_LOST, "%s: %s, and Slurm task %ld on this node has exited (if it was to host the "
+                    "store, whatever holds the port is not a plexus store: a port taken by another program?)",
+                    c->where, doing, t);
+}
+
 static int connect_until(const struct client *c, uint64_t deadline, int *out)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
     int gai = getaddrinfo(c->host, c->port, &hints, &res);
     if (gai)
-        return plx__err(PLX_ERR_INVALID_ARG, "%s: cannot resolve: %s", c->where, gai_strerror(gai));
+        return plx__err(PLX_ERR_INVALID_ARG, "%s: cannot resolve '%s': %s", c->where, c->host, gai_strerror(gai));
+    uint64_t start = plx__clock_ns(), look = start + 1000000000u;
     int last = 0;
     for (;;) {
         for (struct addrinfo *a = res; a; a = a->ai_next) {
-            int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
-            if (fd < 0)
-                continue;
-            if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-                int one = 1;
-                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            int fd = connect_one(a, deadline, &last);
+            if (fd >= 0) {
                 freeaddrinfo(res);
                 *out = fd;
                 return 0;
             }
-            last = errno;
-            close(fd);
         }
         if (plx__clock_ns() >= deadline)
             break;
+        char doing[96];
+        snprintf(doing, sizeof doing, "no server yet (%s)", strerror(last));
+        int gone = task_gone(c, &look, doing);
+        if (gone) {
+            freeaddrinfo(res);
+            return gone;
+        }
         usleep(20000); /* the server may not be up yet */
     }
     freeaddrinfo(res);
-    return plx__err(PLX_ERR_TIMEOUT, "%s: cannot connect: %s (no server appeared in time)", c->where, strerror(last));
+    return plx__err(PLX_ERR_TIMEOUT, "%s: cannot connect to %s port %s within %lld ms: %s (%s)", c->where, c->host,
+                    c->port, (long long)((plx__clock_ns() - start) / 1000000), strerror(last),
+                    last == ETIMEDOUT ? "no answer: a firewall or a host that is down?" : "no server appeared in time");
 }
 
 /* Move exactly n bytes, each wait bounded by the deadline (PLX__NEVER: none). */
@@ -254,6 +323,13 @@ static void disconnect(struct client *c)
     c->fd = -1;
 }
 
+/* A second from now, or deadline if sooner. */
+static uint64_t slice_end(uint64_t deadline)
+{
+    uint64_t t = plx__clock_ns() + 1000000000u;
+    return t < deadline ? t : deadline;
+}
+
 /* A fresh connection's opening in the server's dialect, found on the first
  * one: a torch 1.x server (or plexus's own) answers a CHECK of no keys with
  * READY; a torch 2.x server closes a connection whose first query is not
@@ -269,8 +345,18 @@ static int greet(struct client *c, uint64_t deadline)
         unsigned char probe[9] = {PLX__Q_CHECK}; /* and a key count of 0 */
         uint8_t reply = 0xff;
         int rc = xfer(c, 1, probe, sizeof probe, deadline);
-        if (rc == 0)
-            rc = xfer(c, 0, &reply, 1, deadline);
+        /* A server answers at once; one that holds the port without
+         * answering is waited for in slices, looking for a gone task. */
+        uint64_t look = 0;
+        int gone = 0;
+        while (rc == 0 && (rc = xfer(c, 0, &reply, 1, slice_end(deadline))) == PLX_ERR_TIMEOUT &&
+               plx__clock_ns() < deadline && !(gone = task_gone(c, &look, "no answer to the first request")))
+            rc = 0;
+        if (gone)
+            return gone;
+        if (rc == PLX_ERR_TIMEOUT)
+            return plx__err(rc, "%s: connected, but no answer to the first request in time: is what listens there "
+                            "a store (a port taken by another program)?", c->where);
         if (rc == 0 && reply == PLX__READY) {
             c->dialect = DIALECT_TORCH1;
             return 0;
@@ -525,6 +611,15 @@ int plx__store_tcp_open(const struct plx_config *v, const char *rest, int rank, 
     if (c->host[0] == '[') {
         memmove(c->host, c->host + 1, strlen(c->host));
         c->host[strcspn(c->host, "]")] = '\0';
+    }
+    /* atoi would host "70000" on 4464 and print 70000: digits, 1-65535. */
+    if (strspn(c->port, "0123456789") != strlen(c->port) || strlen(c->port) > 5 || atoi(c->port) < 1 ||
+        atoi(c->port) > 65535) {
+        rc = plx__err(PLX_ERR_INVALID_ARG, "store url 'tcp://%s': port '%s' is not a TCP port (1 to 65535)", rest,
+                      colon + 1);
+        free(c->secret);
+        free(c);
+        return rc;
     }
     /* Rank 0 hosts it unless a launcher does: then a store that cannot be
      * reached or goes away says which rank to look at. */

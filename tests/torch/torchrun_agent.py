@@ -86,16 +86,17 @@ def main(bench):
             before = agent.num_keys()
             codes = launch(bench, port, P, attempt)
             ok = all(c == 0 for c in codes)
-            # plexus's keys live under /worker/attempt_N/<communicator>/, as torch workers' do.
+            # plexus's keys live under /worker/attempt_N/, as torch workers' do: a destroyed
+            # communicator's own keys leave the store, its generation count stays.
             view = dist.PrefixStore("/worker/attempt_%d" % attempt, agent)
             found = False
             if ok:
                 try:
-                    view.wait(["world/rank_0"], timedelta(seconds=5))
+                    view.wait(["plexus-generation/world/0"], timedelta(seconds=5))
                     found = True
                 except RuntimeError:
                     pass
-            print("P=%d attempt %d: exit codes %s, agent store keys %d -> %d, world/rank_0 under the "
+            print("P=%d attempt %d: exit codes %s, agent store keys %d -> %d, plexus-generation/world/0 under the "
                   "attempt prefix: %s" % (P, attempt, codes, before, agent.num_keys(), found), flush=True)
             if not ok:
                 failures.append("P=%d attempt %d: a rank failed" % (P, attempt))

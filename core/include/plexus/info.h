@@ -63,6 +63,9 @@ PLX_API const char *plx_backend_state_name(int state);
  * one) to the backend that would serve plx_comm_init. Returns its index, or
  * an error with the reason in plx_last_error(). */
 PLX_API int plx_backend_select(const char *spec);
+/* The same, with the choice in words into why (n bytes): for auto, the
+ * placement the launcher's variables give and what it put first. */
+PLX_API int plx_backend_select_why(const char *spec, char *why, size_t n);
 
 /* The effective configuration: every known key plus every key set by a
  * file or variable. Caller sets struct_size. */

@@ -81,7 +81,7 @@ int main(void)
     CHECK(strstr(plx_last_error(), "RANK='x1'") != NULL);
     setenv("RANK", "4", 1);
     CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
-    CHECK(strstr(plx_last_error(), "rank 4 is not inside a world of size 4") != NULL);
+    CHECK(strstr(plx_last_error(), "RANK=4 is not below WORLD_SIZE=4") != NULL);
     clear_env();
     setenv("RANK", "1", 1);
     CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
@@ -101,6 +101,58 @@ int main(void)
     o.init = "env://";
     CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
     CHECK(strstr(plx_last_error(), "MASTER_ADDR") != NULL);
+
+    /* every launcher variable checked at the door, named in the error */
+    plx_comm_options_init(&o);
+    clear_env();
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    const char *bad_ports[] = {"70000", "abc", "0", "-1", " 29500", "29500x", "65536"};
+    for (size_t i = 0; i < sizeof bad_ports / sizeof bad_ports[0]; i++) {
+        setenv("MASTER_PORT", bad_ports[i], 1);
+        CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+        CHECK(strstr(plx_last_error(), "MASTER_PORT") != NULL);
+    }
+    setenv("MASTER_PORT", "65535", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0 && !strcmp(r.url, "tcp://127.0.0.1:65535"));
+    o.init = "file:///tmp/x"; /* MASTER_PORT is not read: not checked */
+    setenv("MASTER_PORT", "abc", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0);
+    o.init = NULL;
+    setenv("MASTER_PORT", "29500", 1);
+    setenv("LOCAL_RANK", "2", 1);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+    CHECK(strstr(plx_last_error(), "LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2") != NULL);
+    setenv("LOCAL_RANK", "0", 1);
+    setenv("LOCAL_WORLD_SIZE", "3", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+    CHECK(strstr(plx_last_error(), "LOCAL_WORLD_SIZE=3 exceeds WORLD_SIZE=2") != NULL);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    setenv("RANK", "+1", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+    CHECK(strstr(plx_last_error(), "RANK='+1'") != NULL);
+    setenv("RANK", "2", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+    CHECK(strstr(plx_last_error(), "RANK=2 is not below WORLD_SIZE=2") != NULL);
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "0", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+    CHECK(strstr(plx_last_error(), "WORLD_SIZE=0") != NULL);
+    clear_env();
+    /* a step smaller than its allocation inherits the allocation's tasks per node */
+    setenv("SLURM_PROCID", "1", 1);
+    setenv("SLURM_NTASKS", "2", 1);
+    setenv("SLURM_NTASKS_PER_NODE", "4", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0 && r.local_size == 2);
+    setenv("SLURM_LOCALID", "1", 1);
+    setenv("SLURM_NTASKS_PER_NODE", "1", 1);
+    CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+    CHECK(strstr(plx_last_error(), "SLURM_LOCALID=1 is not below SLURM_NTASKS_PER_NODE=1") != NULL);
+    unsetenv("SLURM_LOCALID");
+    unsetenv("SLURM_NTASKS_PER_NODE");
+    clear_env();
 
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
