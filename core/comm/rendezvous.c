@@ -21,6 +21,11 @@ static int parse_uint(const char *v, long max, long *out)
     return *out > max ? -1 : 0;
 }
 
+int plx__env_uint(const char *name, long max, long *out)
+{
+    return parse_uint(getenv(name), max, out);
+}
+
 static int env_int(const char *name, const char *launcher, int *out)
 {
     const char *v = getenv(name);
@@ -128,7 +133,8 @@ int plx__rendezvous_check_master(const char *addr, const char *port)
     return 0;
 }
 
-int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rendezvous *r)
+/* Rank, size and placement: the options', else the launcher's variables. */
+static int resolve_ranks(const struct plx_comm_options *opt, struct plx__rendezvous *r)
 {
     memset(r, 0, sizeof *r);
     r->rank = opt->rank;
@@ -164,10 +170,53 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
         r->local_rank = r->local_size < 0 ? r->rank : r->rank % r->local_size;
     if (r->local_size < 0)
         r->local_size = r->size;
-    int bad = check_placement(r);
+    return check_placement(r);
+}
+
+/* No store named and more than one rank: a process manager's (PMIx, PMI,
+ * Slurm), else none: the backend must bootstrap itself. */
+static void from_process_manager(struct plx__rendezvous *r)
+{
+    if (plx__rendezvous_pmix(r)) {
+        r->bootstrap = "PMIx";
+        return;
+    }
+    char no_pmix[sizeof r->why], passed[sizeof r->why];
+    snprintf(no_pmix, sizeof no_pmix, "%s", r->why);
+    /* Slurm's pmi2 plugin takes one PMI-1 'init' a process: after plexus's,
+     * an MPI library in the same process (mpi-mpich) could not start. Slurm's
+     * own variables serve there, as before. */
+    const char *mpi_type = getenv("SLURM_MPI_TYPE");
+    int slurm_pmi2 = mpi_type && !strcmp(mpi_type, "pmi2");
+    if (!slurm_pmi2 && plx__rendezvous_pmi(r)) {
+        r->bootstrap = "PMI";
+        return;
+    }
+    if (plx__rendezvous_slurm(r, r->url, sizeof r->url, r->why, sizeof r->why)) {
+        r->bootstrap = "Slurm";
+        return;
+    }
+    snprintf(passed, sizeof passed, "%s", r->why);
+    r->url[0] = '\0'; /* the backend must bootstrap itself (e.g. MPI) */
+    r->bootstrap = "none";
+    /* Each reason whole: a cut one reads as a typo (plexus-info prints this). */
+    const char *parts[] = {"no PLEXUS_INIT, no MASTER_ADDR/MASTER_PORT, ", no_pmix, ", and ", passed,
+                           ": the backend must bootstrap itself (mpi does; tcp and shm need a store)"};
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+        size_t k = strlen(parts[i]);
+        k = k < sizeof r->why - 1 - at ? k : sizeof r->why - 1 - at;
+        memcpy(r->why + at, parts[i], k);
+        at += k;
+    }
+    r->why[at] = '\0';
+}
+
+int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rendezvous *r)
+{
+    int bad = resolve_ranks(opt, r);
     if (bad)
         return bad;
-
     if (opt->store) { /* the caller's own store (plx_store_callbacks) */
         if (opt->init)
             return plx__err(PLX_ERR_INVALID_ARG, "options give both a store and init '%s': pass one", opt->init);
@@ -210,33 +259,8 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
                  __atomic_add_fetch(&solo_count, 1, __ATOMIC_RELAXED));
         r->bootstrap = "in-process";
         snprintf(r->why, sizeof r->why, "a job of one rank needs no rendezvous");
-    } else if (plx__rendezvous_pmix(r)) {
-        r->bootstrap = "PMIx";
     } else {
-        char no_pmix[sizeof r->why], passed[sizeof r->why];
-        snprintf(no_pmix, sizeof no_pmix, "%s", r->why);
-        if (plx__rendezvous_pmi(r)) {
-            r->bootstrap = "PMI";
-            return 0;
-        }
-        if (plx__rendezvous_slurm(r, r->url, sizeof r->url, r->why, sizeof r->why)) {
-            r->bootstrap = "Slurm";
-            return 0;
-        }
-        snprintf(passed, sizeof passed, "%s", r->why);
-        r->url[0] = '\0'; /* the backend must bootstrap itself (e.g. MPI) */
-        r->bootstrap = "none";
-        /* Each reason whole: a cut one reads as a typo (plexus-info prints this). */
-        const char *parts[] = {"no PLEXUS_INIT, no MASTER_ADDR/MASTER_PORT, ", no_pmix, ", and ", passed,
-                               ": the backend must bootstrap itself (mpi does; tcp and shm need a store)"};
-        size_t at = 0;
-        for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
-            size_t k = strlen(parts[i]);
-            k = k < sizeof r->why - 1 - at ? k : sizeof r->why - 1 - at;
-            memcpy(r->why + at, parts[i], k);
-            at += k;
-        }
-        r->why[at] = '\0';
+        from_process_manager(r);
     }
     return 0;
 }
