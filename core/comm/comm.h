@@ -184,6 +184,10 @@ int plx__rendezvous_resolve(const struct plx_comm_options *opt, struct plx__rend
 /* MASTER_ADDR and MASTER_PORT as a store address: 0, or PLX_ERR_INVALID_ARG
  * naming the variable that is wrong. */
 int plx__rendezvous_check_master(const char *addr, const char *port);
+/* rendezvous.c: variable name as a launcher writes it (digits only, at most
+ * max, nine digits at most) into out; -1 when unset or anything else. */
+int plx__env_uint(const char *name, long max, long *out);
+
 /* launcher_slurm.c: the first host of a Slurm host list ("n[07-09],m" ->
  * "n07"); 0, or -1 for a list it cannot read or a host longer than n. */
 int plx__slurm_first_host(const char *list, char *out, size_t n);

@@ -226,16 +226,6 @@ static int exchange(const struct plx_config *v, const struct plx__rendezvous *rv
     return rc;
 }
 
-static int env_int(const char *name, long *out)
-{
-    const char *v = getenv(name);
-    char *end;
-    if (!v || !*v)
-        return -1;
-    *out = strtol(v, &end, 10);
-    return *end || *out < 0 ? -1 : 0;
-}
-
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static char cached_url[512];
 
@@ -243,7 +233,7 @@ int plx__pmi_store_url(const struct plx_config *v, const struct plx__rendezvous 
                        size_t n)
 {
     long fd;
-    if (env_int("PMI_FD", &fd) || fd > 1 << 20)
+    if (plx__env_uint("PMI_FD", 1 << 20, &fd))
         return plx__err(PLX_ERR_INVALID_ARG, "PMI bootstrap: PMI_FD='%s' is not a file descriptor",
                         getenv("PMI_FD") ? getenv("PMI_FD") : "");
     /* One exchange per process, as with PMIx: a later communicator may be
@@ -263,12 +253,12 @@ int plx__pmi_store_url(const struct plx_config *v, const struct plx__rendezvous 
 int plx__rendezvous_pmi(struct plx__rendezvous *r)
 {
     long fd, rank;
-    if (env_int("PMI_FD", &fd)) {
+    if (plx__env_uint("PMI_FD", 1 << 20, &fd)) {
         snprintf(r->why, sizeof r->why, "no PMI process manager started us (PMI_FD unset)");
         return 0;
     }
     /* A launcher inside another's job may pass the outer job's variables on. */
-    if (env_int("PMI_RANK", &rank) || rank != r->rank) {
+    if (plx__env_uint("PMI_RANK", 999999999, &rank) || rank != r->rank) {
         snprintf(r->why, sizeof r->why, "PMI's PMI_RANK='%.16s' is not this rank %d (%s started it)",
                  getenv("PMI_RANK") ? getenv("PMI_RANK") : "", r->rank, r->source);
         return 0;

@@ -383,21 +383,11 @@ int plx__pmix_store_url(const struct plx_config *v, const struct plx__rendezvous
 }
 #endif
 
-static int env_rank(const char *name, long *out)
-{
-    const char *v = getenv(name);
-    char *end;
-    if (!v || !*v)
-        return -1;
-    *out = strtol(v, &end, 10);
-    return *end || *out < 0 ? -1 : 0;
-}
-
 int plx__rendezvous_pmix(struct plx__rendezvous *r)
 {
     const char *nspace = getenv("PMIX_NAMESPACE");
     long rank;
-    if (!nspace || !*nspace || env_rank("PMIX_RANK", &rank)) {
+    if (!nspace || !*nspace || plx__env_uint("PMIX_RANK", 999999999, &rank)) {
         snprintf(r->why, sizeof r->why, "no PMIx server started us (PMIX_NAMESPACE, PMIX_RANK unset)");
         return 0;
     }
