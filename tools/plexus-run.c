@@ -60,20 +60,7 @@ static int free_port(void)
 /* A fresh job secret: 32 bytes from getrandom, as 64 hex digits. */
 static int make_secret(char out[65])
 {
-    unsigned char raw[32];
-    size_t got = 0;
-    while (got < sizeof raw) {
-        ssize_t k = getrandom(raw + got, sizeof raw - got, 0);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        got += (size_t)k;
-    }
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(out + 2 * i, 3, "%02x", raw[i]);
-    memset(raw, 0, sizeof raw);
-    return 0;
+    return run_random_hex(out, 32);
 }
 
 /* Set from the signal handlers, read by the main loop. */

@@ -14,22 +14,34 @@
 #include <time.h>
 #include <unistd.h>
 
-int run_mark_make(char *out, size_t len)
+int run_random_hex(char *out, size_t raw_len)
 {
-    unsigned char raw[16];
+    unsigned char raw[32];
     size_t got = 0;
-    while (got < sizeof raw) {
-        ssize_t k = getrandom(raw + got, sizeof raw - got, 0);
+    if (raw_len > sizeof raw)
+        return -1;
+    while (got < raw_len) {
+        ssize_t k = getrandom(raw + got, raw_len - got, 0);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
             return -1;
         got += (size_t)k;
     }
-    int n = snprintf(out, len, "PLEXUS_RUN_JOB=");
-    for (size_t i = 0; i < sizeof raw && n > 0 && (size_t)n + 2 < len; i++)
-        n += snprintf(out + n, len - (size_t)n, "%02x", raw[i]);
-    return n > 0 && (size_t)n == strlen("PLEXUS_RUN_JOB=") + 2 * sizeof raw ? 0 : -1;
+    for (size_t i = 0; i < raw_len; i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    memset(raw, 0, sizeof raw);
+    return 0;
+}
+
+int run_mark_make(char *out, size_t len)
+{
+    static const char name[] = "PLEXUS_RUN_JOB=";
+    const size_t raw_len = 16;
+    if (len < sizeof name + 2 * raw_len)
+        return -1;
+    memcpy(out, name, sizeof name - 1);
+    return run_random_hex(out + sizeof name - 1, raw_len);
 }
 
 /* Whether process pid's initial environment holds mark as a whole entry.

@@ -16,6 +16,10 @@
  * random bytes could be read. */
 int run_mark_make(char *out, size_t len);
 
+/* raw_len (at most 32) random bytes from getrandom as 2 * raw_len hex
+ * digits and a NUL in out. 0 on success. */
+int run_random_hex(char *out, size_t raw_len);
+
 /* Kill every process of the job (see above), repeating while new ones
  * appear, for at most bound_ms. Returns how many marked processes its first
  * pass found (their process groups went with them). */
