@@ -701,7 +701,10 @@ PLX_API int plx_comm_local_size(const struct plx_comm *c)
 
 PLX_API const char *plx_comm_backend(const struct plx_comm *c)
 {
-    return c ? c->be->name : NULL;
+    if (!c)
+        return NULL;
+    const char *composed = plx__hier_name(c);
+    return composed ? composed : c->be->name;
 }
 
 PLX_API const char *plx_comm_name(const struct plx_comm *c)

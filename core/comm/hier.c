@@ -54,6 +54,7 @@ struct plx__hier {
     int *host_of, *local_of;
     void *tmp;           /* reduce_scatter's cross result, kept for reuse */
     size_t tmp_bytes;
+    char name[80];       /* "intra+cross", what plx_comm_backend says */
 };
 
 int plx__hier_select(const struct plx_config *v, const char *spec, int place, struct plx__backend **inter,
@@ -145,6 +146,7 @@ int plx__hier_setup(struct plx_comm *c, struct plx__backend *intra_be)
         (rc = plx__comm_split_on(c, h->local, c->rank, c->be, &h->cross)) != 0)
         goto fail;
     free(ids);
+    snprintf(h->name, sizeof h->name, "%s+%s", intra_be->name, c->be->name);
     c->hier = h;
     plx__log(PLX_LOG_INFO, "core", "comm '%s': hierarchical, %d host(s) x %d rank(s): %s inside, %s across%s",
              c->name, h->nhosts, h->nlocal, intra_be->name, c->be->name,
@@ -387,4 +389,9 @@ void plx__hier_destroy(struct plx_comm *c)
 struct plx__backend *plx__hier_intra_backend(const struct plx_comm *c)
 {
     return c->hier ? c->hier->intra->be : NULL;
+}
+
+const char *plx__hier_name(const struct plx_comm *c)
+{
+    return c->hier ? c->hier->name : NULL;
 }

@@ -34,5 +34,7 @@ void plx__hier_destroy(struct plx_comm *c);
 /* The backend c's hierarchy runs inside hosts (shrink.c composes a shrunk
  * communicator of the same), or NULL when c is flat. */
 struct plx__backend *plx__hier_intra_backend(const struct plx_comm *c);
+/* "intra+inter" (as `backend = shm+tcp` names it) for a hierarchical c, else NULL. */
+const char *plx__hier_name(const struct plx_comm *c);
 
 #endif

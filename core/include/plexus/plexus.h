@@ -315,7 +315,8 @@ PLX_API int plx_comm_rank(const struct plx_comm *comm);
 PLX_API int plx_comm_size(const struct plx_comm *comm);
 PLX_API int plx_comm_local_rank(const struct plx_comm *comm);
 PLX_API int plx_comm_local_size(const struct plx_comm *comm);
-/* Name of the backend serving comm ("sim", "tcp"). Valid until destroy. */
+/* Name of the backend serving comm ("sim", "tcp"; "shm+tcp" for one composed
+ * of an intra-host and an inter-host backend). Valid until destroy. */
 PLX_API const char *plx_comm_backend(const struct plx_comm *comm);
 /* Communicator name (shared by all members). Valid until destroy. */
 PLX_API const char *plx_comm_name(const struct plx_comm *comm);

@@ -78,6 +78,12 @@ while [ $i -le "$reps" ]; do
     for mode in shm+tcp tcp; do
         run bench "$mode" "$bench" --inplace -b 16M -e 16M -n 10 -w 2 || { echo "FAILED: bench $mode"; cat "$tmp/bench.0"; exit 1; }
         if [ $mode = shm+tcp ] && ! grep -q "hierarchical, 2 host" "$tmp/bench.0"; then echo "FAILED: $mode ran flat"; exit 1; fi
+        # What the communicator says it runs on names both parts, as the user asked for them.
+        if [ $mode = shm+tcp ] && ! grep -q "^# plexus-bench: backend shm+tcp," "$tmp/bench.0"; then
+            echo "FAILED: a hierarchical communicator does not name itself shm+tcp:"
+            grep "^# plexus-bench" "$tmp/bench.0"
+            exit 1
+        fi
         bw=$(awk '$2 ~ /^[0-9]+$/ && $1 == 16777216 { print $8 }' "$tmp/bench.0")
         us=$(awk '$2 ~ /^[0-9]+$/ && $1 == 16777216 { print $6 }' "$tmp/bench.0")
         echo "  rep $i  $mode: $us us, busbw $bw"
