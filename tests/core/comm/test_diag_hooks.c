@@ -264,7 +264,9 @@ static int pick_rank(struct rank_ctx *x, int init_rc)
     struct plx__diag *d = c->diag;
     uint64_t posted = __atomic_load_n(&d->posted1, __ATOMIC_RELAXED), done = __atomic_load_n(&d->done1, __ATOMIC_RELAXED);
     uint64_t talked = 0;
-    for (int p = 0; p < P; p++)
+    /* The per-peer arrays exist with the in-band fingerprint only. */
+    CHECK(!d->sent == !d->inband && !d->rcvd == !d->inband);
+    for (int p = 0; d->sent && d->rcvd && p < P; p++)
         talked += d->sent[p] + d->rcvd[p];
     if (c->dh == &plx__diag_none) {
         CHECK(posted == 0 && done == 0 && talked == 0);
