@@ -26,9 +26,13 @@ stop() {
         while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
         kill -9 "$p" 2>/dev/null
     done
-    # slurmstepd processes of this cluster name the spool folder; end only those.
-    for p in $(pgrep -f "slurmstepd" 2>/dev/null); do
-        grep -q "$dir" "/proc/$p/environ" 2>/dev/null && kill -9 "$p" 2>/dev/null
+    # slurmstepd processes of this cluster, and the tasks they started (which
+    # outlive a killed step: srun passes them SLURM_CONF), name the spool
+    # folder in their environment; end only those.
+    for e in /proc/[0-9]*/environ; do
+        p=${e#/proc/}
+        p=${p%/environ}
+        [ "$p" != $$ ] && grep -q "$dir" "$e" 2>/dev/null && kill -9 "$p" 2>/dev/null
     done
     rm -rf "$dir"
 }
