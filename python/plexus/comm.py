@@ -32,6 +32,18 @@ ANY_SOURCE = -1
 _FNS = {}  # name -> (plx_name, plx_iname)
 
 
+
+def _v_buffers(sendbuf, recvbuf, rc, rd):
+    """A v-collective's send and receive Bufs; recvbuf None: a new array
+    that holds every block (packed, or up to the furthest displacement)."""
+    s = Buf(sendbuf, "sendbuf")
+    if recvbuf is None:
+        recvbuf = _new(s, (sum(rc) if rd is None else max(d + c for d, c in zip(rd, rc)),))
+    r = Buf(recvbuf, "recvbuf", writable=True)
+    if r.dtype != s.dtype:
+        raise TypeError("recvbuf has dtype %s, sendbuf %s: plexus never converts" % (r.arr.dtype, s.arr.dtype))
+    return s, r, recvbuf
+
 class _InPlace:
     def __repr__(self):
         return "plexus.IN_PLACE"
@@ -331,12 +343,7 @@ class Comm:
         n = self.size
         sc, rc = _size_array(sendcounts, n, "sendcounts"), _size_array(recvcounts, n, "recvcounts")
         sd, rd = _size_array(sdispls, n, "sdispls"), _size_array(rdispls, n, "rdispls")
-        s = Buf(sendbuf, "sendbuf")
-        if recvbuf is None:
-            recvbuf = _new(s, (sum(rc) if rd is None else max(d + c for d, c in zip(rd, rc)),))
-        r = Buf(recvbuf, "recvbuf", writable=True)
-        if r.dtype != s.dtype:
-            raise TypeError("recvbuf has dtype %s, sendbuf %s: plexus never converts" % (r.arr.dtype, s.arr.dtype))
+        s, r, recvbuf = _v_buffers(sendbuf, recvbuf, rc, rd)
         args = (s.ptr, sc, sd, r.ptr, rc, rd, s.dtype)
         return self._go(nb, "alltoallv", args, (s, r, sc, rc, sd, rd), recvbuf)
 
@@ -352,12 +359,7 @@ class Comm:
     def _allgatherv(self, nb, sendbuf, recvbuf, recvcounts, rdispls):
         n = self.size
         rc, rd = _size_array(recvcounts, n, "recvcounts"), _size_array(rdispls, n, "rdispls")
-        s = Buf(sendbuf, "sendbuf")
-        if recvbuf is None:
-            recvbuf = _new(s, (sum(rc) if rd is None else max(d + c for d, c in zip(rd, rc)),))
-        r = Buf(recvbuf, "recvbuf", writable=True)
-        if r.dtype != s.dtype:
-            raise TypeError("recvbuf has dtype %s, sendbuf %s: plexus never converts" % (r.arr.dtype, s.arr.dtype))
+        s, r, recvbuf = _v_buffers(sendbuf, recvbuf, rc, rd)
         args = (s.ptr, s.count, r.ptr, rc, rd, s.dtype)
         return self._go(nb, "allgatherv", args, (s, r, rc, rd), recvbuf)
 
