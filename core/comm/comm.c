@@ -472,11 +472,14 @@ fail:
 /* c's keys leave the store once every rank has destroyed c (store.h): a
  * job that makes communicators without end keeps its store bounded. A
  * broken communicator skips it: a rank that is gone would never count
- * itself out, and its store may be gone too. What the caller reads in
- * plx_last_error is left as it was. */
+ * itself out, and its store may be gone too. So does one on the caller's
+ * own store (torch's): its keys are the caller's, as gloo's are, and the
+ * store's host may close it as the others leave (torch's rank 0 ends its
+ * store at its destroy, and the others' counting out would meet a closed
+ * socket). What the caller reads in plx_last_error is left as it was. */
 static void leave_store(struct plx_comm *c)
 {
-    if (!c->store || __atomic_load_n(&c->failed, __ATOMIC_ACQUIRE) || __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE) ||
+    if (!c->store || plx__store_is_callers(c->base_store) || __atomic_load_n(&c->failed, __ATOMIC_ACQUIRE) || __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE))
         return;
     char msg[1024];

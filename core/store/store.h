@@ -86,5 +86,7 @@ int plx__store_file_open(const struct plx_config *v, const char *rest, int rank,
  * pointer is borrowed). */
 struct plx_store_callbacks;
 int plx__store_external_open(const struct plx_store_callbacks *cb, int64_t timeout_ms, struct plx_store **out);
+/* 1 if s is the caller's own store (plx__store_external_open). */
+int plx__store_is_callers(const struct plx_store *s);
 
 #endif

@@ -107,3 +107,8 @@ int plx__store_external_open(const struct plx_store_callbacks *cb, int64_t timeo
     *out = &e->base;
     return 0;
 }
+
+int plx__store_is_callers(const struct plx_store *s)
+{
+    return s && s->ops == &external_ops;
+}
