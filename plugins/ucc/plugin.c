@@ -48,6 +48,12 @@ static int load(char *reason, size_t len)
     if (load_state < 0) {
         const char *dir = plx_plugin_config_str(entry_host, NULL, "library_path");
         char path[1024], where[600] = "the system's library path";
+        /* UCX whole before UCC: libucc alone brings in UCX's base (libucs)
+         * without its protocol layer, and an MPI over UCX that this process
+         * starts later (MPICH 5 under srun) then packs worker addresses its
+         * peers cannot read. libucp first gives the order a program linked
+         * with UCX has; where UCX is absent, libucc's own load says why. */
+        dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
         void *h = dlopen("libucc.so.1", RTLD_NOW | RTLD_LOCAL);
         if (!h && dir && *dir) {
             snprintf(path, sizeof path, "%s/libucc.so.1", dir);
