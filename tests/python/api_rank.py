@@ -213,6 +213,9 @@ def pending_destroy(comm):
     sub = comm.split(0)
     req = sub.irecv(np.zeros(2), (sub.rank + 1) % sub.size, tag=12) if sub.rank == 0 else None
     sub.barrier()
+    # Every rank is out of sub's barrier before rank 0's destroy aborts sub: a barrier can end on
+    # rank 0 while a peer still waits for its last message, and the abort would end it there.
+    comm.barrier()
     sub.destroy()
     if req is not None:
         expect(req.done, "a request still pending after destroy")
