@@ -15,6 +15,8 @@
 
 #include "plexus/backend.h"
 #include "plexus/plugin.h"
+
+#include "find.h"
 #include "ucc_api.h"
 
 /* The entry point's services: probe runs before any communicator exists.
@@ -40,7 +42,7 @@ static char load_reason[512];
 static ucc_lib_h lib;
 static pthread_mutex_t lib_mu = PTHREAD_MUTEX_INITIALIZER; /* also serializes context/team creation */
 
-static void list_tls(char *out, size_t n);
+static void list_tls(char *out, size_t n, const char *lib_file);
 
 static int load(char *reason, size_t len)
 {
@@ -48,12 +50,6 @@ static int load(char *reason, size_t len)
     if (load_state < 0) {
         const char *dir = plx_plugin_config_str(entry_host, NULL, "library_path");
         char path[1024], where[600] = "the system's library path";
-        /* UCX whole before UCC: libucc alone brings in UCX's base (libucs)
-         * without its protocol layer, and an MPI over UCX that this process
-         * starts later (MPICH 5 under srun) then packs worker addresses its
-         * peers cannot read. libucp first gives the order a program linked
-         * with UCX has; where UCX is absent, libucc's own load says why. */
-        dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
         void *h = dlopen("libucc.so.1", RTLD_NOW | RTLD_LOCAL);
         if (!h && dir && *dir) {
             snprintf(path, sizeof path, "%s/libucc.so.1", dir);
@@ -79,7 +75,9 @@ static int load(char *reason, size_t len)
                     snprintf(load_reason, sizeof load_reason, "UCC %s is not a 1.x release", v ? v : "?");
                 } else {
                     snprintf(load_reason, sizeof load_reason, "UCC %s", v);
-                    list_tls(load_reason, sizeof load_reason);
+                    Dl_info info;
+                    if (dladdr((void *)u.ucc_get_version_string, &info) && info.dli_fname)
+                        list_tls(load_reason, sizeof load_reason, info.dli_fname);
                     load_state = PLX_PROBE_USABLE;
                 }
             }
@@ -96,16 +94,16 @@ static int load(char *reason, size_t len)
 }
 
 /* The transport layers UCC can load, from its component folder (UCC's own
- * UCC_COMPONENT_PATH, else "ucc" beside libucc): ", TLs: self, ucp (DIR)". */
-static void list_tls(char *out, size_t n)
+ * UCC_COMPONENT_PATH, else "ucc" beside lib_file, libucc): ", TLs: self,
+ * ucp (DIR)". */
+static void list_tls(char *out, size_t n, const char *lib_file)
 {
     char dir[512];
     const char *env = getenv("UCC_COMPONENT_PATH");
-    Dl_info info;
     if (env && *env)
         snprintf(dir, sizeof dir, "%s", env);
-    else if (dladdr((void *)u.ucc_get_version_string, &info) && info.dli_fname && strrchr(info.dli_fname, '/'))
-        snprintf(dir, sizeof dir, "%.*s/ucc", (int)(strrchr(info.dli_fname, '/') - info.dli_fname), info.dli_fname);
+    else if (strrchr(lib_file, '/'))
+        snprintf(dir, sizeof dir, "%.*s/ucc", (int)(strrchr(lib_file, '/') - lib_file), lib_file);
     else
         return;
     DIR *d = opendir(dir);
@@ -126,9 +124,27 @@ static void list_tls(char *out, size_t n)
     snprintf(out + o, n - o, "%s (%.300s)", found ? "" : " none found", dir);
 }
 
+/* By the library's file alone (find.c says why); once a communicator has
+ * loaded it, what the load found. */
 static int probe(struct plx_probe_result *out)
 {
-    out->state = load(out->reason, sizeof out->reason);
+    pthread_mutex_lock(&lib_mu);
+    int loaded = load_state >= 0;
+    pthread_mutex_unlock(&lib_mu);
+    if (loaded) {
+        out->state = load(out->reason, sizeof out->reason);
+        return 0;
+    }
+    const char *dir = plx_plugin_config_str(entry_host, NULL, "library_path");
+    char path[1024], searched[700];
+    if (!ucc_find_library("libucc.so.1", dir, path, sizeof path, searched, sizeof searched)) {
+        out->state = PLX_PROBE_UNAVAILABLE;
+        snprintf(out->reason, sizeof out->reason, "libucc.so.1 not found (searched %.200s)", searched);
+        return 0;
+    }
+    out->state = PLX_PROBE_USABLE;
+    snprintf(out->reason, sizeof out->reason, "%.150s, loaded at the first communicator", path);
+    list_tls(out->reason, sizeof out->reason, path);
     return 0;
 }
 
@@ -242,8 +258,9 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     c->size = a->size;
     c->timeout_ms = a->timeout_ms;
     pthread_mutex_init(&c->mu, NULL);
-    c->ctx_oob = (struct oob){c->host, a->store, "ctx", a->rank, a->size, 0, a->timeout_ms, UCC_OK};
-    c->team_oob = (struct oob){c->host, a->store, "team", a->rank, a->size, 0, a->timeout_ms, UCC_OK};
+    int64_t create_ms = plx_plugin_create_ms(a); /* the out-of-band exchanges run only in this call */
+    c->ctx_oob = (struct oob){c->host, a->store, "ctx", a->rank, a->size, 0, create_ms, UCC_OK};
+    c->team_oob = (struct oob){c->host, a->store, "team", a->rank, a->size, 0, create_ms, UCC_OK};
 
     pthread_mutex_lock(&lib_mu); /* one context/team creation at a time in this process */
     int rc = init_lib(c->host);
@@ -270,7 +287,7 @@ static int comm_create(const struct plx_comm_args *a, void **out)
         tp.ep_range = UCC_COLLECTIVE_EP_RANGE_CONTIG;
         tp.oob = (ucc_oob_coll_t){oob_allgather, oob_test, oob_free, &c->team_oob, (uint32_t)a->size, (uint32_t)a->rank};
         s = u.ucc_team_create_post(&c->ctx, 1, &tp, &c->team);
-        uint64_t deadline = c->host->clock_ns() + (uint64_t)a->timeout_ms * 1000000u;
+        uint64_t deadline = plx_plugin_deadline(create_ms);
         while (s == UCC_OK || s == UCC_INPROGRESS) {
             if ((s = u.ucc_team_create_test(c->team)) != UCC_INPROGRESS || c->host->clock_ns() > deadline)
                 break;
@@ -278,7 +295,7 @@ static int comm_create(const struct plx_comm_args *a, void **out)
         }
         if (s == UCC_INPROGRESS)
             rc = plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "ucc: rank %d: team not created after %lld ms", a->rank,
-                      (long long)a->timeout_ms);
+                      (long long)create_ms);
         else if (s != UCC_OK)
             rc = plx_plugin_error(c->host, PLX_ERR_SYSTEM, "ucc: rank %d: team creation: %s", a->rank, serr(s));
     }
