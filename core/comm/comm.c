@@ -147,6 +147,13 @@ const struct plx_host *plx__comm_instance(struct plx_comm *c)
     return &c->inst;
 }
 
+/* How long the next step of making c may wait for the others: what is
+ * left of its one deadline, so that the steps together stay within it. */
+static int64_t create_ms(const struct plx_comm *c)
+{
+    return c->create_deadline_ns ? plx__ms_left(c->create_deadline_ns) : c->timeout_ms;
+}
+
 /* Create the backend's communicator for c (rank/size/name/stores set). */
 static int comm_create_backend(struct plx_comm *c)
 {
@@ -161,6 +168,7 @@ static int comm_create_backend(struct plx_comm *c)
         .timeout_ms = c->timeout_ms,
         .config = c->config,
         .host = plx__comm_instance(c),
+        .create_timeout_ms = create_ms(c),
     };
     int rc = plx__backend_comm_create(c->be, &args, &c->bc);
     if (rc != 0)
@@ -333,7 +341,11 @@ static int open_store(struct plx_comm *c, const struct plx_comm_options *opt, st
     if (*done)
         return 0;
     *done = 1;
-    int rc = plx__rendezvous_store_open(c->config, opt, rv, c->rank, c->size, c->timeout_ms, &c->base_store);
+    int rc = plx__rendezvous_store_open(c->config, opt, rv, c->rank, c->size, create_ms(c), &c->base_store);
+    if (c->base_store) {
+        c->base_store->timeout_ms = c->timeout_ms; /* opened within init's deadline; later calls get the whole timeout */
+        plx__store_cap(c->base_store, c->create_deadline_ns);
+    }
     if (rc == 0 && c->base_store)
         rc = open_generation(c);
     if (rc == 0 && c->store)
@@ -358,10 +370,15 @@ static void fail_together(struct plx_comm *c, const struct plx__rendezvous *rv, 
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", plx_last_error());
     int64_t n = 0;
+    int host = c->rank == 0 && !rv->client_only && !strncmp(rv->url, "tcp://", 6) && !(hosted && !strcmp(hosted, "1"));
+    /* Past init's deadline too, however the store fares: 2 s at most for
+     * the host's wait, 1 s for another rank's count (a store that answers
+     * takes milliseconds). */
+    plx__store_cap(c->base_store, plx__deadline_ms(host ? 2000 : 1000));
     if (plx__store_add(c->store, "plexus-init-failed", 1, &n) == 0) {
         if (n >= c->size)
             plx__store_set(c->store, "plexus-init-failed-all", "1", 1);
-        else if (c->rank == 0 && !rv->client_only && !strncmp(rv->url, "tcp://", 6) && !(hosted && !strcmp(hosted, "1")))
+        else if (host)
             plx__store_wait(c->store, (const char *[]){"plexus-init-failed-all"}, 1,
                             c->timeout_ms < 2000 ? c->timeout_ms : 2000);
     }
@@ -428,6 +445,9 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     c->local_rank = rv.local_rank;
     c->local_size = rv.local_size;
     c->timeout_ms = options_timeout_ms(cfg, &opt);
+    /* One deadline for the whole init: the store, each backend tried, the
+     * hierarchy's parts; each step waits only for what is left of it. */
+    c->create_deadline_ns = plx__deadline_ms(c->timeout_ms);
 
     int store_open = 0;
     rc = create_with_fallback(c, &opt, &rv, &intra, &store_open);
@@ -458,6 +478,8 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
         return plx__err(rc, "plx_comm_init(rank %d of %d, backend %s+%s): %s", rv.rank, rv.size, intra->name,
                         be->name, msg);
     }
+    c->create_deadline_ns = 0;
+    plx__store_cap(c->base_store, 0);
     *out = c;
     return 0;
 
@@ -647,6 +669,7 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
     child->local_rank = new_rank; /* refined by a device mesh, not known here */
     child->local_size = n;
     child->timeout_ms = c->timeout_ms;
+    child->create_deadline_ns = c->create_deadline_ns; /* inside init (hier.c): init's deadline */
     if (c->base_store && (rc = split_store(c, child)) != 0)
         goto fail;
     /* The child inherits the parent's options (child->config): the backend reads them now. */
@@ -654,7 +677,7 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
         struct plx_comm_args args = {
             .struct_size = sizeof args, .rank = new_rank, .size = n, .local_rank = new_rank,
             .local_size = n, .name = name, .store = child->store, .timeout_ms = c->timeout_ms,
-            .config = child->config, .host = plx__comm_instance(child),
+            .config = child->config, .host = plx__comm_instance(child), .create_timeout_ms = create_ms(child),
         };
         rc = plx__backend_comm_split(c->be, c->bc, color, key, &args, &child->bc);
         if (rc == 0)
@@ -662,6 +685,7 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
     } else {
         rc = comm_create_backend(child);
     }
+    child->create_deadline_ns = 0;
     if (rc == 0 && (rc = plx__diag_create(child, c->diag ? c->diag->job : NULL)) != 0)
         child->be->ops.comm_destroy(child->bc);
     if (rc != 0)
@@ -757,9 +781,9 @@ int plx__comm_rebuild(struct plx_comm *parent, const struct plx__rebuild *rb, st
     }
     if ((rc = plx__store_prefixed(c->base_store, c->key_root, &c->store)) != 0)
         goto fail;
-    c->timeout_ms = rb->create_ms;
+    c->create_deadline_ns = plx__deadline_ms(rb->create_ms);
     rc = comm_create_backend(c);
-    c->timeout_ms = rb->timeout_ms;
+    c->create_deadline_ns = 0;
     if (rc == 0 && (rc = plx__diag_create(c, parent && parent->diag ? parent->diag->job : NULL)) != 0)
         c->be->ops.comm_destroy(c->bc);
     if (rc != 0)
@@ -802,7 +826,8 @@ int plx__comm_shrink_native(struct plx_comm *parent, const struct plx__rebuild *
     struct plx_comm_args args = {
         .struct_size = sizeof args, .rank = agreed ? rb->rank : -1, .size = agreed ? rb->size : -1,
         .local_rank = agreed ? rb->rank : -1, .local_size = agreed ? rb->size : -1, .name = c->name,
-        .store = c->store, .timeout_ms = rb->create_ms, .config = c->config, .host = plx__comm_instance(c),
+        .store = c->store, .timeout_ms = rb->timeout_ms, .config = c->config, .host = plx__comm_instance(c),
+        .create_timeout_ms = rb->create_ms,
     };
     if ((rc = plx__backend_comm_shrink(parent->be, parent->bc, alive, agreed, &args, &c->bc)) != 0)
         goto fail;

@@ -16,6 +16,7 @@ struct plx_comm {
     char *name;
     int rank, size, local_rank, local_size;
     int64_t timeout_ms;
+    uint64_t create_deadline_ns; /* while it is made: the one deadline of every step (0: none, timeout_ms each) */
     struct plx__backend *be;
     struct plx_config *config; /* its options over the process layers; shared with its splits */
     void *bc;                 /* the backend's communicator */

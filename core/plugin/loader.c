@@ -55,11 +55,24 @@ const char *plx__backend_config_get(void *ctx, const char *key)
     return plx__config_get_in(v, plx__config_section(v, h->be->name), key, NULL);
 }
 
+/* What a plugin of b's minor reads in a: before ABI 1.10 it has no
+ * create_timeout_ms, and its timeout_ms bounds the call instead. */
+static const struct plx_comm_args *args_for(const struct plx__backend *b, const struct plx_comm_args *a,
+                                            struct plx_comm_args *old)
+{
+    if (!a || b->abi_minor >= 10 || !PLX_HAS_FIELD(a, struct plx_comm_args, create_timeout_ms) || !a->create_timeout_ms)
+        return a;
+    *old = *a;
+    old->timeout_ms = a->create_timeout_ms;
+    return old;
+}
+
 int plx__backend_comm_create(const struct plx__backend *b, const struct plx_comm_args *a, void **out)
 {
     const struct plx_config *outer = creating;
+    struct plx_comm_args old;
     creating = a->config;
-    int rc = b->ops.comm_create(a, out);
+    int rc = b->ops.comm_create(args_for(b, a, &old), out);
     creating = outer;
     return rc;
 }
@@ -68,8 +81,9 @@ int plx__backend_comm_split(const struct plx__backend *b, void *bc, int color, i
                             const struct plx_comm_args *a, void **out)
 {
     const struct plx_config *outer = creating;
+    struct plx_comm_args old;
     creating = a ? a->config : NULL;
-    int rc = b->ops.comm_split(bc, color, key, a, out);
+    int rc = b->ops.comm_split(bc, color, key, args_for(b, a, &old), out);
     creating = outer;
     return rc;
 }
@@ -78,8 +92,9 @@ int plx__backend_comm_shrink(const struct plx__backend *b, void *bc, unsigned ch
                              const struct plx_comm_args *a, void **out)
 {
     const struct plx_config *outer = creating;
+    struct plx_comm_args old;
     creating = a->config;
-    int rc = b->ops.comm_shrink(bc, alive, agreed, a, out);
+    int rc = b->ops.comm_shrink(bc, alive, agreed, args_for(b, a, &old), out);
     creating = outer;
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "error.h"
 
 static const struct {
@@ -61,7 +62,16 @@ void plx__store_release(struct plx_store *s)
 
 static int64_t eff_timeout(struct plx_store *s, int64_t t)
 {
-    return t == -1 ? s->timeout_ms : t;
+    return plx__store_capped_ms(s, t == -1 ? s->timeout_ms : t);
+}
+
+int64_t plx__store_capped_ms(const struct plx_store *s, int64_t timeout_ms)
+{
+    uint64_t cap = __atomic_load_n(&s->cap_ns, __ATOMIC_RELAXED);
+    if (!cap)
+        return timeout_ms;
+    int64_t left = plx__ms_left(cap);
+    return timeout_ms == PLX_TIMEOUT_INFINITE || timeout_ms < 0 || left < timeout_ms ? left : timeout_ms;
 }
 
 int plx__store_set(struct plx_store *s, const char *key, const void *val, size_t len)
@@ -359,4 +369,10 @@ int plx__store_view_leave(struct plx_store *view, int rank, int size, int64_t ti
     if (rc == 0 && left == size)
         rc = delete_all(p, size, timeout_ms);
     return rc;
+}
+
+void plx__store_cap(struct plx_store *s, uint64_t deadline_ns)
+{
+    for (; s; s = s->ops == &prefixed_ops ? ((struct prefixed *)s)->inner : NULL)
+        __atomic_store_n(&s->cap_ns, deadline_ns, __ATOMIC_RELAXED);
 }

@@ -33,7 +33,14 @@ struct plx_store {
     const struct plx__store_ops *ops;
     int64_t timeout_ms; /* used when a call passes -1 */
     int refs;
+    uint64_t cap_ns;    /* no call waits past this (0: no cap): plx__store_cap */
 };
+
+/* While a communicator is made, no call on s (and the stores under a view)
+ * waits past deadline_ns, whatever timeout it names; 0 lifts the cap. */
+void plx__store_cap(struct plx_store *s, uint64_t deadline_ns);
+/* timeout_ms shortened to what is left before s's cap, if it has one. */
+int64_t plx__store_capped_ms(const struct plx_store *s, int64_t timeout_ms);
 
 /* Open the store named by url for a job of `size` ranks where this is `rank`:
  *   mem://NAME        process-local, shared by threads opening the same NAME

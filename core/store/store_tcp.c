@@ -422,7 +422,7 @@ static int c_set(struct plx_store *s, const char *key, const void *val, size_t l
     put_bytes(&m, key, strlen(key));
     int rc = put_bytes(&m, val, len);
     pthread_mutex_lock(&c->mu);
-    rc = rc ? rc : send_msg(c, &m, plx__deadline_ms(s->timeout_ms));
+    rc = rc ? rc : send_msg(c, &m, plx__deadline_ms(plx__store_capped_ms(s, s->timeout_ms)));
     pthread_mutex_unlock(&c->mu);
     free(m.p);
     return rc;
@@ -463,6 +463,7 @@ static int wait_locked(struct client *c, const char *const *keys, size_t n, int6
 static int c_wait(struct plx_store *s, const char *const *keys, size_t n, int64_t timeout_ms)
 {
     struct client *c = (struct client *)s;
+    timeout_ms = plx__store_capped_ms(s, timeout_ms);
     pthread_mutex_lock(&c->mu);
     int rc = wait_locked(c, keys, n, timeout_ms);
     pthread_mutex_unlock(&c->mu);
@@ -472,6 +473,7 @@ static int c_wait(struct plx_store *s, const char *const *keys, size_t n, int64_
 static int c_get(struct plx_store *s, const char *key, void **val, size_t *len, int64_t timeout_ms)
 {
     struct client *c = (struct client *)s;
+    timeout_ms = plx__store_capped_ms(s, timeout_ms);
     pthread_mutex_lock(&c->mu);
     int rc = wait_locked(c, &key, 1, timeout_ms); /* as torch does: WAIT, then GET */
     struct msg m = {0};
@@ -480,7 +482,7 @@ static int c_get(struct plx_store *s, const char *key, void **val, size_t *len, 
         put(&m, &q, 1);
         rc = put_bytes(&m, key, strlen(key));
     }
-    uint64_t deadline = plx__deadline_ms(s->timeout_ms);
+    uint64_t deadline = plx__deadline_ms(plx__store_capped_ms(s, s->timeout_ms));
     if (!rc)
         rc = send_msg(c, &m, deadline);
     free(m.p);
@@ -499,7 +501,7 @@ static int c_add(struct plx_store *s, const char *key, int64_t delta, int64_t *r
     put_bytes(&m, key, strlen(key));
     int rc = put(&m, &delta, 8);
     int64_t v = 0;
-    uint64_t deadline = plx__deadline_ms(s->timeout_ms);
+    uint64_t deadline = plx__deadline_ms(plx__store_capped_ms(s, s->timeout_ms));
     pthread_mutex_lock(&c->mu);
     if (!rc)
         rc = send_msg(c, &m, deadline);
@@ -521,7 +523,7 @@ static int c_check(struct plx_store *s, const char *key)
     put(&m, &q, 1);
     put(&m, &one, 8);
     int rc = put_bytes(&m, key, strlen(key));
-    uint64_t deadline = plx__deadline_ms(s->timeout_ms);
+    uint64_t deadline = plx__deadline_ms(plx__store_capped_ms(s, s->timeout_ms));
     pthread_mutex_lock(&c->mu);
     if (!rc)
         rc = send_msg(c, &m, deadline);
@@ -540,7 +542,7 @@ static int c_del(struct plx_store *s, const char *key)
     int64_t n = 0;
     put(&m, &q, 1);
     int rc = put_bytes(&m, key, strlen(key));
-    uint64_t deadline = plx__deadline_ms(s->timeout_ms);
+    uint64_t deadline = plx__deadline_ms(plx__store_capped_ms(s, s->timeout_ms));
     pthread_mutex_lock(&c->mu);
     if (!rc)
         rc = send_msg(c, &m, deadline);

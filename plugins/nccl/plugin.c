@@ -199,7 +199,7 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     } else if (!rc) {
         void *v = NULL;
         size_t len = 0;
-        rc = c->host->store_get(a->store, "nccl/unique-id", &v, &len, a->timeout_ms);
+        rc = c->host->store_get(a->store, "nccl/unique-id", &v, &len, plx_plugin_create_ms(a));
         if (!rc && len != sizeof id)
             rc = plx_plugin_error(c->host, PLX_ERR_PROTOCOL, "nccl: the unique id in the store has %zu bytes, not %d", len,
                       NCCL_UNIQUE_ID_BYTES);
@@ -213,11 +213,11 @@ static int comm_create(const struct plx_comm_args *a, void **out)
         init_config(&cfg, a->name);
         ncclResult_t r = nc.ncclCommInitRankConfig(&c->comm, a->size, id, a->rank, &cfg);
         if (r == ncclInProgress || r == ncclSuccess)
-            r = settle(c, a->timeout_ms);
+            r = settle(c, plx_plugin_create_ms(a));
         if (r == ncclInProgress) {
             abort_bounded(c);
             rc = plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "nccl: rank %d: communicator init not finished after %lld ms (a rank missing?)",
-                      a->rank, (long long)a->timeout_ms);
+                      a->rank, (long long)plx_plugin_create_ms(a));
         } else if (r != ncclSuccess) {
             abort_bounded(c);
             rc = plx_plugin_error(c->host, PLX_ERR_SYSTEM, "nccl: rank %d: ncclCommInitRankConfig: %s", a->rank, nerr(r));
@@ -308,11 +308,11 @@ static int comm_shrink(void *comm, unsigned char *alive, int agreed, const struc
         return plx_plugin_error(c->host, PLX_ERR_NOMEM, "nccl: out of memory");
     }
     s->comm = nc_new;
-    if (r == ncclInProgress && settle(s, a->timeout_ms) == ncclInProgress) {
+    if (r == ncclInProgress && settle(s, plx_plugin_create_ms(a)) == ncclInProgress) {
         abort_bounded(s);
         free(s);
         return plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "nccl: ncclCommShrink not finished after %lld ms",
-                                (long long)a->timeout_ms);
+                                (long long)plx_plugin_create_ms(a));
     }
     int rc = adopt(c, s);
     if (rc) {

@@ -189,9 +189,10 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     rc = shm__segment_join(c, args);
     if (rc == 0) {
         struct plx_coll_args join = {.struct_size = sizeof join, .coll = PLX_COLL_BARRIER,
-                                     .timeout_ms = args->timeout_ms};
+                                     .timeout_ms = plx_plugin_create_ms(args)};
         struct shm_op o = {.c = c, .a = &join, .what = "comm_create", .es = 1,
-                           .deadline = plx_plugin_deadline(args->timeout_ms), .timeout_ms = args->timeout_ms};
+                           .deadline = plx_plugin_deadline(plx_plugin_create_ms(args)),
+                           .timeout_ms = plx_plugin_create_ms(args)};
         __atomic_store_n(&shm__ctl(c, c->rank)->cma_addr, (uint64_t)(uintptr_t)&c->cma_word, __ATOMIC_RELEASE);
         c->cma_word = UINT64_C(0x636d612d70726f62) ^ (uint64_t)(uint32_t)getpid();
         rc = shm__barrier(&o);

@@ -80,9 +80,9 @@ static int check_colocated(struct shm_comm *c, const struct plx_comm_args *args)
         void *v = NULL;
         size_t n = 0;
         snprintf(key, sizeof key, "shm/host/%d", r);
-        if ((rc = c->host->store_get(args->store, key, &v, &n, args->timeout_ms)) != 0)
+        if ((rc = c->host->store_get(args->store, key, &v, &n, plx_plugin_create_ms(args))) != 0)
             return plx_plugin_error(c->host, rc, "shm: rank %d never published its host identity (waited %lld ms)", r,
-                                    (long long)args->timeout_ms);
+                                    (long long)plx_plugin_create_ms(args));
         int same = n == strlen(mine) + 1 && !memcmp(v, mine, n);
         char theirs[320];
         snprintf(theirs, sizeof theirs, "%.*s", (int)(n < sizeof theirs ? n : sizeof theirs - 1), (char *)v);
@@ -256,7 +256,7 @@ static int serve(struct shm_comm *c, const struct plx_comm_args *args, uint64_t 
     for (int served = 1; served < c->size;) {
         if (wait_fd(ls, POLLIN, deadline) != 0) {
             rc = plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "shm: rank 0 waited %lld ms for %d rank(s) to fetch the segment",
-                                  (long long)args->timeout_ms, c->size - served);
+                                  (long long)plx_plugin_create_ms(args), c->size - served);
             goto out;
         }
         int s = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
@@ -289,10 +289,10 @@ static int fetch(struct shm_comm *c, const struct plx_comm_args *args, uint64_t 
 {
     void *v = NULL;
     size_t n = 0;
-    int rc = c->host->store_get(args->store, "shm/sock", &v, &n, args->timeout_ms);
+    int rc = c->host->store_get(args->store, "shm/sock", &v, &n, plx_plugin_create_ms(args));
     if (rc)
         return plx_plugin_error(c->host, rc, "shm: rank 0 never published the segment (waited %lld ms)",
-                                (long long)args->timeout_ms);
+                                (long long)plx_plugin_create_ms(args));
     char name[108];
     snprintf(name, sizeof name, "%.*s", (int)(n < 100 ? n : 100), (char *)v);
     c->host->free(v);
@@ -326,7 +326,7 @@ static int fetch(struct shm_comm *c, const struct plx_comm_args *args, uint64_t 
 
 int shm__segment_join(struct shm_comm *c, const struct plx_comm_args *args)
 {
-    uint64_t deadline = plx_plugin_deadline(args->timeout_ms);
+    uint64_t deadline = plx_plugin_deadline(plx_plugin_create_ms(args));
     c->memfd = -1;
     int rc = check_colocated(c, args);
     if (rc)

@@ -102,9 +102,9 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
             return rc;
         }
     } else {
-        if (!c->fiber && (rc = h->store_get(args->store, "sim/world", &val, &len, args->timeout_ms)) != 0)
+        if (!c->fiber && (rc = h->store_get(args->store, "sim/world", &val, &len, plx_plugin_create_ms(args))) != 0)
             return sim_error(rc, "sim: rank %d of '%s': rank 0 never created the world (waited %lld ms)",
-                            args->rank, args->name, (long long)args->timeout_ms);
+                            args->rank, args->name, (long long)plx_plugin_create_ms(args));
         uint64_t id = 0;
         if (len == sizeof id)
             memcpy(&id, val, sizeof id);
@@ -125,7 +125,7 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
         }
     }
     c->w = w;
-    uint64_t deadline = deadline_after(args->timeout_ms);
+    uint64_t deadline = deadline_after(plx_plugin_create_ms(args));
     struct timespec ts = sim_abstime(deadline);
     pthread_mutex_lock(&w->mu);
     if (w->members[args->rank]) {
@@ -149,7 +149,7 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
             pthread_mutex_unlock(&w->mu);
             sim_world_leave(c);
             return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for rank(s) %s to join '%s'",
-                            args->rank, (long long)args->timeout_ms, miss, args->name);
+                            args->rank, (long long)plx_plugin_create_ms(args), miss, args->name);
         }
     }
     pthread_mutex_unlock(&w->mu);

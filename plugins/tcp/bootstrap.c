@@ -583,7 +583,7 @@ static int check_reachable(const struct tcp_comm *c, const struct plx_comm_args 
         snprintf(key, sizeof key, "rank_%d", peer);
         void *val = NULL;
         size_t len = 0;
-        if (c->host->store_get(a->store, key, &val, &len, a->timeout_ms) != 0)
+        if (c->host->store_get(a->store, key, &val, &len, plx_plugin_create_ms(a)) != 0)
             return 0; /* the connect attempt then says what happened */
         snprintf(theirs, sizeof theirs, "%.*s", (int)(len < 255 ? len : 255), (const char *)val);
         c->host->free(val);
@@ -930,7 +930,11 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
     fmt_addr(shown, sizeof shown, &me.ss);
     c->host->log(c->host->ctx, PLX_LOG_DEBUG, "rank %d publishes %s: %s", c->rank, shown, me.why);
     /* Durations come in nanoseconds. */
-    int64_t conn_ms = config_int(c, "connect_timeout_ms", a->timeout_ms * 1000000) / 1000000;
+    /* Within what is left of the init's deadline, whatever connect_timeout_ms says. */
+    int64_t create_ms = plx_plugin_create_ms(a);
+    int64_t conn_ms = config_int(c, "connect_timeout_ms", create_ms * 1000000) / 1000000;
+    if (create_ms >= 0 && (conn_ms <= 0 || conn_ms > create_ms))
+        conn_ms = create_ms;
     m.auth_ms = config_int(c, "auth_timeout_ms", (int64_t)10000 * 1000000) / 1000000;
     m.max_shakes = config_int(c, "max_handshakes", 8);
     if (m.max_shakes < 1)
@@ -949,7 +953,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
     }
     for (int i = 0; i < P; i++)
         m.lfd[i] = -1;
-    uint64_t deadline = plx_plugin_deadline(conn_ms > 0 ? conn_ms : a->timeout_ms);
+    uint64_t deadline = plx_plugin_deadline(conn_ms > 0 ? conn_ms : create_ms);
     rc = rendezvous(&m, &me, shown, mine, blob, deadline, conn_ms);
     finish_mesh(&m, rc);
     free(m.accepting);

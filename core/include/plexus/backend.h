@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define PLX_ABI_MAJOR 1
-#define PLX_ABI_MINOR 9
+#define PLX_ABI_MINOR 10
 
 /* The entry symbol of ABI major 1. */
 #define PLX_BACKEND_ENTRY_V1 plx_backend_entry_v1
@@ -250,6 +250,14 @@ struct plx_comm_args {
      * keeps it in its communicator and reaches the core through it in every
      * call on that communicator, so it needs no process-wide host. */
     const struct plx_host *host;
+    /* ---- ABI 1.10 ---- */
+    /* How long this call may wait for the other ranks (connects, handshakes,
+     * the store): what is left of the one deadline of the init, split or
+     * rebuild that calls it. timeout_ms stays the communicator's own, for
+     * what it does later. plx_plugin_create_ms reads it (timeout_ms where
+     * struct_size does not reach it, or it is 0: not given); a plugin of an
+     * earlier minor gets timeout_ms set to this. */
+    int64_t create_timeout_ms;
 };
 
 /* A native collective. Borrowed during the call; buffers until completion. */

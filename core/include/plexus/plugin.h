@@ -225,6 +225,14 @@ static inline uint64_t plx_plugin_deadline(int64_t timeout_ms)
     return timeout_ms < 0 ? PLX_DEADLINE_NEVER : plx_plugin_now_ns() + (uint64_t)timeout_ms * 1000000u;
 }
 
+/* How long comm_create (split, shrink) may wait for the others (ABI 1.10),
+ * from a core of any minor; 0 there means not given. */
+static inline int64_t plx_plugin_create_ms(const struct plx_comm_args *a)
+{
+    return PLX_HAS_FIELD(a, struct plx_comm_args, create_timeout_ms) && a->create_timeout_ms ? a->create_timeout_ms
+                                                                                             : a->timeout_ms;
+}
+
 /* A condition variable on CLOCK_MONOTONIC, so plx_plugin_cond_wait_until
  * does not jump with the wall clock. */
 static inline int plx_plugin_cond_init(pthread_cond_t *cv)
