@@ -177,7 +177,10 @@ struct plx_comm_options {
                                      (ranks that are threads of one process) */
     const char *name;             /* communicator name all members share;
                                      NULL: "world" */
-    int64_t timeout_ms;           /* -1: [core] timeout_ms */
+    int64_t timeout_ms;           /* -1: [core] timeout_ms. Bounds all of
+                                     plx_comm_init (its failure may take 2 s
+                                     more to tell the others), then each
+                                     operation of the communicator */
     const char *config_file;      /* an extra INI file, applied last; NULL: none */
     const char *const *overrides; /* NULL-terminated "section.key=value" list,
                                      applied after everything else; NULL: none */
