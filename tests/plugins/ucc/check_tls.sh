@@ -1,5 +1,6 @@
 #!/bin/sh
-# plexus-info names ucc usable with the transport layers UCC can load, each
+# plexus-info names ucc usable, the libucc.so.1 it found (the probe loads
+# nothing: plugins/ucc/find.c), and the transport layers UCC can load, each
 # one a component file in UCC's folder (skips without a UCC).
 info=$1
 if ! ldconfig -p 2>/dev/null | grep -q 'libucc\.so\.1 ' && [ ! -e "${PLEXUS_UCC_LIBRARY_PATH:-/nonexistent}/libucc.so.1" ]; then
@@ -7,7 +8,7 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libucc\.so\.1 ' && [ ! -e "${PLEXUS_UCC_
     exit 77
 fi
 out=$("$info" --backend ucc 2>&1)
-line=$(echo "$out" | grep -m1 'usable: UCC 1\.[0-9]*\.[0-9]*; TLs:')
+line=$(echo "$out" | grep -m1 'usable: /.*/libucc\.so\.1, loaded at the first communicator; TLs:')
 echo "$line"
 [ -n "$line" ] || { echo "FAIL: plexus-info does not name ucc usable with its TLs:"; echo "$out"; exit 1; }
 dir=$(echo "$line" | sed -n 's/.*TLs:.* (\(.*\))$/\1/p')
