@@ -331,7 +331,8 @@ static int init_probe(void *arg, char *why, size_t n)
         snprintf(r, sizeof r, "rank %ld, ", task);
     snprintf(why, n, "comm '%s': %sSlurm task %ld on %s, has exited before joining (seen by rank %d; srun "
              "without -K leaves the step running)", c->name, r, task, node ? node : "this node", c->rank);
-    plx__store_set(c->store, "plexus-gone", why, strlen(why) + 1);
+    if (plx__store_set(c->store, "plexus-gone", why, strlen(why) + 1) != 0)
+        plx__log(PLX_LOG_WARN, "core", "comm '%s': the others will not read why: %s", c->name, plx_last_error());
     return 1;
 }
 
