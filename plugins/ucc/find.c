@@ -83,7 +83,9 @@ int ucc_find_library(const char *name, const char *extra_dir, char *path, size_t
         }
     }
     try_list(&l, "/lib:/usr/lib:/lib64:/usr/lib64", ":");
-    snprintf(searched, sn, "LD_LIBRARY_PATH, %s%s/etc/ld.so.conf, %s, /lib, /usr/lib", extra_dir ? extra_dir : "",
-             extra_dir && *extra_dir ? ", " : "", libc_dir[0] ? libc_dir : "the C library's folder");
+    snprintf(searched, sn, "LD_LIBRARY_PATH, %s%s/etc/ld.so.conf's folders, %s%s%s, /lib, /usr/lib",
+             extra_dir ? extra_dir : "", extra_dir && *extra_dir ? ", " : "",
+             libc_dir[0] ? libc_dir : "the C library's folder", strncmp(libc_dir, "/lib", 4) ? "" : " and /usr",
+             strncmp(libc_dir, "/lib", 4) ? "" : libc_dir);
     return l.found;
 }
