@@ -423,6 +423,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     struct plx_config *cfg = NULL;
     int rc;
 
+    uint64_t start_ns = plx__clock_ns(); /* init's deadline counts from here, discovery included */
     plx__err_clear();
     if (!out)
         return plx__err(PLX_ERR_INVALID_ARG, "plx_comm_init: out is NULL");
@@ -449,6 +450,8 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     /* One deadline for the whole init: the store, each backend tried, the
      * hierarchy's parts; each step waits only for what is left of it. */
     c->create_deadline_ns = plx__deadline_ms(c->timeout_ms);
+    if (c->create_deadline_ns != PLX__NEVER)
+        c->create_deadline_ns -= plx__clock_ns() - start_ns;
 
     int store_open = 0;
     rc = create_with_fallback(c, &opt, &rv, &intra, &store_open);

@@ -32,6 +32,7 @@
 #include "error.h"
 #include "liveness.h"
 #include "log.h"
+#include "resolve.h"
 #include "store.h"
 #include "store_tcp.h"
 
@@ -181,7 +182,11 @@ static int task_gone(const struct client *c, uint64_t *next_ns, const char *doin
 static int connect_until(const struct client *c, uint64_t deadline, int *out)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    int gai = getaddrinfo(c->host, c->port, &hints, &res);
+    int64_t left = plx__ms_left(deadline);
+    int gai = plx_common_resolve(c->host, c->port, &hints, left, &res);
+    if (gai == EAI_AGAIN && errno == ETIMEDOUT)
+        return plx__err(PLX_ERR_TIMEOUT, "%s: cannot resolve '%s' within %lld ms: no answer from the name server",
+                        c->where, c->host, (long long)left);
     if (gai)
         return plx__err(PLX_ERR_INVALID_ARG, "%s: cannot resolve '%s': %s", c->where, c->host, gai_strerror(gai));
     uint64_t start = plx__clock_ns(), look = start + 1000000000u;

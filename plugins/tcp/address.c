@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "resolve.h"
 #include "tcp.h"
 
 void tcp__fmt_sockaddr(char *out, size_t n, const struct sockaddr *sa)
@@ -174,14 +175,20 @@ const char *tcp__rendezvous_host(char *buf, size_t n, const char **from)
     return NULL;
 }
 
+/* The longest the route's name lookup may take: the probe runs in every
+ * process before init, with no deadline of its own, and a name server that
+ * does not answer would hold it for the resolver's retries. By the time a
+ * communicator is made the store has resolved the same name. */
+#define ROUTE_LOOKUP_MS 2000
+
 /* The local address the kernel picks to reach host (a connected UDP socket
- * sends nothing). 0, or an errno. */
+ * sends nothing). 0, or an errno (ETIMEDOUT: the name lookup took too long). */
 static int route_to(const char *hostname, struct tcp_addr *out, char *peer_ip, size_t n)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *res = NULL;
-    int e = getaddrinfo(hostname, "9", &hints, &res);
+    int e = plx_common_resolve(hostname, "9", &hints, ROUTE_LOOKUP_MS, &res);
     if (e)
-        return e == EAI_SYSTEM ? errno : EHOSTUNREACH;
+        return e == EAI_SYSTEM || (e == EAI_AGAIN && errno == ETIMEDOUT) ? errno : EHOSTUNREACH;
     int rc = EHOSTUNREACH;
     for (struct addrinfo *a = res; a && rc; a = a->ai_next) {
         int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -242,7 +249,8 @@ int tcp__choose_address(const struct plx_host *host, const struct plx_config *cf
     }
     char hbuf[256], peer[INET6_ADDRSTRLEN] = "";
     const char *from = NULL, *rdv = tcp__rendezvous_host(hbuf, sizeof hbuf, &from);
-    if (rdv && route_to(rdv, out, peer, sizeof peer) == 0) {
+    int route = rdv ? route_to(rdv, out, peer, sizeof peer) : EHOSTUNREACH;
+    if (route == 0) {
         name_iface(all, out);
         freeifaddrs(all);
         ((struct sockaddr_in *)&out->ss)->sin_port = 0; /* sin6_port lies at the same offset */
@@ -253,7 +261,10 @@ int tcp__choose_address(const struct plx_host *host, const struct plx_config *cf
     if (pick_iface(all, NULL, out)) {
         snprintf(out->why, sizeof out->why,
                  "%s; the first interface that is up and not loopback is %s (set [tcp] ifname to choose)",
-                 rdv ? "no route to the rendezvous host" : "no rendezvous host named", out->ifname);
+                 !rdv ? "no rendezvous host named"
+                 : route == ETIMEDOUT ? "the rendezvous host's name did not resolve within 2 s"
+                                      : "no route to the rendezvous host",
+                 out->ifname);
     } else {
         struct sockaddr_in *s4 = (struct sockaddr_in *)&out->ss;
         s4->sin_family = AF_INET;
