@@ -53,11 +53,7 @@ gloo2023_wire gloo_wire_interop gloo_file_store_interop torch_ranks_on_our_store
 # on MPICH 5 and Open MPI 6. Suites only: meson runs the tests that match both
 # a name and a suite.
 sid)
-    # Suite sid_open: faults_slurm_early_exit, which fails about one run in four in sid (an
-    # open bug, the stop note of 2026-11-29 says how: rank 0 names the task that exited second,
-    # not the one that never came). It runs in the main suite on Debian 12's Slurm.
-    tests=${PLEXUS_CHROOT_TESTS:-"--suite ucc --suite torch_sid --suite compat --suite launch --suite mpi_abi
---no-suite sid_open"}
+    tests=${PLEXUS_CHROOT_TESTS:-"--suite ucc --suite torch_sid --suite compat --suite launch --suite mpi_abi"}
     ;;
 esac
 

@@ -321,6 +321,7 @@ static int init_probe(void *arg, char *why, size_t n)
         return 1;
     }
     free(v);
+    v = NULL;
     long task = plx__liveness_local();
     if (task < 0)
         return 0;
@@ -329,6 +330,17 @@ static int init_probe(void *arg, char *why, size_t n)
     char r[32] = "";
     if (same)
         snprintf(r, sizeof r, "rank %ld, ", task);
+    /* Two ranks may look at once, and a rank that failed for the first one
+     * gone is itself gone a moment later: only the first claim publishes,
+     * and a later one reads what it said. */
+    int64_t claims = 0;
+    if (plx__store_add(c->store, "plexus-gone-claims", 1, &claims) == 0 && claims > 1 &&
+        plx__store_get(c->store, "plexus-gone", &v, &len, 1000) == 0 && v) {
+        snprintf(why, n, "%.*s", (int)len, (const char *)v);
+        free(v);
+        return 1;
+    }
+    free(v);
     snprintf(why, n, "comm '%s': %sSlurm task %ld on %s, has exited before joining (seen by rank %d; srun "
              "without -K leaves the step running)", c->name, r, task, node ? node : "this node", c->rank);
     if (plx__store_set(c->store, "plexus-gone", why, strlen(why) + 1) != 0)
