@@ -27,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "plexus/backend.h"
 #include "plexus/plugin.h"
@@ -396,11 +397,24 @@ static int comm_destroy(void *comm)
     return 0;
 }
 
+/* abort_kills_job: MPI_Abort ends every rank of the job. MPICH 5 returns
+ * from it once it has asked the process manager to, which then ends this
+ * process too: wait for that, and end the process ourselves only if the
+ * launcher has not within ABORT_GRACE_S (the one exit a plugin makes, and
+ * only when asked to end the job). */
+#define ABORT_GRACE_S 10
+
 static int comm_abort(void *comm)
 {
     struct impl *c = comm;
-    if (c->abort_kills_job)
-        MPI_Abort(c->comm, 1); /* ends every rank of the job */
+    if (c->abort_kills_job) {
+        MPI_Abort(c->comm, 1);
+        for (int i = 0; i < ABORT_GRACE_S * 10; i++) {
+            struct timespec ts = {0, 100000000};
+            nanosleep(&ts, NULL);
+        }
+        _exit(1);
+    }
     __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
     return 0;
 }
@@ -902,7 +916,7 @@ static int get_caps(void *comm, struct plx_caps *out)
 
 static const struct plx_key keys[] = {
     {"abort_kills_job", PLX_KEY_BOOL, "false", NULL,
-     "plx_comm_abort calls MPI_Abort, which ends every rank of the job"},
+     "plx_comm_abort calls MPI_Abort, which ends every rank of the job (this one too: it does not return)"},
     {"blocking_timeout", PLX_KEY_BOOL, "false", NULL,
      "blocking collectives run as MPI_I* + MPI_Test so the timeout applies (MPI's blocking calls, the default, "
      "are faster but wait forever for a missing rank)"},
