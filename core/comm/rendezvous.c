@@ -62,7 +62,9 @@ static int from_env(struct plx__rendezvous *r)
                                      launchers[i][0], launchers[i][1], launchers[i][4]);
         r->rank = rank;
         r->size = size;
-        r->source = launchers[i][4];
+        /* srun --mpi=pmi2 sets MPICH's PMI variables too: the launcher is Slurm. */
+        const char *mpi_type = getenv("SLURM_MPI_TYPE");
+        r->source = !strcmp(l[4], "MPICH") && mpi_type && !strcmp(mpi_type, "pmi2") ? "Slurm's PMI variables" : l[4];
         /* Both from the launcher, or neither: a caller that gives one (a
          * model of 2 hosts x 2 under plexus-run) means its own placement,
          * which the launcher's other value would contradict. */

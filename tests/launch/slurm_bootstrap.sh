@@ -60,6 +60,8 @@ esac
 out=$(timeout 60 srun -n 2 -O --mpi=pmi2 "$info" 2>&1)
 echo "$out" | grep '^bootstrap:'
 [ "$(echo "$out" | grep -c 'rendezvous: Slurm at ')" = 2 ] || fail "plexus-info under srun --mpi=pmi2 does not name the Slurm bootstrap"
+[ "$(echo "$out" | grep -c "of 2 (from Slurm's PMI variables)")" = 2 ] ||
+    fail "plexus-info under srun --mpi=pmi2 does not say Slurm set the ranks (it said MPICH before)"
 
 # Two steps of one job at once: each task waits until all four are up
 # before plexus-bench starts, so both stores are open at the same time.
