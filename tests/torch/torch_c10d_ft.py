@@ -22,6 +22,11 @@ its own test (exit 77 with the reason where this torch lacks the entry):
             getError answers SUCCESS always: ProcessGroupGloo.hpp.)
   coalesce  2 processes: supports_coalescing; _coalescing_manager's all_gather and
             reduce_scatter batches (one plexus call each) and batch_isend_irecv.
+  reconfigure  3 processes: _supports_reconfigure; the handles exchanged through
+            the default store; _reconfigure with the 3 in order, then reversed
+            (ranks follow the list), then rank 2 SIGKILLs itself and the 2
+            left reconfigure as a set (ranks in sorted handle order); each time
+            rank, size, all_reduce and broadcast are checked.
 Exit 0 if every check passes on every rank, 1 if not.
 """
 import datetime
@@ -321,11 +326,59 @@ def case_coalesce(rank, P):
     return ck.done()
 
 
+def handles_of(store, tag, ranks, mine, rank):
+    """Every rank in ranks puts its handle under tag; all read them all."""
+    store.set("%s/%d" % (tag, rank), mine)
+    return [store.get("%s/%d" % (tag, r)).decode() for r in ranks]
+
+
+def reconfigured(ck, what, want_rank, want_size, values, total):
+    import torch
+    import torch.distributed as dist
+    r, n = dist.get_rank(), dist.get_world_size()
+    ck.check((r, n) == (want_rank, want_size), "%s: rank %d of %d, want %d of %d" % (what, r, n, want_rank, want_size))
+    t = torch.tensor([float(values)])
+    dist.all_reduce(t)
+    ck.check(t.item() == total, "%s: all_reduce gave %s, want %s" % (what, t.item(), total))
+    b = torch.tensor([float(r * 10 + 7)])
+    dist.broadcast(b, src=n - 1)
+    ck.check(b.item() == (n - 1) * 10 + 7, "%s: broadcast from rank %d gave %s" % (what, n - 1, b.item()))
+
+
+def case_reconfigure(rank, P):
+    import torch.distributed as dist
+    ck = Checks(rank)
+    init(rank, P)
+    if not dist._supports_reconfigure():
+        ck.check(False, "_supports_reconfigure() is False")
+        return ck.done()
+    store = dist.distributed_c10d._get_default_store()
+    mine = dist._get_reconfigure_handle()
+    ck.check(mine == dist._get_reconfigure_handle(), "the handle changed between two calls")
+    hs = handles_of(store, "h1", range(P), mine, rank)
+    ck.check(len(set(hs)) == P, "handles not distinct: %s" % hs)
+    dist._reconfigure(uuid=1, handles=hs).wait()
+    reconfigured(ck, "in order", rank, P, rank + 1, 6.0)
+    dist._reconfigure(uuid=2, handles=list(reversed(hs))).wait()
+    reconfigured(ck, "reversed", P - 1 - rank, P, rank + 1, 6.0)
+    dist.barrier()
+    if rank == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    two = handles_of(store, "h3", [0, 1], mine, rank)
+    t0 = time.time()
+    dist._reconfigure(uuid=3, handles=set(two), timeout=datetime.timedelta(seconds=20)).wait()
+    print("rank %d: reconfigure of the 2 left took %.3f s" % (rank, time.time() - t0), flush=True)
+    reconfigured(ck, "the 2 left, as a set", sorted(two).index(mine), 2, rank + 1, 3.0)
+    dist.destroy_process_group()
+    return ck.done()
+
+
 CASES = {"split": (case_split, 4, ("split_group", None)),
          "shrink": (case_shrink, 4, ("shrink_group", None)),
          "abort": (case_abort, 2, (None, "abort")),
          "error": (case_error, 3, (None, "get_error")),
-         "coalesce": (case_coalesce, 2, (None, "supports_coalescing"))}
+         "coalesce": (case_coalesce, 2, (None, "supports_coalescing")),
+         "reconfigure": (case_reconfigure, 3, ("_reconfigure", None))}
 
 
 def free_port():
@@ -370,6 +423,8 @@ def main(case):
     want = [0] * P
     if case == "shrink":
         want[3] = want[2] = -signal.SIGKILL
+    if case == "reconfigure":
+        want[2] = -signal.SIGKILL
     print("%s, %d processes: exit codes %s (want %s)" % (case, P, codes, want), flush=True)
     ok = codes == want
     print("ok" if ok else "FAILED")

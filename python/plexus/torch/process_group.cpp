@@ -44,10 +44,15 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <unordered_set>
+#include <variant>
 #include <vector>
+
+#include <unistd.h>
 
 #include "plexus/plexus.h"
 #include "store_handover.hpp"
