@@ -28,11 +28,15 @@ stop() {
     done
     # slurmstepd processes of this cluster, and the tasks they started (which
     # outlive a killed step: srun passes them SLURM_CONF), name the spool
-    # folder in their environment; end only those.
+    # folder in their environment, or (Slurm 26's slurmstepd, whose
+    # environment is empty) hold a file open in it; end only those.
     for e in /proc/[0-9]*/environ; do
         p=${e#/proc/}
         p=${p%/environ}
-        [ "$p" != $$ ] && grep -q "$dir" "$e" 2>/dev/null && kill -9 "$p" 2>/dev/null
+        [ "$p" != $$ ] || continue
+        if grep -q "$dir" "$e" 2>/dev/null || ls -l "/proc/$p/fd" 2>/dev/null | grep -q "$dir"; then
+            kill -9 "$p" 2>/dev/null
+        fi
     done
     rm -rf "$dir"
 }
