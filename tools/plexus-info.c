@@ -317,33 +317,47 @@ static void usage(FILE *f)
                "  --sample-config  print a plexus.ini with every core key at its default\n");
 }
 
-int main(int argc, char **argv)
+/* The json output's closing part: who authenticates, and how the ranks meet. */
+static void json_trailer(void)
 {
-    static const struct option longs[] = {{"backend", 1, 0, 'b'}, {"config", 0, 0, 'c'},
-                                          {"json", 0, 0, 'j'},    {"sample-config", 0, 0, 's'},
-                                          {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
-    const char *only = NULL;
-    int config = 0, json = 0, sample = 0, ch;
-    while ((ch = getopt_long(argc, argv, "b:cjh", longs, NULL)) != -1) {
-        switch (ch) {
-        case 'b': only = optarg; break;
-        case 'c': config = 1; break;
-        case 'j': json = 1; break;
-        case 's': sample = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    int rc = plx_backends_discover(NULL);
-    if (rc) {
-        fprintf(stderr, "plexus-info: %s: %s\n", plx_err_name(rc), plx_last_error());
-        return 2;
-    }
-    if (sample)
-        return sample_config();
-    if (config)
-        return show_config(json);
+    struct auth_side store, tcp;
+    auth_state(&store, &tcp);
+    printf("], \"auth\": {\"store\": %s, \"tcp\": %s, \"reason\": ", store.state > 0 ? "true" : "false",
+           tcp.state > 0 ? "true" : "false");
+    json_str(store.state > 0 && tcp.state > 0 ? "PLEXUS_JOB_SECRET (HMAC-SHA256 challenge-response, both ways)"
+             : store.state <= 0 ? store.why : tcp.why);
+    char boot[1024];
+    plx_bootstrap_describe(NULL, boot, sizeof boot);
+    printf("}, \"bootstrap\": ");
+    json_str(boot);
+    printf("}\n");
+}
 
+/* The text output's closing part: the backend chosen and why, auth,
+ * bootstrap, tuning, the copy routine. */
+static void text_trailer(void)
+{
+    char chose[400] = "";
+    int sel = plx_backend_select_why(NULL, chose, sizeof chose);
+    struct plx_backend_info b = {.struct_size = sizeof b};
+    if (sel >= 0 && plx_backend_info((size_t)sel, &b) == 0)
+        printf("\nselected by the configuration: %s (%s)\n", b.name, chose);
+    else
+        printf("\nselected by the configuration: none (%s)\n", plx_last_error());
+    show_auth_text();
+    char boot[1024];
+    plx_bootstrap_describe(NULL, boot, sizeof boot);
+    printf("bootstrap: %s\n", boot);
+    show_tuner_text();
+    char why[200];
+    plx_plugin_copy_measure(why, sizeof why);
+    printf("bulk copies between misaligned buffers (plugins, measured per process): %s\n", why);
+}
+
+/* Every backend (or only the one named): exit status 0, or with only, 0
+ * if it is usable here. */
+static int show_backends(const char *only, int json)
+{
     size_t n = plx_backend_count();
     size_t from = 0, to = n;
     if (only) {
@@ -375,35 +389,39 @@ int main(int argc, char **argv)
                 printf("\n");
         }
     }
-    if (json) {
-        struct auth_side store, tcp;
-        auth_state(&store, &tcp);
-        printf("], \"auth\": {\"store\": %s, \"tcp\": %s, \"reason\": ", store.state > 0 ? "true" : "false",
-               tcp.state > 0 ? "true" : "false");
-        json_str(store.state > 0 && tcp.state > 0 ? "PLEXUS_JOB_SECRET (HMAC-SHA256 challenge-response, both ways)"
-                 : store.state <= 0 ? store.why : tcp.why);
-        char boot[1024];
-        plx_bootstrap_describe(NULL, boot, sizeof boot);
-        printf("}, \"bootstrap\": ");
-        json_str(boot);
-        printf("}\n");
-    }
-    if (!only && !json) {
-        char chose[400] = "";
-        int sel = plx_backend_select_why(NULL, chose, sizeof chose);
-        struct plx_backend_info b = {.struct_size = sizeof b};
-        if (sel >= 0 && plx_backend_info((size_t)sel, &b) == 0)
-            printf("\nselected by the configuration: %s (%s)\n", b.name, chose);
-        else
-            printf("\nselected by the configuration: none (%s)\n", plx_last_error());
-        show_auth_text();
-        char boot[1024];
-        plx_bootstrap_describe(NULL, boot, sizeof boot);
-        printf("bootstrap: %s\n", boot);
-        show_tuner_text();
-        char why[200];
-        plx_plugin_copy_measure(why, sizeof why);
-        printf("bulk copies between misaligned buffers (plugins, measured per process): %s\n", why);
-    }
+    if (json)
+        json_trailer();
+    if (!only && !json)
+        text_trailer();
     return only ? !usable : 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longs[] = {{"backend", 1, 0, 'b'}, {"config", 0, 0, 'c'},
+                                          {"json", 0, 0, 'j'},    {"sample-config", 0, 0, 's'},
+                                          {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
+    const char *only = NULL;
+    int config = 0, json = 0, sample = 0, ch;
+    while ((ch = getopt_long(argc, argv, "b:cjh", longs, NULL)) != -1) {
+        switch (ch) {
+        case 'b': only = optarg; break;
+        case 'c': config = 1; break;
+        case 'j': json = 1; break;
+        case 's': sample = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    int rc = plx_backends_discover(NULL);
+    if (rc) {
+        fprintf(stderr, "plexus-info: %s: %s\n", plx_err_name(rc), plx_last_error());
+        return 2;
+    }
+    if (sample)
+        return sample_config();
+    if (config)
+        return show_config(json);
+
+    return show_backends(only, json);
 }

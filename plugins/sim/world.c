@@ -71,68 +71,71 @@ static void missing_ranks(struct world *w, char *out, size_t len)
         }
 }
 
-int sim_world_join(const struct plx_comm_args *args, struct impl *c)
+/* A new world for args' communicator, published in its store. */
+static int world_make(const struct plx_comm_args *args, struct impl *c, struct world **out)
+{
+    struct world *w = world_new(args->size);
+    if (!w)
+        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+    pthread_mutex_lock(&registry_mu);
+    w->id = ++next_id;
+    w->refs = 1;
+    w->next = registry;
+    registry = w;
+    pthread_mutex_unlock(&registry_mu);
+    int rc = sim_host->store_set(args->store, "sim/world", &w->id, sizeof w->id);
+    if (rc != 0) {
+        c->w = w;
+        sim_world_leave(c);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+/* The world another rank made (val: its id from the store, if read
+ * already), held by one more reference. */
+static int world_find(const struct plx_comm_args *args, struct impl *c, void *val, size_t len, struct world **out)
 {
     const struct plx_host *h = sim_host;
-    if (!args->store)
-        return sim_error(PLX_ERR_INVALID_USAGE,
-                        "sim: ranks are threads of one process and meet through an in-process store: "
-                        "pass init \"mem://NAME\" (same NAME on every rank)");
-    struct world *w = NULL;
-    void *val = NULL;
-    size_t len = 0;
-    int rc, make = args->rank == 0;
-    /* One thread runs every coroutine rank, so none may block here for
-     * another: whichever rank comes first makes the world (a split's rank
-     * 0 may come after its others). */
-    if (c->fiber)
-        make = h->store_get(args->store, "sim/world", &val, &len, 0) != 0;
-    if (make) {
-        if (!(w = world_new(args->size)))
-            return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
-        pthread_mutex_lock(&registry_mu);
-        w->id = ++next_id;
-        w->refs = 1;
-        w->next = registry;
-        registry = w;
-        pthread_mutex_unlock(&registry_mu);
-        if ((rc = h->store_set(args->store, "sim/world", &w->id, sizeof w->id)) != 0) {
-            c->w = w;
-            sim_world_leave(c);
-            return rc;
-        }
-    } else {
-        if (!c->fiber && (rc = h->store_get(args->store, "sim/world", &val, &len, plx_plugin_create_ms(args))) != 0)
-            return sim_error(rc, "sim: rank %d of '%s': rank 0 never created the world (waited %lld ms)",
-                            args->rank, args->name, (long long)plx_plugin_create_ms(args));
-        uint64_t id = 0;
-        if (len == sizeof id)
-            memcpy(&id, val, sizeof id);
-        h->free(val);
-        pthread_mutex_lock(&registry_mu);
-        for (w = registry; w && w->id != id; w = w->next)
-            ;
-        if (w)
-            w->refs++;
-        pthread_mutex_unlock(&registry_mu);
-        if (!w)
-            return sim_error(PLX_ERR_PEER_LOST, "sim: the world of '%s' is gone (rank 0 left)", args->name);
-        if (w->size != args->size) {
-            c->w = w;
-            sim_world_leave(c);
-            return sim_error(PLX_ERR_INVALID_ARG, "sim: rank %d says size %d, rank 0 says %d", args->rank,
-                            args->size, w->size);
-        }
+    int rc;
+    if (!c->fiber && (rc = h->store_get(args->store, "sim/world", &val, &len, plx_plugin_create_ms(args))) != 0)
+        return sim_error(rc, "sim: rank %d of '%s': rank 0 never created the world (waited %lld ms)", args->rank,
+                         args->name, (long long)plx_plugin_create_ms(args));
+    uint64_t id = 0;
+    if (len == sizeof id)
+        memcpy(&id, val, sizeof id);
+    h->free(val);
+    struct world *w;
+    pthread_mutex_lock(&registry_mu);
+    for (w = registry; w && w->id != id; w = w->next)
+        ;
+    if (w)
+        w->refs++;
+    pthread_mutex_unlock(&registry_mu);
+    if (!w)
+        return sim_error(PLX_ERR_PEER_LOST, "sim: the world of '%s' is gone (rank 0 left)", args->name);
+    if (w->size != args->size) {
+        c->w = w;
+        sim_world_leave(c);
+        return sim_error(PLX_ERR_INVALID_ARG, "sim: rank %d says size %d, rank 0 says %d", args->rank, args->size,
+                         w->size);
     }
-    c->w = w;
+    *out = w;
+    return 0;
+}
+
+/* Take args' rank in c's world; a thread rank waits until every rank has. */
+static int world_take_seat(const struct plx_comm_args *args, struct impl *c)
+{
+    struct world *w = c->w;
     uint64_t deadline = deadline_after(plx_plugin_create_ms(args));
     struct timespec ts = sim_abstime(deadline);
     pthread_mutex_lock(&w->mu);
     if (w->members[args->rank]) {
         pthread_mutex_unlock(&w->mu);
         sim_world_leave(c);
-        return sim_error(PLX_ERR_INVALID_ARG, "sim: two threads claim rank %d of '%s'", args->rank,
-                        args->name);
+        return sim_error(PLX_ERR_INVALID_ARG, "sim: two threads claim rank %d of '%s'", args->rank, args->name);
     }
     w->members[args->rank] = c;
     w->ever_joined[args->rank] = 1;
@@ -148,12 +151,34 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
             w->joined--;
             pthread_mutex_unlock(&w->mu);
             sim_world_leave(c);
-            return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for rank(s) %s to join '%s'",
-                            args->rank, (long long)plx_plugin_create_ms(args), miss, args->name);
+            return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for rank(s) %s to join '%s'", args->rank,
+                             (long long)plx_plugin_create_ms(args), miss, args->name);
         }
     }
     pthread_mutex_unlock(&w->mu);
     return 0;
+}
+
+int sim_world_join(const struct plx_comm_args *args, struct impl *c)
+{
+    if (!args->store)
+        return sim_error(PLX_ERR_INVALID_USAGE,
+                         "sim: ranks are threads of one process and meet through an in-process store: "
+                         "pass init \"mem://NAME\" (same NAME on every rank)");
+    struct world *w = NULL;
+    void *val = NULL;
+    size_t len = 0;
+    int make = args->rank == 0;
+    /* One thread runs every coroutine rank, so none may block here for
+     * another: whichever rank comes first makes the world (a split's rank
+     * 0 may come after its others). */
+    if (c->fiber)
+        make = sim_host->store_get(args->store, "sim/world", &val, &len, 0) != 0;
+    int rc = make ? world_make(args, c, &w) : world_find(args, c, val, len, &w);
+    if (rc != 0)
+        return rc;
+    c->w = w;
+    return world_take_seat(args, c);
 }
 
 void sim_world_leave(struct impl *c)
