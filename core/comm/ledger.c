@@ -504,39 +504,14 @@ static void describe(const struct pos *p, int have, uint64_t newest, double now,
         snprintf(out + at, len - at, " (as of %.1f s ago)", now - p->at > 0 ? now - p->at : 0.0);
 }
 
-int plx__diag_explain(struct plx_comm *c, int status, char *msg, size_t len)
+/* Every rank's published position into ps/have (at most P); after a
+ * timeout, ranks still inside their wait get a moment to publish theirs.
+ * Returns the newest sequence number a rank is running. */
+static uint64_t read_positions(struct plx_comm *c, struct pos *ps, int *have, int P, int status, uint64_t now_ns)
 {
-    struct plx__diag *d = c->diag;
-    if (!d || !plx__diag_store_usable(c) || status == PLX_ERR_MISMATCH || status == PLX_ERR_INVALID_ARG ||
-        status == PLX_ERR_UNSUPPORTED || status == PLX_ERR_INVALID_USAGE)
-        return status;
-    char keep[1024], found[512];
-    snprintf(keep, sizeof keep, "%s", plx_last_error());
-    /* A rank found a mismatch: that is what this failure is. */
-    if (plx__diag_mismatch_published(c, found, sizeof found)) {
-        char orig[768];
-        snprintf(orig, sizeof orig, "%s", msg);
-        snprintf(msg, len, "%s (here: %s)", found, orig);
-        plx__err(0, "%s", keep);
-        return PLX_ERR_MISMATCH;
-    }
-    if (status != PLX_ERR_TIMEOUT && status != PLX_ERR_REMOTE && status != PLX_ERR_PEER_LOST) {
-        plx__err(0, "%s", keep);
-        return status;
-    }
-    uint64_t now_ns = plx__clock_ns();
-    publish(c, now_ns);
-    __atomic_store_n(&d->last_pub_ns, now_ns, __ATOMIC_RELAXED);
-    int P = c->size > 256 ? 256 : c->size;
-    struct pos *ps = calloc((size_t)P, sizeof *ps);
-    int *have = calloc((size_t)P, sizeof *have);
-    if (!ps || !have)
-        goto out;
-    /* Give ranks still inside their wait a moment to publish theirs. */
     uint64_t until = now_ns + (uint64_t)(SLOW_WAIT_MS + POLL_MS) * 1000000u;
-    uint64_t newest = 0;
     for (;;) {
-        newest = 0;
+        uint64_t newest = 0;
         int missing = 0;
         for (int r = 0; r < P; r++) {
             have[r] = read_pos(c, r, &ps[r]);
@@ -545,11 +520,15 @@ int plx__diag_explain(struct plx_comm *c, int status, char *msg, size_t len)
                 newest = ps[r].fp.seq;
         }
         if (!missing || plx__clock_ns() >= until || status != PLX_ERR_TIMEOUT)
-            break;
+            return newest;
         struct timespec ts = {0, 100000000};
         nanosleep(&ts, NULL);
     }
-    /* Two ranks in one sequence number with different calls. */
+}
+
+/* Two ranks in one sequence number with different calls: msg says so, 1. */
+static int running_mismatch(const struct pos *ps, const int *have, int P, char *msg, size_t len)
+{
     for (int r = 0; r < P; r++)
         for (int q = r + 1; q < P; q++)
             if (have[r] && have[q] && ps[r].running && ps[q].running && ps[r].fp.seq == ps[q].fp.seq &&
@@ -558,15 +537,14 @@ int plx__diag_explain(struct plx_comm *c, int status, char *msg, size_t len)
                 plx__fp_mismatch_msg(&ps[r].fp, r, &ps[q].fp, q, mm, sizeof mm);
                 snprintf(orig, sizeof orig, "%s", msg);
                 snprintf(msg, len, "%s (found when a wait failed: %s)", mm, orig);
-                status = PLX_ERR_MISMATCH;
-                goto out;
+                return 1;
             }
-    /* Where everybody is, ranks with the same story merged. */
-    int known = 0;
-    for (int r = 0; r < P; r++)
-        known += have[r];
-    if (!known)
-        goto out; /* the store has nothing (it may be gone with rank 0) */
+    return 0;
+}
+
+/* " [where the ranks are: ...]" after msg, ranks with the same story merged. */
+static void append_positions(char *msg, size_t len, const struct pos *ps, const int *have, int P, uint64_t newest)
+{
     double now = wall_s();
     size_t at = strlen(msg);
     if (at + 16 < len)
@@ -594,7 +572,44 @@ int plx__diag_explain(struct plx_comm *c, int status, char *msg, size_t len)
     }
     if (at + 2 < len)
         snprintf(msg + at, len - at, "]");
-out:
+}
+
+int plx__diag_explain(struct plx_comm *c, int status, char *msg, size_t len)
+{
+    struct plx__diag *d = c->diag;
+    if (!d || !plx__diag_store_usable(c) || status == PLX_ERR_MISMATCH || status == PLX_ERR_INVALID_ARG ||
+        status == PLX_ERR_UNSUPPORTED || status == PLX_ERR_INVALID_USAGE)
+        return status;
+    char keep[1024], found[512];
+    snprintf(keep, sizeof keep, "%s", plx_last_error());
+    /* A rank found a mismatch: that is what this failure is. */
+    if (plx__diag_mismatch_published(c, found, sizeof found)) {
+        char orig[768];
+        snprintf(orig, sizeof orig, "%s", msg);
+        snprintf(msg, len, "%s (here: %s)", found, orig);
+        plx__err(0, "%s", keep);
+        return PLX_ERR_MISMATCH;
+    }
+    if (status != PLX_ERR_TIMEOUT && status != PLX_ERR_REMOTE && status != PLX_ERR_PEER_LOST) {
+        plx__err(0, "%s", keep);
+        return status;
+    }
+    uint64_t now_ns = plx__clock_ns();
+    publish(c, now_ns);
+    __atomic_store_n(&d->last_pub_ns, now_ns, __ATOMIC_RELAXED);
+    int P = c->size > 256 ? 256 : c->size;
+    struct pos *ps = calloc((size_t)P, sizeof *ps);
+    int *have = calloc((size_t)P, sizeof *have);
+    if (ps && have) {
+        uint64_t newest = read_positions(c, ps, have, P, status, now_ns);
+        int known = 0;
+        for (int r = 0; r < P; r++)
+            known += have[r];
+        if (running_mismatch(ps, have, P, msg, len))
+            status = PLX_ERR_MISMATCH;
+        else if (known) /* none: the store has nothing (it may be gone with rank 0) */
+            append_positions(msg, len, ps, have, P, newest);
+    }
     free(ps);
     free(have);
     plx__err(0, "%s", keep);
