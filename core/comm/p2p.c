@@ -105,50 +105,46 @@ static int a_irecv(void *ctx, int peer, void *buf, size_t bytes, uint64_t tag, v
     return start(ctx, 0, peer, buf, bytes, tag, req);
 }
 
-/* Wait for a backend request until deadline_ns (PLX__NEVER: none). Checks the
- * abort flag between slices so plx_comm_abort unblocks even a backend
- * without comm_abort. Once the wait is slow (diag's slow_ns, 500 ms) it
- * calls plx__diag_slow_wait at least every SLICE_NS, which publishes this
- * rank's position and ends the wait with a mismatch another rank found or
- * the awaited peer's position shows (peer: that rank, -1: unknown). Does
- * not free the request. Returns the request's status, or
- * PLX__STILL_PENDING when the deadline passed first (distinct from a
- * request that itself ended in PLX_ERR_TIMEOUT). */
 #define SLICE_NS (100 * UINT64_C(1000000))
 #define YIELD_LOST_NS 200000u /* well above a peer rank's hand-back, well below a time slice */
-int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
+/* One call to the deadline (ABI 1.3): the backend's comm_abort ends it.
+ * With diagnosis on, the first call ends where the wait turns slow, and
+ * from there it waits in slices to the same deadline. */
+static int wait_req_until(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
 {
     const struct plx__diag *d = c->diag;
-    if (c->be->ops.wait_until && (c->caps.flags & PLX_CAP_ABORT)) {
-        /* One call to the deadline (ABI 1.3): the backend's comm_abort ends
-         * it. With diagnosis on, the first call ends where the wait turns
-         * slow, and from there it waits in slices to the same deadline. */
-        uint64_t end = deadline_ns, t0 = 0, until = end;
-        if (d) {
-            t0 = plx__clock_ns();
-            if (t0 + d->slow_ns < until)
-                until = t0 + d->slow_ns;
-        }
-        for (;;) {
-            int rc = c->be->ops.wait_until(c->bc, req, until);
-            if (rc != PLX_ERR_TIMEOUT)
-                return rc;
-            int done = 0; /* a request that completed with a timeout of its own is done */
-            rc = c->be->ops.test(c->bc, req, &done);
-            if (done)
-                return rc;
-            if (until >= end)
-                return PLX__STILL_PENDING;
-            if (__atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE))
-                return plx__err(PLX_ERR_REVOKED, "communicator '%s' was revoked", c->name);
-            if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-                return plx__err(PLX_ERR_ABORTED, "communicator '%s' was aborted", c->name);
-            uint64_t now = plx__clock_ns();
-            if ((rc = plx__diag_slow_wait(c, now - t0, peer)) != 0)
-                return rc;
-            until = now + SLICE_NS < end ? now + SLICE_NS : end;
-        }
+    uint64_t end = deadline_ns, t0 = 0, until = end;
+    if (d) {
+        t0 = plx__clock_ns();
+        if (t0 + d->slow_ns < until)
+            until = t0 + d->slow_ns;
     }
+    for (;;) {
+        int rc = c->be->ops.wait_until(c->bc, req, until);
+        if (rc != PLX_ERR_TIMEOUT)
+            return rc;
+        int done = 0; /* a request that completed with a timeout of its own is done */
+        rc = c->be->ops.test(c->bc, req, &done);
+        if (done)
+            return rc;
+        if (until >= end)
+            return PLX__STILL_PENDING;
+        if (__atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE))
+            return plx__err(PLX_ERR_REVOKED, "communicator '%s' was revoked", c->name);
+        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+            return plx__err(PLX_ERR_ABORTED, "communicator '%s' was aborted", c->name);
+        uint64_t now = plx__clock_ns();
+        if ((rc = plx__diag_slow_wait(c, now - t0, peer)) != 0)
+            return rc;
+        until = now + SLICE_NS < end ? now + SLICE_NS : end;
+    }
+}
+
+/* Slices of the backend's wait, or test with a back-off where it has none;
+ * revoke, abort and the diagnosis looked at between them. */
+static int wait_req_polling(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
+{
+    const struct plx__diag *d = c->diag;
     const int64_t slice_ms = SLICE_NS / 1000000;
     unsigned spins = 0;
     uint64_t t0 = d ? plx__clock_ns() : 0;
@@ -200,6 +196,22 @@ int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
             }
         }
     }
+}
+
+/* Wait for a backend request until deadline_ns (PLX__NEVER: none). Checks the
+ * abort flag between slices so plx_comm_abort unblocks even a backend
+ * without comm_abort. Once the wait is slow (diag's slow_ns, 500 ms) it
+ * calls plx__diag_slow_wait at least every SLICE_NS, which publishes this
+ * rank's position and ends the wait with a mismatch another rank found or
+ * the awaited peer's position shows (peer: that rank, -1: unknown). Does
+ * not free the request. Returns the request's status, or
+ * PLX__STILL_PENDING when the deadline passed first (distinct from a
+ * request that itself ended in PLX_ERR_TIMEOUT). */
+int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
+{
+    if (c->be->ops.wait_until && (c->caps.flags & PLX_CAP_ABORT))
+        return wait_req_until(c, req, deadline_ns, peer);
+    return wait_req_polling(c, req, deadline_ns, peer);
 }
 
 static int wait_raw(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
