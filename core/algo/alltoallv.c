@@ -71,66 +71,78 @@ static void disagree(struct algo_ctx *x, int from, const char *head, size_t expe
     plx__err(0, "%s", keep);
 }
 
-static int exchange(struct algo_ctx *x, const struct vx *v)
+/* One exchange's requests: per peer a send and a receive head, and up to
+ * two requests each way, in the order they are waited for. */
+struct vx_round {
+    char *heads;    /* [0, P): the heads received, [P, 2P): the heads sent */
+    void **req;     /* [rhead, rdata, shead, sdata] per step */
+    int *kind;      /* > 0: peer kind - 1's head; < 0: the rest of peer -kind - 1's block; 0: a send */
+    char *bad;      /* bad[i]: peer i's count disagrees with ours */
+    int n;
+    uint64_t htag, dtag;
+};
+
+/* Receives first (in step order), then sends, so a slow pair does not hold
+ * up the others. */
+static int post_receives(struct algo_ctx *x, const struct vx *v, struct vx_round *w)
 {
     const struct plx__p2p *p = x->p;
     int P = x->size, r = x->rank, rc = 0;
-    size_t es = x->esize;
-    uint64_t htag = step_tag(x, 0, 0), dtag = step_tag(x, 1, 0);
-    /* Per peer: a send and a receive head, and up to two requests each way. */
-    char *heads = malloc(2 * (size_t)P * HEAD);
-    void **req = calloc(4 * (size_t)P, sizeof *req); /* [rhead, rdata, shead, sdata] per step */
-    int *kind = calloc(4 * (size_t)P, sizeof *kind);
-    char *bad = calloc((size_t)P, 1); /* bad[i]: peer i's count disagrees with ours */
-    if (!heads || !req || !kind || !bad) {
-        free(heads);
-        free(req);
-        free(kind);
-        free(bad);
-        return plx__err(PLX_ERR_NOMEM, "%s: out of memory", v->what);
-    }
-    int n = 0;
-    /* Receives first (in step order), then sends, so a slow pair does not
-     * hold up the others. */
     for (int s = 1; s < P && rc == 0; s++) {
         int from = mod(r - s, P);
-        size_t bytes = v->rn[from] * es;
-        if ((rc = p->irecv(p->ctx, from, heads + (size_t)from * HEAD, HEAD, htag, &req[n])) == 0)
-            kind[n++] = from + 1; /* > 0: the head of peer kind - 1 */
+        size_t bytes = v->rn[from] * x->esize;
+        if ((rc = p->irecv(p->ctx, from, w->heads + (size_t)from * HEAD, HEAD, w->htag, &w->req[w->n])) == 0)
+            w->kind[w->n++] = from + 1;
         if (rc == 0 && bytes > INLINE &&
-            (rc = p->irecv(p->ctx, from, v->rp[from] + INLINE, bytes - INLINE, dtag, &req[n])) == 0)
-            kind[n++] = -(from + 1); /* < 0: the rest of peer -kind - 1's block */
+            (rc = p->irecv(p->ctx, from, v->rp[from] + INLINE, bytes - INLINE, w->dtag, &w->req[w->n])) == 0)
+            w->kind[w->n++] = -(from + 1);
     }
+    return rc;
+}
+
+static int post_sends(struct algo_ctx *x, const struct vx *v, struct vx_round *w)
+{
+    const struct plx__p2p *p = x->p;
+    int P = x->size, r = x->rank, rc = 0;
     for (int s = 1; s < P && rc == 0; s++) {
         int to = mod(r + s, P);
-        size_t bytes = v->sn[to] * es;
-        char *h = heads + ((size_t)P + (size_t)to) * HEAD;
+        size_t bytes = v->sn[to] * x->esize;
+        char *h = w->heads + ((size_t)P + (size_t)to) * HEAD;
         struct vx_hdr hd = {.count = v->sn[to], .magic = VX_MAGIC, .from = r};
         memcpy(h, &hd, sizeof hd);
         if (bytes) /* an empty block may have no buffer at all */
             memcpy(h + sizeof hd, v->sp[to], head_part(bytes));
         memset(h + sizeof hd + head_part(bytes), 0, INLINE - head_part(bytes));
-        if ((rc = p->isend(p->ctx, to, h, HEAD, htag, &req[n])) == 0)
-            kind[n++] = 0;
+        if ((rc = p->isend(p->ctx, to, h, HEAD, w->htag, &w->req[w->n])) == 0)
+            w->kind[w->n++] = 0;
         if (rc == 0 && bytes > INLINE &&
-            (rc = p->isend(p->ctx, to, v->sp[to] + INLINE, bytes - INLINE, dtag, &req[n])) == 0)
-            kind[n++] = 0;
+            (rc = p->isend(p->ctx, to, v->sp[to] + INLINE, bytes - INLINE, w->dtag, &w->req[w->n])) == 0)
+            w->kind[w->n++] = 0;
     }
-    /* A disagreeing peer does not stop the others: this rank still waits
-     * for every other request, so its peers finish; only the disagreeing
-     * peer's data is handled apart (disagree()). */
+    return rc;
+}
+
+/* Wait for every request (none if posting failed: rc). A disagreeing peer
+ * does not stop the others: this rank still waits for every other request,
+ * so its peers finish; only the disagreeing peer's data is handled apart
+ * (disagree()). */
+static int complete_round(struct algo_ctx *x, const struct vx *v, struct vx_round *w, int rc)
+{
+    const struct plx__p2p *p = x->p;
+    int r = x->rank;
+    size_t es = x->esize;
     char msg[400] = "";
     int done = 0;
-    for (; rc == 0 && done < n; done++) {
-        int i = kind[done] > 0 ? kind[done] - 1 : kind[done] < 0 ? -kind[done] - 1 : -1;
-        if (kind[done] < 0 && bad[i]) { /* the rest of a disagreeing peer's block */
-            disagree(x, i, heads + (size_t)i * HEAD, v->rn[i] * es, req[done], dtag);
+    for (; rc == 0 && done < w->n; done++) {
+        int k = w->kind[done], i = k > 0 ? k - 1 : k < 0 ? -k - 1 : -1;
+        if (k < 0 && w->bad[i]) { /* the rest of a disagreeing peer's block */
+            disagree(x, i, w->heads + (size_t)i * HEAD, v->rn[i] * es, w->req[done], w->dtag);
             continue;
         }
-        if ((rc = p->wait(p->ctx, req[done], x->deadline)) != 0 || kind[done] <= 0)
+        if ((rc = p->wait(p->ctx, w->req[done], x->deadline)) != 0 || k <= 0)
             continue;
         struct vx_hdr hd;
-        memcpy(&hd, heads + (size_t)i * HEAD, sizeof hd);
+        memcpy(&hd, w->heads + (size_t)i * HEAD, sizeof hd);
         if (hd.magic != VX_MAGIC || hd.from != i) {
             rc = plx__err(PLX_ERR_PROTOCOL, "%s: rank %d's first message to rank %d is not a block header", v->what, i,
                           r);
@@ -139,23 +151,42 @@ static int exchange(struct algo_ctx *x, const struct vx *v)
                 snprintf(msg, sizeof msg,
                          "%s: rank %d sends %llu elements to rank %d, rank %d expects %zu from rank %d (index %d)",
                          v->what, i, (unsigned long long)hd.count, r, r, v->rn[i], i, i);
-            bad[i] = 1;
+            w->bad[i] = 1;
             if (v->rn[i] * es <= INLINE) /* no receive posted for the rest: take it off the wire */
-                disagree(x, i, heads + (size_t)i * HEAD, v->rn[i] * es, NULL, dtag);
+                disagree(x, i, w->heads + (size_t)i * HEAD, v->rn[i] * es, NULL, w->dtag);
         } else if (v->rn[i]) {
-            memcpy(v->rp[i], heads + (size_t)i * HEAD + sizeof hd, head_part(v->rn[i] * es));
+            memcpy(v->rp[i], w->heads + (size_t)i * HEAD + sizeof hd, head_part(v->rn[i] * es));
         }
     }
-    for (; done < n; done++)
-        p->discard(p->ctx, req[done]);
+    for (; done < w->n; done++)
+        p->discard(p->ctx, w->req[done]);
     /* The disagreement is the cause: a peer that learns this rank gave up
      * and breaks the connections makes the later waits fail, not the reason. */
     if (msg[0])
         rc = plx__err(PLX_ERR_MISMATCH, "%s", msg);
-    free(heads);
-    free(req);
-    free(kind);
-    free(bad);
+    return rc;
+}
+
+static int exchange(struct algo_ctx *x, const struct vx *v)
+{
+    int P = x->size;
+    struct vx_round w = {.heads = malloc(2 * (size_t)P * HEAD),
+                         .req = calloc(4 * (size_t)P, sizeof(void *)),
+                         .kind = calloc(4 * (size_t)P, sizeof(int)),
+                         .bad = calloc((size_t)P, 1),
+                         .htag = step_tag(x, 0, 0),
+                         .dtag = step_tag(x, 1, 0)};
+    int rc = w.heads && w.req && w.kind && w.bad ? 0 : plx__err(PLX_ERR_NOMEM, "%s: out of memory", v->what);
+    if (rc == 0) {
+        rc = post_receives(x, v, &w);
+        if (rc == 0)
+            rc = post_sends(x, v, &w);
+        rc = complete_round(x, v, &w, rc);
+    }
+    free(w.heads);
+    free(w.req);
+    free(w.kind);
+    free(w.bad);
     return rc;
 }
 
