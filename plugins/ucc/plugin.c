@@ -352,6 +352,62 @@ static void info(ucc_coll_buffer_info_t *i, const void *buf, size_t count, int d
     i->mem_type = mem == PLX_MEM_CUDA ? UCC_MEMORY_TYPE_CUDA : UCC_MEMORY_TYPE_HOST;
 }
 
+static int ucoll(int coll)
+{
+    switch (coll) {
+    case PLX_COLL_ALLREDUCE: return UCC_COLL_TYPE_ALLREDUCE;
+    case PLX_COLL_BROADCAST: return UCC_COLL_TYPE_BCAST;
+    case PLX_COLL_REDUCE: return UCC_COLL_TYPE_REDUCE;
+    case PLX_COLL_ALLGATHER: return UCC_COLL_TYPE_ALLGATHER;
+    case PLX_COLL_REDUCE_SCATTER: return UCC_COLL_TYPE_REDUCE_SCATTER;
+    case PLX_COLL_GATHER: return UCC_COLL_TYPE_GATHER;
+    case PLX_COLL_SCATTER: return UCC_COLL_TYPE_SCATTER;
+    case PLX_COLL_ALLTOALL: return UCC_COLL_TYPE_ALLTOALL;
+    default: return UCC_COLL_TYPE_BARRIER;
+    }
+}
+
+/* plexus's in-place forms, which differ from UCC's. */
+static int in_place(const struct plx_coll_args *a, size_t me, size_t n, size_t es)
+{
+    const char *s = a->send, *r = a->recv;
+    size_t off = me * n * es;
+    return s == r || (a->coll == PLX_COLL_ALLGATHER && s == r + off) ||
+           (a->coll == PLX_COLL_REDUCE_SCATTER && r == s + off) || (a->coll == PLX_COLL_GATHER && s == r + off) ||
+           (a->coll == PLX_COLL_SCATTER && r == s + off);
+}
+
+/* Where UCC 1.3's TLs lack the collective (init answered -1): a scatter as a
+ * broadcast of the root's blocks, a reduce-scatter as an allreduce of a
+ * copy; either keeps this rank's block (q's copy on completion). */
+static ucc_status_t init_fallback(struct impl *c, ucc_coll_args_t *ca, struct req *q, const struct plx_coll_args *a,
+                                  const void *s, size_t es)
+{
+    size_t n = a->count, P = (size_t)c->size, me = (size_t)c->rank;
+    if (a->coll != PLX_COLL_SCATTER && a->coll != PLX_COLL_REDUCE_SCATTER)
+        return -1;
+    char *all = malloc(n * P * es + 1);
+    if (!all)
+        return -1;
+    if (a->coll == PLX_COLL_SCATTER) {
+        if (c->rank == a->root)
+            memcpy(all, s, n * P * es);
+        ca->coll_type = UCC_COLL_TYPE_BCAST;
+    } else {
+        memcpy(all, s, n * P * es);
+        ca->coll_type = UCC_COLL_TYPE_ALLREDUCE;
+        ca->flags |= UCC_COLL_ARGS_FLAG_IN_PLACE;
+        info(&ca->dst.info, all, n * P, a->dtype, a->mem_kind);
+    }
+    info(&ca->src.info, all, n * P, a->dtype, a->mem_kind);
+    free(q->tmp);
+    q->tmp = all;
+    q->copy_to = a->recv;
+    q->copy_from = all + me * n * es;
+    q->copy_bytes = n * es;
+    return u.ucc_collective_init(ca, &q->r, c->team);
+}
+
 static int collective(void *comm, const struct plx_coll_args *a, void **out)
 {
     struct impl *c = comm;
@@ -364,30 +420,16 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     ca.flags = UCC_COLL_ARGS_FLAG_COUNT_64BIT;
     ca.root = (uint64_t)a->root;
     ca.op = uop(a->op);
+    ca.coll_type = ucoll(a->coll);
     struct req *q = calloc(1, sizeof *q);
     if (!q)
         return plx_plugin_error(c->host, PLX_ERR_NOMEM, "ucc: out of memory");
     const void *s = a->send;
     void *r = a->recv;
-    switch (a->coll) {
-    case PLX_COLL_ALLREDUCE: ca.coll_type = UCC_COLL_TYPE_ALLREDUCE; break;
-    case PLX_COLL_BROADCAST: ca.coll_type = UCC_COLL_TYPE_BCAST; break;
-    case PLX_COLL_REDUCE: ca.coll_type = UCC_COLL_TYPE_REDUCE; break;
-    case PLX_COLL_ALLGATHER: ca.coll_type = UCC_COLL_TYPE_ALLGATHER; break;
-    case PLX_COLL_REDUCE_SCATTER: ca.coll_type = UCC_COLL_TYPE_REDUCE_SCATTER; break;
-    case PLX_COLL_GATHER: ca.coll_type = UCC_COLL_TYPE_GATHER; break;
-    case PLX_COLL_SCATTER: ca.coll_type = UCC_COLL_TYPE_SCATTER; break;
-    case PLX_COLL_ALLTOALL: ca.coll_type = UCC_COLL_TYPE_ALLTOALL; break;
-    default: ca.coll_type = UCC_COLL_TYPE_BARRIER; break;
-    }
-    /* UCC's in-place forms differ from plexus's: stage through a copy instead. */
-    int inplace = s == r || (a->coll == PLX_COLL_ALLGATHER && (const char *)s == (char *)r + me * n * es) ||
-                  (a->coll == PLX_COLL_REDUCE_SCATTER && (char *)r == (const char *)s + me * n * es) ||
-                  (a->coll == PLX_COLL_GATHER && (const char *)s == (char *)r + me * n * es) ||
-                  (a->coll == PLX_COLL_SCATTER && (char *)r == (const char *)s + me * n * es);
     size_t sbytes = n * es * (a->coll == PLX_COLL_REDUCE_SCATTER || a->coll == PLX_COLL_SCATTER ||
                                       a->coll == PLX_COLL_ALLTOALL ? P : 1);
-    if (inplace && a->coll != PLX_COLL_BROADCAST && a->coll != PLX_COLL_BARRIER && sbytes) {
+    /* UCC's in-place forms differ from plexus's: stage through a copy instead. */
+    if (in_place(a, me, n, es) && a->coll != PLX_COLL_BROADCAST && a->coll != PLX_COLL_BARRIER && sbytes) {
         if (!(q->tmp = malloc(sbytes))) {
             free(q);
             return plx_plugin_error(c->host, PLX_ERR_NOMEM, "ucc: out of memory");
@@ -405,39 +447,8 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     info(&ca.dst.info, r, rcount, a->dtype, a->mem_kind);
     pthread_mutex_lock(&c->mu);
     ucc_status_t st = u.ucc_collective_init(&ca, &q->r, c->team);
-    if (st == -1 && a->coll == PLX_COLL_SCATTER) {
-        /* UCC 1.3's TLs have no scatter: broadcast the root's blocks and keep ours. */
-        char *all = malloc(n * P * es + 1);
-        if (all) {
-            if (c->rank == a->root)
-                memcpy(all, s, n * P * es);
-            ca.coll_type = UCC_COLL_TYPE_BCAST;
-            info(&ca.src.info, all, n * P, a->dtype, a->mem_kind);
-            free(q->tmp);
-            q->tmp = all;
-            q->copy_to = r;
-            q->copy_from = all + me * n * es;
-            q->copy_bytes = n * es;
-            st = u.ucc_collective_init(&ca, &q->r, c->team);
-        }
-    }
-    if (st == -1 && a->coll == PLX_COLL_REDUCE_SCATTER) {
-        /* Not every dtype x op has a reduce-scatter in UCC 1.3: allreduce a copy, keep our block. */
-        char *all = malloc(n * P * es + 1);
-        if (all) {
-            memcpy(all, s, n * P * es);
-            ca.coll_type = UCC_COLL_TYPE_ALLREDUCE;
-            ca.flags |= UCC_COLL_ARGS_FLAG_IN_PLACE;
-            info(&ca.src.info, all, n * P, a->dtype, a->mem_kind);
-            info(&ca.dst.info, all, n * P, a->dtype, a->mem_kind);
-            free(q->tmp);
-            q->tmp = all;
-            q->copy_to = r;
-            q->copy_from = all + me * n * es;
-            q->copy_bytes = n * es;
-            st = u.ucc_collective_init(&ca, &q->r, c->team);
-        }
-    }
+    if (st == -1)
+        st = init_fallback(c, &ca, q, a, s, es);
     if (st == UCC_OK)
         st = u.ucc_collective_post(q->r);
     pthread_mutex_unlock(&c->mu);
