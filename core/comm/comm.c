@@ -356,7 +356,8 @@ static int open_store(struct plx_comm *c, const struct plx_comm_options *opt, st
     *done = 1;
     int rc = plx__rendezvous_store_open(c->config, opt, rv, c->rank, c->size, create_ms(c), &c->base_store);
     if (c->base_store) {
-        c->base_store->timeout_ms = c->timeout_ms; /* opened within init's deadline; later calls get the whole timeout */
+        /* Opened within init's deadline; later calls get the whole timeout. */
+        plx__store_set_timeout(c->base_store, c->timeout_ms);
         plx__store_cap(c->base_store, c->create_deadline_ns);
     }
     if (rc == 0 && c->base_store)

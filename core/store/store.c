@@ -376,3 +376,9 @@ void plx__store_cap(struct plx_store *s, uint64_t deadline_ns)
     for (; s; s = s->ops == &prefixed_ops ? ((struct prefixed *)s)->inner : NULL)
         __atomic_store_n(&s->cap_ns, deadline_ns, __ATOMIC_RELAXED);
 }
+
+void plx__store_set_timeout(struct plx_store *s, int64_t timeout_ms)
+{
+    for (; s; s = s->ops == &prefixed_ops ? ((struct prefixed *)s)->inner : NULL)
+        s->timeout_ms = timeout_ms;
+}

@@ -39,6 +39,9 @@ struct plx_store {
 /* While a communicator is made, no call on s (and the stores under a view)
  * waits past deadline_ns, whatever timeout it names; 0 lifts the cap. */
 void plx__store_cap(struct plx_store *s, uint64_t deadline_ns);
+/* The timeout of calls that pass -1 (and of those that take none), on s
+ * and the stores under a view. */
+void plx__store_set_timeout(struct plx_store *s, int64_t timeout_ms);
 /* timeout_ms shortened to what is left before s's cap, if it has one. */
 int64_t plx__store_capped_ms(const struct plx_store *s, int64_t timeout_ms);
 
