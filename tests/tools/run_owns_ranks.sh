@@ -45,10 +45,12 @@ check() {
         wrap) printf '#!/bin/sh\necho started\n%s --backend tcp -b 8 -e 8 -n 100000000 -w 0\necho done\n' "$bench" ;;
     esac >"$tmp/rank.sh"
     chmod +x "$tmp/rank.sh"
+    rm -f "$tmp/go"
     if [ "$how" = pipe ]; then
-        # The ranks print a line first; head reads it a second later (once
-        # they are counted here) and closes the pipe.
-        sh -c "echo \$\$ >$tmp/pid; exec $run -n 2 $tmp/rank.sh" | { sleep 1; head -n 1 >/dev/null; } &
+        # The ranks print a line first; head reads it once they are counted
+        # here ($tmp/go; 20 s at most) and closes the pipe.
+        sh -c "echo \$\$ >$tmp/pid; exec $run -n 2 $tmp/rank.sh" |
+            { i=0; while [ ! -f "$tmp/go" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done; head -n 1 >/dev/null; } &
     else
         sh -c "echo \$\$ >$tmp/pid; exec $run -n 2 $tmp/rank.sh" >"$tmp/out" 2>&1 &
     fi
@@ -66,6 +68,7 @@ check() {
         i=$((i + 1))
     done
     kids=$(tree_of "$pid")
+    touch "$tmp/go"
     [ "$(echo $kids | wc -w)" -ge 2 ] || { echo "FAILED $how/$what: the ranks did not start"; cat "$tmp/out"; fail=1; return; }
     sleep 0.5
     case $how in
