@@ -46,11 +46,13 @@ for be in tcp shm; do
 done
 
 # Rank 1 is a program that never calls plx_comm_init: rank 0's fence cannot
-# end, and its bootstrap times out naming the cause (no hang).
+# end, and its bootstrap times out naming the cause (no hang), within init's
+# 4 s (the fence gets what is left of them).
 out=$(PLEXUS_BACKEND=tcp PLEXUS_CORE_TIMEOUT_MS=4000 ompirun 90 -np 1 "$bench" $args : -np 1 sleep 60 2>&1)
 rc=$?
 echo "$out" | grep -i 'pmix' | head -n 3
-if [ $rc != 0 ] && [ $rc != 124 ] && echo "$out" | grep -Eq 'PMIx bootstrap.*did not end within (3[89][0-9][0-9]|4000) ms'; then
+fence_ms=$(echo "$out" | sed -n 's/.*PMIx bootstrap.*did not end within \([0-9]*\) ms.*/\1/p' | head -n 1)
+if [ $rc != 0 ] && [ $rc != 124 ] && [ -n "$fence_ms" ] && [ "$fence_ms" -le 4000 ]; then
     echo "ok: a rank that never starts plexus ends the bootstrap with a timeout"
 else
     echo "$out" | tail -n 20
