@@ -259,11 +259,11 @@ int tcp__choose_address(const struct plx_host *host, const struct plx_config *cf
         return 0;
     }
     if (pick_iface(all, NULL, out)) {
+        char slow[96];
+        snprintf(slow, sizeof slow, "the rendezvous host's name did not resolve within %d ms", ROUTE_LOOKUP_MS);
         snprintf(out->why, sizeof out->why,
                  "%s; the first interface that is up and not loopback is %s (set [tcp] ifname to choose)",
-                 !rdv ? "no rendezvous host named"
-                 : route == ETIMEDOUT ? "the rendezvous host's name did not resolve within 2 s"
-                                      : "no route to the rendezvous host",
+                 !rdv ? "no rendezvous host named" : route == ETIMEDOUT ? slow : "no route to the rendezvous host",
                  out->ifname);
     } else {
         struct sockaddr_in *s4 = (struct sockaddr_in *)&out->ss;
