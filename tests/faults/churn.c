@@ -3,7 +3,11 @@
  * store, the way a job that re-creates its groups does. A destroyed
  * communicator's keys must leave the store, so every rank's resident
  * memory (rank 0's holds the store) must stay within 1 MB of its value at
- * round 100, and no rank may hold a descriptor more than it did then. */
+ * round 100, and no rank may hold a descriptor more than it did then.
+ * Rank 0's store outlives its communicators (store_tcp_hosted.c) and drops
+ * a peer's connection when it reads the peer's close, a moment later; so
+ * the counts are taken with every rank between rounds and after that
+ * server has settled. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,7 @@ struct shared {
     long rss_warm[RANKS], rss_end[RANKS];
     int fds_warm[RANKS], fds_end[RANKS];
     int done; /* ranks through their rounds: rank 0 hosts the store, so it stays until all are */
+    int paused[2], resumed[2]; /* the two counts' meeting points: at WARM_ROUND and at the end */
     int failures;
     char log[RANKS][2048];
 };
@@ -49,6 +54,37 @@ static int open_fds(void)
     return n - 1; /* the one opendir holds */
 }
 
+/* The fewest descriptors seen once the count has held still for 300 ms
+ * (at most 5 s): the store server closes its dropped peers' sockets. */
+static int settled_fds(void)
+{
+    int least = open_fds(), last = least;
+    double still_since = now_s(), until = still_since + 5;
+    while (now_s() - still_since < 0.3 && now_s() < until) {
+        usleep(10000);
+        int n = open_fds();
+        if (n != last)
+            still_since = now_s();
+        last = n;
+        least = n < least ? n : least;
+    }
+    return least;
+}
+
+/* Every rank waits here between rounds, counts once the store is quiet,
+ * and goes on only when all have counted (a next round would connect). */
+static void count_between_rounds(struct shared *sh, int at, long *rss, int *fds)
+{
+    __atomic_add_fetch(&sh->paused[at], 1, __ATOMIC_ACQ_REL);
+    for (double until = now_s() + 60; __atomic_load_n(&sh->paused[at], __ATOMIC_ACQUIRE) < RANKS && now_s() < until;)
+        usleep(1000);
+    *rss = resident_bytes();
+    *fds = settled_fds();
+    __atomic_add_fetch(&sh->resumed[at], 1, __ATOMIC_ACQ_REL);
+    for (double until = now_s() + 60; __atomic_load_n(&sh->resumed[at], __ATOMIC_ACQUIRE) < RANKS && now_s() < until;)
+        usleep(1000);
+}
+
 static int one_round(int rank, struct shared *sh, char *log)
 {
     struct plx_comm *world = NULL, *half = NULL;
@@ -73,16 +109,17 @@ static int rank_main(int rank, void *arg)
     for (int i = 1; i <= sh->rounds; i++) {
         if (one_round(rank, sh, sh->log[rank]) != 0) {
             procs_report(sh->log[rank], sizeof sh->log[0], NULL, "rank %d: round %d failed\n", rank, i);
-            __atomic_add_fetch(&sh->done, RANKS, __ATOMIC_ACQ_REL); /* no one waits for this rank */
+            for (int at = 0; at < 2; at++) { /* no one waits for this rank */
+                __atomic_add_fetch(&sh->paused[at], RANKS, __ATOMIC_ACQ_REL);
+                __atomic_add_fetch(&sh->resumed[at], RANKS, __ATOMIC_ACQ_REL);
+            }
+            __atomic_add_fetch(&sh->done, RANKS, __ATOMIC_ACQ_REL);
             return 1;
         }
-        if (i == WARM_ROUND) {
-            sh->rss_warm[rank] = resident_bytes();
-            sh->fds_warm[rank] = open_fds();
-        }
+        if (i == WARM_ROUND)
+            count_between_rounds(sh, 0, &sh->rss_warm[rank], &sh->fds_warm[rank]);
     }
-    sh->rss_end[rank] = resident_bytes();
-    sh->fds_end[rank] = open_fds();
+    count_between_rounds(sh, 1, &sh->rss_end[rank], &sh->fds_end[rank]);
     __atomic_add_fetch(&sh->done, 1, __ATOMIC_ACQ_REL);
     for (double until = now_s() + 60; __atomic_load_n(&sh->done, __ATOMIC_ACQUIRE) < RANKS && now_s() < until;)
         usleep(1000);
