@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Run every command of the README's ```sh blocks, as written, from the source root.
+"""Run every command of the README's ```sh blocks, as written, from the source root: the README's
+own and those of the documents under docs/ it links (in the order it first links them).
 
 usage: readme_commands.py SOURCE_ROOT BUILD_DIR [--list]
 
@@ -84,6 +85,23 @@ def readme_blocks(text):
         pending = ""
 
 
+def documents(src):
+    """(name, text) of README.md, then of each docs/*.md it links, in the order of the first links."""
+    readme = open(os.path.join(src, "README.md")).read()
+    out, seen = [("README.md", readme)], set()
+    for doc in re.findall(r"\]\((docs/[\w.-]+\.md)\)", readme):
+        if doc not in seen:
+            seen.add(doc)
+            with open(os.path.join(src, doc)) as f:
+                out.append((doc, f.read()))
+    return out
+
+
+def all_commands(src):
+    """("FILE:LINE", command) for every command of the README and its documents, in order."""
+    return [(f"{name}:{n}", c) for name, text in documents(src) for n, c in readme_blocks(text)]
+
+
 def prose_commands(text):
     """Code spans outside blocks that spell a command."""
     out = []
@@ -146,19 +164,19 @@ def main():
     if build != os.path.join(src, "build"):
         print(f"SKIP: the README's commands name ./build; this build is {build}")
         return 77
-    text = open(os.path.join(src, "README.md")).read()
     ci = open(os.path.join(src, ".ci", "run")).read()
-    commands = list(readme_blocks(text))
+    commands = all_commands(src)
     if "--list" in sys.argv:
-        for n, c in commands:
-            print(f"README.md:{n}: {c}")
+        for where, c in commands:
+            print(f"{where}: {c}")
         return 0
 
     failures = []
     block_text = "\n".join(c for _, c in commands)
-    for n, span in prose_commands(text):
-        if span not in block_text:
-            failures.append(f"README.md:{n}: `{span}` is a command outside a ```sh block (nothing runs it)")
+    for name, text in documents(src):
+        for n, span in prose_commands(text):
+            if span not in block_text:
+                failures.append(f"{name}:{n}: `{span}` is a command outside a ```sh block (nothing runs it)")
 
     env = dict(os.environ)
     env.pop("PLEXUS_CONFIG_PATH", None)  # a reader's shell has none: the commands must find plugins themselves
@@ -166,8 +184,7 @@ def main():
     env["PLEXUS_SETUP_NO_WIPE"] = "1"  # the setup command must not configure anew the build this test runs in
     known_suites = None
     ran = skipped = 0
-    for n, cmd in commands:
-        where = f"README.md:{n}"
+    for where, cmd in commands:
         if cmd.startswith("meson test -C build"):
             m = re.search(r"--suite (\S+)", cmd)
             if m:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Without torch, every README command that runs a script importing torch is skipped with the
+"""Without torch, every README command (the README's and its documents') that runs a script importing torch is skipped with the
 reason (a fresh machine after the set-up command has no torch), never run to fail.
 
 usage: test_readme_skip.py SOURCE_ROOT BUILD_DIR
@@ -14,9 +14,8 @@ import readme_commands as rc  # noqa: E402
 
 def main():
     src, build = sys.argv[1], sys.argv[2]
-    text = open(os.path.join(src, "README.md")).read()
     failures, checked = [], 0
-    for n, cmd in rc.readme_blocks(text):
+    for where, cmd in rc.all_commands(src):
         scripts = [w for w in cmd.split() if w.endswith(".py") and os.path.isfile(os.path.join(src, w))]
         needs = [w for w in scripts if re.search(r"^\s*(import|from) torch\b", open(os.path.join(src, w)).read(), re.M)]
         if not needs:
@@ -24,9 +23,9 @@ def main():
         checked += 1
         why = rc.missing_part(cmd, src, build, torch_installed=lambda: False)
         if why is None or "torch" not in why:
-            failures.append(f"README.md:{n}: `{cmd}` runs {needs[0]} (imports torch) but is not skipped without torch")
+            failures.append(f"{where}: `{cmd}` runs {needs[0]} (imports torch) but is not skipped without torch")
         else:
-            print(f"README.md:{n}: skipped without torch ({why}): {cmd}")
+            print(f"{where}: skipped without torch ({why}): {cmd}")
     if checked == 0:
         print("FAIL: no README command runs a script importing torch (the check found nothing to check)")
         return 1
