@@ -1,15 +1,29 @@
 /* mpi_allreduce_loop - the same measurement as plexus-bench (warm-up,
  * barrier, N back-to-back blocking allreduces, slowest rank's average),
  * calling MPI_Allreduce directly: the baseline for the MPI plugin's overhead.
- * usage: mpi_allreduce_loop BYTES [ITERS] */
+ * usage: mpi_allreduce_loop BYTES [ITERS]
+ * Built with MPI_LOOP_ABI, it calls the MPI-5 standard ABI (libmpi_abi.so.1),
+ * as plexus-mpi-abi does: the same library under both. */
+#ifdef MPI_LOOP_ABI
+#include <mpi_abi.h>
+#else
 #include <mpi.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    /* MPI_LOOP_THREADS=multiple: the thread level plexus's MPI plugin asks
+     * for (its executor and RPC threads may call MPI), whose locks cost an
+     * 8-byte call about as much as plexus's own layer does. */
+    const char *threads = getenv("MPI_LOOP_THREADS");
+    int provided;
+    if (threads && !strcmp(threads, "multiple"))
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    else
+        MPI_Init(&argc, &argv);
     int me, np;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &np);

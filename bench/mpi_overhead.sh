@@ -4,13 +4,32 @@
 # the median of REPS runs (the single runs follow in brackets).
 # Run from the source root: sh bench/mpi_overhead.sh [build]
 # Environment: IMPLS="openmpi mpich", NP="2 4" (or NPS), REPS=5,
-# SIZES="8 65536 1048576 16777216".
+# SIZES="8 65536 1048576 16777216". IMPLS may name abi-mpich and abi-openmpi:
+# plexus-mpi-abi against MPI_Allreduce through libmpi_abi.so.1, pointed at
+# that implementation's ABI library for both.
+# THREADS=multiple: the MPI loop asks for MPI_THREAD_MULTIPLE, as the plugin
+# does (the difference to a plain MPI_Init is MPI's, not plexus's).
 b=${1:-build}
 export PLEXUS_CONFIG_PATH=$PWD/$b/devconfig
 reps=${REPS:-5}
 med() { echo "$@" | tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+abi_dir=$(mktemp -d "${TMPDIR:-/tmp}/plexus-mpi-abi.XXXXXX")
+trap 'rm -rf "$abi_dir"' EXIT
 for impl in ${IMPLS:-openmpi mpich}; do
-    if [ $impl = openmpi ]; then run="mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -x PLEXUS_CONFIG_PATH"; else run="mpirun.mpich"; fi
+    flavour=${impl#abi-} loop=$b/bench/mpi_allreduce_loop_$impl backend=mpi-$impl
+    if [ $flavour != $impl ]; then
+        lib=$(ls /usr/lib/*/libmpi_abi_"$flavour".so.1* 2>/dev/null | head -n 1)
+        [ -n "$lib" ] && [ -x $b/bench/mpi_allreduce_loop_abi ] ||
+            { echo "# $impl: no libmpi_abi_$flavour or no mpi_allreduce_loop_abi, skipped"; continue; }
+        ln -sf "$lib" "$abi_dir/libmpi_abi.so.1"
+        export LD_LIBRARY_PATH=$abi_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        loop=$b/bench/mpi_allreduce_loop_abi backend=mpi-abi
+    fi
+    if [ $flavour = openmpi ]; then
+        run="mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -x PLEXUS_CONFIG_PATH -x LD_LIBRARY_PATH -x MPI_LOOP_THREADS"
+    else
+        run="mpirun.mpich"
+    fi
     command -v ${run%% *} >/dev/null || { echo "# $impl: launcher not installed, skipped"; continue; }
     for np in ${NPS:-${NP:-2 4}}; do
         for size in ${SIZES:-8 65536 1048576 16777216}; do
@@ -18,8 +37,8 @@ for impl in ${IMPLS:-openmpi mpich}; do
             [ $np -gt 2 ] && iters=$((iters / 4))
             ms="" ps=""
             for rep in $(seq $reps); do
-                ms="$ms $($run -np $np $b/bench/mpi_allreduce_loop_$impl $size $iters 2>/dev/null | awk '{print $2}')"
-                ps="$ps $($run -np $np $b/tools/plexus-bench --backend mpi-$impl -b $size -e $size -n $iters -w 5 2>/dev/null |
+                ms="$ms $(MPI_LOOP_THREADS=${THREADS:-} $run -np $np $loop $size $iters 2>/dev/null | awk 'NF == 2 && $1 ~ /^[0-9]+$/ {print $2}')"
+                ps="$ps $($run -np $np $b/tools/plexus-bench --backend $backend -b $size -e $size -n $iters -w 5 2>/dev/null |
                           awk '$1 ~ /^[0-9]+$/ {print $6}')"
             done
             awk -v i=$impl -v n=$np -v s=$size -v m="$(med $ms)" -v p="$(med $ps)" -v ms="$ms" -v ps="$ps" 'BEGIN {
