@@ -25,8 +25,11 @@ its own test (exit 77 with the reason where this torch lacks the entry):
   reconfigure  3 processes: _supports_reconfigure; the handles exchanged through
             the default store; _reconfigure with the 3 in order, then reversed
             (ranks follow the list), then rank 2 SIGKILLs itself and the 2
-            left reconfigure as a set (ranks in sorted handle order); each time
-            rank, size, all_reduce and broadcast are checked.
+            left reconfigure as a set (ranks in sorted handle order); then a
+            fresh process, started beside them and outside the group, joins
+            the job's store, makes a group of its own and joins the 2 through
+            _reconfigure, so they are 3 again; each time rank, size,
+            all_reduce and broadcast are checked.
 Exit 0 if every check passes on every rank, 1 if not.
 """
 import datetime
@@ -39,6 +42,23 @@ import threading
 import time
 
 TIMEOUT = 180
+
+
+def wait_listening(port, seconds=60):
+    """Until a socket listens on port (read from /proc/net): a client that
+    retries its connect to a loopback port before then can meet itself
+    (TCP's simultaneous open) and take the port from the server to come."""
+    until = time.time() + seconds
+    while time.time() < until:
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                rows = open(table).read().splitlines()[1:]
+            except OSError:
+                continue
+            if any(r.split()[1].endswith(":%04X" % port) and r.split()[3] == "0A" for r in rows):
+                return True
+        time.sleep(0.05)
+    return False
 
 
 def skip(why):
@@ -369,6 +389,37 @@ def case_reconfigure(rank, P):
     dist._reconfigure(uuid=3, handles=set(two), timeout=datetime.timedelta(seconds=20)).wait()
     print("rank %d: reconfigure of the 2 left took %.3f s" % (rank, time.time() - t0), flush=True)
     reconfigured(ck, "the 2 left, as a set", sorted(two).index(mine), 2, rank + 1, 3.0)
+    # A newcomer (newcomer_reconfigure below) waits for this key, on the
+    # job's store as any client reaches it (no group's prefix).
+    job = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), is_master=False, use_libuv=False)
+    if rank == 0:
+        job.set("join/go", "1")
+    job.set("h4/%d" % rank, mine)
+    three = [job.get("h4/0").decode(), job.get("h4/1").decode(), job.get("h4/new").decode()]
+    dist._reconfigure(uuid=4, handles=three, timeout=datetime.timedelta(seconds=20)).wait()
+    reconfigured(ck, "the 2 and a newcomer", rank, 3, rank + 1, 6.0)
+    dist.destroy_process_group()
+    return ck.done()
+
+
+def newcomer_reconfigure(port):
+    """A process that was not in the group: it reaches the job's store as a
+    client, makes a group of one under a prefix of its own (started with the
+    others, it must not meet them there), and joins the survivors through
+    _reconfigure as rank 2."""
+    import torch.distributed as dist
+    import plexus.torch  # noqa: F401 - registers "plexus"
+    ck = Checks(2)
+    job = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=60),
+                        use_libuv=False)
+    dist.init_process_group("plexus", store=dist.PrefixStore("newcomer", job), rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=60))
+    job.wait(["join/go"])
+    mine = dist._get_reconfigure_handle()
+    job.set("h4/new", mine)
+    three = [job.get("h4/0").decode(), job.get("h4/1").decode(), mine]
+    dist._reconfigure(uuid=4, handles=three, timeout=datetime.timedelta(seconds=20)).wait()
+    reconfigured(ck, "the newcomer", 2, 3, 3, 6.0)
     dist.destroy_process_group()
     return ck.done()
 
@@ -411,6 +462,9 @@ def main(case):
         env["PLEXUS_BACKEND"] = "tcp"
     procs = [subprocess.Popen([sys.executable, "-B", __file__, "--rank", case, str(r), str(P)], env=env)
              for r in range(P)]
+    if case == "reconfigure":  # joins from outside the group, once rank 0's store listens
+        wait_listening(int(env["MASTER_PORT"]))
+        procs.append(subprocess.Popen([sys.executable, "-B", __file__, "--newcomer", env["MASTER_PORT"]], env=env))
     codes = []
     for p in procs:
         try:
@@ -425,7 +479,8 @@ def main(case):
         want[3] = want[2] = -signal.SIGKILL
     if case == "reconfigure":
         want[2] = -signal.SIGKILL
-    print("%s, %d processes: exit codes %s (want %s)" % (case, P, codes, want), flush=True)
+        want.append(0)  # the newcomer
+    print("%s, %d processes: exit codes %s (want %s)" % (case, len(procs), codes, want), flush=True)
     ok = codes == want
     print("ok" if ok else "FAILED")
     return 0 if ok else 1
@@ -435,4 +490,6 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--rank":
         case, rank, P = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
         sys.exit(CASES[case][0](rank, P))
+    if len(sys.argv) > 1 and sys.argv[1] == "--newcomer":
+        sys.exit(newcomer_reconfigure(int(sys.argv[2])))
     sys.exit(main(sys.argv[1]))

@@ -19,6 +19,7 @@
 // configuration files), tcp between processes by default.
 #include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #endif
@@ -194,6 +195,21 @@ static int s_del(void *u, const char *key)
     } catch (const std::exception &e) {
         return caught(e);
     }
+}
+
+// b's callbacks, over store.
+static void bridge_init(StoreBridge &b, const intrusive_ptr<c10d::Store> &store)
+{
+    b.store = store;
+    b.cb = plx_store_callbacks{};
+    b.cb.struct_size = sizeof b.cb;
+    b.cb.user = &b;
+    b.cb.set = s_set;
+    b.cb.get = s_get;
+    b.cb.add = s_add;
+    b.cb.wait = s_wait;
+    b.cb.check = s_check;
+    b.cb.del = s_del;
 }
 
 // ---- tensors ----------------------------------------------------------------
@@ -692,16 +708,7 @@ class ProcessGroupPlexus : public GroupBase {
         for (const char *op : kOpWords)
             comm_->titles.push_back(name + ":" + op);
         auto &b = *comm_->store;
-        b.store = store;
-        b.cb = plx_store_callbacks{};
-        b.cb.struct_size = sizeof b.cb;
-        b.cb.user = &b;
-        b.cb.set = s_set;
-        b.cb.get = s_get;
-        b.cb.add = s_add;
-        b.cb.wait = s_wait;
-        b.cb.check = s_check;
-        b.cb.del = s_del;
+        bridge_init(b, store);
         plx_comm_options o;
         plx_comm_options_init(&o);
         o.rank = rank;
