@@ -3,7 +3,8 @@
 # plexus shm and plexus tcp (plexus-bench under plexus-run, in place) against
 # Open MPI over shared memory (ob1 + vader,self) and MPICH (its default:
 # ch4:ucx shared memory), interleaved per size, the whole sweep REPS times
-# (default 3). plexus shm runs twice: on ordinary buffers and on registered
+# (default 3), and plexus ucc (UCC's CPU teams, where plexus-info finds UCC
+# usable). plexus shm runs twice: on ordinary buffers and on registered
 # ones (plexus-bench --registered: plx_mem_alloc, one pass). Prints
 # microseconds per op (rep1 / rep2 / ...), the floor (bench/floor in place: threads
 # summing straight into every output, the least traffic an allreduce can
@@ -35,6 +36,9 @@ command -v mpirun.openmpi >/dev/null 2>&1 && [ -x "$build/bench/mpi_allreduce_lo
 command -v mpirun.mpich >/dev/null 2>&1 && [ -x "$build/bench/mpi_allreduce_loop_mpich" ] && have_mpich=1
 [ $have_ompi = 1 ] || echo "# skipping Open MPI: no mpirun.openmpi or $build/bench/mpi_allreduce_loop_openmpi"
 [ $have_mpich = 1 ] || echo "# skipping MPICH: no mpirun.mpich or $build/bench/mpi_allreduce_loop_mpich"
+have_ucc=0
+"$build/tools/plexus-info" --backend ucc >/dev/null 2>&1 && have_ucc=1
+[ $have_ucc = 1 ] || echo "# skipping plexus ucc: $("$build/tools/plexus-info" --backend ucc 2>&1 | grep -m1 'state:')"
 
 run_plexus() { # backend np bytes iters [memcpy-file] -> us ($REG: extra plexus-bench option)
     "$build/tools/plexus-run" -n "$2" --timeout 300 "$build/tools/plexus-bench" --backend "$1" --inplace --memcpy ${REG:-} \
@@ -65,6 +69,7 @@ while [ $rep -le "$reps" ]; do
             echo "$(run_plexus shm "$np" "$s" "$it" "$out/memcpy.$np.$s.$rep")" >"$out/shm.$np.$s.$rep"
             echo "$(REG=--registered run_plexus shm "$np" "$s" "$it")" >"$out/reg.$np.$s.$rep"
             echo "$(run_plexus tcp "$np" "$s" "$it")" >"$out/tcp.$np.$s.$rep"
+            [ $have_ucc = 1 ] && echo "$(run_plexus ucc "$np" "$s" "$it")" >"$out/ucc.$np.$s.$rep"
             echo "$(run_floor "$np" "$s" "$it")" >"$out/floor.$np.$s.$rep"
             [ $have_ompi = 1 ] && echo "$(run_ompi "$np" "$s" "$it")" >"$out/ompi.$np.$s.$rep"
             [ $have_mpich = 1 ] && echo "$(run_mpich "$np" "$s" "$it")" >"$out/mpich.$np.$s.$rep"
@@ -106,16 +111,17 @@ ratio() { # a b np size
 }
 
 echo "# load average before the table: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
-printf '%-3s %9s  %-24s %-24s %-24s %-24s %-24s %-24s %9s %9s %9s %9s %9s %9s\n' np bytes "plexus-shm us" \
-    "shm-registered us" "plexus-tcp us" "ompi-shm us" "mpich us" "floor us" "memcpy us" "shm/ompi" "reg/ompi" \
-    "reg/floor" "shm/mpich" "tcp/ompi"
+printf '%-3s %9s  %-24s %-24s %-24s %-24s %-24s %-24s %-24s %9s %9s %9s %9s %9s %9s %9s %9s\n' np bytes \
+    "plexus-shm us" "shm-registered us" "plexus-tcp us" "plexus-ucc us" "ompi-shm us" "mpich us" "floor us" \
+    "memcpy us" "shm/ompi" "reg/ompi" "reg/floor" "shm/mpich" "tcp/ompi" "ucc/ompi" "ucc/shm"
 for np in $nps; do
     for s in $sizes; do
-        printf '%-3s %9s  %-24s %-24s %-24s %-24s %-24s %-24s %9s %9s %9s %9s %9s %9s\n' "$np" "$s" \
-            "$(cell shm "$np" "$s")" "$(cell reg "$np" "$s")" "$(cell tcp "$np" "$s")" "$(cell ompi "$np" "$s")" \
-            "$(cell mpich "$np" "$s")" "$(cell floor "$np" "$s")" "$(memcpy_us "$np" "$s")" \
+        printf '%-3s %9s  %-24s %-24s %-24s %-24s %-24s %-24s %-24s %9s %9s %9s %9s %9s %9s %9s %9s\n' "$np" "$s" \
+            "$(cell shm "$np" "$s")" "$(cell reg "$np" "$s")" "$(cell tcp "$np" "$s")" "$(cell ucc "$np" "$s")" \
+            "$(cell ompi "$np" "$s")" "$(cell mpich "$np" "$s")" "$(cell floor "$np" "$s")" "$(memcpy_us "$np" "$s")" \
             "$(ratio shm ompi "$np" "$s")" "$(ratio reg ompi "$np" "$s")" "$(ratio reg floor "$np" "$s")" \
-            "$(ratio shm mpich "$np" "$s")" "$(ratio tcp ompi "$np" "$s")"
+            "$(ratio shm mpich "$np" "$s")" "$(ratio tcp ompi "$np" "$s")" "$(ratio ucc ompi "$np" "$s")" \
+            "$(ratio ucc shm "$np" "$s")"
     done
 done
 
@@ -125,6 +131,7 @@ if [ -n "${RESULTS:-}" ]; then
     results_peer shm plexus-bench shm memcpy
     results_peer reg plexus-bench shm-registered
     results_peer tcp plexus-bench tcp
+    [ $have_ucc = 1 ] && results_peer ucc plexus-bench ucc
     results_peer ompi openmpi ob1-vader
     results_peer mpich mpich ch4
     results_peer floor floor "threads (least traffic)"
