@@ -85,18 +85,11 @@ def store_client(dist, host, port):
 def join_group(store, me, args, model, opt, step):
     """Everyone (survivors and the replacement): reconfigure the default group
     into one of args.world ranks, slot order, and take rank 0's state.
-    Returns the step to go on from. Through the group's backend, as
-    dist._reconfigure would: torch 2.14's ProcessGroup refuses the group
-    shrink_group made ("multiple backends": it files the backend under
-    gloo's type beside the group's own), and the backend serves it alike."""
+    Returns the step to go on from."""
     import torch.distributed as dist
-    from torch.distributed.distributed_c10d import ReconfigureOptions
-    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
-    store.set("join/handle/%d" % me, backend.get_reconfigure_handle())
-    opts = ReconfigureOptions()
-    opts.uuid = 1
-    opts.handles = [store.get("join/handle/%d" % r).decode() for r in range(args.world)]
-    backend.reconfigure(opts).wait()
+    store.set("join/handle/%d" % me, dist._get_reconfigure_handle())
+    handles = [store.get("join/handle/%d" % r).decode() for r in range(args.world)]
+    dist._reconfigure(uuid=1, handles=handles).wait()
     at = torch.tensor([step])
     dist.broadcast(at, src=0)
     for p in model.parameters():

@@ -105,3 +105,49 @@ def _label_shrunk_groups():
 
 
 _label_shrunk_groups()
+
+
+def _reconfigure_through_backend():
+    """The relabelling above leaves a shrunk group with two backend types
+    (gloo's, as torch filed it, and CUSTOM), and torch's ProcessGroup refuses
+    reconfigure on such a group ("multiple backends"); the one plexus backend
+    behind both serves it. dist._get_reconfigure_handle and dist._reconfigure
+    go straight to it for a group on plexus, as torch's own would."""
+    c10d = _dist.distributed_c10d
+    if not hasattr(c10d, "_reconfigure") or getattr(c10d._reconfigure, "_plexus", False):
+        return
+    torch_handle, torch_reconfigure = c10d._get_reconfigure_handle, c10d._reconfigure
+
+    def plexus_backend(group):
+        import torch
+        try:
+            b = (group or c10d._get_default_group())._get_backend(torch.device("cpu"))
+        except (RuntimeError, ValueError):
+            return None
+        return b if isinstance(b, ProcessGroupPlexus) else None
+
+    def _get_reconfigure_handle(group=None):
+        b = plexus_backend(group)
+        return torch_handle(group) if b is None else b.get_reconfigure_handle()
+
+    def _reconfigure(uuid, handles, group=None, timeout=None, hints=None):
+        b = plexus_backend(group)
+        if b is None:
+            return torch_reconfigure(uuid, handles, group=group, timeout=timeout, hints=hints)
+        opts = c10d.ReconfigureOptions()
+        opts.uuid = uuid
+        opts.handles = handles
+        if timeout is not None:
+            opts.timeout = timeout
+        if hints is not None:
+            opts.hints = hints
+        return b.reconfigure(opts)
+
+    _get_reconfigure_handle.__doc__, _reconfigure.__doc__ = torch_handle.__doc__, torch_reconfigure.__doc__
+    _reconfigure._plexus = True
+    for where in (c10d, _dist):
+        if hasattr(where, "_reconfigure"):
+            where._get_reconfigure_handle, where._reconfigure = _get_reconfigure_handle, _reconfigure
+
+
+_reconfigure_through_backend()
