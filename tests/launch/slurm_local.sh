@@ -43,11 +43,15 @@ stop() {
 trap 'stop' EXIT
 trap 'exit 130' INT TERM HUP
 
-# Ports no other run on this machine holds now: random, then checked.
+# Ports no other run on this machine holds now: random, below the kernel's
+# ephemeral range (a client's connection there took slurmd's port once), and
+# used by no socket at all, listening or connected.
+ephemeral_low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+[ "$ephemeral_low" -gt 12000 ] 2>/dev/null || ephemeral_low=32768
 free_port() {
     while :; do
-        p=$(( $(od -An -N2 -tu2 /dev/urandom) % 20000 + 21000 ))
-        ss -Hltn "sport = :$p" 2>/dev/null | grep -q . || { echo "$p"; return; }
+        p=$(( $(od -An -N2 -tu2 /dev/urandom) % 10000 + ephemeral_low - 10000 ))
+        ss -Hatn "sport = :$p" 2>/dev/null | grep -q . || { echo "$p"; return; }
     done
 }
 ctld_port=$(free_port)
