@@ -15,12 +15,12 @@ grep -v '^\.*$' "$d/err" >&2 # why a run gave no figure, if one did
 import csv, os, sys
 table, res = sys.argv[1], sys.argv[2]
 # The table's columns: np, bytes, then one "us" cell per peer (one rep: one number or "-").
-peers = ["shm", "reg", "tcp", "ompi", "mpich"]  # reg: shm on registered buffers
+peers = ["shm", "reg", "tcp", "ucc", "ompi", "mpich"]  # reg: shm on registered buffers
 want = {}
 for line in open(table):
     f = line.split()
-    if len(f) >= 7 and f[0] == "2" and f[1].isdigit():
-        for p, v in zip(peers, f[2:7]):
+    if len(f) >= 2 + len(peers) and f[0] == "2" and f[1].isdigit():
+        for p, v in zip(peers, f[2:2 + len(peers)]):
             if v != "-":
                 want[(p, int(f[1]))] = float(v)
 for p in ("shm", "reg", "tcp"):
