@@ -8,8 +8,10 @@ dist._reconfigure and the group is whole again.
     # 4 ranks (env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, as torchrun
     # or plexus-run set them); rank 3 kills itself (SIGKILL) in step 5:
     python3 examples/torch_ft_ddp.py --kill-rank 3 --kill-step 5 --out final.pt
-    # the same, and a replacement joins at step 8 (started any time, with
-    # MASTER_ADDR and MASTER_PORT only: it waits for the survivors to call it):
+    # the same, and a replacement joins at step 8 (started once the job's store
+    # listens, with MASTER_ADDR and MASTER_PORT only; it waits there until the
+    # survivors call it. A client retrying its connect to a loopback port before
+    # the server binds it can meet itself and take the port):
     python3 examples/torch_ft_ddp.py --kill-rank 3 --kill-step 5 --join-step 8 --out final.pt
     python3 examples/torch_ft_ddp.py --join --kill-rank 3 --join-step 8
     # the same membership schedule computed in one process, for comparison:
