@@ -19,13 +19,15 @@ int main(int argc, char **argv)
      * for (its executor and RPC threads may call MPI), whose locks cost an
      * 8-byte call about as much as plexus's own layer does. */
     const char *threads = getenv("MPI_LOOP_THREADS");
-    int provided;
-    if (threads && !strcmp(threads, "multiple"))
+    int provided = MPI_THREAD_SINGLE, multiple = threads && !strcmp(threads, "multiple");
+    if (multiple)
         MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     else
         MPI_Init(&argc, &argv);
     int me, np;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (multiple && provided < MPI_THREAD_MULTIPLE && me == 0)
+        fprintf(stderr, "mpi_allreduce_loop: asked for MPI_THREAD_MULTIPLE, this MPI gives level %d\n", provided);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     size_t bytes = argc > 1 ? (size_t)atol(argv[1]) : 8;
     int iters = argc > 2 ? atoi(argv[2]) : 20, n = (int)(bytes / 4);

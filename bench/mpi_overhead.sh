@@ -13,8 +13,10 @@ b=${1:-build}
 export PLEXUS_CONFIG_PATH=$PWD/$b/devconfig
 reps=${REPS:-5}
 med() { echo "$@" | tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+# abi-*: libmpi_abi.so.1 in abi_dir, first on the library path, points at that implementation.
 abi_dir=$(mktemp -d "${TMPDIR:-/tmp}/plexus-mpi-abi.XXXXXX")
 trap 'rm -rf "$abi_dir"' EXIT
+export LD_LIBRARY_PATH=$abi_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 for impl in ${IMPLS:-openmpi mpich}; do
     flavour=${impl#abi-} loop=$b/bench/mpi_allreduce_loop_$impl backend=mpi-$impl
     if [ $flavour != $impl ]; then
@@ -22,7 +24,6 @@ for impl in ${IMPLS:-openmpi mpich}; do
         [ -n "$lib" ] && [ -x $b/bench/mpi_allreduce_loop_abi ] ||
             { echo "# $impl: no libmpi_abi_$flavour or no mpi_allreduce_loop_abi, skipped"; continue; }
         ln -sf "$lib" "$abi_dir/libmpi_abi.so.1"
-        export LD_LIBRARY_PATH=$abi_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
         loop=$b/bench/mpi_allreduce_loop_abi backend=mpi-abi
     fi
     if [ $flavour = openmpi ]; then

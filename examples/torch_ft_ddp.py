@@ -117,7 +117,10 @@ def train(args):
         step = join_group(store, me, args, model, opt, 0)
     else:
         dist.init_process_group("plexus")
-        store = store_client(dist, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))  # as a replacement has it
+        # The job's store as a replacement reaches it, where one is to join.
+        store = None
+        if args.join_step >= 0:
+            store = store_client(dist, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
         me = dist.get_rank()  # the rank in the first group; the survivors keep theirs (3 was last)
         args.world = dist.get_world_size()
         step = 0

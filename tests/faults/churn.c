@@ -71,18 +71,22 @@ static int settled_fds(void)
     return least;
 }
 
+/* Count this rank in and wait (at most 60 s) until all RANKS are. */
+static void meet_all(int *arrived)
+{
+    __atomic_add_fetch(arrived, 1, __ATOMIC_ACQ_REL);
+    for (double until = now_s() + 60; __atomic_load_n(arrived, __ATOMIC_ACQUIRE) < RANKS && now_s() < until;)
+        usleep(1000);
+}
+
 /* Every rank waits here between rounds, counts once the store is quiet,
  * and goes on only when all have counted (a next round would connect). */
 static void count_between_rounds(struct shared *sh, int at, long *rss, int *fds)
 {
-    __atomic_add_fetch(&sh->paused[at], 1, __ATOMIC_ACQ_REL);
-    for (double until = now_s() + 60; __atomic_load_n(&sh->paused[at], __ATOMIC_ACQUIRE) < RANKS && now_s() < until;)
-        usleep(1000);
+    meet_all(&sh->paused[at]);
     *rss = resident_bytes();
     *fds = settled_fds();
-    __atomic_add_fetch(&sh->resumed[at], 1, __ATOMIC_ACQ_REL);
-    for (double until = now_s() + 60; __atomic_load_n(&sh->resumed[at], __ATOMIC_ACQUIRE) < RANKS && now_s() < until;)
-        usleep(1000);
+    meet_all(&sh->resumed[at]);
 }
 
 static int one_round(int rank, struct shared *sh, char *log)
@@ -120,9 +124,7 @@ static int rank_main(int rank, void *arg)
             count_between_rounds(sh, 0, &sh->rss_warm[rank], &sh->fds_warm[rank]);
     }
     count_between_rounds(sh, 1, &sh->rss_end[rank], &sh->fds_end[rank]);
-    __atomic_add_fetch(&sh->done, 1, __ATOMIC_ACQ_REL);
-    for (double until = now_s() + 60; __atomic_load_n(&sh->done, __ATOMIC_ACQUIRE) < RANKS && now_s() < until;)
-        usleep(1000);
+    meet_all(&sh->done);
     return 0;
 }
 

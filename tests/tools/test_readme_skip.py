@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Without torch, every README command (the README's and its documents') that runs a script importing torch is skipped with the
-reason (a fresh machine after the set-up command has no torch), never run to fail.
+"""Without torch, every README command (the README's and its documents') that runs a script
+importing torch is skipped with the reason (a fresh machine after the set-up command has no
+torch), never run to fail.
 
 usage: test_readme_skip.py SOURCE_ROOT BUILD_DIR
 """

@@ -16,26 +16,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+from listening import wait_listening  # beside this file
 
 TIMEOUT = 180
-
-
-def wait_listening(port, seconds=60):
-    """Until a socket listens on port (read from /proc/net): a client that
-    retries its connect to a loopback port before then can meet itself
-    (TCP's simultaneous open) and take the port from the server to come."""
-    until = time.time() + seconds
-    while time.time() < until:
-        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-            try:
-                rows = open(table).read().splitlines()[1:]
-            except OSError:
-                continue
-            if any(r.split()[1].endswith(":%04X" % port) and r.split()[3] == "0A" for r in rows):
-                return True
-        time.sleep(0.05)
-    return False
 
 
 def skip(why):
