@@ -31,6 +31,7 @@ whatever their groups' prefixes, and rank 0 hands over the step, the
 weights and the optimizer's momentum.
 """
 import argparse
+import inspect
 import os
 import signal
 
@@ -111,8 +112,12 @@ def train(args):
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     if args.join:  # the replacement: a group of one on the job's store, then called in
         store, me = store_client(dist, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])), args.kill_rank
-        # A group of one under a prefix of its own: the job's group lives on this store too.
-        dist.init_process_group("plexus", store=dist.PrefixStore("replacement/%d" % me, store), rank=0, world_size=1)
+        # A group of one under a prefix of its own (the job's group lives on this store too), in
+        # the reconfigure regime where torch has it: no communicator until the survivors call it in.
+        regime = {"enable_reconfigure": True} if "enable_reconfigure" in inspect.signature(
+            dist.init_process_group).parameters else {}
+        dist.init_process_group("plexus", store=dist.PrefixStore("replacement/%d" % me, store), rank=0, world_size=1,
+                                **regime)
         store.wait(["join/go"])
         step = join_group(store, me, args, model, opt, 0)
     else:

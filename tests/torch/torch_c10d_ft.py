@@ -27,7 +27,9 @@ its own test (exit 77 with the reason where this torch lacks the entry):
             (ranks follow the list), then rank 2 SIGKILLs itself and the 2
             left reconfigure as a set (ranks in sorted handle order); then a
             fresh process, started beside them and outside the group, joins
-            the job's store, makes a group of its own and joins the 2 through
+            the job's store, makes a group of its own (rank 2 of 3 with
+            enable_reconfigure where torch has it: init returns at once, an
+            all_reduce refuses until _reconfigure) and joins the 2 through
             _reconfigure, so they are 3 again; each time rank, size,
             all_reduce and broadcast are checked.
 Exit 0 if every check passes on every rank, 1 if not.
@@ -389,16 +391,35 @@ def case_reconfigure(rank, P):
 
 def newcomer_reconfigure(port):
     """A process that was not in the group: it reaches the job's store as a
-    client, makes a group of one under a prefix of its own (started with the
+    client, makes a group under a prefix of its own (started with the
     others, it must not meet them there), and joins the survivors through
-    _reconfigure as rank 2."""
+    _reconfigure as rank 2. Where torch's init_process_group takes
+    enable_reconfigure, the group is made as torch means a replacement's to
+    be: rank 2 of 3, in the reconfigure regime, so init must return without
+    a rendezvous (the other two never come under that prefix) and an
+    all_reduce before _reconfigure must refuse, naming it. Elsewhere it is a
+    group of one."""
+    import inspect
+    import torch
     import torch.distributed as dist
     import plexus.torch  # noqa: F401 - registers "plexus"
     ck = Checks(2)
     job = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=60),
                         use_libuv=False)
-    dist.init_process_group("plexus", store=dist.PrefixStore("newcomer", job), rank=0, world_size=1,
-                            timeout=datetime.timedelta(seconds=60))
+    deferred = "enable_reconfigure" in inspect.signature(dist.init_process_group).parameters
+    t0 = time.time()
+    dist.init_process_group("plexus", store=dist.PrefixStore("newcomer", job), rank=2 if deferred else 0,
+                            world_size=3 if deferred else 1, timeout=datetime.timedelta(seconds=60),
+                            **({"enable_reconfigure": True} if deferred else {}))
+    if deferred:
+        took = time.time() - t0
+        print("newcomer: init_process_group(enable_reconfigure=True) took %.3f s" % took, flush=True)
+        ck.check(took < 10, "init with enable_reconfigure waited %.1f s: it met, not deferred" % took)
+        try:
+            dist.all_reduce(torch.ones(1))
+            ck.check(False, "all_reduce before _reconfigure ran on a group made with enable_reconfigure")
+        except RuntimeError as e:
+            ck.check("reconfigure" in str(e), "all_reduce before _reconfigure: %s" % e)
     job.wait(["join/go"])
     mine = dist._get_reconfigure_handle()
     job.set("h4/new", mine)

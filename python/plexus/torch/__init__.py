@@ -26,13 +26,32 @@ def _create(store, rank, size, timeout):
     return _C.ProcessGroupPlexus(store, rank, size, timeout)
 
 
-if not hasattr(_dist.Backend, BACKEND.upper()):
+def _create_extended(opts, backend_options):
+    """torch's extended creator: what init_process_group was given, among it
+    enable_reconfigure (the group waits for reconfigure to make its
+    communicator, as gloo's and NCCL's do)."""
+    return _C.ProcessGroupPlexus(opts.store, opts.group_rank, opts.group_size, opts.timeout,
+                                 enable_reconfigure=bool(getattr(opts, "enable_reconfigure", False)))
+
+
+def _register():
+    kwargs = {}
+    params = _inspect.signature(_dist.Backend.register_backend).parameters
     # torch 2.x asks which devices a backend serves (it warns without them);
     # plexus.torch takes CPU tensors.
-    if "devices" in _inspect.signature(_dist.Backend.register_backend).parameters:
-        _dist.Backend.register_backend(BACKEND, _create, devices=["cpu"])
+    if "devices" in params:
+        kwargs["devices"] = ["cpu"]
+    # Only the extended creator hears enable_reconfigure; taken only where
+    # torch's options carry it, so older torch keeps the plain creator.
+    opts_class = getattr(_dist.distributed_c10d, "_DistributedBackendOptions", None)
+    if "extended_api" in params and opts_class is not None and hasattr(opts_class(), "enable_reconfigure"):
+        _dist.Backend.register_backend(BACKEND, _create_extended, extended_api=True, **kwargs)
     else:
-        _dist.Backend.register_backend(BACKEND, _create)
+        _dist.Backend.register_backend(BACKEND, _create, **kwargs)
+
+
+if not hasattr(_dist.Backend, BACKEND.upper()):
+    _register()
 
 ProcessGroupPlexus = _C.ProcessGroupPlexus
 

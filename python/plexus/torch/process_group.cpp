@@ -696,8 +696,10 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkPlexus::getFuture()
 
 class ProcessGroupPlexus : public GroupBase {
   public:
+    // deferred: torch's enable_reconfigure: no communicator (and no
+    // rendezvous) until reconfigure makes one; operations before it refuse.
     ProcessGroupPlexus(const intrusive_ptr<c10d::Store> &store, int rank, int size, milliseconds timeout,
-                       const std::string &name)
+                       const std::string &name, bool deferred = false)
         : GroupBase(rank, size), comm_(c10::make_intrusive<Comm>())
     {
 #ifdef PLEXUS_TORCH_BACKEND_API
@@ -709,6 +711,8 @@ class ProcessGroupPlexus : public GroupBase {
             comm_->titles.push_back(name + ":" + op);
         auto &b = *comm_->store;
         bridge_init(b, store);
+        if (deferred)
+            return;
         plx_comm_options o;
         plx_comm_options_init(&o);
         o.rank = rank;
@@ -764,7 +768,7 @@ class ProcessGroupPlexus : public GroupBase {
     // collectives issued on this group, from 0 on every rank (a new group).
     void setSequenceNumberForGroup() override { seq_ = 0; }
     uint64_t getSequenceNumberForGroup() override { return seq_; }
-    std::string transport() const { return plx_comm_backend(comm_->comm); }
+    std::string transport() const { return plx_comm_backend(c()); }
 
     // plx_comm_revoke: every pending and later operation of the group fails
     // on every rank, including ranks blocked in a collective, so no rank
@@ -772,10 +776,11 @@ class ProcessGroupPlexus : public GroupBase {
     // pending work (that is what it ends); revoking twice is fine.
     void revoke()
     {
+        plx_comm *cm = c();
         int rc;
         {
             pybind11::gil_scoped_release nogil;
-            rc = plx_comm_revoke(comm_->comm);
+            rc = plx_comm_revoke(cm);
         }
         if (rc != 0 && rc != PLX_ERR_REVOKED)
             fail(rc, "revoke");
@@ -1160,7 +1165,13 @@ class ProcessGroupPlexus : public GroupBase {
     }
 
   private:
-    plx_comm *c() const { return comm_->comm; }
+    plx_comm *c() const
+    {
+        if (!comm_->comm)
+            refuse("the group was made with enable_reconfigure=True and has no communicator yet: "
+                   "reconfigure it first (dist._reconfigure with every member's handle)");
+        return comm_->comm;
+    }
 
     static void same_dtype(const std::vector<at::Tensor> &v, const char *what)
     {
@@ -1261,6 +1272,7 @@ class ProcessGroupPlexus : public GroupBase {
     // pending first, under the one lock it takes anyway.
     intrusive_ptr<WorkPlexus> make_lazy(c10d::OpType type, std::vector<at::Tensor> outputs)
     {
+        c(); // refuses while there is no communicator
         seq_++;
         const char *t = title(type);
         return coalesce(c10::make_intrusive<WorkPlexus>(comm_, type, outputs, t, outputs));
@@ -1409,14 +1421,17 @@ PYBIND11_MODULE(_C, m)
     pybind11::class_<ProcessGroupPlexus, plexus_torch::GroupBase, c10::intrusive_ptr<ProcessGroupPlexus>>(
         m, "ProcessGroupPlexus")
         .def(pybind11::init([](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-                               std::chrono::duration<float> timeout, const std::string &name) {
+                               std::chrono::duration<float> timeout, const std::string &name,
+                               bool enable_reconfigure) {
                  return c10::make_intrusive<ProcessGroupPlexus>(
-                     store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout), name);
+                     store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout), name,
+                     enable_reconfigure);
              }),
              pybind11::arg("store"), pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
-             pybind11::arg("name") = "plexus",
+             pybind11::arg("name") = "plexus", pybind11::arg("enable_reconfigure") = false,
              "name: the backend name torch knows the group by, which the profiler's events carry "
-             "(\"<name>:all_reduce\")")
+             "(\"<name>:all_reduce\"); enable_reconfigure: make no communicator (no rendezvous) until "
+             "reconfigure, as torch's init_process_group(enable_reconfigure=True) asks")
         .def_property_readonly("transport", &ProcessGroupPlexus::transport,
                                "the plexus backend carrying the traffic (tcp, mpi-openmpi, ...)")
         .def("revoke", &ProcessGroupPlexus::revoke,
