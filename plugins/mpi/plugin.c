@@ -1,5 +1,6 @@
-/* plugin.c - the MPI backend, built once per MPI implementation (their ABIs
- * differ): plexus-mpi-openmpi.so and plexus-mpi-mpich.so from this file.
+/* plugin.c - the MPI backend, built once per MPI ABI from this file:
+ * plexus-mpi-openmpi.so and plexus-mpi-mpich.so for MPI-4 libraries (their
+ * ABIs differ), plexus-mpi-abi.so for MPI-5's standard ABI (abi.c).
  * Every collective runs natively through MPI's nonblocking calls; test()
  * and wait() drive MPI_Test, since MPICH makes no progress otherwise. f16
  * and bf16 reduce through user-defined ops that call the core's kernels;
@@ -62,7 +63,9 @@
 #error "define PLX_MPI_OPENMPI, PLX_MPI_MPICH or PLX_MPI_ABI"
 #endif
 
-static const struct plx_host *host;
+/* The loader's host: for what runs before a communicator exists (probe,
+ * MPI's start, finalize). Each communicator keeps its own (c->host). */
+static const struct plx_host *entry_host;
 static int we_initialized, finalized, serialize;
 static int world_taken; /* a communicator of ours is MPI_COMM_WORLD itself */
 static pthread_mutex_t mpi_mu = PTHREAD_MUTEX_INITIALIZER; /* used when the thread level is below MULTIPLE */
@@ -108,7 +111,7 @@ static int status_of(int rc)
     return PLX_ERR_INTERNAL;
 }
 
-static int mpi_fail(int rc, const char *what)
+static int mpi_fail(const struct plx_host *host, int rc, const char *what)
 {
     char msg[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
@@ -167,11 +170,15 @@ static int probe(struct plx_probe_result *out)
 
 /* ---- types and ops -------------------------------------------------------- */
 
+/* MPI's user functions take no context, so the core's kernels (one per
+ * process, whichever communicator's host) are kept here when MPI starts. */
+static int (*half_reduce)(void *inout, const void *in, size_t count, int dtype, int op);
+
 #define HALF_OP(NAME_, DT, OP)                                                  \
     static void NAME_(void *in, void *inout, int *len, MPI_Datatype *dt)        \
     {                                                                           \
         (void)dt;                                                               \
-        host->reduce(inout, in, (size_t)*len, DT, OP);                          \
+        half_reduce(inout, in, (size_t)*len, DT, OP);                           \
     }
 HALF_OP(f16_sum, PLX_F16, PLX_SUM)
 HALF_OP(f16_prod, PLX_F16, PLX_PROD)
@@ -222,6 +229,7 @@ static MPI_Op mpi_op(int dt, int op)
 /* ---- communicators ------------------------------------------------------ */
 
 struct impl {
+    const struct plx_host *host; /* this communicator's services (ABI 1.5) */
     MPI_Comm comm;
     MPI_Comm core_comm;  /* a dup for the core's generic algorithms (tags with PLX_TAG_CORE_BIT) */
     int rank, size, aborted;
@@ -233,6 +241,7 @@ struct impl {
     int native_collv;     /* [mpi-*] native_collv: alltoallv/allgatherv through MPI (else the core's) */
     int check_counts;     /* [mpi-*] check_counts: compare the ranks' v-counts before each call */
     int logged_v;         /* the first native v-collective was logged */
+    struct req *spare;    /* the last collective request freed, for the next one */
 };
 
 struct req {
@@ -245,21 +254,43 @@ struct req {
     int done, status, is_coll, is_v;
 };
 
-static int init_mpi(void)
+/* A collective's request: the one the last collective left (collectives
+ * come one after another, so one spare saves the allocation on each), else
+ * a new one. Point-to-point requests live in the core's memory (req_size). */
+static struct req *coll_req_get(struct impl *c)
+{
+    struct req *q = __atomic_exchange_n(&c->spare, NULL, __ATOMIC_ACQ_REL);
+    if (q) {
+        memset(q, 0, sizeof *q);
+        return q;
+    }
+    return calloc(1, sizeof *q);
+}
+
+static void coll_req_put(struct impl *c, struct req *q)
+{
+    free(q->tmp);
+    free(q->ints);
+    free(__atomic_exchange_n(&c->spare, q, __ATOMIC_ACQ_REL));
+}
+
+static int init_mpi(const struct plx_host *host)
 {
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
     if (!inited) {
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
         if (rc != MPI_SUCCESS)
-            return mpi_fail(rc, "MPI_Init_thread");
+            return mpi_fail(host, rc, "MPI_Init_thread");
         we_initialized = 1;
     } else {
         MPI_Query_thread(&provided); /* the host's choice: respect it */
     }
     serialize = provided < MPI_THREAD_MULTIPLE;
-    if (half_type == MPI_DATATYPE_NULL)
+    if (half_type == MPI_DATATYPE_NULL) {
+        half_reduce = host->reduce;
         make_half_types();
+    }
     return 0;
 }
 
@@ -284,12 +315,13 @@ static void setup_comm(struct impl *c, MPI_Comm comm)
 
 static int comm_create(const struct plx_comm_args *a, void **out)
 {
+    const struct plx_host *host = a->host;
     char reason[256];
     if (launcher_reason(reason, sizeof reason) != PLX_PROBE_USABLE)
         return plx_plugin_error(host, PLX_ERR_UNAVAILABLE, NAME ": %s", reason);
     if (finalized)
         return plx_plugin_error(host, PLX_ERR_INVALID_USAGE, NAME ": MPI was finalized (plx_finalize) and cannot be initialised again");
-    int rc = init_mpi();
+    int rc = init_mpi(host);
     if (rc)
         return rc;
     int wr, ws;
@@ -320,9 +352,10 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     if (rc == MPI_SUCCESS)
         setup_comm(c, c->comm);
     unlock();
+    c->host = host;
     if (rc != MPI_SUCCESS) {
         free(c);
-        return mpi_fail(rc, "MPI_Comm_dup");
+        return mpi_fail(host, rc, "MPI_Comm_dup");
     }
     host->log(host->ctx, PLX_LOG_DEBUG, NAME ": '%s' is rank %d of %d on %s, MPI thread level %s", a->name, c->rank,
               c->size, c->is_world ? "MPI_COMM_WORLD" : "a dup of MPI_COMM_WORLD",
@@ -340,6 +373,7 @@ static int comm_create(const struct plx_comm_args *a, void **out)
 static int comm_split(void *comm, int color, int key, const struct plx_comm_args *a, void **out)
 {
     struct impl *c = comm;
+    const struct plx_host *host = c->host;
     MPI_Comm nc;
     lock();
     int rc = MPI_Comm_split(c->comm, color < 0 ? MPI_UNDEFINED : color, key, &nc);
@@ -348,7 +382,7 @@ static int comm_split(void *comm, int color, int key, const struct plx_comm_args
         setup_comm(n, nc);
     unlock();
     if (rc != MPI_SUCCESS)
-        return mpi_fail(rc, "MPI_Comm_split");
+        return mpi_fail(host, rc, "MPI_Comm_split");
     *out = NULL;
     if (nc == MPI_COMM_NULL)
         return 0;
@@ -356,6 +390,7 @@ static int comm_split(void *comm, int color, int key, const struct plx_comm_args
         MPI_Comm_free(&nc);
         return plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
     }
+    n->host = c->host;
     n->abort_kills_job = c->abort_kills_job;
     n->blocking_timeout = c->blocking_timeout;
     n->native_collv = c->native_collv;
@@ -393,6 +428,7 @@ static int comm_destroy(void *comm)
         MPI_Comm_free(&c->core_comm);
         unlock();
     }
+    free(c->spare);
     free(c);
     return 0;
 }
@@ -425,6 +461,7 @@ static int comm_abort(void *comm)
 static int comm_revoke(void *comm)
 {
     struct impl *c = comm;
+    const struct plx_host *host = c->host;
     const struct mpi_ulfm *u = mpi__ulfm(IMPL);
     if (!u->usable)
         return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, NAME ": cannot revoke: ULFM is absent (%s)", u->why);
@@ -433,7 +470,7 @@ static int comm_revoke(void *comm)
     if (rc == MPI_SUCCESS && c->core_comm != MPI_COMM_NULL)
         rc = u->revoke(c->core_comm);
     unlock();
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPIX_Comm_revoke");
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(host, rc, "MPIX_Comm_revoke");
 }
 
 /* Which ranks of old made it into shrunk: alive[r] = 1 for each. */
@@ -473,6 +510,7 @@ static int survivors(MPI_Comm old, MPI_Comm shrunk, int old_size, unsigned char 
 static int comm_shrink(void *comm, unsigned char *alive, int agreed, const struct plx_comm_args *a, void **out)
 {
     struct impl *c = comm;
+    const struct plx_host *host = c->host;
     const struct mpi_ulfm *u = mpi__ulfm(IMPL);
     if (!u->usable)
         return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, NAME ": cannot shrink: ULFM is absent (%s)", u->why);
@@ -495,7 +533,7 @@ static int comm_shrink(void *comm, unsigned char *alive, int agreed, const struc
         free(want);
         if (nc != MPI_COMM_NULL)
             MPI_Comm_free(&nc);
-        return mpi_fail(rc, what);
+        return mpi_fail(host, rc, what);
     }
     int differs = want && memcmp(want, alive, (size_t)c->size) != 0;
     free(want);
@@ -508,6 +546,7 @@ static int comm_shrink(void *comm, unsigned char *alive, int agreed, const struc
                                     "core's agreement on '%s'", a->name)
                  : plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
     }
+    n->host = c->host;
     n->abort_kills_job = c->abort_kills_job;
     n->blocking_timeout = c->blocking_timeout;
     n->native_collv = c->native_collv;
@@ -544,6 +583,7 @@ static const char *vname(int coll)
  * Refuses a value above INT_MAX, naming the rank and the index. */
 static int v_ints(struct impl *c, const struct plx_coll_args *a, struct req *q)
 {
+    const struct plx_host *host = c->host;
     size_t P = (size_t)c->size;
     const size_t *src[4] = {a->send_counts, a->send_displs, a->recv_counts, a->recv_displs};
     static const char *const names[4] = {"send count", "send displacement", "receive count", "receive displacement"};
@@ -569,6 +609,7 @@ static int v_ints(struct impl *c, const struct plx_coll_args *a, struct req *q)
  * by default: two extra exchanges per call double a small call's latency. */
 static int check_counts(struct impl *c, const struct plx_coll_args *a)
 {
+    const struct plx_host *host = c->host;
     int P = c->size, me = c->rank, a2a = a->coll == PLX_COLL_ALLTOALLV;
     uint64_t *say = malloc((size_t)P * sizeof *say), *peer = malloc((size_t)P * sizeof *peer);
     uint64_t mine[3] = {UINT64_MAX, 0, 0}, *all = malloc(3 * (size_t)P * sizeof *all);
@@ -603,7 +644,7 @@ static int check_counts(struct impl *c, const struct plx_coll_args *a)
     free(peer);
     free(all);
     if (rc != MPI_SUCCESS)
-        return mpi_fail(rc, "check_counts' exchange");
+        return mpi_fail(host, rc, "check_counts' exchange");
     if (bad < 0)
         return 0;
     int from = (int)(b[0] / (uint64_t)P), to = (int)(b[0] % (uint64_t)P);
@@ -616,6 +657,7 @@ static int check_counts(struct impl *c, const struct plx_coll_args *a)
 /* MPI's word for a block larger than the receiver expects, in plexus's terms. */
 static int v_fail(const struct impl *c, int rc, const char *what)
 {
+    const struct plx_host *host = c->host;
     int cls = 0;
     MPI_Error_class(rc, &cls);
     if (cls == MPI_ERR_TRUNCATE)
@@ -623,7 +665,7 @@ static int v_fail(const struct impl *c, int rc, const char *what)
                                 NAME ": %s: rank %d received more elements from some rank than its receive counts "
                                 "say (MPI_ERR_TRUNCATE): the ranks' counts disagree; set [" NAME "] check_counts = "
                                 "true to name the ranks and the index", what, c->rank);
-    return mpi_fail(rc, what);
+    return mpi_fail(host, rc, what);
 }
 
 static int start_v(struct impl *c, const struct plx_coll_args *a, struct req *q, int now)
@@ -720,9 +762,10 @@ static int start(struct impl *c, const struct plx_coll_args *a, struct req *q, i
 static int collective(void *comm, const struct plx_coll_args *a, void **out)
 {
     struct impl *c = comm;
+    const struct plx_host *host = c->host;
     if (a->count > 0x7fffffff)
         return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, NAME ": %zu elements exceed MPI's int counts", a->count);
-    struct req *q = calloc(1, sizeof *q);
+    struct req *q = coll_req_get(c);
     if (!q)
         return plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
     /* MPI's blocking calls are faster than its nonblocking schedules, but
@@ -738,8 +781,7 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
         unlock();
     }
     if (rc != 0) {
-        free(q->ints);
-        free(q);
+        coll_req_put(c, q);
         return rc;
     }
     if (q->is_v && !__atomic_exchange_n(&c->logged_v, 1, __ATOMIC_ACQ_REL))
@@ -751,12 +793,10 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     unlock();
     if (rc != MPI_SUCCESS) {
         int is_v = q->is_v;
-        free(q->tmp);
-        free(q->ints);
-        free(q);
+        coll_req_put(c, q);
         return rc == -1 ? plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory")
                : is_v   ? v_fail(c, rc, now ? "MPI_Alltoallv/MPI_Allgatherv" : "starting a v-collective")
-                        : mpi_fail(rc, "starting a collective");
+                        : mpi_fail(host, rc, "starting a collective");
     }
     *out = q;
     return 0;
@@ -775,6 +815,7 @@ static int core_tag(const struct impl *c, uint64_t tag)
 static int p2p(void *comm, const struct plx_p2p_args *a, void **out, int is_send)
 {
     struct impl *c = comm;
+    const struct plx_host *host = c->host;
     MPI_Comm mc = c->comm;
     int tag = (int)a->tag;
     if (a->tag & PLX_TAG_CORE_BIT) {
@@ -788,18 +829,17 @@ static int p2p(void *comm, const struct plx_p2p_args *a, void **out, int is_send
     }
     if (a->bytes > 0x7fffffff)
         return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, NAME ": messages above 2 GiB are not supported");
-    struct req *q = calloc(1, sizeof *q);
+    struct req *q = *out; /* the core's memory (req_size) */
     if (!q)
-        return plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
+        return plx_plugin_error(host, PLX_ERR_INVALID_USAGE, NAME ": no request memory (req_size) from the core");
+    memset(q, 0, sizeof *q);
     lock();
     int rc = is_send ? MPI_Isend(a->buf, (int)a->bytes, MPI_BYTE, a->peer, tag, mc, &q->r)
                      : MPI_Irecv(a->buf, (int)a->bytes, MPI_BYTE, a->peer == PLX_ANY_SOURCE ? MPI_ANY_SOURCE : a->peer,
                                  tag, mc, &q->r);
     unlock();
-    if (rc != MPI_SUCCESS) {
-        free(q);
-        return mpi_fail(rc, is_send ? "MPI_Isend" : "MPI_Irecv");
-    }
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(host, rc, is_send ? "MPI_Isend" : "MPI_Irecv");
     *out = q;
     return 0;
 }
@@ -817,6 +857,7 @@ static int irecv(void *comm, const struct plx_p2p_args *a, void **out)
 static int test(void *comm, void *req, int *done)
 {
     struct impl *c = comm;
+    const struct plx_host *host = c->host;
     struct req *q = req;
     if (q->done) {
         *done = 1;
@@ -830,7 +871,7 @@ static int test(void *comm, void *req, int *done)
     unlock();
     if (rc != MPI_SUCCESS) {
         q->done = 1;
-        q->status = q->is_v ? v_fail(c, rc, "MPI_Test") : mpi_fail(rc, "MPI_Test");
+        q->status = q->is_v ? v_fail(c, rc, "MPI_Test") : mpi_fail(host, rc, "MPI_Test");
     } else if (flag) {
         if (q->copy_bytes)
             memcpy(q->copy_to, q->copy_from, q->copy_bytes);
@@ -842,6 +883,7 @@ static int test(void *comm, void *req, int *done)
 
 static int wait_req(void *comm, void *req, int64_t timeout_ms)
 {
+    const struct plx_host *host = ((struct impl *)comm)->host;
     uint64_t deadline = host->clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
     for (unsigned spins = 0;; spins++) {
         int done = 0, rc = test(comm, req, &done);
@@ -861,6 +903,7 @@ static int wait_req(void *comm, void *req, int64_t timeout_ms)
 static void req_free(void *comm, void *req)
 {
     struct impl *c = comm;
+    const struct plx_host *host = c->host;
     struct req *q = req;
     if (!q->done && !mpi_gone()) { /* never block */
         if (q->is_coll) {
@@ -876,9 +919,9 @@ static void req_free(void *comm, void *req)
             MPI_Request_free(&q->r);
         unlock();
     }
-    free(q->tmp);
-    free(q->ints);
-    free(q);
+    if (q->is_coll)
+        coll_req_put(c, q);
+    /* a point-to-point request is in the core's memory, which it keeps */
 }
 
 /* native_collv = false leaves the v-collectives to the core; the masks
@@ -969,6 +1012,7 @@ static const struct plx_backend backend = { /* description filled at load */
     .test = test,
     .wait = wait_req,
     .req_free = req_free,
+    .req_size = sizeof(struct req),
     .comm_split = comm_split,
     .finalize = finalize,
     .op_supported = op_supported,
@@ -978,4 +1022,4 @@ static const struct plx_backend backend = { /* description filled at load */
 
 /* One entry, one host: the `mpi` alias is the loader's ([mpi] alias = ...),
  * which hands this plugin's operations out under that name. */
-PLX_PLUGIN_ENTRY(backend, host, 3)
+PLX_PLUGIN_ENTRY(backend, entry_host, 5)
