@@ -62,6 +62,29 @@ elif MODE == "gloo-place":
     c10d.ProcessGroupGloo = _GlooOnPlexus
     c10d._create_process_group_wrapper = _wrapper_with_real_gloo
 
+    # torch 2.x files a "gloo" group's backend under the type GLOO, and DDP's
+    # logger takes a GLOO backend for gloo's own class (a static_cast: the
+    # rank dies). Filed as CUSTOM too, as torch files every plugin, the group
+    # still says "gloo" wherever the tests look (dist.get_backend).
+    _helper = c10d._new_process_group_helper
+
+    def _helper_filed_custom(*args, **kwargs):
+        made = _helper(*args, **kwargs)
+        pg = made[0] if isinstance(made, tuple) else made
+        get = getattr(pg, "_get_backend", None)
+        if get is not None and hasattr(dist.ProcessGroup, "BackendType"):
+            try:
+                b = get(torch.device("cpu"))
+            except RuntimeError:
+                b = None
+            if isinstance(b, plexus.torch.ProcessGroupPlexus):
+                custom = dist.ProcessGroup.BackendType.CUSTOM
+                pg._register_backend(torch.device("cpu"), custom, b)
+                pg._set_default_backend(custom)
+        return made
+
+    c10d._new_process_group_helper = _helper_filed_custom
+
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest,
     TestDistBackend,
@@ -115,36 +138,12 @@ class _Record(unittest.TextTestResult):
         self._put(test, "FAIL")
 
 
-# Tests that build a DistributedDataParallel without saying so in their name,
-# seen to end in SIGSEGV in gloo's place on torch 2.6 (the logger's cast below);
-# other tests that build one fail before DDP's logger runs, and still count.
-BUILDS_DDP = {
-    "test_accumulate_gradients_no_sync", "test_accumulate_gradients_no_sync_allreduce_hook",
-    "test_accumulate_gradients_no_sync_allreduce_with_then_hook", "test_accumulate_gradients_no_sync_grad_is_view",
-    "test_grads_same_across_ranks_with_no_sync", "test_static_graph_api_cpu",
-}
-
-
-def cannot_stand_in(name):
-    """Tests no backend but gloo's own class can run in gloo's place on torch 2.x: DDP's logger
-    takes a group whose backend type is GLOO to be a ProcessGroupGloo (a static_cast in
-    Logger::set_env_variables reads its thread count), and the rank crashes (SIGSEGV) on any other
-    class. They run with plexus as a plugin instead."""
-    major = int(torch.__version__.split(".")[0])
-    if MODE != "gloo-place" or major < 2:
-        return False
-    return "DistributedDataParallel" in name or "ddp" in name.lower() or name in BUILDS_DDP
-
-
 if __name__ == "__main__":
     out, names = sys.argv[1], sys.argv[2:]
     loader = unittest.TestLoader()
     if not names:
         names = loader.getTestCaseNames(TestDistBackendWithSpawn)
-    for n in names:
-        if cannot_stand_in(n):
-            _Record.outcomes[n] = "n/a"
-    suite = unittest.TestSuite(TestDistBackendWithSpawn(n) for n in names if not cannot_stand_in(n))
+    suite = unittest.TestSuite(TestDistBackendWithSpawn(n) for n in names)
     unittest.TextTestRunner(resultclass=_Record, verbosity=2, stream=sys.stderr).run(suite)
     with open(out, "w") as f:
         json.dump(_Record.outcomes, f)
