@@ -3,7 +3,9 @@ its own test (exit 77 with the reason where this torch lacks the entry):
   split     4 processes: ProcessGroup.split_group (what dist.split_group calls)
             into [[0, 2], [3, 1]] and [[0, 1, 2]] (rank 3 outside): the
             backend's split (plx_comm_split), new ranks in the order given,
-            all_reduce and broadcast on the parts, None outside.
+            all_reduce and broadcast on the parts, None outside; the same
+            on torch's gloo first where its backend splits (the times printed
+            side by side).
             dist.split_group itself refuses a CPU-only torch before any
             backend is asked (torch's check, printed).
   shrink    4 processes: rank 3 SIGKILLs itself; the others' next all_reduce
@@ -82,9 +84,13 @@ def case_split(rank, P):
     import torch
     import torch.distributed as dist
     ck = Checks(rank)
-    for name in ("plexus",):
+    for name in (os.environ.get("SPLIT_BACKEND", "plexus"),):
         init(rank, P, name)
         world = dist.group.WORLD
+        if name == "gloo" and not backend_of(world).supports_splitting:
+            print("gloo rank %d: this torch's gloo does not split: nothing to compare" % rank, flush=True)
+            dist.destroy_process_group()
+            return 0
         ck.check(backend_of(world).supports_splitting, "%s: supports_splitting is False" % name)
         if name == "plexus" and rank == 0:
             try:
@@ -95,7 +101,7 @@ def case_split(rank, P):
         for parts in ([[0, 2], [3, 1]], [[0, 1, 2]]):
             mine = next((p for p in parts if rank in p), parts[0])
             t0 = time.time()
-            sub = world.split_group(mine, timeout=datetime.timedelta(seconds=30), group_name="s%d" % len(parts))
+            sub = world.split_group(mine, timeout=datetime.timedelta(seconds=30), group_name="s" + "-".join(map(str, mine)))
             took = time.time() - t0
             if rank not in mine:
                 ck.check(sub is None, "%s %s: rank %d outside got %r" % (name, parts, rank, sub))
@@ -462,8 +468,16 @@ def main(case):
         skip("torch %s's c10d Backend has no %s" % (torch.__version__, in_backend))
     if case == "split" and not hasattr(dist.ProcessGroup, "split_group"):
         skip("torch %s's ProcessGroup has no split_group" % torch.__version__)
+    if case == "split":  # gloo's split beside plexus's: the same checks, both must pass
+        runs = [run_case(case, P, {"SPLIT_BACKEND": b}) for b in ("gloo", "plexus")
+                if b == "plexus" or dist.is_gloo_available()]
+        return 0 if all(r == 0 for r in runs) else 1
+    return run_case(case, P, {})
+
+
+def run_case(case, P, extra):
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1",
-               PYTHONWARNINGS="ignore")
+               PYTHONWARNINGS="ignore", **extra)
     if case == "error":
         env["PLEXUS_BACKEND"] = "tcp"
     procs = [subprocess.Popen([sys.executable, "-B", __file__, "--rank", case, str(r), str(P)], env=env)
@@ -486,7 +500,8 @@ def main(case):
     if case == "reconfigure":
         want[2] = -signal.SIGKILL
         want.append(0)  # the newcomer
-    print("%s, %d processes: exit codes %s (want %s)" % (case, len(procs), codes, want), flush=True)
+    print("%s%s, %d processes: exit codes %s (want %s)" % (case, "".join(" " + v for v in extra.values()),
+                                                        len(procs), codes, want), flush=True)
     ok = codes == want
     print("ok" if ok else "FAILED")
     return 0 if ok else 1
