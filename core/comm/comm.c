@@ -41,10 +41,14 @@ static int64_t config_int(const struct plx_config *v, const char *key, int64_t d
 }
 
 /* A communicator's timeout: the options', else [core] timeout_ms through
- * its view v (a duration: ns). */
-static int64_t options_timeout_ms(const struct plx_config *v, const struct plx_comm_options *opt)
+ * its view v (its declared default when unset). */
+static int options_timeout_ms(const struct plx_config *v, const struct plx_comm_options *opt, int64_t *ms)
 {
-    return opt->timeout_ms >= 0 ? opt->timeout_ms : config_int(v, "timeout_ms", 300000000000) / 1000000;
+    if (opt->timeout_ms >= 0) {
+        *ms = opt->timeout_ms;
+        return 0;
+    }
+    return plx__config_ms_in(v, "core", "timeout_ms", ms);
 }
 
 static int load_tuning(struct plx_comm *c)
@@ -443,8 +447,10 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     *out = NULL;
     copy_options(user_opt, &opt);
     char why[400] = "";
+    int64_t timeout_ms = 0;
     if ((rc = plx__rendezvous_resolve(&opt, &rv)) != 0 ||
-        (rc = init_process_wide(&opt, rv.place, &be, &intra, &cfg, why, sizeof why)) != 0) {
+        (rc = init_process_wide(&opt, rv.place, &be, &intra, &cfg, why, sizeof why)) != 0 ||
+        (rc = options_timeout_ms(cfg, &opt, &timeout_ms)) != 0) {
         plx__config_release(cfg);
         return rc;
     }
@@ -459,7 +465,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     c->size = rv.size;
     c->local_rank = rv.local_rank;
     c->local_size = rv.local_size;
-    c->timeout_ms = options_timeout_ms(cfg, &opt);
+    c->timeout_ms = timeout_ms;
     /* One deadline for the whole init: the store, each backend tried, the
      * hierarchy's parts; each step waits only for what is left of it. */
     c->create_deadline_ns = plx__deadline_ms(c->timeout_ms);
@@ -471,11 +477,8 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     be = c->be;
     if (rc != 0)
         goto fail;
-    if ((rc = open_store(c, &opt, &rv, &store_open)) != 0) {
-        c->be->ops.comm_destroy(c->bc);
-        goto fail;
-    }
-    if ((rc = plx__diag_create(c, rv.url[0] ? rv.url : rv.source)) != 0) {
+    if ((rc = open_store(c, &opt, &rv, &store_open)) != 0 ||
+        (rc = plx__diag_create(c, rv.url[0] ? rv.url : rv.source)) != 0) {
         c->be->ops.comm_destroy(c->bc);
         goto fail;
     }
@@ -895,8 +898,9 @@ int plx__comm_open_job(const struct plx_comm_options *user_opt, struct plx__job 
     if (rc == 0 && !rv.url[0] && !opt.store)
         rc = plx__err(PLX_ERR_UNSUPPORTED, "plx_comm_join: backend %s has no store to meet the job in",
                       job->be->name);
+    if (rc == 0)
+        rc = options_timeout_ms(job->config, &opt, &job->timeout_ms);
     if (rc == 0) {
-        job->timeout_ms = options_timeout_ms(job->config, &opt);
         rv.client_only = 1;
         rc = plx__rendezvous_store_open(job->config, &opt, &rv, -1, rv.size, job->timeout_ms, &job->base_store);
     }

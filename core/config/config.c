@@ -890,6 +890,15 @@ int plx__config_int_in(const struct plx_config *view, const char *section, const
     return rc == PLX_ERR_NOT_FOUND ? 0 : rc;
 }
 
+int plx__config_ms_in(const struct plx_config *v, const char *section, const char *key, int64_t *ms)
+{
+    int64_t ns = 0;
+    int rc = plx__config_number_in(v, section, key, &ns);
+    if (rc == 0)
+        *ms = ns / 1000000;
+    return rc;
+}
+
 int plx__config_bool_in(const struct plx_config *view, const char *section, const char *key, int def, int *out)
 {
     *out = def;

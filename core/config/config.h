@@ -76,6 +76,9 @@ int plx__config_number_in(const struct plx_config *v, const char *section, const
  * (*out keeps def). */
 int plx__config_int_in(const struct plx_config *v, const char *section, const char *key, int64_t def, int64_t *out);
 int plx__config_bool_in(const struct plx_config *v, const char *section, const char *key, int def, int *out);
+/* A duration key (durations are read in ns) in milliseconds, rounded down:
+ * its value, else its declared default (one default, in the key's table). */
+int plx__config_ms_in(const struct plx_config *v, const char *section, const char *key, int64_t *ms);
 
 size_t plx__config_dropin_count(void);
 const struct plx__dropin *plx__config_dropin(size_t i);

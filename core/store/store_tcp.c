@@ -82,7 +82,8 @@ int plx__store_limits_from_config(const struct plx_config *v, struct plx__store_
     lim->max_value = (uint64_t)key_int(v, "store_max_value_bytes", PLX__STORE_MAX_VALUE, &rc);
     lim->max_clients = (size_t)key_int(v, "store_max_clients", PLX__STORE_MAX_CLIENTS, &rc);
     lim->max_pending = (size_t)key_int(v, "store_max_pending", PLX__STORE_MAX_PENDING, &rc);
-    lim->auth_timeout_ms = key_int(v, "auth_timeout_ms", 10000000000, &rc) / 1000000; /* a duration: ns */
+    if (rc == 0)
+        rc = plx__config_ms_in(v, "core", "auth_timeout_ms", &lim->auth_timeout_ms);
     lim->listen = plx__config_get_in(v, "core", "store_listen", NULL);
     if (rc)
         return rc;

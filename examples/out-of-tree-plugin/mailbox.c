@@ -226,10 +226,11 @@ static int wait_until(void *comm, void *req, uint64_t deadline_ns)
     return r->status;
 }
 
-/* The ABI 1.0 wait, for cores that slice waits (this backend has no abort). */
+/* The ABI 1.0 wait, for cores that slice waits (this backend has no abort):
+ * PLX_TIMEOUT_INFINITE waits for good, as plx_plugin_deadline says. */
 static int wait_req(void *comm, void *req, int64_t timeout_ms)
 {
-    return wait_until(comm, req, timeout_ms < 0 ? PLX_DEADLINE_NEVER : plx_plugin_deadline(timeout_ms));
+    return wait_until(comm, req, plx_plugin_deadline(timeout_ms));
 }
 
 static void req_free(void *comm, void *req)

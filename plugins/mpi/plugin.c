@@ -884,12 +884,12 @@ static int test(void *comm, void *req, int *done)
 static int wait_req(void *comm, void *req, int64_t timeout_ms)
 {
     const struct plx_host *host = ((struct impl *)comm)->host;
-    uint64_t deadline = host->clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
+    uint64_t deadline = plx_plugin_deadline(timeout_ms);
     for (unsigned spins = 0;; spins++) {
         int done = 0, rc = test(comm, req, &done);
         if (done || rc)
             return rc;
-        if (timeout_ms != PLX_TIMEOUT_INFINITE && host->clock_ns() >= deadline)
+        if (host->clock_ns() >= deadline)
             return plx_plugin_error(host, PLX_ERR_TIMEOUT, NAME ": not complete after %lld ms", (long long)timeout_ms);
         if (spins > 100) { /* poll hard first (latency), then give the core back */
             struct timespec ts = {0, spins > 10000 ? 100000 : 5000};

@@ -51,7 +51,7 @@ static void sleep_ms(int ms)
 /* Poll a nonblocking communicator until it leaves ncclInProgress. */
 static ncclResult_t settle(struct impl *c, int64_t timeout_ms)
 {
-    uint64_t deadline = c->host->clock_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t deadline = plx_plugin_deadline(timeout_ms);
     ncclResult_t st = ncclInProgress;
     while (nc.ncclCommGetAsyncError(c->comm, &st) == ncclSuccess && st == ncclInProgress) {
         if (c->host->clock_ns() > deadline)
@@ -544,12 +544,12 @@ static int test(void *comm, void *req, int *done)
 static int wait_req(void *comm, void *req, int64_t timeout_ms)
 {
     struct impl *c = comm;
-    uint64_t deadline = c->host->clock_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000u;
+    uint64_t deadline = plx_plugin_deadline(timeout_ms);
     for (;;) {
         int done = 0, rc = test(comm, req, &done);
         if (done)
             return rc;
-        if (timeout_ms != PLX_TIMEOUT_INFINITE && c->host->clock_ns() > deadline) {
+        if (c->host->clock_ns() > deadline) {
             /* A collective that does not finish in time will not finish: abort. */
             char msg[200];
             snprintf(msg, sizeof msg, "nccl: rank %d: operation not finished after %lld ms; communicator aborted",

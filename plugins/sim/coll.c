@@ -271,7 +271,7 @@ static void execute(struct impl *c, struct sim_req *r, int aborted)
 {
     struct world *w = c->w;
     int64_t ms = r->args.timeout_ms >= 0 ? r->args.timeout_ms : c->timeout_ms;
-    uint64_t deadline = sim_host->clock_ns() + (uint64_t)ms * 1000000u;
+    uint64_t deadline = plx_plugin_deadline(ms);
     int rc = aborted ? sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank)
                      : run(c, &r->args, deadline, ms);
     char err[sizeof r->err] = "";

@@ -19,7 +19,7 @@ void sim_config_read(const struct plx_config *config, struct sim_config *cfg)
     cfg->fail_after = (int)plx_plugin_config_int(h, config, "fail_after", 0);
     cfg->fail_rank = (int)plx_plugin_config_int(h, config, "fail_rank", -1);
     cfg->delay_rank = (int)plx_plugin_config_int(h, config, "delay_rank", -1);
-    cfg->delay_ms = (int)(plx_plugin_config_int(h, config, "delay_ms", 0) / 1000000); /* ns */
+    cfg->delay_ms = (int)plx_plugin_config_ms(h, config, "delay_ms", 0);
     cfg->absent_rank = (int)plx_plugin_config_int(h, config, "absent_rank", -1);
     sim_model_read(config, &cfg->model);
     if (cfg->model.on) /* the model prices messages: the core's algorithms send them */

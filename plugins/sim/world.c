@@ -22,7 +22,7 @@ struct timespec sim_abstime(uint64_t deadline_ns)
 
 static uint64_t deadline_after(int64_t ms)
 {
-    return sim_host->clock_ns() + (uint64_t)(ms < 0 ? 0 : ms) * 1000000u;
+    return plx_plugin_deadline(ms);
 }
 
 void sim_wake_all(struct world *w)

@@ -929,13 +929,12 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
     char shown[80];
     fmt_addr(shown, sizeof shown, &me.ss);
     c->host->log(c->host->ctx, PLX_LOG_DEBUG, "rank %d publishes %s: %s", c->rank, shown, me.why);
-    /* Durations come in nanoseconds. */
     /* Within what is left of the init's deadline, whatever connect_timeout_ms says. */
     int64_t create_ms = plx_plugin_create_ms(a);
-    int64_t conn_ms = config_int(c, "connect_timeout_ms", create_ms * 1000000) / 1000000;
+    int64_t conn_ms = plx_plugin_config_ms(c->host, c->config, "connect_timeout_ms", create_ms);
     if (create_ms >= 0 && (conn_ms <= 0 || conn_ms > create_ms))
         conn_ms = create_ms;
-    m.auth_ms = config_int(c, "auth_timeout_ms", (int64_t)10000 * 1000000) / 1000000;
+    m.auth_ms = plx_plugin_config_ms(c->host, c->config, "auth_timeout_ms", 10000);
     m.max_shakes = config_int(c, "max_handshakes", 8);
     if (m.max_shakes < 1)
         m.max_shakes = 1;

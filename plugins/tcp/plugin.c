@@ -506,9 +506,7 @@ static int wait_until(void *comm, void *req, uint64_t deadline_ns)
 /* The ABI 1.0 wait: a timeout in ms (PLX_TIMEOUT_INFINITE: none). */
 static int wait_req(void *comm, void *req, int64_t timeout_ms)
 {
-    uint64_t deadline_ns =
-        timeout_ms == PLX_TIMEOUT_INFINITE ? PLX_DEADLINE_NEVER : plx_plugin_deadline(timeout_ms < 0 ? 0 : timeout_ms);
-    return wait_until(comm, req, deadline_ns);
+    return wait_until(comm, req, plx_plugin_deadline(timeout_ms));
 }
 
 static void req_free(void *comm, void *req)

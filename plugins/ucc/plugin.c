@@ -314,7 +314,7 @@ static int comm_destroy(void *comm)
 {
     struct impl *c = comm;
     if (c->team) {
-        uint64_t deadline = c->host->clock_ns() + (uint64_t)c->timeout_ms * 1000000u;
+        uint64_t deadline = plx_plugin_deadline(c->timeout_ms);
         while (u.ucc_team_destroy(c->team) == UCC_INPROGRESS && c->host->clock_ns() < deadline)
             u.ucc_context_progress(c->ctx);
     }

@@ -219,10 +219,26 @@ static inline uint64_t plx_plugin_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The deadline timeout_ms from now; a negative timeout never expires. */
+/* The deadline timeout_ms from now, by the core's rule (plexus.h):
+ * PLX_TIMEOUT_INFINITE never expires; any other negative timeout has
+ * expired already (as 0). Too far to count in ns: never. */
 static inline uint64_t plx_plugin_deadline(int64_t timeout_ms)
 {
-    return timeout_ms < 0 ? PLX_DEADLINE_NEVER : plx_plugin_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    if (timeout_ms == PLX_TIMEOUT_INFINITE)
+        return PLX_DEADLINE_NEVER;
+    uint64_t now = plx_plugin_now_ns(), ms = timeout_ms < 0 ? 0 : (uint64_t)timeout_ms;
+    return ms >= (PLX_DEADLINE_NEVER - now) / 1000000u ? PLX_DEADLINE_NEVER : now + ms * 1000000u;
+}
+
+/* A duration key (PLX_KEY_DURATION, read in ns) in milliseconds, rounded
+ * down. Unset, the key's declared default applies; def_ms only where the
+ * key is not declared (a host older than ABI 1.3). */
+static inline int64_t plx_plugin_config_ms(const struct plx_host *host, const struct plx_config *cfg,
+                                           const char *key, int64_t def_ms)
+{
+    int64_t ns;
+    return PLX_PLUGIN_HOST_HAS(host, config_int) && host->config_int(host->ctx, cfg, key, &ns) == 0 ? ns / 1000000
+                                                                                                    : def_ms;
 }
 
 /* How long comm_create (split, shrink) may wait for the others (ABI 1.10),

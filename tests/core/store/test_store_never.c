@@ -1,7 +1,8 @@
 /* test_store_never.c - "no deadline" means no deadline: a tcp:// store client
  * opened with PLX_TIMEOUT_INFINITE waits for a server that comes up later
  * instead of failing at its first refused connection, and the clock's
- * deadline helper spells "never" one way (plx__deadline_ms). */
+ * deadline helper spells "never" one way (plx__deadline_ms), the plugin
+ * SDK's (plx_plugin_deadline) the same way. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "plexus/plexus.h"
+#include "plexus/plugin.h"
 #include "check.h"
 #include "clock.h"
 #include "store.h"
@@ -54,6 +56,14 @@ int main(void)
     CHECK(plx__ms_left(plx__clock_ns() - 1) == 1); /* passed: one more look */
     int64_t left = plx__ms_left(d);
     CHECK(left > 4000 && left <= 5000);
+    /* The SDK's rule is the core's: a plugin handed any of these timeouts
+     * waits as the core would. */
+    CHECK(plx_plugin_deadline(PLX_TIMEOUT_INFINITE) == PLX_DEADLINE_NEVER);
+    CHECK(plx_plugin_deadline(INT64_MAX) == PLX_DEADLINE_NEVER);
+    CHECK(plx_plugin_deadline(-1) <= plx__clock_ns());
+    CHECK(plx_plugin_deadline(0) <= plx__clock_ns());
+    d = plx_plugin_deadline(5000);
+    CHECK(d >= now + 5000000000u && d < plx__clock_ns() + 6000000000u);
 
     port = free_port();
     pthread_t t;
