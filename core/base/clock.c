@@ -5,6 +5,9 @@
 #include <time.h>
 
 #include "plexus/plexus.h"
+#include "plexus/plugin.h"
+
+_Static_assert(PLX__NEVER == PLX_DEADLINE_NEVER, "one spelling of no deadline");
 
 uint64_t plx__clock_ns(void)
 {
@@ -13,12 +16,10 @@ uint64_t plx__clock_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The plugin SDK's rule, so that core and plugins read a timeout alike. */
 uint64_t plx__deadline_ms(int64_t timeout_ms)
 {
-    if (timeout_ms == PLX_TIMEOUT_INFINITE)
-        return PLX__NEVER;
-    uint64_t now = plx__clock_ns(), ms = timeout_ms < 0 ? 0 : (uint64_t)timeout_ms;
-    return ms >= (PLX__NEVER - now) / 1000000u ? PLX__NEVER : now + ms * 1000000u;
+    return plx_plugin_deadline(timeout_ms);
 }
 
 int64_t plx__ms_left(uint64_t deadline_ns)

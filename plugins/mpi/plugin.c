@@ -63,8 +63,8 @@
 #error "define PLX_MPI_OPENMPI, PLX_MPI_MPICH or PLX_MPI_ABI"
 #endif
 
-/* The loader's host: for what runs before a communicator exists (probe,
- * MPI's start, finalize). Each communicator keeps its own (c->host). */
+/* The host the entry was given (PLX_PLUGIN_ENTRY keeps it); nothing here
+ * reads it: each call uses its communicator's (a->host, c->host). */
 static const struct plx_host *entry_host;
 static int we_initialized, finalized, serialize;
 static int world_taken; /* a communicator of ours is MPI_COMM_WORLD itself */

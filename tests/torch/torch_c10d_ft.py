@@ -101,7 +101,9 @@ def case_split(rank, P):
         for parts in ([[0, 2], [3, 1]], [[0, 1, 2]]):
             mine = next((p for p in parts if rank in p), parts[0])
             t0 = time.time()
-            sub = world.split_group(mine, timeout=datetime.timedelta(seconds=30), group_name="s" + "-".join(map(str, mine)))
+            # A name per part: gloo meets a part's members under it.
+            sub = world.split_group(mine, timeout=datetime.timedelta(seconds=30),
+                                    group_name="s" + "-".join(map(str, mine)))
             took = time.time() - t0
             if rank not in mine:
                 ck.check(sub is None, "%s %s: rank %d outside got %r" % (name, parts, rank, sub))
