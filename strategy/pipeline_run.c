@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "deadline.h"
 #include "pipeline.h"
 
 #define SLICE_MS 5        /* how often a wait looks at the control messages */
@@ -170,7 +171,7 @@ static int transfer_error(struct run *r, int rc, int peer, const struct plx_pipe
  * messages between them. 0, or nonzero once the run has failed. */
 static int wait_for(struct run *r, struct plx_work *w, int peer, const struct plx_pipe_action *a, const char *thing)
 {
-    double deadline = now_s() + (double)r->o.timeout_ms / 1e3;
+    uint64_t deadline = plx__s_deadline(r->o.timeout_ms, 0);
     for (;;) {
         int rc = plx_work_wait(w, SLICE_MS), done = 1;
         if (rc == PLX_ERR_TIMEOUT)
@@ -184,7 +185,7 @@ static int wait_for(struct run *r, struct plx_work *w, int peer, const struct pl
         }
         if (poll_ctrl(r))
             return r->failure.status;
-        if (now_s() > deadline)
+        if (plx__s_now_ns() > deadline)
             return fail(r, PLX_ERR_TIMEOUT, peer, a, "stage %d waited %lld ms for %s from stage %d", r->me,
                         (long long)r->o.timeout_ms, thing, peer);
     }
@@ -198,7 +199,7 @@ static void *alloc_buf(struct run *r)
 /* Post receives ahead of their turn, up to lookahead outstanding. */
 static int post_ahead(struct run *r)
 {
-    struct plx_op_options oo = {.struct_size = sizeof oo, .mem_kind = PLX_MEM_HOST, .timeout_ms = -1};
+    struct plx_op_options oo = {.struct_size = sizeof oo, .mem_kind = PLX_MEM_HOST, .timeout_ms = PLX_TIMEOUT_DEFAULT};
     for (; r->next_post < r->n && (r->o.lookahead < 0 || r->posted < r->o.lookahead); r->next_post++) {
         const struct plx_pipe_action *a = &r->acts[r->next_post];
         if ((a->op != PLX_PIPE_RECV_ACT && a->op != PLX_PIPE_RECV_GRAD) || a->peer == r->me)
@@ -272,7 +273,7 @@ static int start_send(struct run *r, const struct plx_pipe_action *a, void **slo
         return 0;
     }
     int is_grad = a->op == PLX_PIPE_SEND_GRAD, vs = plx__pipe_vstage(r->S, r->me, a->chunk);
-    struct plx_op_options oo = {.struct_size = sizeof oo, .mem_kind = PLX_MEM_HOST, .timeout_ms = -1};
+    struct plx_op_options oo = {.struct_size = sizeof oo, .mem_kind = PLX_MEM_HOST, .timeout_ms = PLX_TIMEOUT_DEFAULT};
     struct plx_work *w;
     int rc = plx_isend(r->pp, buf, r->o.act_count, r->o.dtype, a->peer, data_tag(r, is_grad, vs, a->mb), &oo, &w);
     if (rc) {
@@ -361,9 +362,9 @@ static void notify(struct run *r, int lost_stage)
     /* The message lives in r: its sends may outlast this call. */
     r->cout = r->failed ? r->failure : (struct ctrl){.kind = CTRL_DONE, .reporter = r->me};
     const struct ctrl *msg = &r->cout;
-    struct plx_op_options oo = {.struct_size = sizeof oo, .mem_kind = PLX_MEM_HOST, .timeout_ms = -1};
-    int64_t ms = r->failed && r->o.timeout_ms > NOTIFY_MAX_MS ? NOTIFY_MAX_MS : r->o.timeout_ms;
-    double deadline = now_s() + (double)ms / 1e3;
+    struct plx_op_options oo = {.struct_size = sizeof oo, .mem_kind = PLX_MEM_HOST, .timeout_ms = PLX_TIMEOUT_DEFAULT};
+    int64_t ms = r->failed && (r->o.timeout_ms > NOTIFY_MAX_MS || r->o.timeout_ms < 0) ? NOTIFY_MAX_MS : r->o.timeout_ms;
+    uint64_t deadline = plx__s_deadline(ms, 0);
     int first = r->nsends;
     for (int p = 0; p < r->S; p++) {
         struct plx_work *w;
@@ -376,16 +377,14 @@ static void notify(struct run *r, int lost_stage)
     /* Normal end: every peer has its control receive posted, so these
      * complete; await_peers() then waits for theirs. */
     for (int i = first; i < r->nsends; i++) {
-        double left = deadline - now_s();
-        plx_work_wait(r->sends[i].work, left > 0 ? (int64_t)(left * 1e3) + 1 : 0);
+        plx_work_wait(r->sends[i].work, plx__s_ms_left(deadline));
     }
     if (!r->failed)
         return;
     for (int p = 0; p < r->S; p++) {
         if (p == r->me || p == lost_stage || r->cgot[p])
             continue;
-        double left = deadline - now_s();
-        int rc = plx_work_wait(r->cwork[p], left > 0 ? (int64_t)(left * 1e3) + 1 : 0), done = 1;
+        int rc = plx_work_wait(r->cwork[p], plx__s_ms_left(deadline)), done = 1;
         if (rc == PLX_ERR_TIMEOUT)
             plx_work_test(r->cwork[p], &done);
         r->cgot[p] = (unsigned char)done;
@@ -395,7 +394,7 @@ static void notify(struct run *r, int lost_stage)
 /* Normal end: wait for every peer's control message (everyone finished). */
 static int await_peers(struct run *r)
 {
-    double deadline = now_s() + (double)r->o.timeout_ms / 1e3;
+    uint64_t deadline = plx__s_deadline(r->o.timeout_ms, 0);
     for (int p = 0; p < r->S; p++) {
         while (p != r->me && !r->cgot[p] && !r->failed) {
             if (poll_ctrl(r))
@@ -405,7 +404,7 @@ static int await_peers(struct run *r)
             int rc = plx_work_wait(r->cwork[p], SLICE_MS);
             if (rc != PLX_ERR_TIMEOUT)
                 continue; /* finished (well or not): poll_ctrl takes it */
-            if (now_s() > deadline)
+            if (plx__s_now_ns() > deadline)
                 fail(r, PLX_ERR_TIMEOUT, p, NULL, "stage %d finished but waited %lld ms for stage %d to finish",
                      r->me, (long long)r->o.timeout_ms, p);
         }
@@ -434,7 +433,7 @@ static int setup(struct run *r)
     if (!r->in_act || !r->in_grad || !r->out_act || !r->out_grad || !r->rwork || !r->rbuf || !r->cwork || !r->cin ||
         !r->cgot || !r->csent || !r->sends)
         return fail(r, PLX_ERR_NOMEM, r->me, NULL, "stage %d: out of memory", r->me);
-    struct plx_op_options oo = {.struct_size = sizeof oo, .mem_kind = PLX_MEM_HOST, .timeout_ms = -1};
+    struct plx_op_options oo = {.struct_size = sizeof oo, .mem_kind = PLX_MEM_HOST, .timeout_ms = PLX_TIMEOUT_DEFAULT};
     for (int p = 0; p < r->S; p++) {
         if (p == r->me)
             continue;
@@ -505,8 +504,12 @@ static int take_options(struct run *r, const struct plx_pipe_options *o)
         r->o.act_count = o->act_count;
     if (PLX_HAS_FIELD(o, struct plx_pipe_options, dtype))
         r->o.dtype = o->dtype;
-    if (PLX_HAS_FIELD(o, struct plx_pipe_options, timeout_ms) && o->timeout_ms > 0)
+    if (PLX_HAS_FIELD(o, struct plx_pipe_options, timeout_ms) && o->timeout_ms != 0 &&
+        o->timeout_ms != PLX_TIMEOUT_DEFAULT)
         r->o.timeout_ms = o->timeout_ms;
+    if (r->o.timeout_ms < 0 && r->o.timeout_ms != PLX_TIMEOUT_INFINITE)
+        return plx_set_error(PLX_ERR_INVALID_ARG, "plx_pipe_run: timeout_ms %lld is neither milliseconds, "
+                             "PLX_TIMEOUT_DEFAULT nor PLX_TIMEOUT_INFINITE", (long long)r->o.timeout_ms);
     if (PLX_HAS_FIELD(o, struct plx_pipe_options, tag_base))
         r->o.tag_base = o->tag_base;
     if (PLX_HAS_FIELD(o, struct plx_pipe_options, lookahead))

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "deadline.h"
 
 PLX_API void plx_ckpt_item_init(struct plx_ckpt_item *it)
 {
@@ -212,7 +213,11 @@ PLX_API int plx_ckpt_save_async(struct plx_comm *comm, const char *path, const s
         rc = plx_set_error(PLX_ERR_NOMEM, "plx_ckpt_save_async: out of memory");
     if (j) {
         pthread_mutex_init(&j->mu, NULL);
-        pthread_cond_init(&j->cv, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* plx_ckpt_wait's deadline */
+        pthread_cond_init(&j->cv, &ca);
+        pthread_condattr_destroy(&ca);
         j->path = strdup(path);
         j->items = calloc((size_t)(n ? n : 1), sizeof *j->items);
         j->do_fsync = opt.fsync;
@@ -251,19 +256,11 @@ PLX_API int plx_ckpt_wait(struct plx_ckpt_job *j, int64_t timeout_ms)
 {
     if (!j)
         return plx_set_error(PLX_ERR_INVALID_ARG, "plx_ckpt_wait: no job");
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    if (timeout_ms >= 0) {
-        dl.tv_sec += timeout_ms / 1000;
-        dl.tv_nsec += (timeout_ms % 1000) * 1000000;
-        if (dl.tv_nsec >= 1000000000) {
-            dl.tv_sec++;
-            dl.tv_nsec -= 1000000000;
-        }
-    }
+    uint64_t end = plx__s_deadline(timeout_ms, PLX_TIMEOUT_INFINITE); /* a save has no configured limit */
+    struct timespec dl = plx__s_timespec(end);
     pthread_mutex_lock(&j->mu);
     while (!j->done) {
-        if (timeout_ms < 0)
+        if (end == PLX_DEADLINE_NEVER)
             pthread_cond_wait(&j->cv, &j->mu);
         else if (pthread_cond_timedwait(&j->cv, &j->mu, &dl) == ETIMEDOUT)
             break;

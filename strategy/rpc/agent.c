@@ -9,15 +9,9 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "deadline.h"
 #include "plexus/backend.h" /* PLX_CAP_* */
 #include "plexus/info.h"
-
-int64_t plx__rpc_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* The agent this thread serves, if it is a progress thread: set by the
  * thread itself, so no other thread's memory is read to tell. */
@@ -176,7 +170,7 @@ static void unwatch_peers(struct plx_rpc *rpc, int broken)
  * sends, and leave if destroy asks. */
 static int wait_sliced(struct plx_rpc *rpc, struct plx_work *w, int64_t limit_ms)
 {
-    int64_t end = limit_ms < 0 ? -1 : plx__rpc_now_ns() + limit_ms * 1000000;
+    uint64_t end = plx__s_deadline(limit_ms, rpc->timeout_ms);
     for (;;) {
         int rc = plx_work_wait(w, 50);
         if (rc != PLX_ERR_TIMEOUT)
@@ -189,7 +183,7 @@ static int wait_sliced(struct plx_rpc *rpc, struct plx_work *w, int64_t limit_ms
         pthread_mutex_unlock(&rpc->mu);
         if (leave)
             plx_comm_abort(rpc->data);
-        if (end >= 0 && plx__rpc_now_ns() > end)
+        if (plx__s_now_ns() > end)
             return plx_set_error(PLX_ERR_TIMEOUT, "rpc: a message's payload did not arrive within %lld ms",
                             (long long)limit_ms);
     }
@@ -208,7 +202,7 @@ static void *progress(void *p)
         struct plx_work *w = NULL;
         rc = plx_irecv(rpc->data, &h, sizeof h, PLX_U8, PLX_ANY_SOURCE, PLX__RPC_TAG_HDR, NULL, &w);
         if (!rc)
-            rc = wait_sliced(rpc, w, -1);
+            rc = wait_sliced(rpc, w, PLX_TIMEOUT_INFINITE); /* the next message may be long in coming */
         if (rc) { /* the reason first: ending the receive below may say other things */
             snprintf(why, sizeof why, "%s", plx_last_error());
             if (w) /* still pending if a peer was lost: end it */
@@ -270,15 +264,20 @@ PLX_API int plx_rpc_create(struct plx_comm *comm, const struct plx_rpc_options *
         memcpy(&opt, o, o->struct_size < sizeof opt ? o->struct_size : sizeof opt);
     if (!comm || !out)
         return plx_set_error(PLX_ERR_INVALID_ARG, "plx_rpc_create: no communicator or output");
-    int rc = check_caps(comm);
+    int rc = opt.timeout_ms < 0 && opt.timeout_ms != PLX_TIMEOUT_DEFAULT && opt.timeout_ms != PLX_TIMEOUT_INFINITE
+                 ? plx_set_error(PLX_ERR_INVALID_ARG, "plx_rpc_create: timeout_ms %lld is neither milliseconds, "
+                                 "PLX_TIMEOUT_DEFAULT nor PLX_TIMEOUT_INFINITE", (long long)opt.timeout_ms)
+                 : check_caps(comm);
     /* Every rank must agree before the splits, or a refusing rank would
      * leave the others waiting in them. */
+    char why[256];
+    snprintf(why, sizeof why, "%s", rc ? plx_last_error() : "");
     int32_t worst = rc, all = 0;
     int crc = plx_allreduce(comm, &worst, &all, 1, PLX_I32, PLX_MIN);
     if (crc)
         return crc;
     if (rc)
-        return rc;
+        return plx_set_error(rc, "%s", why); /* the allreduce cleared it */
     if (all)
         return plx_set_error(PLX_ERR_UNSUPPORTED, "plx_rpc_create: another rank's backend cannot serve RPC (%s)",
                         plx_err_name(all));
@@ -287,7 +286,7 @@ PLX_API int plx_rpc_create(struct plx_comm *comm, const struct plx_rpc_options *
         return plx_set_error(PLX_ERR_NOMEM, "plx_rpc_create: out of memory");
     rpc->rank = plx_comm_rank(comm);
     rpc->size = plx_comm_size(comm);
-    rpc->timeout_ms = opt.timeout_ms > 0 ? opt.timeout_ms : 30000;
+    rpc->timeout_ms = opt.timeout_ms == PLX_TIMEOUT_DEFAULT || opt.timeout_ms == 0 ? 30000 : opt.timeout_ms;
     pthread_mutex_init(&rpc->mu, NULL);
     pthread_mutex_init(&rpc->send_mu, NULL);
     pthread_condattr_t ca;
@@ -347,15 +346,11 @@ PLX_API size_t plx_rpc_owned_count(struct plx_rpc *rpc)
 }
 
 /* Wait until this rank has no call outstanding (or the deadline). */
-static void wait_idle(struct plx_rpc *rpc, int64_t end_ns)
+static void wait_idle(struct plx_rpc *rpc, uint64_t end_ns)
 {
     pthread_mutex_lock(&rpc->mu);
-    while (rpc->outstanding > 0 && !rpc->broken && plx__rpc_now_ns() < end_ns) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 20000000; /* re-check the deadline every 20 ms */
-        if (ts.tv_nsec >= 1000000000)
-            ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    while (rpc->outstanding > 0 && !rpc->broken && plx__s_now_ns() < end_ns) {
+        struct timespec ts = plx__s_timespec(plx__s_deadline(20, 0)); /* re-check the deadline every 20 ms */
         pthread_cond_timedwait(&rpc->cv, &rpc->mu, &ts);
     }
     pthread_mutex_unlock(&rpc->mu);
@@ -367,7 +362,8 @@ PLX_API int plx_rpc_shutdown(struct plx_rpc *rpc, int64_t timeout_ms)
         return plx_set_error(PLX_ERR_INVALID_ARG, "plx_rpc_shutdown: no agent");
     if (plx__rpc_on_progress_thread(rpc))
         return plx_set_error(PLX_ERR_INVALID_USAGE, "plx_rpc_shutdown: not from inside a handler");
-    int64_t limit = timeout_ms < 0 ? rpc->timeout_ms : timeout_ms, end = plx__rpc_now_ns() + limit * 1000000;
+    int64_t limit = timeout_ms == PLX_TIMEOUT_DEFAULT ? rpc->timeout_ms : timeout_ms;
+    uint64_t end = plx__s_deadline(limit, 0);
     /* Quiescence: two consecutive rounds in which no rank has a call
      * outstanding and the global count of requests ever issued did not
      * change. A request issued before a round keeps its sender busy until
@@ -392,7 +388,7 @@ PLX_API int plx_rpc_shutdown(struct plx_rpc *rpc, int64_t timeout_ms)
         if (r[0] == 0 && r[1] == prev_issued)
             break;
         prev_issued = r[0] == 0 ? r[1] : -1;
-        if (plx__rpc_now_ns() > end)
+        if (plx__s_now_ns() > end)
             return plx_set_error(PLX_ERR_TIMEOUT,
                             "plx_rpc_shutdown: rank %d: %lld calls still outstanding across ranks after %lld ms",
                             rpc->rank, (long long)r[0], (long long)limit);

@@ -44,7 +44,7 @@ struct plx__rpc_call {
     uint64_t id;
     int dst, kind;
     char name[PLX_RPC_NAME_MAX + 1];
-    int64_t deadline_ns;      /* CLOCK_MONOTONIC */
+    uint64_t deadline_ns;     /* deadline.h; PLX_DEADLINE_NEVER: none */
     int done, status, abandoned;
     void *out;
     size_t out_len;
@@ -102,7 +102,6 @@ struct plx_rpc {
     unsigned char *bye_buf;
 };
 
-int64_t plx__rpc_now_ns(void);
 int plx__rpc_on_progress_thread(const struct plx_rpc *rpc);
 /* Send one message (copies nothing: payload is owned by the agent after
  * the call, freed when sent). Under send_mu. */

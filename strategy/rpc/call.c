@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "agent.h"
+#include "deadline.h"
 
 static const char *kind_name(int kind)
 {
@@ -74,7 +75,7 @@ int plx__rpc_start(struct plx_rpc *rpc, int dst, int kind, const char *name, con
     c->dst = dst;
     c->kind = kind;
     snprintf(c->name, sizeof c->name, "%s", name ? name : "");
-    c->deadline_ns = plx__rpc_now_ns() + (timeout_ms < 0 ? rpc->timeout_ms : timeout_ms) * 1000000;
+    c->deadline_ns = plx__s_deadline(timeout_ms, rpc->timeout_ms);
     pthread_mutex_lock(&rpc->mu);
     int rc = 0;
     if (rpc->stopped || rpc->broken) {
@@ -120,9 +121,9 @@ int plx__rpc_finish(struct plx_rpc *rpc, struct plx__rpc_call *c, void **result,
 {
     pthread_mutex_lock(&rpc->mu);
     while (!c->done) {
-        struct timespec ts = {.tv_sec = c->deadline_ns / 1000000000, .tv_nsec = c->deadline_ns % 1000000000};
+        struct timespec ts = plx__s_timespec(c->deadline_ns);
         pthread_cond_timedwait(&rpc->cv, &rpc->mu, &ts);
-        if (!c->done && plx__rpc_now_ns() >= c->deadline_ns) {
+        if (!c->done && plx__s_now_ns() >= c->deadline_ns) {
             /* Give up, but keep counting it until its answer arrives (or
              * the agent breaks): shutdown waits for it. */
             int rc = plx_set_error(PLX_ERR_TIMEOUT, "rpc %s '%s' to rank %d: no response before its timeout",
@@ -393,7 +394,7 @@ PLX_API int plx_rpc_test(struct plx_rpc_future *f, int *done)
         return 0;
     }
     pthread_mutex_lock(&f->rpc->mu);
-    *done = f->call->done || plx__rpc_now_ns() >= f->call->deadline_ns;
+    *done = f->call->done || plx__s_now_ns() >= f->call->deadline_ns;
     pthread_mutex_unlock(&f->rpc->mu);
     return 0;
 }

@@ -10,7 +10,9 @@
  * rank 0 forks its copy on to rank 3 again (a forwarded forward); rank 0
  * owns a value of its own that rank 1 holds. Holders fetch with to_here,
  * the creator releases first, and the value must survive every release but
- * the last; after plx_rpc_shutdown every rank's table must be empty. */
+ * the last; after plx_rpc_shutdown every rank's table must be empty.
+ * Timeouts: PLX_TIMEOUT_INFINITE and PLX_TIMEOUT_DEFAULT mean what they
+ * mean everywhere in plexus, and a nonsense agent timeout is refused. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +142,42 @@ static int expect_value(struct plx_rpc *rpc, const struct plx_rref *r, const cha
     int ok = !rc && n == strlen(want) && !memcmp(v, want, n);
     free(v);
     return ok;
+}
+
+/* plexus's one timeout rule on the agent: PLX_TIMEOUT_INFINITE waits past
+ * the agent's default, PLX_TIMEOUT_DEFAULT takes it, and an agent timeout
+ * that is neither milliseconds nor one of the two is refused everywhere. */
+static int timeout_rule(struct plx_comm *c, int me)
+{
+    int bad = 0, rc;
+    struct plx_rpc_options o;
+    plx_rpc_options_init(&o);
+    o.timeout_ms = -5;
+    struct plx_rpc *rpc = NULL;
+    rc = plx_rpc_create(c, &o, &rpc);
+    CHECK(rc == PLX_ERR_INVALID_ARG && !rpc && strstr(plx_last_error(), "timeout_ms -5"), "agent timeout -5: %s",
+          plx_err_name(rc));
+    if (rpc)
+        plx_rpc_destroy(rpc);
+    o.timeout_ms = 100; /* below the slow handler's 400 ms */
+    if ((rc = plx_rpc_create(c, &o, &rpc))) {
+        fprintf(stderr, "rank %d: plx_rpc_create: %s\n", me, plx_last_error());
+        return 1;
+    }
+    plx_rpc_register(rpc, "slow", h_slow, NULL);
+    plx_barrier(c);
+    if (me == 0) {
+        rc = plx_rpc_sync(rpc, 1, "slow", NULL, 0, NULL, NULL, PLX_TIMEOUT_INFINITE);
+        CHECK(!rc, "PLX_TIMEOUT_INFINITE outlives the agent's 100 ms: %s (%s)", plx_err_name(rc), plx_last_error());
+        double t0 = now_ms();
+        rc = plx_rpc_sync(rpc, 1, "slow", NULL, 0, NULL, NULL, PLX_TIMEOUT_DEFAULT);
+        double ms = now_ms() - t0;
+        CHECK(rc == PLX_ERR_TIMEOUT && ms < 350, "PLX_TIMEOUT_DEFAULT is the agent's 100 ms: %s after %.0f ms",
+              plx_err_name(rc), ms);
+    }
+    CHECK(!plx_rpc_shutdown(rpc, 20000), "shutdown of the 100 ms agent: %s", plx_last_error());
+    plx_rpc_destroy(rpc);
+    return bad;
 }
 
 static int run(struct plx_comm *c)
@@ -293,6 +331,7 @@ static int run(struct plx_comm *c)
     rc = plx_rpc_sync(rpc, (me + 1) % P, "echo", NULL, 0, NULL, NULL, -1);
     CHECK(rc == PLX_ERR_INVALID_USAGE, "a call after shutdown is refused: %s", plx_err_name(rc));
     plx_rpc_destroy(rpc);
+    bad += timeout_rule(c, me);
     int total = 0;
     if (plx_allreduce(c, &bad, &total, 1, PLX_I32, PLX_SUM))
         total = 1;

@@ -67,8 +67,9 @@ PLX_API int plx_ckpt_save(struct plx_comm *comm, const char *path, const struct 
 struct plx_ckpt_job;
 PLX_API int plx_ckpt_save_async(struct plx_comm *comm, const char *path, const struct plx_ckpt_item *items, int n,
                                 const struct plx_ckpt_options *o, struct plx_ckpt_job **job);
-/* Wait for an asynchronous save (timeout_ms: milliseconds or
- * PLX_TIMEOUT_INFINITE) and free the job; returns the save's status. On
+/* Wait for an asynchronous save (timeout_ms: milliseconds, or
+ * PLX_TIMEOUT_INFINITE or PLX_TIMEOUT_DEFAULT: until it ends; any other
+ * negative value: only look) and free the job; returns the save's status. On
  * PLX_ERR_TIMEOUT the job is still running and not freed. Its error detail
  * is the calling thread's plx_last_error(). */
 PLX_API int plx_ckpt_wait(struct plx_ckpt_job *job, int64_t timeout_ms);

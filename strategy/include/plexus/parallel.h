@@ -158,7 +158,8 @@ struct plx_pipe_options {
     uint32_t struct_size;
     size_t act_count;   /* elements of every activation and gradient message (required) */
     int dtype;          /* default PLX_F32 */
-    int64_t timeout_ms; /* bound on every wait; default 60000 */
+    int64_t timeout_ms; /* bound on every wait; 0 or PLX_TIMEOUT_DEFAULT: 60000;
+                           PLX_TIMEOUT_INFINITE: none */
     int tag_base;       /* tags tag_base .. tag_base + 2*S*V*M + 1 are used; default 1 << 24 */
     int lookahead;      /* receives posted ahead of their turn; default 8, -1: all at the start */
 };

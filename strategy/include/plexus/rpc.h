@@ -48,7 +48,8 @@ typedef int (*plx_rpc_handler)(void *ctx, int caller, const void *args, size_t l
 
 struct plx_rpc_options {
     uint32_t struct_size;
-    int64_t timeout_ms; /* default per-call timeout; -1: 30000 */
+    int64_t timeout_ms; /* default per-call timeout; PLX_TIMEOUT_DEFAULT or 0: 30000;
+                           PLX_TIMEOUT_INFINITE: none */
 };
 PLX_API void plx_rpc_options_init(struct plx_rpc_options *o);
 
@@ -65,7 +66,8 @@ PLX_API int plx_rpc_register(struct plx_rpc *rpc, const char *name, plx_rpc_hand
 
 /* Call name on rank dst with args and wait for its result (*result from
  * malloc, caller frees with free(); may be NULL if result_len is 0).
- * timeout_ms: milliseconds, or -1 for the agent's default. Errors:
+ * timeout_ms: milliseconds, PLX_TIMEOUT_DEFAULT for the agent's default or
+ * PLX_TIMEOUT_INFINITE (as everywhere in plexus, plexus.h). Errors:
  * PLX_ERR_TIMEOUT, PLX_ERR_PEER_LOST (naming the rank), the handler's
  * status with its message, PLX_ERR_NOT_FOUND (no such handler). */
 PLX_API int plx_rpc_sync(struct plx_rpc *rpc, int dst, const char *name, const void *args, size_t len,
