@@ -28,9 +28,10 @@ struct plx__p2p {
     /* Release a request that will not be waited for (after an error). */
     void (*discard)(void *ctx, void *req);
     int timing_only; /* PLX_CAP_TIMING_ONLY: no reductions or copies */
-    /* The backend's charge_reduce, or NULL: bytes reduced on this rank. */
+    /* A simulator's hooks (the backend's "plexus.sim" extension), NULL for
+     * every other backend: bytes reduced on this rank, and an operation's
+     * buffers on this rank as it begins (0 as it ends). */
     void (*charge_reduce)(void *ctx, size_t bytes);
-    /* The backend's op_footprint, or NULL: an operation's buffers on this rank. */
     void (*op_footprint)(void *ctx, size_t bytes);
 };
 

@@ -248,13 +248,13 @@ static void a_discard(void *ctx, void *req)
 static void a_charge_reduce(void *ctx, size_t bytes)
 {
     struct plx_comm *c = ctx;
-    c->be->ops.charge_reduce(c->bc, bytes);
+    c->be->sim.charge_reduce(c->bc, bytes);
 }
 
 static void a_op_footprint(void *ctx, size_t bytes)
 {
     struct plx_comm *c = ctx;
-    c->be->ops.op_footprint(c->bc, bytes);
+    c->be->sim.op_footprint(c->bc, bytes);
 }
 
 void plx__p2p_init(struct plx_comm *c)
@@ -262,7 +262,7 @@ void plx__p2p_init(struct plx_comm *c)
     c->p2p = (struct plx__p2p){
         .ctx = c, .rank = c->rank, .size = c->size, .timing_only = !!(c->caps.flags & PLX_CAP_TIMING_ONLY),
         .isend = a_isend, .irecv = a_irecv, .wait = a_wait, .discard = a_discard,
-        .charge_reduce = c->be->abi_minor >= 6 && c->be->ops.charge_reduce ? a_charge_reduce : NULL,
-        .op_footprint = c->be->abi_minor >= 9 && c->be->ops.op_footprint ? a_op_footprint : NULL,
+        .charge_reduce = c->be->sim.charge_reduce ? a_charge_reduce : NULL,
+        .op_footprint = c->be->sim.op_footprint ? a_op_footprint : NULL,
     };
 }

@@ -44,6 +44,12 @@ static int host_error(void *ctx, int status, const char *fmt, ...)
     return status;
 }
 
+static const char *host_last_error(void *ctx)
+{
+    (void)ctx;
+    return plx_last_error();
+}
+
 static int no_store(void)
 {
     return plx__err(PLX_ERR_INVALID_USAGE,
@@ -126,5 +132,6 @@ void plx__host_init(struct plx_host *h, struct plx__host_ctx *ctx)
         .config_str = host_config_str,
         .config_bool = host_config_bool,
         .config_int = host_config_int,
+        .last_error = host_last_error,
     };
 }

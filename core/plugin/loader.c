@@ -249,6 +249,30 @@ static int negotiate(struct plx__backend *b, plx_backend_entry_v1_fn entry, uint
     return 0;
 }
 
+/* The backend's "plexus.sim" hooks into b->sim, asked for once (ABI 1.11)
+ * and copied like the table. A plugin of ABI 1.6 to 1.10 had them in the
+ * table's slots now reserved; they are honoured for it, so that a
+ * simulator built then still models the same times. */
+static void find_sim_ext(struct plx__backend *b)
+{
+    memset(&b->sim, 0, sizeof b->sim);
+    if (b->abi_minor < 11) {
+        b->ops.extension = NULL; /* a field of a newer minor than the one agreed */
+        if (b->abi_minor >= 6)
+            b->sim.charge_reduce = b->ops.reserved_1_6;
+        if (b->abi_minor >= 9)
+            b->sim.op_footprint = b->ops.reserved_1_9;
+        return;
+    }
+    const struct plx_ext_sim *e = b->ops.extension ? b->ops.extension(PLX_EXT_SIM, PLX_EXT_SIM_VERSION) : NULL;
+    if (!e || e->version < PLX_EXT_SIM_VERSION)
+        return;
+    /* As the table: whole pointers only after the two u32 that open it. */
+    size_t have = e->struct_size < sizeof b->sim ? e->struct_size : sizeof b->sim;
+    memcpy(&b->sim, e, have - have % sizeof(void *));
+    b->sim.struct_size = (uint32_t)sizeof b->sim;
+}
+
 /* A loaded backend's capabilities and its probe's verdict, as its state. */
 static void probe_one(struct plx__backend *b)
 {
@@ -280,6 +304,7 @@ static void load_one(struct plx__backend *b)
     uint32_t built_for = 0;
     if (!entry || negotiate(b, entry, &built_for) != 0)
         return;
+    find_sim_ext(b);
     if (declare_keys(b) != 0) {
         set_state(b, PLX_STATE_BROKEN, "%s", plx_last_error());
         return;
@@ -323,6 +348,7 @@ static void resolve_alias(struct plx__backend *b)
         }
         b->target = to;
         b->ops = to->ops;
+        b->sim = to->sim;
         b->caps = to->caps;
         b->keys = to->keys;
         b->abi_major = to->abi_major;

@@ -22,6 +22,10 @@ struct plx__backend {
     char reason[512];
     uint32_t abi_major, abi_minor; /* negotiated */
     struct plx_backend ops;
+    /* Its "plexus.sim" extension, zero-filled beyond what it gave (all NULL
+     * for a backend without one); from the reserved table slots for a
+     * plugin of ABI 1.6 to 1.10, which had the hooks there. */
+    struct plx_ext_sim sim;
     struct plx_caps caps;           /* static caps */
     struct plx_host host;           /* host.ctx == &host_ctx */
     struct plx__host_ctx host_ctx;  /* this backend, no communicator */

@@ -23,7 +23,9 @@
 #define MAILBOX_NAME "mailbox"
 #endif
 
-static const struct plx_host *host;
+/* The entry point's services, for a core older than ABI 1.5 only: a newer
+ * one hands each communicator an instance of its own (comm_create). */
+static const struct plx_host *entry_host;
 
 struct msg {
     int src, dst;
@@ -42,6 +44,7 @@ struct world {
 };
 
 struct comm {
+    const struct plx_host *host; /* this communicator's: log lines and errors name it */
     struct world *w;
     int rank, size;
     int64_t max_bytes; /* [mailbox] max_bytes */
@@ -77,11 +80,13 @@ static int get_caps(void *comm, struct plx_caps *out)
 
 static int comm_create(const struct plx_comm_args *a, void **out)
 {
+    const struct plx_host *host = plx_plugin_comm_host(a, entry_host);
     if (!a->store)
         return plx_plugin_error(host, PLX_ERR_INVALID_USAGE, "mailbox: run ranks as threads with init mem://NAME");
     struct comm *c = calloc(1, sizeof *c);
     if (!c)
         return plx_plugin_error(host, PLX_ERR_NOMEM, "mailbox: out of memory");
+    c->host = host;
     c->rank = a->rank;
     c->size = a->size;
     c->max_bytes = plx_plugin_config_int(host, a->config, "max_bytes", (int64_t)1 << 30);
@@ -132,7 +137,7 @@ static int isend(void *comm, const struct plx_p2p_args *a, void **out)
 {
     struct comm *c = comm;
     if ((int64_t)a->bytes > c->max_bytes)
-        return plx_plugin_error(host, PLX_ERR_INVALID_ARG, "mailbox: %zu bytes to rank %d, more than [mailbox] "
+        return plx_plugin_error(c->host, PLX_ERR_INVALID_ARG, "mailbox: %zu bytes to rank %d, more than [mailbox] "
                                 "max_bytes (%lld)", a->bytes, a->peer, (long long)c->max_bytes);
     struct msg *m = calloc(1, sizeof *m);
     struct req *r = calloc(1, sizeof *r);
@@ -209,7 +214,7 @@ static int wait_until(void *comm, void *req, uint64_t deadline_ns)
 {
     struct comm *c = comm;
     struct req *r = req;
-    uint64_t t0 = host->clock_ns();
+    uint64_t t0 = c->host->clock_ns();
     pthread_mutex_lock(&c->w->mu);
     for (;;) {
         if (!r->done)
@@ -221,8 +226,8 @@ static int wait_until(void *comm, void *req, uint64_t deadline_ns)
         try_match(c, r);
     pthread_mutex_unlock(&c->w->mu);
     if (!r->done)
-        return plx_plugin_error(host, PLX_ERR_TIMEOUT, "mailbox: rank %d waited %llu ms for rank %d", c->rank,
-                                (unsigned long long)((host->clock_ns() - t0) / 1000000u), r->peer);
+        return plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "mailbox: rank %d waited %llu ms for rank %d", c->rank,
+                                (unsigned long long)((c->host->clock_ns() - t0) / 1000000u), r->peer);
     return r->status;
 }
 
@@ -259,4 +264,4 @@ static const struct plx_backend mailbox = {
 };
 
 /* Needs ABI 1.3: it reads its key typed, through the communicator's view. */
-PLX_PLUGIN_ENTRY(mailbox, host, 3)
+PLX_PLUGIN_ENTRY(mailbox, entry_host, 3)

@@ -36,7 +36,7 @@ static size_t piece(size_t count, size_t per, size_t k)
 static int reduce_into(struct impl *c, char *out, int first, size_t byte_off, size_t len,
                        const struct plx_coll_args *a)
 {
-    const struct plx_host *h = sim_host;
+    const struct plx_host *h = c->host;
     struct world *w = c->w;
     size_t es = sim_dtype_size(a->dtype), chunk = (32u << 10) / es;
     for (size_t base = 0; base < len; base += chunk) {
@@ -110,13 +110,13 @@ static int rendezvous(const struct phase *x)
     char mm[320];
     if (sim_check_match(c, parity, mm, sizeof mm) != 0) {
         rc = barrier(x); /* nobody returns while another reads its slot */
-        return sim_error(PLX_ERR_MISMATCH, "sim: %s%s", mm, rc ? " (and a rank left)" : "");
+        return sim_error(c, PLX_ERR_MISMATCH, "sim: %s%s", mm, rc ? " (and a rank left)" : "");
     }
     if ((rc = sim_fault_check(c, x->what)) != 0) {
         char msg[256];
-        snprintf(msg, sizeof msg, "%s", sim_last_error());
+        snprintf(msg, sizeof msg, "%s", sim_last_error(c));
         sim_linger(c, x->deadline);
-        return sim_error(rc, "%s", msg);
+        return sim_error(c, rc, "%s", msg);
     }
     return 0;
 }
@@ -231,7 +231,7 @@ static int alltoall(const struct phase *x)
         return exchange(x, 1);
     char *tmp = sim_scratch(c, x->bytes * (size_t)P);
     if (!tmp && x->bytes)
-        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+        return sim_error(c, PLX_ERR_NOMEM, "sim: out of memory");
     for (int s = 0; s < P; s++)
         plx_plugin_move(tmp + (size_t)s * x->bytes, (const char *)w->slot[s]->send + (size_t)c->rank * x->bytes,
                         x->bytes);
@@ -261,7 +261,7 @@ static int run(struct impl *c, const struct plx_coll_args *a, uint64_t deadline,
     case PLX_COLL_ALLGATHER: return exchange(&x, 0);
     case PLX_COLL_GATHER: return gather(&x);
     case PLX_COLL_ALLTOALL: return alltoall(&x);
-    default: return sim_error(PLX_ERR_UNSUPPORTED, "sim: no native %s", x.what);
+    default: return sim_error(c, PLX_ERR_UNSUPPORTED, "sim: no native %s", x.what);
     }
 }
 
@@ -272,11 +272,11 @@ static void execute(struct impl *c, struct sim_req *r, int aborted)
     struct world *w = c->w;
     int64_t ms = r->args.timeout_ms >= 0 ? r->args.timeout_ms : c->timeout_ms;
     uint64_t deadline = plx_plugin_deadline(ms);
-    int rc = aborted ? sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank)
+    int rc = aborted ? sim_error(c, PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank)
                      : run(c, &r->args, deadline, ms);
     char err[sizeof r->err] = "";
     if (rc)
-        snprintf(err, sizeof err, "%s", sim_last_error()[0] ? sim_last_error() : "sim: collective failed");
+        snprintf(err, sizeof err, "%s", sim_last_error(c)[0] ? sim_last_error(c) : "sim: collective failed");
 
     pthread_mutex_lock(&w->mu);
     r->status = rc;
@@ -321,7 +321,7 @@ static void *worker_main(void *arg)
 int sim_worker_start(struct impl *c)
 {
     if (pthread_create(&c->worker, NULL, worker_main, c) != 0)
-        return sim_error(PLX_ERR_SYSTEM, "sim: cannot start the worker of rank %d", c->rank);
+        return sim_error(c, PLX_ERR_SYSTEM, "sim: cannot start the worker of rank %d", c->rank);
     c->has_worker = 1;
     return 0;
 }
@@ -345,10 +345,10 @@ int sim_collective(void *comm, const struct plx_coll_args *a, void **req)
     if (c->cfg.model.on && sim_model_native(c, a->coll))
         return sim_native_model(c, a, req);
     if (!c->has_worker) /* the caps offered none */
-        return sim_error(PLX_ERR_UNSUPPORTED, "sim: rank %d: native collectives are off", c->rank);
+        return sim_error(c, PLX_ERR_UNSUPPORTED, "sim: rank %d: native collectives are off", c->rank);
     struct sim_req *r = sim_req_new(c);
     if (!r)
-        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+        return sim_error(c, PLX_ERR_NOMEM, "sim: out of memory");
     r->is_coll = 1;
     r->owner = c->rank;
     r->args = *a;
@@ -358,7 +358,7 @@ int sim_collective(void *comm, const struct plx_coll_args *a, void **req)
     if (c->aborted) {
         sim_req_release_locked(c, r);
         pthread_mutex_unlock(&w->mu);
-        return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
+        return sim_error(c, PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
     }
     if (blocking && !c->qhead && !c->busy) {
         c->busy = 1; /* the worker holds back until execute() clears it */

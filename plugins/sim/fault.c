@@ -10,9 +10,8 @@
 
 /* Typed reads through the communicator's view (ABI 1.3): the core checked
  * every value against the keys in plugin.c. */
-void sim_config_read(const struct plx_config *config, struct sim_config *cfg)
+void sim_config_read(const struct plx_host *h, const struct plx_config *config, struct sim_config *cfg)
 {
-    const struct plx_host *h = sim_host;
     cfg->native = plx_plugin_config_bool(h, config, "native_collectives", 1);
     const char *op = plx_plugin_config_str(h, config, "fail_op");
     snprintf(cfg->fail_op, sizeof cfg->fail_op, "%s", op ? op : "");
@@ -21,7 +20,7 @@ void sim_config_read(const struct plx_config *config, struct sim_config *cfg)
     cfg->delay_rank = (int)plx_plugin_config_int(h, config, "delay_rank", -1);
     cfg->delay_ms = (int)plx_plugin_config_ms(h, config, "delay_ms", 0);
     cfg->absent_rank = (int)plx_plugin_config_int(h, config, "absent_rank", -1);
-    sim_model_read(config, &cfg->model);
+    sim_model_read(h, config, &cfg->model);
     if (cfg->model.on) /* the model prices messages: the core's algorithms send them */
         cfg->native = 0;
 }
@@ -36,7 +35,7 @@ int sim_fault_check(struct impl *c, const char *opname)
     int n = __atomic_add_fetch(&c->op_count, 1, __ATOMIC_RELAXED);
     if (n != f->fail_after)
         return 0;
-    return sim_error(PLX_ERR_INTERNAL, "sim: injected failure in %s #%d on rank %d", opname, n,
+    return sim_error(c, PLX_ERR_INTERNAL, "sim: injected failure in %s #%d on rank %d", opname, n,
                            c->rank);
 }
 

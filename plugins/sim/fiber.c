@@ -51,6 +51,9 @@ struct sim_sched {
     double *queues; /* the model's link queues (model.c), made on first use */
 };
 
+/* The coroutine the calling thread runs now (NULL: a thread rank): the one
+ * documented exception to "no plugin thread-locals", since the fiber stack
+ * switches ranks under the thread and comm_create must find its rank. */
 static _Thread_local struct sim_fiber *current;
 
 struct sim_fiber *sim_fiber_self(void)

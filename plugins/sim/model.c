@@ -20,6 +20,10 @@
 
 #include "sim.h"
 
+/* For plexus_sim_model_clock_ns only, a documented exception to "no
+ * plugin state outside a communicator": a tool asks for the clock of the
+ * rank its calling thread runs, which it cannot name otherwise (a thread
+ * rank's as of its last completed wait; a coroutine's is its fiber's). */
 static _Thread_local double last_clock_ns;
 
 /* Bandwidth in bytes per second to nanoseconds per byte (0: free). */
@@ -28,9 +32,8 @@ static double ns_per_byte(int64_t bytes_per_s)
     return bytes_per_s > 0 ? 1e9 / (double)bytes_per_s : 0.0;
 }
 
-void sim_model_read(const struct plx_config *config, struct sim_model *m)
+void sim_model_read(const struct plx_host *h, const struct plx_config *config, struct sim_model *m)
 {
-    const struct plx_host *h = sim_host;
     m->on = plx_plugin_config_bool(h, config, "model", 0);
     m->ranks_per_host = (int)plx_plugin_config_int(h, config, "model_ranks_per_host", 0);
     m->cores_per_host = (int)plx_plugin_config_int(h, config, "model_cores_per_host", 0);

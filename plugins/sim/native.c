@@ -28,17 +28,17 @@ static int move_data(struct impl *c, struct sim_req **reqs)
     }
     char *acc = sim_scratch(c, bytes);
     if (!acc)
-        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+        return sim_error(c, PLX_ERR_NOMEM, "sim: out of memory");
     memcpy(acc, reqs[0]->args.send, bytes);
     for (int s = 1; s < P; s++) {
-        int rc = sim_host->reduce(acc, reqs[s]->args.send, a->count, a->dtype, a->op);
+        int rc = c->host->reduce(acc, reqs[s]->args.send, a->count, a->dtype, a->op);
         if (rc)
-            return sim_error(rc, "sim: the core's reduction kernel refused dtype %d op %d", a->dtype, a->op);
+            return sim_error(c, rc, "sim: the core's reduction kernel refused dtype %d op %d", a->dtype, a->op);
     }
     if (a->op == PLX_AVG) {
-        int rc = sim_host->scale_div(acc, a->count, a->dtype, (uint64_t)P);
+        int rc = c->host->scale_div(acc, a->count, a->dtype, (uint64_t)P);
         if (rc)
-            return sim_error(rc, "sim: the core's kernel cannot divide dtype %d", a->dtype);
+            return sim_error(c, rc, "sim: the core's kernel cannot divide dtype %d", a->dtype);
     }
     for (int d = 0; d < P; d++)
         memcpy(reqs[d]->args.recv, acc, bytes);
@@ -51,7 +51,7 @@ int sim_native_model(struct impl *c, const struct plx_coll_args *a, void **req)
     int P = c->size;
     struct sim_req *r = sim_req_new(c);
     if (!r)
-        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+        return sim_error(c, PLX_ERR_NOMEM, "sim: out of memory");
     r->is_coll = 1;
     r->timed = 1;
     r->owner = c->rank;
@@ -60,7 +60,7 @@ int sim_native_model(struct impl *c, const struct plx_coll_args *a, void **req)
     if (!w->native_reqs && !(w->native_reqs = calloc((size_t)P, sizeof *w->native_reqs))) {
         sim_req_release_locked(c, r);
         pthread_mutex_unlock(&w->mu);
-        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+        return sim_error(c, PLX_ERR_NOMEM, "sim: out of memory");
     }
     if (w->native_arrived == 0 || *c->clock_ns > w->native_start_ns)
         w->native_start_ns = *c->clock_ns;
@@ -72,7 +72,7 @@ int sim_native_model(struct impl *c, const struct plx_coll_args *a, void **req)
             const struct plx_coll_args *x = &w->native_reqs[s]->args, *y = &w->native_reqs[0]->args;
             if (x->coll != y->coll || x->count != y->count || x->dtype != y->dtype ||
                 (x->coll == PLX_COLL_ALLREDUCE && x->op != y->op))
-                rc = sim_error(PLX_ERR_MISMATCH, "sim: rank %d called %s of %zu elements, rank 0 %s of %zu",
+                rc = sim_error(c, PLX_ERR_MISMATCH, "sim: rank %d called %s of %zu elements, rank 0 %s of %zu",
                                s, sim_coll_name(x->coll), (size_t)x->count, sim_coll_name(y->coll),
                                (size_t)y->count);
         }
@@ -85,7 +85,7 @@ int sim_native_model(struct impl *c, const struct plx_coll_args *a, void **req)
             q->t_done = end;
             q->status = rc;
             if (rc)
-                snprintf(q->err, sizeof q->err, "%s", sim_last_error());
+                snprintf(q->err, sizeof q->err, "%s", sim_last_error(c));
             q->done = 1;
             w->native_reqs[s] = NULL;
             if (q->freed) { /* its rank gave up waiting (a timeout) and the core let it go */

@@ -97,7 +97,7 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
     sim_fault_delay(c);
     struct sim_req *r = sim_req_new(c);
     if (!r)
-        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+        return sim_error(c, PLX_ERR_NOMEM, "sim: out of memory");
     r->is_send = is_send;
     r->peer = a->peer;
     r->owner = c->rank;
@@ -117,7 +117,7 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
     if (c->aborted) {
         sim_req_release_locked(c, r);
         pthread_mutex_unlock(&w->mu);
-        return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
+        return sim_error(c, PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
     }
     if (sim_revoked(w)) { /* under the lock that a revoke's sweep of the lists takes */
         sim_req_release_locked(c, r);
@@ -132,13 +132,13 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
         sim_model_send(c, r)) {
         sim_req_release_locked(c, r);
         pthread_mutex_unlock(&w->mu);
-        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+        return sim_error(c, PLX_ERR_NOMEM, "sim: out of memory");
     }
     int dst = is_send ? r->peer : c->rank;
     if (dst < 0 || dst >= w->size) {
         sim_req_release_locked(c, r);
         pthread_mutex_unlock(&w->mu);
-        return sim_error(PLX_ERR_INVALID_ARG, "sim: rank %d: peer %d is not a rank of 0..%d", c->rank, a->peer,
+        return sim_error(c, PLX_ERR_INVALID_ARG, "sim: rank %d: peer %d is not a rank of 0..%d", c->rank, a->peer,
                          w->size - 1);
     }
     struct sim_req **list = is_send ? &w->recvs_at[dst] : &w->sends_to[dst];

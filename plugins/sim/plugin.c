@@ -11,8 +11,6 @@
 
 #include "sim.h"
 
-const struct plx_host *sim_host;
-
 /* Every key sim reads, typed: the core checks values where they are set. */
 static const struct plx_key keys[] = {
     {"native_collectives", PLX_KEY_BOOL, "true", NULL,
@@ -115,24 +113,26 @@ static const struct plx_key keys[] = {
     {"model_trace", PLX_KEY_STRING, "", NULL,
      "Model: write every message (sender, receiver, bytes, when it left and arrived in virtual time) to this "
      "file as Chrome trace JSON, for chrome://tracing or Perfetto; one file per process"},
+    {"abi_minor", PLX_KEY_UINT, NULL, NULL,
+     "Tests: present the operations table of this older plugin ABI minor (0-10); read at load, from "
+     "PLEXUS_SIM_ABI_MINOR only"},
     {NULL, 0, NULL, NULL, NULL},
 };
 
 
-static _Thread_local char last_error[256];
-
-int sim_error(int status, const char *fmt, ...)
+int sim_error(const struct impl *c, int status, const char *fmt, ...)
 {
+    char msg[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return sim_host->error(sim_host->ctx, status, "%s", last_error);
+    return c->host->error(c->host->ctx, status, "%s", msg);
 }
 
-const char *sim_last_error(void)
+const char *sim_last_error(const struct impl *c)
 {
-    return last_error;
+    return plx_plugin_last_error(c->host);
 }
 
 size_t sim_dtype_size(int dtype)
@@ -223,13 +223,17 @@ void sim_req_free_all(struct impl *c)
 
 static int comm_create(const struct plx_comm_args *args, void **out)
 {
+    /* The entry point refused cores older than ABI 1.5: every
+     * communicator comes with its own instance of the host. */
+    const struct plx_host *host = args->host;
     struct impl *c = calloc(1, sizeof *c);
     if (!c)
-        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+        return host->error(host->ctx, PLX_ERR_NOMEM, "sim: out of memory");
+    c->host = host;
     c->rank = args->rank;
     c->size = args->size;
     c->timeout_ms = args->timeout_ms;
-    sim_config_read(args->config, &c->cfg);
+    sim_config_read(host, args->config, &c->cfg);
     c->clock_ns = &c->own_clock_ns;
     c->model_rank = c->rank;
     if ((c->fiber = sim_fiber_self()) != NULL) { /* native collectives need a thread per rank */
@@ -239,14 +243,13 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     }
     if (c->cfg.native && !(c->small = malloc(SIM_SMALL_BYTES))) {
         free(c);
-        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+        return host->error(host->ctx, PLX_ERR_NOMEM, "sim: out of memory");
     }
     if (c->cfg.absent_rank == c->rank) {
         free(c->small);
         free(c);
-        return sim_error(PLX_ERR_UNAVAILABLE,
-                               "sim: rank %d is configured absent ([sim] absent_rank) and does not join",
-                               args->rank);
+        return host->error(host->ctx, PLX_ERR_UNAVAILABLE,
+                           "sim: rank %d is configured absent ([sim] absent_rank) and does not join", args->rank);
     }
     plx_plugin_cond_init(&c->cv); /* CLOCK_MONOTONIC, as the deadlines */
     int rc = sim_world_join(args, c);
@@ -297,7 +300,7 @@ static int test(void *comm, void *req, int *done)
         sim_model_complete(c, r);
     int st = r->status;
     if (r->done && st)
-        sim_error(st, "%s", r->err);
+        sim_error(c, st, "%s", r->err);
     pthread_mutex_unlock(&c->w->mu);
     return *done ? st : 0; /* read under the lock: another rank's thread completes r */
 }
@@ -323,6 +326,19 @@ static void req_free(void *comm, void *req)
     pthread_mutex_unlock(&c->w->mu);
 }
 
+/* The hooks of a modelled backend, which the core's generic algorithms call. */
+static const struct plx_ext_sim sim_ext = {
+    .struct_size = sizeof(struct plx_ext_sim),
+    .version = PLX_EXT_SIM_VERSION,
+    .charge_reduce = sim_model_charge_reduce,
+    .op_footprint = sim_model_op_footprint,
+};
+
+static const void *extension(const char *name, uint32_t version)
+{
+    return !strcmp(name, PLX_EXT_SIM) && version <= PLX_EXT_SIM_VERSION ? &sim_ext : NULL;
+}
+
 static const struct plx_backend sim_backend = {
     .struct_size = sizeof(struct plx_backend),
     .abi_minor = PLX_ABI_MINOR,
@@ -344,24 +360,52 @@ static const struct plx_backend sim_backend = {
     .test = test,
     .wait = wait_op,
     .req_free = req_free,
-    .charge_reduce = sim_model_charge_reduce,
-    .op_footprint = sim_model_op_footprint,
+    .extension = extension,
 };
 
-/* The same table presented as ABI 1.0 (shorter struct), for negotiation tests. */
-static struct plx_backend sim_backend_1_0;
+/* Tests: the table as a plugin of an older minor had it (PLEXUS_SIM_ABI_MINOR
+ * = 0..10): shorter, and from 1.6 to 1.10 with the model's hooks in the
+ * slots those minors gave them instead of the extension. */
+static struct plx_backend sim_backend_old;
 
+static const struct plx_backend *present_minor(unsigned minor)
+{
+    static const size_t end_of[] = {
+        offsetof(struct plx_backend, comm_split),      offsetof(struct plx_backend, comm_losses),
+        offsetof(struct plx_backend, keys),            offsetof(struct plx_backend, req_size),
+        offsetof(struct plx_backend, req_size),        offsetof(struct plx_backend, reserved_1_6),
+        offsetof(struct plx_backend, comm_lost_ranks), offsetof(struct plx_backend, comm_shrink),
+        offsetof(struct plx_backend, reserved_1_9),    offsetof(struct plx_backend, extension),
+        offsetof(struct plx_backend, extension),
+    };
+    sim_backend_old = sim_backend;
+    sim_backend_old.struct_size = (uint32_t)end_of[minor];
+    sim_backend_old.abi_minor = minor;
+    sim_backend_old.extension = NULL;
+    if (minor >= 6)
+        sim_backend_old.reserved_1_6 = sim_model_charge_reduce;
+    if (minor >= 9)
+        sim_backend_old.reserved_1_9 = sim_model_op_footprint;
+    return &sim_backend_old;
+}
+
+/* sim keeps no host of its own: probe needs none, and each communicator
+ * reaches the core through the instance comm_create gets (ABI 1.5). */
 PLX_BACKEND_EXPORT int plx_backend_entry_v1(const struct plx_host *host, uint32_t *abi_minor_inout,
                                             const struct plx_backend **out)
 {
-    sim_host = host;
+    if (*abi_minor_inout < 5)
+        return host->error(host->ctx, PLX_ERR_UNSUPPORTED, "sim needs plugin ABI 1.5; this plexus has 1.%u",
+                           (unsigned)*abi_minor_inout);
     const char *old = getenv("PLEXUS_SIM_ABI_MINOR");
-    if (old && !strcmp(old, "0")) {
-        sim_backend_1_0 = sim_backend;
-        sim_backend_1_0.struct_size = (uint32_t)offsetof(struct plx_backend, comm_split);
-        sim_backend_1_0.abi_minor = 0;
-        *abi_minor_inout = 0;
-        *out = &sim_backend_1_0;
+    if (old && *old) {
+        char *end;
+        unsigned long minor = strtoul(old, &end, 10);
+        if (*end || minor >= PLX_ABI_MINOR)
+            return host->error(host->ctx, PLX_ERR_CONFIG, "PLEXUS_SIM_ABI_MINOR=%s: not a minor of 0 to %d", old,
+                               PLX_ABI_MINOR - 1);
+        *abi_minor_inout = (uint32_t)minor;
+        *out = present_minor((unsigned)minor);
         return 0;
     }
     if (*abi_minor_inout > PLX_ABI_MINOR)

@@ -22,7 +22,7 @@ int sim_revoked(const struct world *w)
 
 int sim_revoked_error(struct impl *c, const char *what)
 {
-    return sim_error(PLX_ERR_REVOKED, "sim: %s on rank %d: %s", what, c->rank, c->w->broken_msg);
+    return sim_error(c, PLX_ERR_REVOKED, "sim: %s on rank %d: %s", what, c->rank, c->w->broken_msg);
 }
 
 /* Complete every request of list with the revoke (w->mu held). */

@@ -9,8 +9,6 @@
 #include "plexus/backend.h"
 #include "plexus/plugin.h"
 
-extern const struct plx_host *sim_host;
-
 /* A p2p or collective request. */
 struct sim_req {
     int is_coll;
@@ -82,6 +80,7 @@ struct world;
 struct sim_fiber;
 
 struct impl {
+    const struct plx_host *host; /* this communicator's instance of the core's services */
     struct world *w;
     int rank, size;
     int64_t timeout_ms;
@@ -217,23 +216,25 @@ int sim_revoked(const struct world *w);
 int sim_revoked_error(struct impl *c, const char *what);
 
 /* fault.c */
-void sim_config_read(const struct plx_config *config, struct sim_config *cfg);
+void sim_config_read(const struct plx_host *h, const struct plx_config *config, struct sim_config *cfg);
 /* Nonzero (an error status, message in *r) if this op should fail now. */
 int sim_fault_check(struct impl *c, const char *opname);
 void sim_fault_delay(struct impl *c);
 
-/* Record an error (status + message) for the calling thread, in the core
- * through host->error and in sim_last_error for the worker to keep. */
-int sim_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-const char *sim_last_error(void);
+/* Record an error (status + message) for the calling thread in the core,
+ * through c's host; sim_last_error reads it back there, for a worker to
+ * hand it to the request's waiter. */
+int sim_error(const struct impl *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+const char *sim_last_error(const struct impl *c);
 
 /* model.c: read the model; price a send at post and a message at its
  * match; move the owner's clock when a request completes (all w->mu held). */
-void sim_model_read(const struct plx_config *config, struct sim_model *m);
+void sim_model_read(const struct plx_host *h, const struct plx_config *config, struct sim_model *m);
 int sim_model_send(struct impl *c, struct sim_req *r);
 void sim_model_deliver(struct impl *sender, struct sim_req *send, struct sim_req *recv);
 void sim_model_complete(struct impl *c, struct sim_req *r);
-/* The backend's charge_reduce: the rank's clock moves by gamma * bytes. */
+/* The "plexus.sim" extension's hooks (backend.h): a reduction moves the
+ * rank's clock by gamma * bytes; an operation's buffers price its copies. */
 void sim_model_charge_reduce(void *comm, size_t bytes);
 void sim_model_op_footprint(void *comm, size_t bytes);
 /* With model_intra_native = shm: the virtual ns shm's native allreduce or

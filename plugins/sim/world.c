@@ -76,14 +76,14 @@ static int world_make(const struct plx_comm_args *args, struct impl *c, struct w
 {
     struct world *w = world_new(args->size);
     if (!w)
-        return sim_error(PLX_ERR_NOMEM, "sim: out of memory");
+        return sim_error(c, PLX_ERR_NOMEM, "sim: out of memory");
     pthread_mutex_lock(&registry_mu);
     w->id = ++next_id;
     w->refs = 1;
     w->next = registry;
     registry = w;
     pthread_mutex_unlock(&registry_mu);
-    int rc = sim_host->store_set(args->store, "sim/world", &w->id, sizeof w->id);
+    int rc = c->host->store_set(args->store, "sim/world", &w->id, sizeof w->id);
     if (rc != 0) {
         c->w = w;
         sim_world_leave(c);
@@ -97,10 +97,10 @@ static int world_make(const struct plx_comm_args *args, struct impl *c, struct w
  * already), held by one more reference. */
 static int world_find(const struct plx_comm_args *args, struct impl *c, void *val, size_t len, struct world **out)
 {
-    const struct plx_host *h = sim_host;
+    const struct plx_host *h = c->host;
     int rc;
     if (!c->fiber && (rc = h->store_get(args->store, "sim/world", &val, &len, plx_plugin_create_ms(args))) != 0)
-        return sim_error(rc, "sim: rank %d of '%s': rank 0 never created the world (waited %lld ms)", args->rank,
+        return sim_error(c, rc, "sim: rank %d of '%s': rank 0 never created the world (waited %lld ms)", args->rank,
                          args->name, (long long)plx_plugin_create_ms(args));
     uint64_t id = 0;
     if (len == sizeof id)
@@ -114,11 +114,11 @@ static int world_find(const struct plx_comm_args *args, struct impl *c, void *va
         w->refs++;
     pthread_mutex_unlock(&registry_mu);
     if (!w)
-        return sim_error(PLX_ERR_PEER_LOST, "sim: the world of '%s' is gone (rank 0 left)", args->name);
+        return sim_error(c, PLX_ERR_PEER_LOST, "sim: the world of '%s' is gone (rank 0 left)", args->name);
     if (w->size != args->size) {
         c->w = w;
         sim_world_leave(c);
-        return sim_error(PLX_ERR_INVALID_ARG, "sim: rank %d says size %d, rank 0 says %d", args->rank, args->size,
+        return sim_error(c, PLX_ERR_INVALID_ARG, "sim: rank %d says size %d, rank 0 says %d", args->rank, args->size,
                          w->size);
     }
     *out = w;
@@ -135,7 +135,7 @@ static int world_take_seat(const struct plx_comm_args *args, struct impl *c)
     if (w->members[args->rank]) {
         pthread_mutex_unlock(&w->mu);
         sim_world_leave(c);
-        return sim_error(PLX_ERR_INVALID_ARG, "sim: two threads claim rank %d of '%s'", args->rank, args->name);
+        return sim_error(c, PLX_ERR_INVALID_ARG, "sim: two threads claim rank %d of '%s'", args->rank, args->name);
     }
     w->members[args->rank] = c;
     w->ever_joined[args->rank] = 1;
@@ -151,7 +151,7 @@ static int world_take_seat(const struct plx_comm_args *args, struct impl *c)
             w->joined--;
             pthread_mutex_unlock(&w->mu);
             sim_world_leave(c);
-            return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for rank(s) %s to join '%s'", args->rank,
+            return sim_error(c, PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for rank(s) %s to join '%s'", args->rank,
                              (long long)plx_plugin_create_ms(args), miss, args->name);
         }
     }
@@ -162,7 +162,7 @@ static int world_take_seat(const struct plx_comm_args *args, struct impl *c)
 int sim_world_join(const struct plx_comm_args *args, struct impl *c)
 {
     if (!args->store)
-        return sim_error(PLX_ERR_INVALID_USAGE,
+        return sim_error(c, PLX_ERR_INVALID_USAGE,
                          "sim: ranks are threads of one process and meet through an in-process store: "
                          "pass init \"mem://NAME\" (same NAME on every rank)");
     struct world *w = NULL;
@@ -173,7 +173,7 @@ int sim_world_join(const struct plx_comm_args *args, struct impl *c)
      * another: whichever rank comes first makes the world (a split's rank
      * 0 may come after its others). */
     if (c->fiber)
-        make = sim_host->store_get(args->store, "sim/world", &val, &len, 0) != 0;
+        make = c->host->store_get(args->store, "sim/world", &val, &len, 0) != 0;
     int rc = make ? world_make(args, c, &w) : world_find(args, c, val, len, &w);
     if (rc != 0)
         return rc;
@@ -247,7 +247,7 @@ int sim_barrier(struct impl *c, const char *what, uint64_t deadline_ns, int64_t 
     if (w->broken) {
         int st = w->broken;
         pthread_mutex_unlock(&w->mu);
-        return sim_error(st, "sim: %s on rank %d: %s", what, c->rank, w->broken_msg);
+        return sim_error(c, st, "sim: %s on rank %d: %s", what, c->rank, w->broken_msg);
     }
     uint64_t gen = w->generation;
     w->arrive_gen[c->rank] = gen + 1;
@@ -293,9 +293,9 @@ int sim_barrier(struct impl *c, const char *what, uint64_t deadline_ns, int64_t 
     }
     pthread_mutex_unlock(&w->mu);
     if (rc == PLX_ERR_TIMEOUT)
-        return sim_error(rc, "sim: %s", msg);
+        return sim_error(c, rc, "sim: %s", msg);
     if (rc)
-        return sim_error(rc, "sim: %s on rank %d: %s", what, c->rank, msg);
+        return sim_error(c, rc, "sim: %s on rank %d: %s", what, c->rank, msg);
     return 0;
 }
 
@@ -336,14 +336,14 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
     while (!r->done) {
         if (c->aborted) {
             pthread_mutex_unlock(&w->mu);
-            return sim_error(PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
+            return sim_error(c, PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
         }
         if (c->fiber) { /* virtual time cannot run out: only a deadlock ends the wait */
             pthread_mutex_unlock(&w->mu);
             /* Not a timeout: the core would ask again until the
              * operation's deadline, and no wait can ever succeed now. */
             if (sim_fiber_block() != 0)
-                return sim_error(SIM_DEADLOCK, "sim: rank %d waits for rank %d (%s, tag %llu), and every "
+                return sim_error(c, SIM_DEADLOCK, "sim: rank %d waits for rank %d (%s, tag %llu), and every "
                                  "rank waits: deadlock", c->rank, r->peer, r->is_send ? "send" : "recv",
                                  (unsigned long long)r->tag);
             pthread_mutex_lock(&w->mu);
@@ -352,9 +352,9 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
         } else if (pthread_cond_timedwait(cv, &w->mu, &ts) == ETIMEDOUT && !r->done) {
             pthread_mutex_unlock(&w->mu);
             if (r->is_coll)
-                return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for its %s: timeout", c->rank,
+                return sim_error(c, PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for its %s: timeout", c->rank,
                                  (long long)timeout_ms, sim_coll_name(r->args.coll));
-            return sim_error(PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for rank %d (%s, tag %llu): timeout",
+            return sim_error(c, PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for rank %d (%s, tag %llu): timeout",
                              c->rank, (long long)timeout_ms, r->peer, r->is_send ? "send" : "recv",
                              (unsigned long long)r->tag);
         }
@@ -362,7 +362,7 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
     sim_model_complete(c, r);
     int st = r->status;
     if (st)
-        sim_error(st, "%s", r->err);
+        sim_error(c, st, "%s", r->err);
     pthread_mutex_unlock(&w->mu);
     if (c->fiber && c->cfg.model.on)
         sim_fiber_catch_up();

@@ -1,6 +1,6 @@
 #!/bin/sh
 # old_minor.sh INFO BENCH MODULE [NAME MINOR]: a plugin built from a
-# committed older header (tests/abi/v1.0, v1.2, v1.3, v1.4) still loads, negotiates its
+# header of an older minor (made by abi_minor.py) still loads, negotiates its
 # minor (default: mailbox10, minor 0), and runs every collective through the
 # core.
 info=$1 bench=$2 module=$3 name=${4:-mailbox10} minor=${5:-0}

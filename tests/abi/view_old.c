@@ -1,4 +1,4 @@
-/* view_old.c - a plugin of ABI 1.2 (built from tests/abi/v1.2) that reads
+/* view_old.c - a plugin of ABI 1.2 (built from its headers, abi_minor.py) that reads
  * its key untyped, through the process-wide host, inside comm_create: the
  * way such plugins were promised the new communicator's configuration
  * (options over the files). comm_create fails and says what it read unless

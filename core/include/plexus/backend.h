@@ -27,6 +27,10 @@
  *    once at load time: a missing collective is served by the core's generic
  *    algorithms over isend/irecv, or refused with PLX_ERR_UNSUPPORTED before
  *    any call reaches the plugin.
+ *  - The operations table holds what every transport may provide. Hooks
+ *    that only one kind of backend needs (a simulator's) are a named,
+ *    versioned extension it hands out through extension() (ABI 1.11), so
+ *    the table no longer grows for them.
  *  - Plugins never print, exit, setenv or install signal handlers. They
  *    report through host->log and explain failures with host->error.
  *  - Entry points return 0 or a negative PLX_ERR_* code (plexus.h).
@@ -44,7 +48,7 @@ extern "C" {
 #endif
 
 #define PLX_ABI_MAJOR 1
-#define PLX_ABI_MINOR 10
+#define PLX_ABI_MINOR 11
 
 /* The entry symbol of ABI major 1. */
 #define PLX_BACKEND_ENTRY_V1 plx_backend_entry_v1
@@ -228,6 +232,14 @@ struct plx_host {
     int (*config_str)(void *ctx, const struct plx_config *cfg, const char *key, const char **out);
     int (*config_bool)(void *ctx, const struct plx_config *cfg, const char *key, int *out);
     int (*config_int)(void *ctx, const struct plx_config *cfg, const char *key, int64_t *out);
+
+    /* ---- ABI 1.11 ---- */
+    /* The message the calling thread's last error() recorded (the core keeps
+     * one per thread), "" if none: a plugin that fails a request in one
+     * thread and reports it in another (a worker's) carries the text over
+     * with this, so it keeps no last-error state of its own. Valid until
+     * the thread's next error(). */
+    const char *(*last_error)(void *ctx);
 };
 
 /* What comm_create gets. Borrowed: valid during the call (copy what you keep),
@@ -274,6 +286,7 @@ struct plx_coll_args {
     void *stream;
     int64_t timeout_ms;
     uint64_t seq;      /* per-communicator collective sequence number */
+    /* ---- ABI 1.1 ---- */
     uint32_t flags;    /* PLX_COLL_FLAG_*; 0 when struct_size does not reach it */
     /* ---- ABI 1.4 ---- */
     /* The per-rank layout of PLX_COLL_ALLTOALLV and PLX_COLL_ALLGATHERV, in
@@ -430,11 +443,10 @@ struct plx_backend {
     int (*comm_revoke)(void *comm);
 
     /* ---- ABI 1.6 ---- */
-    /* Optional, for a backend whose time is modelled (sim): the core's
-     * generic algorithm on comm has just reduced bytes bytes (one input's)
-     * on this rank, or would have, over PLX_CAP_TIMING_ONLY; the backend
-     * charges the rank's clock for it. NULL: reductions take no modelled time. */
-    void (*charge_reduce)(void *comm, size_t bytes);
+    /* Reserved since ABI 1.11: charge_reduce of ABI 1.6 to 1.10, now in the
+     * "plexus.sim" extension (struct plx_ext_sim). Leave it NULL; the core
+     * reads it only from a plugin that negotiated 1.6 to 1.10. */
+    void (*reserved_1_6)(void *comm, size_t bytes);
 
     /* ---- ABI 1.7 ---- */
     /* Optional; any thread; never blocks: the ranks of comm this rank has
@@ -462,13 +474,46 @@ struct plx_backend {
                        void **out);
 
     /* ---- ABI 1.9 ---- */
-    /* Optional, for a backend whose time is modelled (sim): the core's
-     * generic algorithm is about to run an operation on comm whose buffers
-     * on this rank span bytes bytes (input and output, once where they
-     * overlap), also over PLX_CAP_TIMING_ONLY, so that the backend can
-     * price its messages' copies by whether the host's ranks' buffers
-     * together still fit the host's cache; with 0 once it has ended. NULL:
-     * nothing is told. */
+    /* Reserved since ABI 1.11: op_footprint of ABI 1.9 and 1.10, now in the
+     * "plexus.sim" extension. Leave it NULL; the core reads it only from a
+     * plugin that negotiated 1.9 or 1.10. */
+    void (*reserved_1_9)(void *comm, size_t bytes);
+
+    /* ---- ABI 1.11 ---- */
+    /* Optional: the backend's extension called name (PLX_EXT_*), a struct
+     * that opens with uint32_t struct_size and uint32_t version, of at
+     * least version; NULL: the backend has none of that name or not that
+     * new. Static storage, like this table. The core asks once per backend
+     * at load time, for each extension it knows, and copies what it gets:
+     * hooks that only some backends need (a simulator's) live there
+     * instead of here, so a transport without them needs none of their
+     * members (as libfabric's fi_open_ops). */
+    const void *(*extension)(const char *name, uint32_t version);
+};
+
+/* ---- Named extensions (ABI 1.11) ---- */
+
+#define PLX_EXT_SIM "plexus.sim"
+#define PLX_EXT_SIM_VERSION 1
+
+/* ABI 1.11: the "plexus.sim" extension, the hooks of a backend whose time
+ * is modelled (sim). The core's generic algorithms tell it what they do
+ * between messages, so that it can charge the rank's modelled clock; they
+ * run also over PLX_CAP_TIMING_ONLY, where the work itself is skipped.
+ * Append-only like every struct here (struct_size); version 1 has the
+ * members below. */
+struct plx_ext_sim {
+    uint32_t struct_size;
+    uint32_t version;
+    /* Optional: the generic algorithm on comm has just reduced bytes bytes
+     * (one input's) on this rank, or would have; the backend charges the
+     * rank's clock for it. NULL: reductions take no modelled time. */
+    void (*charge_reduce)(void *comm, size_t bytes);
+    /* Optional: the generic algorithm is about to run an operation on comm
+     * whose buffers on this rank span bytes bytes (input and output, once
+     * where they overlap), so that the backend can price its messages'
+     * copies by whether the host's ranks' buffers together still fit the
+     * host's cache; with 0 once it has ended. NULL: nothing is told. */
     void (*op_footprint)(void *comm, size_t bytes);
 };
 

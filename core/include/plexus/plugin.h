@@ -6,13 +6,18 @@
  *
  * A plugin's plugin.c usually needs only:
  *
- *     static const struct plx_host *host;
+ *     static const struct plx_host *entry_host;
  *     static const struct plx_backend backend = {...};
- *     PLX_PLUGIN_ENTRY(backend, host, 3)
+ *     PLX_PLUGIN_ENTRY(backend, entry_host, 5)
  *
- * and reports failures with `return plx_plugin_error(host, PLX_ERR_X, "...")`:
- * the core keeps the message for the calling thread, so a plugin needs no
- * last-error state of its own. */
+ * The entry point's host serves what runs before any communicator (probe);
+ * comm_create keeps its args->host (plx_plugin_comm_host) in the
+ * communicator, and everything on that communicator reaches the core
+ * through it, so the plugin holds no process-wide host for its work.
+ * Failures are reported with `return plx_plugin_error(host, PLX_ERR_X,
+ * "...")`: the core keeps the message for the calling thread (a worker
+ * thread reads it back with plx_plugin_last_error to hand it to the
+ * request's waiter), so a plugin needs no last-error state of its own. */
 #ifndef PLEXUS_PLUGIN_H
 #define PLEXUS_PLUGIN_H
 
@@ -60,6 +65,24 @@ static inline int plx_plugin_error(const struct plx_host *host, int status, cons
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return host->error(host->ctx, status, "%s", msg);
+}
+
+/* The message of the calling thread's last error (ABI 1.11's
+ * host->last_error): "" from an older host, or none. */
+static inline const char *plx_plugin_last_error(const struct plx_host *host)
+{
+    const char *m = PLX_HAS_FIELD(host, struct plx_host, last_error) && host->last_error
+                        ? host->last_error(host->ctx)
+                        : NULL;
+    return m ? m : "";
+}
+
+/* The communicator's instance of the host services (ABI 1.5), else
+ * otherwise (the entry point's, for a core older than 1.5). */
+static inline const struct plx_host *plx_plugin_comm_host(const struct plx_comm_args *a,
+                                                          const struct plx_host *otherwise)
+{
+    return PLX_HAS_FIELD(a, struct plx_comm_args, host) && a->host ? a->host : otherwise;
 }
 
 /* Bytes per element of dtype (enum plx_dtype), 0 for an unknown one. */

@@ -19,7 +19,7 @@ static int failures;
 int main(void)
 {
     PIN(PLX_ABI_MAJOR, 1);
-    PIN(PLX_ABI_MINOR, 10);
+    PIN(PLX_ABI_MINOR, 11);
 
     PIN(sizeof(struct plx_caps), 32);
     PIN(offsetof(struct plx_caps, flags), 4);
@@ -32,7 +32,7 @@ int main(void)
 
     PIN(sizeof(struct plx_param), 24);
 
-    PIN(sizeof(struct plx_host), 128);
+    PIN(sizeof(struct plx_host), 136); /* 128 up to ABI 1.10 */
     PIN(offsetof(struct plx_host, ctx), 8);
     PIN(offsetof(struct plx_host, log), 16);
     PIN(offsetof(struct plx_host, error), 24);
@@ -46,6 +46,7 @@ int main(void)
     PIN(offsetof(struct plx_host, config_str), 104); /* ABI 1.3 */
     PIN(offsetof(struct plx_host, config_bool), 112);
     PIN(offsetof(struct plx_host, config_int), 120);
+    PIN(offsetof(struct plx_host, last_error), 128); /* ABI 1.11 */
 
     PIN(sizeof(struct plx_comm_args), 72); /* 56 up to ABI 1.4, 64 up to 1.9 */
     PIN(offsetof(struct plx_comm_args, create_timeout_ms), 64); /* ABI 1.10 */
@@ -74,15 +75,19 @@ int main(void)
     PIN(offsetof(struct plx_p2p_args, tag), 24);
     PIN(offsetof(struct plx_p2p_args, timeout_ms), 48);
 
-    PIN(sizeof(struct plx_backend), 240); /* 176 up to ABI 1.4, 208 up to 1.5, 216 up to 1.6, 224 up to 1.7, 232 up to 1.8 */
+    PIN(sizeof(struct plx_backend), 248); /* 176 up to ABI 1.4, 208 up to 1.5, 216 up to 1.6, 224 up to 1.7, 232 up to 1.8, 240 up to 1.10 */
     PIN(offsetof(struct plx_backend, req_size), 176); /* ABI 1.5 */
     PIN(offsetof(struct plx_backend, mem_alloc), 184);
     PIN(offsetof(struct plx_backend, mem_free), 192);
     PIN(offsetof(struct plx_backend, comm_revoke), 200);
-    PIN(offsetof(struct plx_backend, charge_reduce), 208); /* ABI 1.6 */
+    PIN(offsetof(struct plx_backend, reserved_1_6), 208); /* ABI 1.6 */
     PIN(offsetof(struct plx_backend, comm_lost_ranks), 216); /* ABI 1.7 */
     PIN(offsetof(struct plx_backend, comm_shrink), 224); /* ABI 1.8 */
-    PIN(offsetof(struct plx_backend, op_footprint), 232); /* ABI 1.9 */
+    PIN(offsetof(struct plx_backend, reserved_1_9), 232); /* ABI 1.9 */
+    PIN(offsetof(struct plx_backend, extension), 240); /* ABI 1.11 */
+    PIN(sizeof(struct plx_ext_sim), 24);
+    PIN(offsetof(struct plx_ext_sim, charge_reduce), 8);
+    PIN(offsetof(struct plx_ext_sim, op_footprint), 16);
     PIN(PLX_CAP_NATIVE_SHRINK, 1u << 12);
     PIN(PLX_CAP_OWN_BOOTSTRAP, 1u << 13);
     PIN(PLX_CAP_SHRINK_AGREES, 1u << 14);
