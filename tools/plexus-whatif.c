@@ -146,6 +146,12 @@ static void rank_main(int rank, void *arg)
     struct plx_comm *comm = NULL;
     int rc = plx_comm_init(&o, &comm);
     j->comms[j->made++] = comm;
+    /* The first size starts from a phase too: a coroutine rank's
+     * communicator joins its world without waiting for the others, so its
+     * first collective would otherwise send to ranks that have not joined
+     * yet, which a job's ranks, out of plx_comm_init together, never do. */
+    if (!rc && run_phase() != 0)
+        rc = PLX_ERR_INTERNAL;
     for (int k = 0; k < j->nsizes; k++) {
         if (!rc && j->counts[k])
             rc = one_op(j, comm, rank, j->counts[k]);
