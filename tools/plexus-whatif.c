@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "plexus/backend.h"
+#include "plexus/info.h"
 #include "plexus/plexus.h"
 
 enum { MAX_ALGOS = 8, N_MODEL_KEYS = 11, MAX_COLLS = 8 };
@@ -77,6 +78,7 @@ struct job {
     float *shared; /* every rank's buffer (timing only), or NULL: one each */
     struct plx_comm **comms; /* in the order made; destroyed after the run, the last first */
     int made;
+    int native;    /* rank 0's communicator runs the collective natively (the model's own schedule) */
 };
 
 static int (*run_ranks)(int nranks, size_t stack_bytes, void (*body)(int rank, void *arg), void *arg);
@@ -181,6 +183,8 @@ static void rank_main(int rank, void *arg)
      * yet, which a job's ranks, out of plx_comm_init together, never do. */
     if (!rc && run_phase() != 0)
         rc = PLX_ERR_INTERNAL;
+    if (!rc && rank == 0)
+        j->native = plx_comm_native(comm, O.coll, PLX_F32, PLX_SUM) == 1;
     for (int k = 0; k < j->nsizes; k++) {
         if (!rc && runs(j->counts[k]))
             rc = one_op(j, comm, rank, j->counts[k]);
@@ -216,13 +220,30 @@ static float *shared_buffer(size_t count)
     return buf;
 }
 
+/* The model's keys the command line gives (all of them without --model)
+ * as overrides, from ov[n] on, kept in kv[0 .. N_MODEL_KEYS]; the new n. */
+static int model_overrides(const char **ov, int n, char kv[][128])
+{
+    if (O.reduce_bw) {
+        snprintf(kv[N_MODEL_KEYS], 128, "sim.model_reduce_bandwidth=%s", O.reduce_bw);
+        ov[n++] = kv[N_MODEL_KEYS];
+    }
+    for (int k = 0; k < N_MODEL_KEYS; k++)
+        if (O.given[k] || !O.model) {
+            snprintf(kv[k], 128, "sim.%s=%s", MODEL_KEYS[k], O.val[k]);
+            ov[n++] = kv[k];
+        }
+    return n;
+}
+
 /* Modelled ns of a collective of counts[k] floats per rank with algo
- * ("auto": the core's choice) into ns[k], or -1, for each of n sizes.
- * as_job: as a job with the configuration would run it, through the
- * [core] tuner table tuner where not NULL; else without the core's
- * in-band fingerprint, as every rank runs the same call and the
- * fingerprint's per-peer buffers would cost each rank kilobytes per peer. */
-static void run(const char *algo, int as_job, const char *tuner, const size_t *counts, int nsizes, double *ns)
+ * ("auto": the core's choice) into ns[k], or -1, for each of n sizes;
+ * 1 where the model runs it natively. as_job: as a job with the
+ * configuration would run it, through the [core] tuner table tuner where
+ * not NULL; else without the core's in-band fingerprint, as every rank runs
+ * the same call and the fingerprint's per-peer buffers would cost each
+ * rank kilobytes per peer. */
+static int run(const char *algo, int as_job, const char *tuner, const size_t *counts, int nsizes, double *ns)
 {
     static int serial;
     char kv[N_MODEL_KEYS + 2][128], tuner_kv[4200];
@@ -230,22 +251,14 @@ static void run(const char *algo, int as_job, const char *tuner, const size_t *c
                                         "core.ledger_entries=0", as_job ? NULL : "core.fingerprint=false"};
     int n = as_job ? 3 : 4;
     if (strcmp(algo, "auto")) {
-        snprintf(kv[N_MODEL_KEYS], sizeof kv[0], "core.allreduce_algo=%s", algo);
-        ov[n++] = kv[N_MODEL_KEYS];
-    }
-    if (O.reduce_bw) {
-        snprintf(kv[N_MODEL_KEYS + 1], sizeof kv[0], "sim.model_reduce_bandwidth=%s", O.reduce_bw);
+        snprintf(kv[N_MODEL_KEYS + 1], sizeof kv[0], "core.allreduce_algo=%s", algo);
         ov[n++] = kv[N_MODEL_KEYS + 1];
     }
     if (tuner) {
         snprintf(tuner_kv, sizeof tuner_kv, "core.tuner=%s", tuner);
         ov[n++] = tuner_kv;
     }
-    for (int k = 0; k < N_MODEL_KEYS; k++)
-        if (O.given[k] || !O.model) {
-            snprintf(kv[k], sizeof kv[k], "sim.%s=%s", MODEL_KEYS[k], O.val[k]);
-            ov[n++] = kv[k];
-        }
+    n = model_overrides(ov, n, kv);
     ov[n] = NULL;
     size_t most = 0;
     for (int k = 0; k < nsizes; k++)
@@ -274,6 +287,7 @@ static void run(const char *algo, int as_job, const char *tuner, const size_t *c
         ns[k] = j.failed[k] || rc || !runs(counts[k]) ? -1 : t;
     }
     free(j.end_ns);
+    return j.native;
 }
 
 static size_t parse_size(const char *s)
@@ -328,7 +342,8 @@ static void usage(FILE *f)
                "                          estimates table for plx_comm_estimate (COLL RANKS BYTES SECONDS; tables\n"
                "                          of several --ranks concatenate)\n"
                "  --backend NAME          the backend the model stands for (tcp, shm): the estimates table holds\n"
-               "                          to it (default: a table for every backend)\n"
+               "                          to it, without the collectives it runs otherwise than the model (natively\n"
+               "                          or over messages); default: a table for every backend, unchecked\n"
                "Bandwidths take K, M, G suffixes (powers of 1024, bytes per second).\n");
 }
 
@@ -578,6 +593,72 @@ static int sweep(FILE *csv)
     return status;
 }
 
+/* The collectives (PLX_BIT(coll)) --backend runs natively: as a one-rank
+ * communicator of it says, made with the runs' configuration (so a sim
+ * one models as they do), else as its loaded plugin declares; -1 (said)
+ * where plexus knows no such backend or could not load it. */
+static long target_native(void)
+{
+    char kv[N_MODEL_KEYS + 1][128];
+    const char *ov[N_MODEL_KEYS + 3] = {"sim.model=true"};
+    ov[model_overrides(ov, 1, kv)] = NULL;
+    struct plx_comm_options o;
+    plx_comm_options_init(&o);
+    o.backend = O.backend;
+    o.init = "mem://whatif-target";
+    o.rank = 0;
+    o.size = 1;
+    o.overrides = ov;
+    struct plx_comm *comm = NULL;
+    uint32_t mask = 0;
+    if (plx_comm_init(&o, &comm) == 0) {
+        for (int k = 0; k < PLX_COLL_SEND; k++)
+            if (plx_comm_native(comm, k, PLX_F32, PLX_SUM) == 1)
+                mask |= 1u << k;
+        plx_comm_destroy(comm);
+        return mask;
+    }
+    int i = plx_backend_find(O.backend);
+    struct plx_backend_info b = {.struct_size = sizeof b};
+    if (i < 0 || plx_backend_info((size_t)i, &b) != 0) {
+        fprintf(stderr, "plexus-whatif: --backend %s: %s\n", O.backend, plx_last_error());
+        return -1;
+    }
+    if (!b.abi_major) {
+        fprintf(stderr, "plexus-whatif: --backend %s: cannot tell which collectives it runs natively: not loaded "
+                        "here (%s)\n", O.backend, b.reason);
+        return -1;
+    }
+    return b.collectives;
+}
+
+/* O.coll's rows into f, counted in *rows; 1 where a run failed. A
+ * collective that the backend runs natively and the model over messages,
+ * or the other way round, gets no rows: the model's time is not that of
+ * what runs. */
+static int emit_coll(FILE *f, long target, int *rows)
+{
+    size_t counts[MAX_SIZES], totals[MAX_SIZES];
+    double ns[MAX_SIZES];
+    int nsizes = row_sizes(counts, totals), status = 0;
+    int native = run("auto", 1, O.tuning, counts, nsizes, ns);
+    const char *name = plx_coll_name(O.coll);
+    if (O.backend && native != !!(target & (1L << O.coll))) {
+        fprintf(f, "# no %s: %s runs it %s, the model %s\n", name, O.backend, native ? "over messages" : "natively",
+                native ? "natively" : "over messages");
+        fprintf(stderr, "plexus-whatif: --emit-estimates: no %s rows: %s runs it %s, the model %s\n", name,
+                O.backend, native ? "over messages" : "natively", native ? "natively" : "over messages");
+        return 0;
+    }
+    for (int k = 0; k < nsizes; k++) {
+        if (ns[k] >= 0)
+            *rows += fprintf(f, "%s %d %zu %.17g\n", name, O.ranks, totals[k], ns[k] / 1e9) > 0;
+        else if (runs(counts[k]))
+            status = 1;
+    }
+    return status;
+}
+
 /* The [core] estimates table: each collective's time by size of what the
  * core would run, its own choice ("auto"), through the tuner table this
  * run wrote where there is one, else as the configuration says (its
@@ -586,6 +667,9 @@ static int sweep(FILE *csv)
  * reads the old one or the new one, whole. */
 static int emit_estimates(void)
 {
+    long target = O.backend ? target_native() : 0;
+    if (target < 0)
+        return 1;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", O.estimates, (int)getpid());
     FILE *f = fopen(tmp, "w");
@@ -600,19 +684,16 @@ static int emit_estimates(void)
     if (O.backend)
         fprintf(f, "backend %s\n", O.backend);
     fprintf(f, "# COLL RANKS BYTES SECONDS\n");
-    int status = 0;
+    int status = 0, rows = 0;
     for (int c = 0; c < O.ncoll; c++) {
         O.coll = O.colls[c];
-        size_t counts[MAX_SIZES], totals[MAX_SIZES];
-        double ns[MAX_SIZES];
-        int nsizes = row_sizes(counts, totals);
-        run("auto", 1, O.tuning, counts, nsizes, ns);
-        for (int k = 0; k < nsizes; k++) {
-            if (ns[k] >= 0)
-                fprintf(f, "%s %d %zu %.17g\n", plx_coll_name(O.coll), O.ranks, totals[k], ns[k] / 1e9);
-            else if (runs(counts[k]))
-                status = 1;
-        }
+        status |= emit_coll(f, target, &rows);
+    }
+    if (rows == 0) {
+        fprintf(stderr, "plexus-whatif: --emit-estimates: no rows, %s is left as it was\n", O.estimates);
+        fclose(f);
+        remove(tmp);
+        return 1;
     }
     if (fclose(f) != 0 || rename(tmp, O.estimates) != 0) {
         perror(O.estimates);

@@ -10,7 +10,10 @@
 #     table was made answers each row, and the collective run for real
 #     there (threads, the data moved) ends at that modelled time
 #     (test_sim_estimate e2e), with the fingerprint off, and on (default);
-#  3. plexus-info shows the table in use, its backend and ranks.
+#  3. a collective the named backend runs otherwise than the model (shm's
+#     own against the core's over messages) gets no rows;
+#  4. plexus-info shows the table in use, its backend and ranks, or that
+#     none is set, or a broken one's file:line.
 #   sh whatif_estimates.sh PLEXUS-WHATIF PLEXUS-INFO TEST-SIM-ESTIMATE
 set -eu
 whatif="$1" info="$2" probe="$3"
@@ -48,7 +51,28 @@ PLEXUS_CONFIG="$d/model.ini" PLEXUS_CORE_TUNER="$d/tuning.txt" PLEXUS_CORE_FINGE
     "$probe" e2e "$d/est-off.txt" 4
 emit "$d/est.txt"
 PLEXUS_CONFIG="$d/model.ini" PLEXUS_CORE_TUNER="$d/tuning.txt" "$probe" e2e "$d/est.txt" 4
-# 3. plexus-info.
+# 3. A collective the backend runs natively and the model over messages, or
+#    the other way round, gets no rows: shm's own allreduce and allgather
+#    are modelled (model_intra_native = shm), its other collectives not;
+#    tcp runs them all over messages.
+printf 'model_intra_native = shm\n' >>"$d/model.ini"
+for b in shm tcp; do
+    "$whatif" --model "$d/model.ini" --ranks 4 -b 64 -e 1K -f 4 \
+        --coll allreduce,allgather,reduce_scatter,broadcast,barrier --backend $b --emit-estimates "$d/$b.txt" \
+        >/dev/null 2>"$d/$b.err" || {
+        grep -q "unknown backend '$b'" "$d/$b.err" && { echo "skip: no $b plugin in this build"; continue; }
+        cat "$d/$b.err"; echo "FAIL: plexus-whatif --backend $b"; exit 1; }
+    colls=$(awk '/^[a-z_]+ 4 / { print $1 }' "$d/$b.txt" | uniq | tr '\n' ' ')
+    case $b in
+    shm) want="allreduce allgather " ;;
+    tcp) want="reduce_scatter broadcast barrier " ;;
+    esac
+    [ "$colls" = "$want" ] || { cat "$d/$b.txt" "$d/$b.err"; echo "FAIL: $b's rows are of '$colls', not '$want'"; exit 1; }
+done
+grep -q "^# no broadcast: shm runs it natively, the model over messages" "$d/shm.txt" ||
+    { echo "FAIL: the shm table does not say why it has no broadcast"; exit 1; }
+echo "ok: only collectives the model runs as the backend does"
+# 4. plexus-info.
 PLEXUS_CORE_ESTIMATES="$d/est.txt" "$info" >"$d/info.log"
 grep "estimates: $d/est.txt (core.estimates, env PLEXUS_CORE_ESTIMATES): backend sim; allreduce at 4 ranks (64..4194304 B); broadcast at 4 ranks (64..4194304 B); allgather at 4 ranks (64..4194304 B); reduce_scatter at 4 ranks (64..4194304 B); barrier at 4 ranks (0 B)$" "$d/info.log" ||
     { cat "$d/info.log"; echo "FAIL: plexus-info does not show the estimates table in use"; exit 1; }
