@@ -11,7 +11,7 @@ Each rank runs plexus-bench under callgrind; per rank, the calls of
   - tcp__req_get (plugins/tcp/pool.c): a request record of tcp's own,
   - malloc,
   - pthread_mutex_lock, all of them and those called from the diagnosis
-    (core/comm/ledger.c, fingerprint.c, diag_hooks.c),
+    (core/diag/ledger.c, fingerprint.c, diag_hooks.c),
 and the instructions each rank ran (callgrind's total; a figure the
 machine's load does not move).
 Two runs of N and 2N operations: the difference over N leaves set-up and
@@ -34,7 +34,7 @@ COUNTED = {
     ("plugins/tcp/pool.c", "tcp__req_get"): "tcp_records",
     (None, "malloc"): "mallocs",
 }
-DIAG_FILES = ("core/comm/ledger.c", "core/comm/fingerprint.c", "core/comm/diag_hooks.c")
+DIAG_FILES = ("core/diag/ledger.c", "core/diag/fingerprint.c", "core/diag/diag_hooks.c")
 LOCK = re.compile(r"pthread_mutex_lock(@.*)?$")
 
 

@@ -3,6 +3,7 @@
  * variables give, as in plx_comm_init. */
 #include <stdio.h>
 
+#include "bootstrap.h"
 #include "comm.h"
 #include "error.h"
 #include "plexus/info.h"

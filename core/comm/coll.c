@@ -200,7 +200,7 @@ static int run_native(struct plx_comm *c, struct plx_coll_args *a, const char *w
 {
     int rc;
     void *req = NULL;
-    if (plx__fp_native_mode(c) == PLX__FP_NATIVE_EVERY && (rc = plx__fp_native_check(c, fp)) != 0) {
+    if ((plx__diag_checks(c) & PLX__DIAG_NATIVE_EVERY) && (rc = plx__diag_native_check(c, fp)) != 0) {
         char msg[sizeof c->failed_msg];
         plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", what, (unsigned long long)a->seq, c->name, c->be->name);
         snprintf(msg, sizeof msg, "%s", plx_last_error());
@@ -281,7 +281,7 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
          * and every op of c keeps its issue order. */
         a->seq = user.seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
         a->flags |= PLX__COLL_FLAG_HIER;
-        struct plx__fp ufp = plx__fp_of(c, &user); /* checked before the steps (hier.c) */
+        struct plx__fp ufp = plx__fp_of(&user); /* checked before the steps (hier.c) */
         if (!w)
             return plx__lowp_avg_end(lowp, plx__run_generic_blocking(c, a, &ufp));
         return plx__work_generic(c, a, lowp, &ufp, w);
@@ -296,10 +296,10 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     a->seq = user.seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
     if (!w)
         a->flags |= PLX_COLL_FLAG_BLOCKING;
-    struct plx__fp fp = plx__fp_of(c, &user);
+    struct plx__fp fp = plx__fp_of(&user);
     uint64_t bytes = a->coll == PLX_COLL_BARRIER ? 0 : user.count * plx_dtype_size(user.dtype);
     /* A native call starts now, unless fingerprints are exchanged first. */
-    int running = native && plx__fp_native_mode(c) != PLX__FP_NATIVE_EVERY;
+    int running = native && !(plx__diag_checks(c) & PLX__DIAG_NATIVE_EVERY);
     if (running)
         plx__diag_post_running(c, &fp, bytes);
     else

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bootstrap.h"
 #include "comm.h"
 #include "config.h"
 #include "diag_hooks.h"
@@ -478,7 +479,7 @@ PLX_API int plx_comm_init(const struct plx_comm_options *user_opt, struct plx_co
     if (rc != 0)
         goto fail;
     if ((rc = open_store(c, &opt, &rv, &store_open)) != 0 ||
-        (rc = plx__diag_create(c, rv.url[0] ? rv.url : rv.source)) != 0) {
+        (rc = plx__diag_open(c, NULL, rv.url[0] ? rv.url : rv.source)) != 0) {
         c->be->ops.comm_destroy(c->bc);
         goto fail;
     }
@@ -543,7 +544,7 @@ PLX_API int plx_comm_destroy(struct plx_comm *c)
     plx__executor_stop(c);
     plx__mem_release_all(c);
     int rc = c->be->ops.comm_destroy(c->bc);
-    plx__diag_destroy(c);
+    plx__diag_close(c);
     if (rc == 0)
         leave_store(c);
     comm_free(c);
@@ -706,7 +707,7 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
         rc = comm_create_backend(child);
     }
     child->create_deadline_ns = 0;
-    if (rc == 0 && (rc = plx__diag_create(child, c->diag ? c->diag->job : NULL)) != 0)
+    if (rc == 0 && (rc = plx__diag_open(child, c, NULL)) != 0)
         child->be->ops.comm_destroy(child->bc);
     if (rc != 0)
         goto fail;
@@ -804,7 +805,7 @@ int plx__comm_rebuild(struct plx_comm *parent, const struct plx__rebuild *rb, st
     c->create_deadline_ns = plx__deadline_ms(rb->create_ms);
     rc = comm_create_backend(c);
     c->create_deadline_ns = 0;
-    if (rc == 0 && (rc = plx__diag_create(c, parent && parent->diag ? parent->diag->job : NULL)) != 0)
+    if (rc == 0 && (rc = plx__diag_open(c, parent, NULL)) != 0)
         c->be->ops.comm_destroy(c->bc);
     if (rc != 0)
         goto fail;
@@ -859,7 +860,7 @@ int plx__comm_shrink_native(struct plx_comm *parent, const struct plx__rebuild *
     c->local_size = c->size;
     if ((rc = comm_finish_setup(c)) != 0)
         goto fail; /* comm_finish_setup destroyed the backend's communicator */
-    if ((rc = plx__diag_create(c, parent->diag ? parent->diag->job : NULL)) != 0) {
+    if ((rc = plx__diag_open(c, parent, NULL)) != 0) {
         c->be->ops.comm_destroy(c->bc);
         goto fail;
     }

@@ -41,7 +41,7 @@
 
 #include "comm.h"
 #include "config.h"
-#include "diag.h"
+#include "diag_hooks.h"
 #include "error.h"
 #include "hier.h"
 #include "hostid.h"
@@ -288,7 +288,8 @@ int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a, const struc
     char *d = a->recv;
     const char *step = "";
     int rc = 0;
-    if (c->diag && c->diag->inband && (h->nlocal > 1 || h->nhosts > 1) && (rc = check_call(c, fp, &step)) != 0)
+    int check = (plx__diag_checks(c) & PLX__DIAG_INBAND) && (h->nlocal > 1 || h->nhosts > 1);
+    if (check && (rc = check_call(c, fp, &step)) != 0)
         goto fail;
     switch (a->coll) {
     case PLX_COLL_ALLREDUCE: {

@@ -4,7 +4,6 @@
 #define PLX_CORE_HIER_H
 
 #include "comm.h"
-#include "diag.h"
 
 /* Choose the backends for spec: "INTRA+INTER" gives both (the communicator
  * runs on inter, *intra is set); anything else is plx__loader_select's

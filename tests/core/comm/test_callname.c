@@ -9,7 +9,6 @@
 #include "callname.h"
 #include "check.h"
 #include "collv.h"
-#include "diag.h"
 
 static int failures;
 
@@ -52,7 +51,7 @@ int main(void)
         /* The core's fingerprint of the call prints the same words. */
         struct plx_coll_args a = {.struct_size = sizeof a, .coll = k, .dtype = PLX_F32, .op = PLX_SUM, .root = 1,
                                   .count = 8, .seq = 7};
-        struct plx__fp fp = plx__fp_of(NULL, &a);
+        struct plx__fp fp = plx__fp_of(&a);
         char fptext[160];
         plx__fp_format(&fp, fptext, sizeof fptext);
         CHECKF(!strcmp(fptext, text), "fingerprint of %s: '%s', describe: '%s'", want[i].name, fptext, text);

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "bootstrap.h"
 #include "check.h"
 
 static int failures;

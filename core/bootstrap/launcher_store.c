@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "auth.h"
-#include "comm.h"
+#include "bootstrap.h"
 #include "error.h"
 #include "store_tcp.h"
 

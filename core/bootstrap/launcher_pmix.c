@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "bootstrap.h"
 #include "error.h"
 
 #if PLX_HAVE_PMIX_H

@@ -5,8 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "bootstrap.h"
 #include "error.h"
+#include "loader.h"
 
 /* Digits only, at most max: what a launcher writes. strtol alone would
  * take " 3", "+3" and "3x" wraps nothing, but a typo must not pass. */

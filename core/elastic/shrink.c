@@ -9,6 +9,7 @@
 #include "agree.h"
 #include "clock.h"
 #include "comm.h"
+#include "elastic.h"
 #include "config.h"
 #include "error.h"
 #include "hier.h"

@@ -26,7 +26,7 @@
 
 #include "comm.h"
 #include "config.h"
-#include "diag_hooks.h"
+#include "diag.h"
 #include "error.h"
 #include "host.h"
 #include "log.h"
@@ -97,7 +97,7 @@ static void remove_stale(const char *dir)
     closedir(h);
 }
 
-static void ledger_open(struct plx_comm *c, struct plx__diag *d, unsigned n)
+static void ledger_open(struct plx_comm *c, struct plx__diag_state *d, unsigned n)
 {
     char dir[300];
     if (n == 0 || ledger_folder(c->config, dir, sizeof dir) != 0)
@@ -149,9 +149,11 @@ static void ledger_open(struct plx_comm *c, struct plx__diag *d, unsigned n)
     d->map_bytes = bytes;
 }
 
-int plx__diag_create(struct plx_comm *c, const char *job)
+int plx__diag_create(struct plx_comm *c, const struct plx_comm *from, const char *job)
 {
-    struct plx__diag *d = calloc(1, sizeof *d);
+    if (from && from->diag)
+        job = plx__diag_of(from)->job;
+    struct plx__diag_state *d = calloc(1, sizeof *d);
     if (!d)
         return plx__err(PLX_ERR_NOMEM, "out of memory");
     int on = 1;
@@ -162,7 +164,7 @@ int plx__diag_create(struct plx_comm *c, const char *job)
     size_t P = (size_t)c->size;
     if (on && (!(d->sent = calloc(P, sizeof *d->sent)) || !(d->rcvd = calloc(P, sizeof *d->rcvd)) ||
                !(d->sbounce = calloc(P, sizeof *d->sbounce)) || !(d->rbounce = calloc(P, sizeof *d->rbounce)))) {
-        c->diag = d;
+        c->diag = &d->pub;
         plx__diag_destroy(c);
         return plx__err(PLX_ERR_NOMEM, "out of memory");
     }
@@ -171,20 +173,20 @@ int plx__diag_create(struct plx_comm *c, const char *job)
                      : nm && !strcmp(nm, "off") ? PLX__FP_NATIVE_OFF
                                                 : PLX__FP_NATIVE_TIMEOUT;
     d->publish_ns = (uint64_t)key_int(c, "diag_publish_ms", 1000000000); /* a duration: ns */
-    d->slow_ns = (uint64_t)SLOW_WAIT_MS * 1000000u;
+    d->pub.slow_ns = (uint64_t)SLOW_WAIT_MS * 1000000u;
     snprintf(d->job, sizeof d->job, "%s", job && *job ? job : "-");
     int64_t n = key_int(c, "ledger_entries", 64);
     ledger_open(c, d, n < 0 ? 0 : n > 65536 ? 65536 : (unsigned)n);
     /* A ledger whose file could not open still keeps the position. */
     d->records = d->inband || n > 0;
-    c->diag = d;
+    c->diag = &d->pub;
     c->dh = plx__diag_pick(c);
     return 0;
 }
 
 void plx__diag_destroy(struct plx_comm *c)
 {
-    struct plx__diag *d = c->diag;
+    struct plx__diag_state *d = plx__diag_of(c);
     if (!d)
         return;
     if (d->lf) {
@@ -235,7 +237,7 @@ static void slot_write(struct plx__diag_slot *s, const struct plx__fp *fp, uint6
 
 /* The call of seq1 - 1 from its slot: 0 when there is none (seq1 0) or
  * the slot has moved on to a newer operation. */
-static int slot_read(const struct plx__diag *d, uint64_t seq1, struct plx__diag_slot *out)
+static int slot_read(const struct plx__diag_state *d, uint64_t seq1, struct plx__diag_slot *out)
 {
     if (seq1 == 0)
         return 0;
@@ -262,7 +264,7 @@ static int slot_read(const struct plx__diag *d, uint64_t seq1, struct plx__diag_
 }
 
 /* Running: the newest posted operation, unless it completed. */
-static int running_slot(const struct plx__diag *d, struct plx__diag_slot *out)
+static int running_slot(const struct plx__diag_state *d, struct plx__diag_slot *out)
 {
     uint64_t p1 = __atomic_load_n(&d->posted1, __ATOMIC_ACQUIRE);
     return p1 > __atomic_load_n(&d->done1, __ATOMIC_RELAXED) && slot_read(d, p1, out);
@@ -270,7 +272,7 @@ static int running_slot(const struct plx__diag *d, struct plx__diag_slot *out)
 
 static void post_as(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes, uint32_t state)
 {
-    struct plx__diag *d = c->diag;
+    struct plx__diag_state *d = plx__diag_of(c);
     if (!d)
         return;
     uint64_t now = plx__clock_coarse_ns(); /* the ledger says seconds: tick resolution is plenty */
@@ -308,7 +310,7 @@ void plx__ledger_post_running(struct plx_comm *c, const struct plx__fp *fp, uint
 
 void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state)
 {
-    struct plx__diag *d = c->diag;
+    struct plx__diag_state *d = plx__diag_of(c);
     if (!d)
         return;
     uint64_t now = plx__clock_coarse_ns();
@@ -342,14 +344,14 @@ void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state)
 
 int plx__diag_store_usable(const struct plx_comm *c)
 {
-    return c->store && c->diag && !__atomic_load_n(&c->diag->store_off, __ATOMIC_RELAXED);
+    return c->store && c->diag && !__atomic_load_n(&plx__diag_of(c)->store_off, __ATOMIC_RELAXED);
 }
 
 void plx__diag_store_done(struct plx_comm *c, uint64_t t0, int rc)
 {
     if (rc >= 0 && plx__clock_ns() - t0 < 2000000000u)
         return;
-    if (!__atomic_exchange_n(&c->diag->store_off, 1, __ATOMIC_RELAXED))
+    if (!__atomic_exchange_n(&plx__diag_of(c)->store_off, 1, __ATOMIC_RELAXED))
         plx__log(PLX_LOG_WARN, "core", "'%s': the store %s; rank %d stops publishing its position there", c->name,
                  rc < 0 ? "failed" : "took over 2 s", c->rank);
 }
@@ -365,7 +367,7 @@ struct pos {
 
 static void publish(struct plx_comm *c, uint64_t now)
 {
-    struct plx__diag *d = c->diag;
+    struct plx__diag_state *d = plx__diag_of(c);
     /* Nothing recorded (the none table): no position rather than a wrong one. */
     if (!plx__diag_store_usable(c) || !d->records)
         return;
@@ -438,10 +440,10 @@ static int differs(const struct plx__fp *mine, const struct pos *p, struct plx__
     return 0;
 }
 
-int plx__diag_slow_wait(struct plx_comm *c, uint64_t waited_ns, int peer)
+int plx__ledger_slow_wait(struct plx_comm *c, uint64_t waited_ns, int peer)
 {
-    struct plx__diag *d = c->diag;
-    if (!d || waited_ns < d->slow_ns || !plx__diag_store_usable(c))
+    struct plx__diag_state *d = plx__diag_of(c);
+    if (!d || waited_ns < d->pub.slow_ns || !plx__diag_store_usable(c))
         return 0;
     uint64_t now = plx__clock_ns();
     if (now < __atomic_load_n(&d->next_poll_ns, __ATOMIC_RELAXED))
@@ -574,9 +576,9 @@ static void append_positions(char *msg, size_t len, const struct pos *ps, const 
         snprintf(msg + at, len - at, "]");
 }
 
-int plx__diag_explain(struct plx_comm *c, int status, char *msg, size_t len)
+int plx__ledger_explain(struct plx_comm *c, int status, char *msg, size_t len)
 {
-    struct plx__diag *d = c->diag;
+    struct plx__diag_state *d = plx__diag_of(c);
     if (!d || !plx__diag_store_usable(c) || status == PLX_ERR_MISMATCH || status == PLX_ERR_INVALID_ARG ||
         status == PLX_ERR_UNSUPPORTED || status == PLX_ERR_INVALID_USAGE)
         return status;

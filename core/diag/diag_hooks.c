@@ -1,7 +1,8 @@
-/* diag_hooks.c - the two hook tables (diag_hooks.h): none, and full, which
- * records each operation in the ledger (ledger.c) and checks the
- * fingerprint of a generic collective in-band (fingerprint.c). */
-#include "diag_hooks.h"
+/* diag_hooks.c - the two hook tables (comm/diag_hooks.h): none, which
+ * keeps only the per-communicator hooks, and full, which also records each
+ * operation in the ledger (ledger.c) and checks the fingerprint of a
+ * generic collective in-band (fingerprint.c). */
+#include "diag.h"
 
 static void full_state(struct plx_comm *c, uint64_t seq, int state, const struct plx__fp *inband)
 {
@@ -47,16 +48,27 @@ static void full_discard(struct plx_comm *c, struct plx__fp_io *io, const struct
     plx__fp_discard(c, io, raw->release);
 }
 
-const struct plx__diag_hooks plx__diag_none = {.name = "none"};
+static unsigned checks(const struct plx_comm *c)
+{
+    const struct plx__diag_state *d = plx__diag_of(c);
+    unsigned on = d && d->inband ? PLX__DIAG_INBAND : 0u;
+    return on | (plx__fp_native_mode(c) == PLX__FP_NATIVE_EVERY ? PLX__DIAG_NATIVE_EVERY : 0u);
+}
+
+#define PER_COMM                                                                                                     \
+    .open = plx__diag_create, .close = plx__diag_destroy, .checks = checks, .native_check = plx__fp_native_check, \
+    .slow_wait = plx__ledger_slow_wait, .explain = plx__ledger_explain
+
+const struct plx__diag_hooks plx__diag_none = {.name = "none", PER_COMM};
 
 const struct plx__diag_hooks plx__diag_full = {
-    .name = "full", .post = plx__ledger_post, .state = full_state, .first_send = full_first_send,
+    .name = "full", PER_COMM, .post = plx__ledger_post, .state = full_state, .first_send = full_first_send,
     .first_recv = full_first_recv, .wait = full_wait, .discard = full_discard,
     .post_running = plx__ledger_post_running, /* full_state(RUNNING) of a native call is the ledger's alone */
 };
 
 const struct plx__diag_hooks *plx__diag_pick(const struct plx_comm *c)
 {
-    const struct plx__diag *d = c->diag;
+    const struct plx__diag_state *d = plx__diag_of(c);
     return d && d->records ? &plx__diag_full : &plx__diag_none;
 }

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "bootstrap.h"
 #include "error.h"
 
 /* The keys rank 0 puts in the job's key-value space: the store's address

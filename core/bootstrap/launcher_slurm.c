@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "bootstrap.h"
 
 /* The ports this derivation uses: above the usual ephemeral-range floor of
  * many clusters' reserved services, below Linux's ephemeral range. */

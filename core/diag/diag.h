@@ -1,5 +1,8 @@
 /* diag.h - naming what went wrong: collective fingerprints (fingerprint.c)
- * and the per-communicator ledger of recent operations (ledger.c).
+ * and the per-communicator ledger of recent operations (ledger.c). This
+ * layer sits above comm: comm reaches it only through the hook tables
+ * (diag_hooks.c) it puts in c->dh, whose type is comm's
+ * (comm/diag_hooks.h).
  *
  * A fingerprint is what every rank must agree on for one collective: its
  * sequence number, kind, dtype, reduction op, count and root. Where the core
@@ -15,49 +18,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plexus/backend.h"
+#include "diag_hooks.h"
 #include "plexus/ledger.h"
-
-struct plx_comm;
-
-/* Fields that do not apply to the kind are normalised (-1), so they never
- * make two calls differ. */
-struct plx__fp {
-    uint64_t seq;
-    uint64_t count;
-    int32_t coll, dtype, op, root;
-};
 
 enum plx__fp_native { PLX__FP_NATIVE_OFF, PLX__FP_NATIVE_TIMEOUT, PLX__FP_NATIVE_EVERY };
 
-/* The user's call, before the core rewrites it (AVG as SUM, f16 as f32). */
-struct plx__fp plx__fp_of(const struct plx_comm *c, const struct plx_coll_args *a);
-int plx__fp_equal(const struct plx__fp *x, const struct plx__fp *y);
-uint32_t plx__fp_hash(const struct plx__fp *f);
-/* "allreduce(seq 12, f32, sum, count 8)"; returns buf. */
-char *plx__fp_format(const struct plx__fp *f, char *buf, size_t len);
-/* "X on rank a does not match Y on rank b", the lower rank first so every
- * rank prints the same sentence. */
-void plx__fp_mismatch_msg(const struct plx__fp *f1, int r1, const struct plx__fp *f2, int r2, char *msg, size_t len);
-
-/* Per-communicator state (NULL-safe: diag may be absent). */
-int plx__diag_create(struct plx_comm *c, const char *job);
+/* Per-communicator state (NULL-safe: diag may be absent): the open and
+ * close hooks. job names the job in the ledger; from: a communicator whose
+ * job c shares (a split, a rebuild), or NULL. */
+int plx__diag_create(struct plx_comm *c, const struct plx_comm *from, const char *job);
 void plx__diag_destroy(struct plx_comm *c);
+/* The table c's configuration asks for (c->diag made): full, or none. */
+extern const struct plx__diag_hooks plx__diag_full;
+const struct plx__diag_hooks *plx__diag_pick(const struct plx_comm *c);
 
 /* In-band check of the generic algorithms. Dispatch and the p2p adapter
  * reach it, and the ledger's post and state below, only through the hook
- * table (diag_hooks.h). The generic collective that runs now (fp NULL: none). */
+ * table (comm/diag_hooks.h). The generic collective that runs now (fp
+ * NULL: none). */
 void plx__fp_begin(struct plx_comm *c, const struct plx__fp *fp);
 /* Does this message carry the running collective's fingerprint? */
 int plx__fp_wants(const struct plx_comm *c, int is_send, int peer, uint64_t tag);
-struct plx__fp_io;
-/* head: head_bytes in front of buf in the same message (a backend with
- * PLX_CAP_P2P_HEAD only); mem: req_size bytes for the backend's request
- * (ABI 1.5), or NULL. */
-typedef int (*plx__post_fn)(struct plx_comm *c, int is_send, int peer, void *head, size_t head_bytes, void *buf,
-                            size_t bytes, uint64_t tag, void *mem, void **req);
-typedef int (*plx__wait_fn)(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer);
-typedef void (*plx__free_fn)(struct plx_comm *c, void *req);
 /* Start the first message to / from peer of the running collective with its
  * fingerprint (post: the adapter's plain isend/irecv). */
 int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag, plx__post_fn post,
@@ -90,8 +71,10 @@ struct plx__diag_slot {
     uint64_t bytes, since_ns;
 };
 
-/* Per-communicator state of both files. */
-struct plx__diag {
+/* Per-communicator state of both files, behind the part comm reads
+ * (c->diag points at pub). */
+struct plx__diag_state {
+    struct plx__diag pub;
     int inband;               /* [core] fingerprint */
     int records;              /* inband or a ledger wanted: the full hook table (diag_hooks.h) */
     int native_mode;          /* [core] fingerprint_native */
@@ -103,7 +86,6 @@ struct plx__diag {
     char **sbounce, **rbounce; /* per peer: fingerprint.c's io + bounce buffer */
     /* Position, as published to the store ("diag/pos/<rank>"). */
     uint64_t publish_ns;      /* [core] diag_publish_ms */
-    uint64_t slow_ns;         /* a wait this long publishes and polls */
     uint64_t last_pub_ns, next_poll_ns;
     /* The newest posted and the newest completed seq + 1 (0: none yet),
      * raised with a CAS; their calls are in recent[]. Running: posted1 >
@@ -119,6 +101,11 @@ struct plx__diag {
     char job[128];            /* names the job in the ledger (store URL) */
 };
 
+static inline struct plx__diag_state *plx__diag_of(const struct plx_comm *c)
+{
+    return (struct plx__diag_state *)c->diag;
+}
+
 /* The store for diagnosis: 0 once a call failed or took over 2 s (its
  * host stopped or gone), so an error path never waits on it twice. done()
  * records a call that started at t0 (plx__clock_ns) with status rc. */
@@ -126,14 +113,6 @@ int plx__diag_store_usable(const struct plx_comm *c);
 void plx__diag_store_done(struct plx_comm *c, uint64_t t0, int rc);
 
 /* ---- ledger and positions (ledger.c) ---------------------------------- */
-/* The states of the ledger file (plexus/ledger.h). */
-enum plx__op_state {
-    PLX__OP_EMPTY = PLX_LEDGER_EMPTY,
-    PLX__OP_POSTED = PLX_LEDGER_POSTED,
-    PLX__OP_RUNNING = PLX_LEDGER_RUNNING,
-    PLX__OP_DONE = PLX_LEDGER_DONE,
-    PLX__OP_FAILED = PLX_LEDGER_FAILED,
-};
 void plx__ledger_post(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes);
 /* plx__ledger_post, then plx__ledger_state(RUNNING), in one write. */
 void plx__ledger_post_running(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes);
@@ -145,11 +124,11 @@ void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state);
  * never receives from this rank cannot see its fingerprint in-band (a
  * broadcast's tree against an allreduce's pairs). Returns 0 or an error to
  * end the wait with. */
-int plx__diag_slow_wait(struct plx_comm *c, uint64_t waited_ns, int peer);
+int plx__ledger_slow_wait(struct plx_comm *c, uint64_t waited_ns, int peer);
 /* For a failure (timeout, loss, mismatch): add to msg where the other ranks
  * are, as the store says, and turn a timeout into a mismatch when two ranks
  * report different calls for one sequence number. Returns the status to
  * report (status, or PLX_ERR_MISMATCH). */
-int plx__diag_explain(struct plx_comm *c, int status, char *msg, size_t len);
+int plx__ledger_explain(struct plx_comm *c, int status, char *msg, size_t len);
 
 #endif

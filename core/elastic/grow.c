@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "comm.h"
+#include "elastic.h"
 #include "config.h"
 #include "error.h"
 #include "log.h"

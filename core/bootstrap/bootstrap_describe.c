@@ -2,7 +2,7 @@
  * why, for plexus-info: the same resolution plx_comm_init runs. */
 #include <stdio.h>
 
-#include "comm.h"
+#include "bootstrap.h"
 #include "error.h"
 
 int plx_bootstrap_describe(const struct plx_comm_options *opt, char *buf, size_t len)

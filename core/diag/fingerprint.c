@@ -37,6 +37,7 @@
 
 #include "callname.h"
 #include "comm.h"
+#include "diag.h"
 #include "error.h"
 #include "host.h"
 #include "log.h"
@@ -75,62 +76,6 @@ struct plx__fp_io {
 #define IO_BOUNCE_AT ((sizeof(struct plx__fp_io) + 63) & ~(size_t)63)
 #define IO_REQS_AT (IO_BOUNCE_AT + ((sizeof(struct fp_wire) + FP_INLINE + 63) & ~(size_t)63))
 
-struct plx__fp plx__fp_of(const struct plx_comm *c, const struct plx_coll_args *a)
-{
-    (void)c;
-    struct plx__fp f = {.seq = a->seq, .count = a->count, .coll = a->coll, .dtype = a->dtype, .op = -1, .root = -1};
-    if (a->coll == PLX_COLL_BARRIER) {
-        f.count = 0;
-        f.dtype = -1;
-    }
-    if (plx__call_has_op(a->coll))
-        f.op = a->op;
-    if (plx__call_has_root(a->coll))
-        f.root = a->root;
-    return f;
-}
-
-int plx__fp_equal(const struct plx__fp *x, const struct plx__fp *y)
-{
-    return x->seq == y->seq && x->count == y->count && x->coll == y->coll && x->dtype == y->dtype &&
-           x->op == y->op && x->root == y->root;
-}
-
-/* A multiply-xorshift mix of the fields, word by word (a byte-wise FNV
- * cost 430 instructions per message, a third of the check). */
-uint32_t plx__fp_hash(const struct plx__fp *f)
-{
-    uint64_t v[4] = {f->seq, f->count, (uint64_t)(uint32_t)f->coll << 32 | (uint32_t)f->dtype,
-                     (uint64_t)(uint32_t)f->op << 32 | (uint32_t)f->root};
-    uint64_t h = UINT64_C(0x9e3779b97f4a7c15);
-    for (int i = 0; i < 4; i++) {
-        h = (h ^ v[i]) * UINT64_C(0xff51afd7ed558ccd);
-        h ^= h >> 33;
-    }
-    return (uint32_t)(h ^ (h >> 32));
-}
-
-char *plx__fp_format(const struct plx__fp *f, char *buf, size_t len)
-{
-    plx__call_describe(f->coll, f->seq, f->dtype, f->op, f->count, f->root, buf, len);
-    return buf;
-}
-
-void plx__fp_mismatch_msg(const struct plx__fp *f1, int r1, const struct plx__fp *f2, int r2, char *msg, size_t len)
-{
-    if (r2 < r1) {
-        const struct plx__fp *tf = f1;
-        f1 = f2;
-        f2 = tf;
-        int tr = r1;
-        r1 = r2;
-        r2 = tr;
-    }
-    char a[128], b[128];
-    snprintf(msg, len, "%s on rank %d does not match %s on rank %d", plx__fp_format(f1, a, sizeof a), r1,
-             plx__fp_format(f2, b, sizeof b), r2);
-}
-
 static void to_wire(const struct plx__fp *f, struct fp_wire *w)
 {
     *w = (struct fp_wire){.magic = FP_MAGIC, .hash = plx__fp_hash(f), .seq = f->seq, .count = f->count,
@@ -147,7 +92,7 @@ static struct plx__fp from_wire(const struct fp_wire *w)
 
 void plx__fp_begin(struct plx_comm *c, const struct plx__fp *fp)
 {
-    struct plx__diag *d = c->diag;
+    struct plx__diag_state *d = plx__diag_of(c);
     if (!d || !d->inband)
         return;
     if (fp)
@@ -157,7 +102,7 @@ void plx__fp_begin(struct plx_comm *c, const struct plx__fp *fp)
 
 int plx__fp_wants(const struct plx_comm *c, int is_send, int peer, uint64_t tag)
 {
-    const struct plx__diag *d = c->diag;
+    const struct plx__diag_state *d = plx__diag_of(c);
     if (!d || !d->cur_on || peer == c->rank || !(tag & PLX_TAG_CORE_BIT))
         return 0;
     uint64_t mine = plx__algo_tag(d->cur.seq, 0) >> 24;
@@ -167,7 +112,7 @@ int plx__fp_wants(const struct plx_comm *c, int is_send, int peer, uint64_t tag)
 }
 
 /* The peer's io and bounce buffer for this direction, made on first use. */
-static struct plx__fp_io *io_get(struct plx__diag *d, int is_send, int peer, size_t req_size)
+static struct plx__fp_io *io_get(struct plx__diag_state *d, int is_send, int peer, size_t req_size)
 {
     void **slot = (void **)&(is_send ? d->sbounce : d->rbounce)[peer];
     if (!*slot)
@@ -189,7 +134,7 @@ static int head_ok(const struct plx_comm *c)
 int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t bytes, uint64_t tag, plx__post_fn post,
                   plx__free_fn release, struct plx__fp_io **out)
 {
-    struct plx__diag *d = c->diag;
+    struct plx__diag_state *d = plx__diag_of(c);
     size_t rs = c->be->ops.req_size;
     struct plx__fp_io *io = io_get(d, is_send, peer, rs);
     if (!io)
@@ -243,7 +188,7 @@ int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t b
 /* The peer's header against ours. */
 static int check(struct plx_comm *c, struct plx__fp_io *io)
 {
-    struct plx__diag *d = c->diag;
+    struct plx__diag_state *d = plx__diag_of(c);
     struct fp_wire w;
     memcpy(&w, io->bounce, sizeof w);
     if (w.magic != FP_MAGIC)
@@ -342,7 +287,7 @@ int plx__diag_mismatch_published(struct plx_comm *c, char *msg, size_t len)
 
 int plx__fp_native_mode(const struct plx_comm *c)
 {
-    return c->diag ? c->diag->native_mode : PLX__FP_NATIVE_OFF;
+    return c->diag ? plx__diag_of(c)->native_mode : PLX__FP_NATIVE_OFF;
 }
 
 int plx__fp_native_check(struct plx_comm *c, const struct plx__fp *fp)
