@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "auth.h"
+#include "estimates.h"
 #include "tuner.h"
 #include "plexus/backend.h"
 #include "plexus/info.h"
@@ -212,6 +213,44 @@ static void show_tuner_text(void)
     printf("\n");
 }
 
+/* The [core] estimates table behind plx_comm_estimate (read as it reads
+ * it): which backend, and per collective the world sizes and bytes its
+ * rows cover. */
+static void show_estimates_text(void)
+{
+    const char *from = "", *tab = config_value_from("core", "estimates", &from);
+    if (!tab || !*tab) {
+        printf("estimates: none (core.estimates unset: plx_comm_estimate answers PLX_ERR_UNSUPPORTED)\n");
+        return;
+    }
+    struct plx__estimates t;
+    char err[600];
+    if (plx__estimates_load(&t, tab, err, sizeof err) != 0) {
+        printf("estimates: BROKEN (core.estimates, %s; plx_comm_estimate fails): %s\n", from, err);
+        plx__estimates_finish(&t);
+        return;
+    }
+    printf("estimates: %s (core.estimates, %s): backend %s", tab, from, t.backend[0] ? t.backend : "any");
+    for (int i = 0; i < t.n; i++) {
+        const struct plx__estimate_row *r = &t.rows[i], *prev = i ? r - 1 : NULL;
+        if (prev && prev->coll == r->coll && prev->ranks == r->ranks)
+            continue;
+        int last = i;
+        while (last + 1 < t.n && t.rows[last + 1].coll == r->coll && t.rows[last + 1].ranks == r->ranks)
+            last++;
+        if (prev && prev->coll == r->coll)
+            printf(", %d ranks", r->ranks);
+        else
+            printf("; %s at %d ranks", plx__estimates_coll_name(r->coll), r->ranks);
+        if (t.rows[last].bytes == r->bytes)
+            printf(" (%zu B)", r->bytes);
+        else
+            printf(" (%zu..%zu B)", r->bytes, t.rows[last].bytes);
+    }
+    printf("\n");
+    plx__estimates_finish(&t);
+}
+
 /* Whether the tcp:// store and the tcp transport authenticate their peers,
  * decided by the policy they apply themselves (plx__auth_policy): per side
  * 1 (it proves the job secret), 0 (plain protocol) or -1 (plx_comm_init
@@ -349,6 +388,7 @@ static void text_trailer(void)
     plx_bootstrap_describe(NULL, boot, sizeof boot);
     printf("bootstrap: %s\n", boot);
     show_tuner_text();
+    show_estimates_text();
     char why[200];
     plx_plugin_copy_measure(why, sizeof why);
     printf("bulk copies between misaligned buffers (plugins, measured per process): %s\n", why);

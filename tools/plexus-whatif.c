@@ -3,11 +3,16 @@
  * timing-only mode (ranks are coroutines of one thread; messages carry sizes
  * and virtual times, not their bytes) and prints, per size, each
  * algorithm's modelled time, algbw and busbw (nccl-tests columns) and the
- * fastest one.
+ * fastest one. Also allgather, reduce_scatter, broadcast and barrier, and
+ * the tables the core reads: [core] tuner (the fastest allreduce by size)
+ * and [core] estimates (the time of the core's own choice, for
+ * plx_comm_estimate).
  *
  *   plexus-whatif --ranks 1024 --hosts 128 --inter-latency 5us \
  *                 --inter-bandwidth 12G -b 8 -e 64M --csv out.csv
  *   plexus-whatif --model calib-tcp.ini --ranks 4 --coll allgather --algos auto
+ *   plexus-whatif --model calib-tcp.ini --ranks 4 --coll allreduce,allgather,reduce_scatter,broadcast,barrier \
+ *                 --emit-tuning tuning.txt --emit-estimates estimates.txt --backend tcp
  *
  * With --model, the model's keys come from that [sim] drop-in (as
  * bench/calibrate.py writes it) and only the options given override them.
@@ -25,11 +30,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "plexus/backend.h"
 #include "plexus/plexus.h"
 
-enum { MAX_ALGOS = 8, N_MODEL_KEYS = 11 };
+enum { MAX_ALGOS = 8, N_MODEL_KEYS = 11, MAX_COLLS = 8 };
 #define RANK_STACK ((size_t)256 << 10)
 
 /* The model's keys and their defaults without --model; given[i]: on the
@@ -42,16 +48,19 @@ enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW, K_C
        K_NATIVE };
 
 struct opts {
-    int ranks, hosts, allgather, payload;
+    int ranks, hosts, payload;
+    int coll;                   /* the collective now swept (enum plx_coll), one of colls */
+    int colls[MAX_COLLS], ncoll;
     size_t minb, maxb;
     double factor;
     const char *val[N_MODEL_KEYS];
     int given[N_MODEL_KEYS];
-    const char *csv, *model, *reduce_bw, *tuning;
+    const char *csv, *model, *reduce_bw, *tuning, *estimates, *backend;
     const char *algos[MAX_ALGOS];
     int nalgo;
 };
 static struct opts O = {.ranks = 1024, .hosts = 1, .minb = 8, .maxb = 64u << 20, .factor = 2,
+                        .coll = PLX_COLL_ALLREDUCE, .colls = {PLX_COLL_ALLREDUCE}, .ncoll = 1,
                         .val = {NULL, "1us", "50G", "5us", "12G", "0", "0", "0ns", "0", "0", "none"},
                         .algos = {"ring", "recdbl", "tree", "rabenseifner"}, .nalgo = 4};
 static double (*model_clock)(void);
@@ -113,17 +122,37 @@ static int load_sim(void)
     return 0;
 }
 
-/* One collective of count floats per rank on comm; 0 or the error. */
+/* Whether a row's buffer is a block per rank (count each), as plexus-bench
+ * sizes the row: the gathered output, the scattered input. */
+static int per_rank_blocks(void)
+{
+    return O.coll == PLX_COLL_ALLGATHER || O.coll == PLX_COLL_REDUCE_SCATTER;
+}
+
+/* Whether a size's run does anything: a barrier moves no data. */
+static int runs(size_t count)
+{
+    return count > 0 || O.coll == PLX_COLL_BARRIER;
+}
+
+/* One collective of count floats per rank (in place) on comm; 0 or the error. */
 static int one_op(struct job *j, struct plx_comm *comm, int rank, size_t count)
 {
-    size_t n = O.allgather ? count * (size_t)O.ranks : count;
+    size_t n = per_rank_blocks() ? count * (size_t)O.ranks : count;
     int exact = O.payload || count * sizeof(float) <= PLX_TIMING_EXACT_BYTES;
     float *buf = exact ? calloc(n ? n : 1, sizeof *buf) : j->shared;
-    int rc = buf ? 0 : PLX_ERR_NOMEM;
-    if (!rc && O.allgather)
-        rc = plx_allgather(comm, buf + (size_t)rank * count, buf, count, PLX_F32);
-    else if (!rc)
-        rc = plx_allreduce(comm, buf, buf, count, PLX_F32, PLX_SUM);
+    if (!buf)
+        return PLX_ERR_NOMEM;
+    int rc;
+    switch (O.coll) {
+    case PLX_COLL_ALLGATHER: rc = plx_allgather(comm, buf + (size_t)rank * count, buf, count, PLX_F32); break;
+    case PLX_COLL_REDUCE_SCATTER:
+        rc = plx_reduce_scatter(comm, buf, buf + (size_t)rank * count, count, PLX_F32, PLX_SUM);
+        break;
+    case PLX_COLL_BROADCAST: rc = plx_broadcast(comm, buf, count, PLX_F32, 0); break;
+    case PLX_COLL_BARRIER: rc = plx_barrier(comm); break;
+    default: rc = plx_allreduce(comm, buf, buf, count, PLX_F32, PLX_SUM); break;
+    }
     if (exact)
         free(buf);
     return rc;
@@ -146,8 +175,14 @@ static void rank_main(int rank, void *arg)
     struct plx_comm *comm = NULL;
     int rc = plx_comm_init(&o, &comm);
     j->comms[j->made++] = comm;
+    /* The first size starts from a phase too: a coroutine rank's
+     * communicator joins its world without waiting for the others, so its
+     * first collective would otherwise send to ranks that have not joined
+     * yet, which a job's ranks, out of plx_comm_init together, never do. */
+    if (!rc && run_phase() != 0)
+        rc = PLX_ERR_INTERNAL;
     for (int k = 0; k < j->nsizes; k++) {
-        if (!rc && j->counts[k])
+        if (!rc && runs(j->counts[k]))
             rc = one_op(j, comm, rank, j->counts[k]);
         j->end_ns[(size_t)k * (size_t)O.ranks + (size_t)rank] = model_clock();
         if (rc && !j->failed[k]++)
@@ -168,7 +203,7 @@ static float *shared_buffer(size_t count)
 {
     static float *buf;
     static size_t have;
-    size_t n = O.allgather ? count * (size_t)O.ranks : count;
+    size_t n = per_rank_blocks() ? count * (size_t)O.ranks : count;
     if (n * sizeof(float) > have) {
         if (buf)
             munmap(buf, have);
@@ -182,16 +217,18 @@ static float *shared_buffer(size_t count)
 }
 
 /* Modelled ns of a collective of counts[k] floats per rank with algo
- * ("auto": the core's choice) into ns[k], or -1, for each of n sizes. */
-static void run(const char *algo, const size_t *counts, int nsizes, double *ns)
+ * ("auto": the core's choice) into ns[k], or -1, for each of n sizes.
+ * as_job: as a job with the configuration would run it, through the
+ * [core] tuner table tuner where not NULL; else without the core's
+ * in-band fingerprint, as every rank runs the same call and the
+ * fingerprint's per-peer buffers would cost each rank kilobytes per peer. */
+static void run(const char *algo, int as_job, const char *tuner, const size_t *counts, int nsizes, double *ns)
 {
     static int serial;
-    char kv[N_MODEL_KEYS + 2][128];
-    /* No in-band fingerprint: every rank runs the same call, and its
-     * per-peer buffers would cost each rank kilobytes per peer. */
-    const char *ov[N_MODEL_KEYS + 8] = {"sim.model=true", O.payload ? "sim.model_payload=true" : "sim.model_payload=false",
-                                        "core.ledger_entries=0", "core.fingerprint=false"};
-    int n = 4;
+    char kv[N_MODEL_KEYS + 2][128], tuner_kv[4200];
+    const char *ov[N_MODEL_KEYS + 9] = {"sim.model=true", O.payload ? "sim.model_payload=true" : "sim.model_payload=false",
+                                        "core.ledger_entries=0", as_job ? NULL : "core.fingerprint=false"};
+    int n = as_job ? 3 : 4;
     if (strcmp(algo, "auto")) {
         snprintf(kv[N_MODEL_KEYS], sizeof kv[0], "core.allreduce_algo=%s", algo);
         ov[n++] = kv[N_MODEL_KEYS];
@@ -199,6 +236,10 @@ static void run(const char *algo, const size_t *counts, int nsizes, double *ns)
     if (O.reduce_bw) {
         snprintf(kv[N_MODEL_KEYS + 1], sizeof kv[0], "sim.model_reduce_bandwidth=%s", O.reduce_bw);
         ov[n++] = kv[N_MODEL_KEYS + 1];
+    }
+    if (tuner) {
+        snprintf(tuner_kv, sizeof tuner_kv, "core.tuner=%s", tuner);
+        ov[n++] = tuner_kv;
     }
     for (int k = 0; k < N_MODEL_KEYS; k++)
         if (O.given[k] || !O.model) {
@@ -230,7 +271,7 @@ static void run(const char *algo, const size_t *counts, int nsizes, double *ns)
         for (int i = 0; i < O.ranks; i++)
             t = j.end_ns[(size_t)k * (size_t)O.ranks + (size_t)i] > t ? j.end_ns[(size_t)k * (size_t)O.ranks + (size_t)i]
                                                                       : t;
-        ns[k] = j.failed[k] || rc || !counts[k] ? -1 : t;
+        ns[k] = j.failed[k] || rc || !runs(counts[k]) ? -1 : t;
     }
     free(j.end_ns);
 }
@@ -254,7 +295,9 @@ static void usage(FILE *f)
                "  --hosts H               hosts, N/H consecutive ranks each (default 1)\n"
                "  --model FILE            the model's keys from this [sim] drop-in; the options below\n"
                "                          that are given override it\n"
-               "  --coll C                allreduce (default) or allgather (rows: bytes each rank receives)\n"
+               "  --coll LIST             allreduce (default), allgather, reduce_scatter, broadcast, barrier,\n"
+               "                          comma-separated; rows sized as plexus-bench sizes them (allgather: the\n"
+               "                          bytes each rank receives, reduce_scatter: those each rank reduces)\n"
                "  --algos LIST            allreduce algorithms, comma-separated (default ring,recdbl,tree,\n"
                "                          rabenseifner; auto: the core's own choice)\n"
                "  --intra-latency T       within a host (default 1us)\n"
@@ -280,6 +323,12 @@ static void usage(FILE *f)
                "  --emit-tuning FILE      write the fastest allreduce algorithm by size as a [core] tuner table\n"
                "                          (allreduce RANKS FROM_BYTES ALGORITHM: a row where the fastest changes;\n"
                "                          tables of several --ranks concatenate in ascending order)\n"
+               "  --emit-estimates FILE   write each --coll's modelled time by size of what the core would run\n"
+               "                          (its own choice; with --emit-tuning, through that table) as a [core]\n"
+               "                          estimates table for plx_comm_estimate (COLL RANKS BYTES SECONDS; tables\n"
+               "                          of several --ranks concatenate)\n"
+               "  --backend NAME          the backend the model stands for (tcp, shm): the estimates table holds\n"
+               "                          to it (default: a table for every backend)\n"
                "Bandwidths take K, M, G suffixes (powers of 1024, bytes per second).\n");
 }
 
@@ -301,6 +350,27 @@ static int parse_algos(char *list)
     return O.nalgo ? 0 : -1;
 }
 
+/* Split a comma-separated list of collectives into O.colls; 0 or -1. */
+static int parse_colls(char *list)
+{
+    static const int known[] = {PLX_COLL_ALLREDUCE, PLX_COLL_ALLGATHER, PLX_COLL_REDUCE_SCATTER, PLX_COLL_BROADCAST,
+                                PLX_COLL_BARRIER};
+    O.ncoll = 0;
+    for (char *save = NULL, *a = strtok_r(list, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+        int coll = -1;
+        for (size_t k = 0; k < sizeof known / sizeof *known; k++)
+            if (!strcmp(a, plx_coll_name(known[k])))
+                coll = known[k];
+        if (coll < 0 || O.ncoll == MAX_COLLS) {
+            fprintf(stderr, "plexus-whatif: --coll: '%s' is not one of allreduce, allgather, reduce_scatter, "
+                            "broadcast, barrier\n", a);
+            return -1;
+        }
+        O.colls[O.ncoll++] = coll;
+    }
+    return O.ncoll ? 0 : -1;
+}
+
 static void set_key(int k, const char *v)
 {
     O.val[k] = v;
@@ -318,7 +388,8 @@ static int parse_args(int argc, char **argv)
         {"coll", 1, 0, 'c'},          {"algos", 1, 0, 'g'},           {"reduce-bandwidth", 1, 0, 'G'},
         {"stepfactor", 1, 0, 'f'},    {"cores-per-host", 1, 0, 'K'}, {"emit-tuning", 1, 0, 'T'},
         {"wake-latency", 1, 0, 'L'},  {"intra-cache", 1, 0, 'X'},   {"intra-memory-bandwidth", 1, 0, 'Y'},
-        {"intra-native", 1, 0, 'N'}, {"payload", 0, 0, 'P'},
+        {"intra-native", 1, 0, 'N'}, {"payload", 0, 0, 'P'},  {"emit-estimates", 1, 0, 'E'},
+        {"backend", 1, 0, 'B'},
         {0, 0, 0, 0},
     };
     int ch, hosts_given = 0;
@@ -337,6 +408,8 @@ static int parse_args(int argc, char **argv)
         case 'Y': set_key(K_MEMORY, optarg); break;
         case 'N': set_key(K_NATIVE, optarg); break;
         case 'T': O.tuning = optarg; break;
+        case 'E': O.estimates = optarg; break;
+        case 'B': O.backend = optarg; break;
         case 'P': O.payload = 1; break;
         case 'G': O.reduce_bw = optarg; break;
         case 'b': O.minb = parse_size(optarg); break;
@@ -345,11 +418,8 @@ static int parse_args(int argc, char **argv)
         case 'C': O.csv = optarg; break;
         case 'M': O.model = optarg; break;
         case 'c':
-            if (strcmp(optarg, "allreduce") && strcmp(optarg, "allgather")) {
-                fprintf(stderr, "plexus-whatif: --coll takes allreduce or allgather, not '%s'\n", optarg);
+            if (parse_colls(optarg) != 0)
                 return 2;
-            }
-            O.allgather = !strcmp(optarg, "allgather");
             break;
         case 'g':
             if (parse_algos(optarg) != 0)
@@ -364,11 +434,18 @@ static int parse_args(int argc, char **argv)
         fprintf(stderr, "plexus-whatif: need --ranks >= 2 divisible by --hosts, 4 <= -b <= -e and -f > 1\n");
         return 2;
     }
+    int allreduce = 0;
+    for (int c = 0; c < O.ncoll; c++)
+        allreduce |= O.colls[c] == PLX_COLL_ALLREDUCE;
     for (int a = 0; O.tuning && a < O.nalgo; a++)
-        if (O.allgather || !strcmp(O.algos[a], "auto")) {
+        if (!allreduce || !strcmp(O.algos[a], "auto")) {
             fprintf(stderr, "plexus-whatif: --emit-tuning compares allreduce algorithms, without auto\n");
             return 2;
         }
+    if (O.backend && !O.estimates) {
+        fprintf(stderr, "plexus-whatif: --backend names the backend of --emit-estimates' table\n");
+        return 2;
+    }
     static char rph[32];
     snprintf(rph, sizeof rph, "%d", O.ranks / O.hosts);
     O.val[K_RPH] = rph;
@@ -398,7 +475,7 @@ static int tuning_open(void)
 
 static void tuning_note(size_t bytes, int best_a)
 {
-    if (!tuning || best_a < 0 || best_a == tuning_last)
+    if (!tuning || O.coll != PLX_COLL_ALLREDUCE || best_a < 0 || best_a == tuning_last)
         return;
     fprintf(tuning, "allreduce %d %zu %s\n", O.ranks, tuning_last < 0 ? (size_t)0 : bytes, O.algos[best_a]);
     tuning_last = best_a;
@@ -417,8 +494,9 @@ static void print_header(const char *coll)
         printf("# plexus-whatif: %d ranks on %d host(s); intra %s, %s B/s; inter %s, %s B/s; injection %s B/s%s%s\n",
                O.ranks, O.hosts, O.val[K_INTRA_LAT], O.val[K_INTRA_BW], O.val[K_INTER_LAT], O.val[K_INTER_BW],
                O.val[K_INJECT_BW], O.reduce_bw ? "; reduction B/s " : "", O.reduce_bw ? O.reduce_bw : "");
-    printf("# modelled %s (float%s, in place); time in us, algbw and busbw in GB/s\n", coll,
-           O.allgather ? "" : " sum");
+    int reduces = O.coll == PLX_COLL_ALLREDUCE || O.coll == PLX_COLL_REDUCE_SCATTER;
+    printf("# modelled %s (%s); time in us, algbw and busbw in GB/s\n", coll,
+           O.coll == PLX_COLL_BARRIER ? "no data" : reduces ? "float sum, in place" : "float, in place");
     printf("# %10s", "size(B)");
     for (int a = 0; a < O.nalgo; a++)
         printf(" %12s %8s %8s", O.algos[a], "algbw", "busbw");
@@ -436,11 +514,11 @@ static int print_row(FILE *csv, const char *coll, size_t total, size_t count, do
     for (int a = 0; a < O.nalgo; a++) {
         double t = ns[a][k];
         if (t < 0) { /* 0 is a time: a model whose costs are all 0 */
-            printf(" %12s %8s %8s", count ? "failed" : "too small", "-", "-");
-            status = 1;
+            printf(" %12s %8s %8s", runs(count) ? "failed" : "too small", "-", "-");
+            status |= runs(count); /* a size below a float per rank is no failure */
             continue;
         }
-        double us = t / 1e3, algbw = (double)total / t, busbw = algbw * busf;
+        double us = t / 1e3, algbw = t > 0 ? (double)total / t : 0, busbw = algbw * busf;
         printf(" %12.2f %8.3f %8.3f", us, algbw, busbw);
         if (csv)
             fprintf(csv, "%d,%d,%zu,%s,%.3f,%.4f,%.4f,%s\n", O.ranks, O.hosts, total, O.algos[a], us, algbw, busbw,
@@ -452,6 +530,97 @@ static int print_row(FILE *csv, const char *coll, size_t total, size_t count, do
     }
     printf("  %s\n", best_a >= 0 ? O.algos[best_a] : "-");
     tuning_note(total, best_a);
+    return status;
+}
+
+/* The sizes of O.coll's rows: counts (floats per rank, or per block) and
+ * totals (the row's bytes, as plexus-bench counts them); their number. */
+static int row_sizes(size_t *counts, size_t *totals)
+{
+    if (O.coll == PLX_COLL_BARRIER) {
+        counts[0] = totals[0] = 0;
+        return 1;
+    }
+    size_t blocks = per_rank_blocks() ? (size_t)O.ranks : 1;
+    int n = 0;
+    for (size_t bytes = O.minb; bytes <= O.maxb && n < MAX_SIZES; bytes = (size_t)((double)bytes * O.factor)) {
+        counts[n] = bytes / 4 / blocks;
+        totals[n] = counts[n] * 4 * blocks;
+        n++;
+    }
+    return n;
+}
+
+/* nccl-tests' bus bandwidth factor of O.coll. */
+static double bus_factor(void)
+{
+    double P = O.ranks;
+    switch (O.coll) {
+    case PLX_COLL_ALLREDUCE: return 2 * (P - 1) / P;
+    case PLX_COLL_ALLGATHER: case PLX_COLL_REDUCE_SCATTER: return (P - 1) / P;
+    default: return 1;
+    }
+}
+
+/* O.coll's table of every algorithm; 1 where a run failed. */
+static int sweep(FILE *csv)
+{
+    const char *coll = plx_coll_name(O.coll);
+    print_header(coll);
+    size_t counts[MAX_SIZES], totals[MAX_SIZES];
+    int nsizes = row_sizes(counts, totals), status = 0;
+    static double ns[MAX_ALGOS][MAX_SIZES];
+    for (int a = 0; a < O.nalgo; a++)
+        run(O.algos[a], 0, NULL, counts, nsizes, ns[a]);
+    for (int k = 0; k < nsizes; k++)
+        if (print_row(csv, coll, totals[k], counts[k], bus_factor(), ns, k) != 0)
+            status = 1;
+    return status;
+}
+
+/* The [core] estimates table: each collective's time by size of what the
+ * core would run, its own choice ("auto"), through the tuner table this
+ * run wrote where there is one, else as the configuration says (its
+ * [core] tuner and allreduce_algo); 1 where a run failed. Written beside
+ * the file and renamed over it, so a job that reads the table meanwhile
+ * reads the old one or the new one, whole. */
+static int emit_estimates(void)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", O.estimates, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        perror(tmp);
+        return 1;
+    }
+    fprintf(f, "# plexus [core] estimates table, written by plexus-whatif: the modelled time of the core's choice\n"
+               "# %d ranks, %d host(s)%s%s; allreduce through %s\n",
+            O.ranks, O.hosts, O.model ? ", model " : "", O.model ? O.model : "",
+            O.tuning ? O.tuning : "the configured choice");
+    if (O.backend)
+        fprintf(f, "backend %s\n", O.backend);
+    fprintf(f, "# COLL RANKS BYTES SECONDS\n");
+    int status = 0;
+    for (int c = 0; c < O.ncoll; c++) {
+        O.coll = O.colls[c];
+        size_t counts[MAX_SIZES], totals[MAX_SIZES];
+        double ns[MAX_SIZES];
+        int nsizes = row_sizes(counts, totals);
+        run("auto", 1, O.tuning, counts, nsizes, ns);
+        for (int k = 0; k < nsizes; k++) {
+            if (ns[k] >= 0)
+                fprintf(f, "%s %d %zu %.17g\n", plx_coll_name(O.coll), O.ranks, totals[k], ns[k] / 1e9);
+            else if (runs(counts[k]))
+                status = 1;
+        }
+    }
+    if (fclose(f) != 0 || rename(tmp, O.estimates) != 0) {
+        perror(O.estimates);
+        remove(tmp);
+        return 1;
+    }
+    printf("# estimates: %s (%s%s)\n", O.estimates, O.backend ? "backend " : "every backend",
+           O.backend ? O.backend : "");
     return status;
 }
 
@@ -484,26 +653,17 @@ int main(int argc, char **argv)
     }
     if (tuning_open() != 0)
         return 2;
-    const char *coll = O.allgather ? "allgather" : "allreduce";
     if (csv)
         fprintf(csv, "ranks,hosts,bytes,algorithm,time_us,algbw_gbs,busbw_gbs,coll\n");
-    print_header(coll);
     status = 0;
-    double busf = O.allgather ? (O.ranks - 1.0) / O.ranks : 2.0 * (O.ranks - 1) / O.ranks;
-    size_t counts[MAX_SIZES], totals[MAX_SIZES];
-    int nsizes = 0;
-    for (size_t bytes = O.minb; bytes <= O.maxb && nsizes < MAX_SIZES; bytes = (size_t)((double)bytes * O.factor)) {
-        counts[nsizes] = O.allgather ? bytes / 4 / (size_t)O.ranks : bytes / 4;
-        totals[nsizes] = O.allgather ? counts[nsizes] * 4 * (size_t)O.ranks : counts[nsizes] * 4;
-        nsizes++;
+    for (int c = 0; c < O.ncoll; c++) {
+        O.coll = O.colls[c];
+        status |= sweep(csv);
     }
-    static double ns[MAX_ALGOS][MAX_SIZES];
-    for (int a = 0; a < O.nalgo; a++)
-        run(O.algos[a], counts, nsizes, ns[a]);
-    for (int k = 0; k < nsizes; k++)
-        if (print_row(csv, coll, totals[k], counts[k], busf, ns, k) != 0)
-            status = 1;
     if ((csv && fclose(csv) != 0) || (tuning && fclose(tuning) != 0))
         status = 1;
+    /* After the tuner table is whole: the core's choice reads it. */
+    if (O.estimates)
+        status |= emit_estimates();
     return status;
 }

@@ -34,6 +34,11 @@ const struct plx__key plx__keys[] = {
      "A crossover table for allreduce_algo = auto: lines 'allreduce RANKS FROM_BYTES ALGORITHM' (what "
      "plexus-whatif --emit-tuning writes from a network model); empty: the built-in choice. Read once per "
      "communicator; a bad line fails plx_comm_init naming file:line."},
+    {"core", "estimates", PLX_KEY_STRING, "", NULL,
+     "A table of modelled collective times for plx_comm_estimate (torch's time estimation): lines 'COLL RANKS "
+     "BYTES SECONDS', and 'backend NAME' to hold it to one backend (what plexus-whatif --emit-estimates writes "
+     "from a calibrated model); empty: no estimates. Read at the first estimate, again when the file changes; a "
+     "bad line fails the estimate naming file:line."},
     {"core", "small_bytes", PLX_KEY_SIZE, "64K", NULL,
      "Messages up to this many bytes use the latency algorithm when allreduce_algo = auto."},
     {"core", "segment_bytes", PLX_KEY_SIZE, "0", NULL,

@@ -326,6 +326,20 @@ PLX_API const char *plx_comm_name(const struct plx_comm *comm);
 /* 1 if the backend runs coll natively for (dtype, op), 0 if the core's
  * generic algorithm serves it, negative if it cannot be done. */
 PLX_API int plx_comm_native(const struct plx_comm *comm, int coll, int dtype, int op);
+/* The configured model's prediction for one collective coll (enum
+ * plx_coll) of bytes on comm, in seconds, into *seconds: the time of the
+ * algorithm that would run, from the table of [core] estimates (what
+ * plexus-whatif --emit-estimates writes from a calibrated model). bytes
+ * counts as plexus-bench and nccl-tests size a row: the buffer of
+ * allreduce, broadcast and reduce, the whole gathered output of allgather
+ * (count * size elements), the whole input of reduce_scatter (count * size);
+ * barrier ignores it. Nothing runs and no rank takes part: any rank may ask,
+ * any number of times. Returns 0; PLX_ERR_UNSUPPORTED when no table is
+ * configured for comm's backend or it has no answer for this collective at
+ * comm's size or at this many bytes (plx_last_error() says which);
+ * PLX_ERR_CONFIG for a table that cannot be read (file:line); or
+ * PLX_ERR_INVALID_ARG for bad arguments. */
+PLX_API int plx_comm_estimate(const struct plx_comm *comm, int coll, size_t bytes, double *seconds);
 
 /* ---- registered (symmetric) memory ------------------------------------ */
 
