@@ -2,12 +2,8 @@
 // each where the torch built against has it (PLEXUS_TORCH_HAS_*: meson's
 // compile checks; C10D_BACKEND_HAS_*: torch's). Each maps onto one plexus
 // call; nothing is decided here that plexus decides.
-//
-// Not overridden, so torch's defaults answer: supportsTimeEstimation
-// (false: torch's _time_estimator then calls the backend's
-// _start_time_estimate/_end_time_estimate and runs nothing in between, and
-// plexus's public API has no prediction to give) and the one-sided windows
-// (supportsWindow false).
+// supportsTimeEstimation is time_estimate.cpp's. Not overridden, so
+// torch's default answers: the one-sided windows (supportsWindow false).
 #include "process_group.hpp"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>

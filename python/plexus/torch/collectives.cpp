@@ -13,6 +13,8 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(std::vector<at::Tensor> 
                                                         const c10d::BroadcastOptions &opts)
 {
     const at::Tensor &t = one(tensors, "broadcast");
+    if (estimating_)
+        return estimated(c10d::OpType::BROADCAST, PLX_COLL_BROADCAST, t.nbytes(), "broadcast", tensors);
     auto w = make_lazy(c10d::OpType::BROADCAST, tensors);
     at::Tensor buf = dense(t);
     Lazy l;
@@ -44,6 +46,8 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce(std::vector<at::Tensor> 
         return sparse_allreduce(tensors[0], opts);
     const at::Tensor &t = one(tensors, "allreduce");
     int op = redop_of(opts.reduceOp, t);
+    if (estimating_)
+        return estimated(c10d::OpType::ALLREDUCE, PLX_COLL_ALLREDUCE, t.nbytes(), "allreduce", tensors);
     auto w = make_lazy(c10d::OpType::ALLREDUCE, tensors);
     at::Tensor buf = dense(t);
     Lazy l;
@@ -67,6 +71,8 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::sparse_allreduce(at::Tensor &t, co
         refuse("sparse allreduce: only CPU tensors are supported by this build (got " + t.device().str() + ")");
     if (static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp) != c10d::ReduceOp::SUM)
         refuse("sparse allreduce supports only SUM (as gloo)");
+    if (estimating_)
+        no_estimate("sparse allreduce (its traffic depends on the tensors' nonzeros)");
     std::vector<at::Tensor> outs{t};
     auto w = make(c10d::OpType::ALLREDUCE, outs);
     int P = getSize();
@@ -113,6 +119,9 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce_coalesced(std::vector<at
         refuse("allreduce_coalesced needs at least one tensor");
     same_dtype(tensors, "allreduce_coalesced");
     int op = redop_of(opts.reduceOp, tensors[0]);
+    if (estimating_)
+        return estimated(c10d::OpType::ALLREDUCE_COALESCED, PLX_COLL_ALLREDUCE, total_bytes(tensors),
+                         "allreduce_coalesced", tensors);
     at::Tensor flat = pack(tensors, tensors[0]);
     auto w = make(c10d::OpType::ALLREDUCE_COALESCED, tensors);
     start(w, "allreduce_coalesced", plx_iallreduce(c(), flat.data_ptr(), flat.data_ptr(), flat.numel(),
@@ -146,6 +155,9 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(std::vector<st
             all.push_back(list[j]);
         }
     }
+    if (estimating_)
+        return estimated(c10d::OpType::ALLGATHER_COALESCED, PLX_COLL_ALLGATHER, total_bytes(inputs) * size_t(P),
+                         "allgather_coalesced", all);
     at::Tensor src = pack(inputs, inputs[0]);
     at::Tensor flat = at::empty({src.numel() * P}, src.options());
     auto w = make(c10d::OpType::ALLGATHER_COALESCED, all, &inputs);
@@ -160,6 +172,8 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce(std::vector<at::Tensor> &te
 {
     const at::Tensor &t = one(tensors, "reduce");
     int op = redop_of(opts.reduceOp, t);
+    if (estimating_)
+        return estimated(c10d::OpType::REDUCE, PLX_COLL_REDUCE, t.nbytes(), "reduce", tensors);
     auto w = make_lazy(c10d::OpType::REDUCE, tensors);
     at::Tensor buf = dense(t);
     Lazy l;
@@ -182,6 +196,9 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather(std::vector<std::vector<
     if (outputs.size() != 1 || int(outputs[0].size()) != getSize())
         refuse("allgather needs one list of world_size output tensors");
     same_layout(outputs[0], in, "allgather");
+    if (estimating_)
+        return estimated(c10d::OpType::ALLGATHER, PLX_COLL_ALLGATHER, in.nbytes() * size_t(getSize()), "allgather",
+                         outputs[0]);
     auto w = make(c10d::OpType::ALLGATHER, outputs[0], &inputs);
     at::Tensor src = dense(in), flat = at::empty({in.numel() * getSize()}, in.options());
     start(w, "allgather", plx_iallgather(c(), src.data_ptr(), flat.data_ptr(), in.numel(), dtype_of(in), nullptr,
@@ -199,6 +216,8 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::_allgather_base(at::Tensor &out, a
     if (out.numel() != in.numel() * getSize() || out.scalar_type() != in.scalar_type())
         refuse("_allgather_base: the output must hold world_size times the input, of its dtype");
     std::vector<at::Tensor> outs{out}, ins{in};
+    if (estimating_)
+        return estimated(c10d::OpType::_ALLGATHER_BASE, PLX_COLL_ALLGATHER, out.nbytes(), "_allgather_base", outs);
     auto w = make(c10d::OpType::_ALLGATHER_BASE, outs, &ins);
     at::Tensor src = dense(in), dst = dense(out);
     start(w, "_allgather_base", plx_iallgather(c(), src.data_ptr(), dst.data_ptr(), in.numel(), dtype_of(in),
@@ -218,6 +237,9 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::gather(std::vector<std::vector<at:
         refuse("gather needs one list of world_size output tensors on the root");
     if (is_root)
         same_layout(outputs[0], in, "gather");
+    if (estimating_)
+        return estimated(c10d::OpType::GATHER, PLX_COLL_GATHER, in.nbytes() * size_t(getSize()), "gather",
+                         is_root ? outputs[0] : std::vector<at::Tensor>{});
     auto w = make(c10d::OpType::GATHER, is_root ? outputs[0] : std::vector<at::Tensor>{}, &inputs);
     at::Tensor src = dense(in), flat;
     if (is_root)
@@ -244,6 +266,8 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::scatter(std::vector<at::Tensor> &o
         same_layout(inputs[0], out, "scatter");
         flat = pack(inputs[0], out);
     }
+    if (estimating_)
+        return estimated(c10d::OpType::SCATTER, PLX_COLL_SCATTER, out.nbytes() * size_t(getSize()), "scatter", outputs);
     auto w = make(c10d::OpType::SCATTER, outputs);
     at::Tensor dst = dense(out);
     start(w, "scatter", plx_iscatter(c(), is_root ? flat.data_ptr() : nullptr, dst.data_ptr(), out.numel(),
@@ -262,6 +286,9 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(std::vector<at::Ten
     if (inputs.size() != 1 || int(inputs[0].size()) != getSize())
         refuse("reduce_scatter needs one list of world_size input tensors");
     same_layout(inputs[0], out, "reduce_scatter");
+    if (estimating_)
+        return estimated(c10d::OpType::REDUCE_SCATTER, PLX_COLL_REDUCE_SCATTER, out.nbytes() * size_t(getSize()),
+                         "reduce_scatter", outputs);
     at::Tensor flat = pack(inputs[0], out), dst = dense(out);
     auto w = make(c10d::OpType::REDUCE_SCATTER, outputs);
     start(w, "reduce_scatter", plx_ireduce_scatter(c(), flat.data_ptr(), dst.data_ptr(), out.numel(),
@@ -279,6 +306,9 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::_reduce_scatter_base(at::Tensor &o
     int op = redop_of(opts.reduceOp, out);
     if (in.numel() != out.numel() * getSize() || out.scalar_type() != in.scalar_type())
         refuse("_reduce_scatter_base: the input must hold world_size times the output, of its dtype");
+    if (estimating_)
+        return estimated(c10d::OpType::_REDUCE_SCATTER_BASE, PLX_COLL_REDUCE_SCATTER, in.nbytes(),
+                         "_reduce_scatter_base", {out});
     std::vector<at::Tensor> outs{out};
     auto w = make(c10d::OpType::_REDUCE_SCATTER_BASE, outs);
     at::Tensor src = dense(in), dst = dense(out);
@@ -328,6 +358,11 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall_base(at::Tensor &out, at:
     check_tensor(out);
     if (in.scalar_type() != out.scalar_type())
         refuse("all_to_all_single: input and output dtypes differ");
+    // The whole input, as plexus-bench sizes an alltoall(v) row.
+    if (estimating_)
+        return estimated(c10d::OpType::ALLTOALL_BASE,
+                         out_splits.empty() && in_splits.empty() ? PLX_COLL_ALLTOALL : PLX_COLL_ALLTOALLV,
+                         in.nbytes(), "all_to_all_single", {out});
     std::vector<at::Tensor> outs{out};
     auto w = make(c10d::OpType::ALLTOALL_BASE, outs);
     at::Tensor src = dense(in), dst = dense(out);
@@ -369,6 +404,8 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall(std::vector<at::Tensor> &
         rd[j] = at_r;
         at_r += rc[j];
     }
+    if (estimating_)
+        return estimated(c10d::OpType::ALLTOALL, PLX_COLL_ALLTOALLV, total_bytes(inputs), "all_to_all", outputs);
     at::Tensor flat_in = at_s ? at::cat(flatten(inputs)) : at::empty({0}, inputs[0].options());
     at::Tensor flat_out = at::empty({int64_t(at_r)}, inputs[0].options());
     auto w = make(c10d::OpType::ALLTOALL, outputs);
@@ -381,6 +418,8 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall(std::vector<at::Tensor> &
 
 intrusive_ptr<c10d::Work> ProcessGroupPlexus::barrier(const c10d::BarrierOptions &)
 {
+    if (estimating_)
+        return estimated(c10d::OpType::BARRIER, PLX_COLL_BARRIER, 0, "barrier", {});
     auto w = make_lazy(c10d::OpType::BARRIER, {});
     Lazy l;
     l.kind = Lazy::BARRIER;
@@ -392,6 +431,10 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::barrier(const c10d::BarrierOptions
 // outcome worded as gloo words it (torch's tests match those words).
 void ProcessGroupPlexus::monitoredBarrier(const c10d::BarrierOptions &opts, bool waitAllRanks)
 {
+    if (estimating_) {
+        estimated(c10d::OpType::BARRIER, PLX_COLL_BARRIER, 0, "monitoredBarrier", {});
+        return;
+    }
     comm_->flush();
     int64_t ms = opts.timeout != c10d::kUnsetTimeout ? int64_t(opts.timeout.count()) : comm_->timeout.count();
     int me = getRank(), n = getSize(); // torch's binding has released the GIL
@@ -435,6 +478,9 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_into_tensor_coalesced(st
                    " must hold world_size times input " + std::to_string(k) + ", of its dtype");
         n.push_back(inputs[k].numel());
     }
+    if (estimating_)
+        return estimated(c10d::OpType::ALLGATHER_COALESCED, PLX_COLL_ALLGATHER, total_bytes(inputs) * size_t(P),
+                         "allgather_into_tensor_coalesced", outputs);
     at::Tensor src = pack(inputs, inputs[0]);
     int64_t S = src.numel();
     at::Tensor flat = at::empty({S * P}, src.options());
@@ -477,6 +523,9 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter_tensor_coalesced(st
         n.push_back(outputs[k].numel());
         S += n.back();
     }
+    if (estimating_)
+        return estimated(c10d::OpType::_REDUCE_SCATTER_BASE, PLX_COLL_REDUCE_SCATTER, total_bytes(inputs),
+                         "reduce_scatter_tensor_coalesced", outputs);
     std::vector<at::Tensor> parts;
     for (int r = 0; r < P; r++)
         for (size_t k = 0; k < inputs.size(); k++)

@@ -31,6 +31,15 @@ PYBIND11_MODULE(_C, m)
              "(RuntimeError, PLX_ERR_REVOKED), including ranks blocked in a collective")
         .def("alloc", &ProcessGroupPlexus::alloc, pybind11::arg("sizes"), pybind11::arg("dtype"),
              "a zeroed CPU tensor in memory every rank of this host maps (plx_mem_alloc); collective: "
-             "every rank calls it with the same shape and dtype, in the same order");
+             "every rank calls it with the same shape and dtype, in the same order")
+#ifdef PLEXUS_TORCH_HAS_TIME_ESTIMATION
+        // What torch's _time_estimator calls, by ProcessGroupNCCL's names.
+        .def("_start_time_estimate", &ProcessGroupPlexus::start_time_estimate,
+             "from here on each collective adds its modelled time ([core] estimates) and does not run")
+        .def("_end_time_estimate", &ProcessGroupPlexus::end_time_estimate,
+             "the estimated collectives' modelled time since _start_time_estimate, in microseconds; "
+             "collectives run again")
+#endif
+        ;
     m.def("version", [] { return std::string(plx_version()); });
 }

@@ -16,6 +16,8 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::send(std::vector<at::Tensor> &tens
 {
     const at::Tensor &t = one(tensors, "send");
     check_tag(tag);
+    if (estimating_)
+        return estimated(c10d::OpType::SEND, PLX_COLL_SEND, t.nbytes(), "send", {});
     auto w = make(c10d::OpType::SEND, {}, &tensors);
     at::Tensor buf = dense(t), hdr = at::full({1}, getRank(), at::kInt);
     start(w, "send", plx_isend(c(), hdr.data_ptr(), 1, PLX_I32, dst, 2 * tag, nullptr, slot(w)));
@@ -45,6 +47,8 @@ intrusive_ptr<c10d::Work> ProcessGroupPlexus::receive(std::vector<at::Tensor> &t
 {
     const at::Tensor &t = one(tensors, "recv");
     check_tag(tag);
+    if (estimating_)
+        return estimated(type, PLX_COLL_RECV, t.nbytes(), "recv", tensors);
     auto w = make(type, tensors);
     at::Tensor buf = dense(t), hdr = at::empty({1}, at::kInt);
     start(w, "recv", plx_irecv(c(), hdr.data_ptr(), 1, PLX_I32, src, 2 * tag, nullptr, slot(w)));

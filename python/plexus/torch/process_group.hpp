@@ -22,8 +22,9 @@
 // Where each part lives: process_group.cpp makes the group and starts its
 // operations; collectives.cpp the collectives; point_to_point.cpp send and
 // recv; c10d_features.cpp what c10d::Backend gained after torch 2.0 (split,
-// shrink, reconfigure, abort, getError, coalescing); work.cpp the work
-// handles; tensors.cpp the tensors' checks and packing.
+// shrink, reconfigure, abort, getError, coalescing); time_estimate.cpp
+// torch's time estimator; work.cpp the work handles; tensors.cpp the
+// tensors' checks and packing.
 #pragma once
 
 #include <torch/csrc/api/include/torch/version.h>
@@ -158,6 +159,15 @@ class ProcessGroupPlexus : public GroupBase {
     void shutdown() override;
 #endif
 
+    // torch's collective time estimator (dist._time_estimator) on the
+    // core's model ([core] estimates) (time_estimate.cpp).
+#ifdef PLEXUS_TORCH_HAS_TIME_ESTIMATION
+    bool supportsTimeEstimation() const override { return can_estimate(); }
+#endif
+    bool can_estimate() const;
+    void start_time_estimate();
+    double end_time_estimate();
+
   private:
     // How an operation starts (process_group.cpp).
     plx_comm *c() const;
@@ -189,6 +199,11 @@ class ProcessGroupPlexus : public GroupBase {
     static void check_tag(int tag);
     intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor> &tensors, int src, int tag, c10d::OpType type);
 
+    // Between start_time_estimate and end_time_estimate (time_estimate.cpp).
+    intrusive_ptr<c10d::Work> estimated(c10d::OpType type, int coll, size_t bytes, const char *what,
+                                        std::vector<at::Tensor> outputs);
+    [[noreturn]] void no_estimate(const std::string &what);
+
 #ifdef C10D_BACKEND_HAS_RECONFIGURE
     static std::string new_reconfigure_handle();
     std::string reconfigure_handle_ = new_reconfigure_handle();
@@ -196,6 +211,9 @@ class ProcessGroupPlexus : public GroupBase {
 
     intrusive_ptr<Comm> comm_;
     std::atomic<uint64_t> seq_{0};
+    // Estimating: the collectives add their modelled time and run not.
+    bool estimating_ = false;
+    double estimated_us_ = 0;
 };
 
 } // namespace plexus_torch

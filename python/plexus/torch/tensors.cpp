@@ -86,6 +86,14 @@ void same_dtype(const std::vector<at::Tensor> &v, const char *what)
     }
 }
 
+size_t total_bytes(const std::vector<at::Tensor> &v)
+{
+    size_t n = 0;
+    for (const auto &t : v)
+        n += t.nbytes();
+    return n;
+}
+
 std::vector<at::Tensor> flatten(const std::vector<at::Tensor> &v)
 {
     std::vector<at::Tensor> out;

@@ -32,6 +32,9 @@ void same_layout(const std::vector<at::Tensor> &v, const at::Tensor &like, const
 // Refuses a tensor of v whose dtype is not v[0]'s.
 void same_dtype(const std::vector<at::Tensor> &v, const char *what);
 
+// The bytes of v's tensors together.
+size_t total_bytes(const std::vector<at::Tensor> &v);
+
 // v's tensors as one-dimensional views (or copies where no view exists).
 std::vector<at::Tensor> flatten(const std::vector<at::Tensor> &v);
 
