@@ -34,6 +34,14 @@ its own test (exit 77 with the reason where this torch lacks the entry):
             all_reduce refuses until _reconfigure) and joins the 2 through
             _reconfigure, so they are 3 again; each time rank, size,
             all_reduce and broadcast are checked.
+  timeest   2 processes: dist._time_estimator on a [core] estimates table
+            that plexus-whatif --emit-estimates wrote for 2 ranks: all_reduce
+            (at a row's size and between two rows), all_gather, broadcast and
+            an async all_reduce add up to the table's times (microseconds),
+            their tensors untouched (nothing ran) and the work complete at
+            once; a reduce_scatter the table has no rows for raises naming
+            it; afterwards the same collectives run. Then again without the
+            key: supports_time_estimate False, torch's NotImplementedError.
 Exit 0 if every check passes on every rank, 1 if not.
 """
 import datetime
@@ -341,6 +349,94 @@ def case_coalesce(rank, P):
     return ck.done()
 
 
+def read_estimates(path):
+    """The rows (coll, ranks, bytes, seconds) of a [core] estimates table."""
+    rows = []
+    for line in open(path):
+        f = line.split("#")[0].split()
+        if len(f) == 4:
+            rows.append((f[0], int(f[1]), int(f[2]), float(f[3])))
+    return rows
+
+
+def estimate_of(rows, coll, ranks, nbytes):
+    """What plx_comm_estimate answers from rows: a row's seconds at its size, the straight line between the
+    two rows around nbytes otherwise (core/algo/estimates.h)."""
+    pts = sorted((b, s) for c, r, b, s in rows if c == coll and r == ranks)
+    for (b0, s0), (b1, s1) in zip(pts, pts[1:] + pts[-1:]):
+        if b0 == nbytes:
+            return s0
+        if b0 < nbytes < b1:
+            return s0 + (s1 - s0) * (nbytes - b0) / (b1 - b0)
+    raise KeyError("%s at %d ranks, %d B: not in the table" % (coll, ranks, nbytes))
+
+
+def case_timeest(rank, P):
+    import torch
+    import torch.distributed as dist
+    ck = Checks(rank)
+    init(rank, P)
+    be = backend_of(dist.group.WORLD)
+    path = os.environ.get("TIMEEST_TABLE")
+    if not path:
+        ck.check(not be.supports_time_estimate, "supports_time_estimate is True without [core] estimates")
+        try:
+            with dist._time_estimator():
+                dist.all_reduce(torch.ones(4))
+            ck.check(False, "_time_estimator did not refuse without [core] estimates")
+        except NotImplementedError as e:
+            print("rank %d: without [core] estimates: NotImplementedError: %s" % (rank, e), flush=True)
+        t = torch.ones(4)
+        dist.all_reduce(t)
+        ck.check(t.tolist() == [float(P)] * 4, "all_reduce after the refusal gave %s" % t.tolist())
+        dist.destroy_process_group()
+        return ck.done()
+    rows = read_estimates(path)
+    ck.check(be.supports_time_estimate, "supports_time_estimate is False with [core] estimates = %s" % path)
+    a = torch.full((256,), float(rank + 1))   # 1 KiB
+    c = torch.full((750,), float(rank + 1))   # 3000 B, between two rows
+    g = torch.full((64,), float(rank))        # gathered: 256 B from each rank
+    outs = [torch.full((64,), -7.0) for _ in range(P)]
+    b = torch.full((128,), float(rank + 5))
+    before = [x.clone() for x in [a, c, g, b] + outs]
+    with dist._time_estimator() as cm:
+        dist.all_reduce(a)
+        dist.all_reduce(c)
+        dist.all_gather(outs, g)
+        dist.broadcast(b, src=0)
+        w = dist.all_reduce(a, async_op=True)
+        ck.check(w.is_completed(), "an estimated all_reduce's work is not complete at once")
+        w.wait()
+    parts = [("allreduce", 1024), ("allreduce", 3000), ("allgather", 256 * P), ("broadcast", 512),
+             ("allreduce", 1024)]
+    want = sum(estimate_of(rows, coll, P, n) for coll, n in parts) * 1e6
+    got = cm.estimated_time
+    ck.check(got is not None and want > 0 and abs(got - want) <= 1e-9 * want,
+             "estimated_time %r us, want %r us (the table's %s)" % (got, want, parts))
+    ck.check(all(torch.equal(x, y) for x, y in zip(before, [a, c, g, b] + outs)),
+             "a tensor changed under _time_estimator: a collective ran")
+    print("rank %d: estimated %.3f us for %s" % (rank, got or 0, parts), flush=True)
+    r_in, r_out = torch.ones(2 * P), torch.full((2,), -7.0)
+    try:
+        with dist._time_estimator():
+            dist.reduce_scatter_tensor(r_out, r_in)
+        ck.check(False, "a reduce_scatter without rows in the table was estimated")
+    except RuntimeError as e:
+        ck.check("estimate" in str(e) and "reduce_scatter" in str(e), "the refusal does not name it: %s" % e)
+        print("rank %d: no rows: %s" % (rank, e), flush=True)
+    ck.check(r_out.tolist() == [-7.0] * 2, "the refused reduce_scatter ran: %s" % r_out.tolist())
+    dist.all_reduce(a)
+    ck.check(a.tolist() == [float(sum(r + 1 for r in range(P)))] * 256, "all_reduce after: %s" % a[:4].tolist())
+    dist.broadcast(b, src=0)
+    ck.check(b.tolist() == [5.0] * 128, "broadcast after: %s" % b[:4].tolist())
+    dist.all_gather(outs, g)
+    ck.check([o.tolist() for o in outs] == [[float(r)] * 64 for r in range(P)], "all_gather after")
+    dist.reduce_scatter_tensor(r_out, r_in)
+    ck.check(r_out.tolist() == [float(P)] * 2, "reduce_scatter after: %s" % r_out.tolist())
+    dist.destroy_process_group()
+    return ck.done()
+
+
 def handles_of(store, tag, ranks, mine, rank):
     """Every rank in ranks puts its handle under tag; all read them all."""
     store.set("%s/%d" % (tag, rank), mine)
@@ -443,7 +539,8 @@ CASES = {"split": (case_split, 4, ("split_group", None)),
          "abort": (case_abort, 2, (None, "abort")),
          "error": (case_error, 3, (None, "get_error")),
          "coalesce": (case_coalesce, 2, (None, "supports_coalescing")),
-         "reconfigure": (case_reconfigure, 3, ("_reconfigure", None))}
+         "reconfigure": (case_reconfigure, 3, ("_reconfigure", None)),
+         "timeest": (case_timeest, 2, ("_time_estimator", "supports_time_estimate"))}
 
 
 def free_port():
@@ -474,7 +571,26 @@ def main(case):
         runs = [run_case(case, P, {"SPLIT_BACKEND": b}) for b in ("gloo", "plexus")
                 if b == "plexus" or dist.is_gloo_available()]
         return 0 if all(r == 0 for r in runs) else 1
+    if case == "timeest":  # with the table, then without the key
+        return timeest(P)
     return run_case(case, P, {})
+
+
+def timeest(P):
+    import tempfile
+    whatif = os.path.join(os.environ["PLEXUS_BUILD_ROOT"], "tools", "plexus-whatif")
+    with tempfile.TemporaryDirectory() as d:
+        table = os.path.join(d, "estimates.txt")
+        cmd = [whatif, "--ranks", str(P), "--coll", "allreduce,allgather,broadcast", "-b", "8", "-e", "64K",
+               "--emit-estimates", table]
+        made = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        if made.returncode != 0:
+            print("FAIL: %s: exit %d\n%s" % (" ".join(cmd), made.returncode, made.stdout), flush=True)
+            return 1
+        print("".join(open(table).readlines()[:4]), end="", flush=True)
+        runs = [run_case("timeest", P, {"TIMEEST_TABLE": table, "PLEXUS_CORE_ESTIMATES": table}),
+                run_case("timeest", P, {})]
+    return 0 if all(r == 0 for r in runs) else 1
 
 
 def run_case(case, P, extra):

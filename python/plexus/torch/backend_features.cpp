@@ -18,6 +18,7 @@ PROBE(HasShrink, decltype(&T::shrink), decltype(&T::supportsShrinking))
 PROBE(HasError, decltype(&T::getError))
 PROBE(HasAbort, decltype(&T::abort), decltype(&T::shutdown))
 PROBE(HasCoalescing, decltype(&T::supportsCoalescing))
+PROBE(HasTimeEstimation, decltype(&T::supportsTimeEstimation))
 
 int main()
 {
@@ -26,7 +27,8 @@ int main()
         bool has;
     } entries[] = {{"SPLIT", HasSplit<c10d::Backend>::value},   {"SHRINK", HasShrink<c10d::Backend>::value},
                    {"ERROR", HasError<c10d::Backend>::value},   {"ABORT", HasAbort<c10d::Backend>::value},
-                   {"COALESCING", HasCoalescing<c10d::Backend>::value}};
+                   {"COALESCING", HasCoalescing<c10d::Backend>::value},
+                   {"TIME_ESTIMATION", HasTimeEstimation<c10d::Backend>::value}};
     for (const auto &e : entries)
         if (e.has)
             std::printf("%s\n", e.name);

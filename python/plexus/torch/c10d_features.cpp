@@ -1,14 +1,25 @@
-// process_group_c10d.inc - included inside class ProcessGroupPlexus: the
-// entries c10d::Backend gained after torch 2.0, each where the torch built
-// against has it (PLEXUS_TORCH_HAS_*: meson's compile checks). Each maps
-// onto one plexus call; nothing is decided here that plexus decides.
-//
-// reconfigure (torch 2.14's fault-tolerance API) builds a new communicator
-// among the handles given. Not overridden, so torch's defaults answer:
-// supportsTimeEstimation (false: torch's _time_estimator then calls the
-// backend's _start_time_estimate/_end_time_estimate and runs nothing in
-// between, and plexus's public API has no prediction to give) and the
-// one-sided windows (supportsWindow false).
+// c10d_features.cpp - the entries c10d::Backend gained after torch 2.0,
+// each where the torch built against has it (PLEXUS_TORCH_HAS_*: meson's
+// compile checks; C10D_BACKEND_HAS_*: torch's). Each maps onto one plexus
+// call; nothing is decided here that plexus decides.
+// supportsTimeEstimation is time_estimate.cpp's. Not overridden, so
+// torch's default answers: the one-sided windows (supportsWindow false).
+#include "process_group.hpp"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/utils/pybind.h>
+
+#include <ATen/ops/cat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <unordered_set>
+#include <variant>
+
+#include <unistd.h>
+
+namespace plexus_torch {
 
 // Runs f without the GIL if this thread holds it: torch reaches some
 // entries from Python holding it, others from C++ without.
@@ -22,86 +33,6 @@ template <typename F> static int nogil(F f)
 }
 
 #ifdef PLEXUS_TORCH_BACKEND_API
-// Several tensors of one dtype gathered by one allgather of their
-// concatenation; output k is world_size times input k, rank after rank.
-intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
-                                                          std::vector<at::Tensor> &inputs,
-                                                          const c10d::AllgatherOptions &) override
-{
-    int P = getSize();
-    if (inputs.empty() || outputs.size() != inputs.size())
-        refuse("allgather_into_tensor_coalesced needs at least one input and one output per input");
-    same_dtype(inputs, "allgather_into_tensor_coalesced");
-    std::vector<int64_t> n;
-    for (size_t k = 0; k < inputs.size(); k++) {
-        check_tensor(outputs[k]);
-        if (outputs[k].scalar_type() != inputs[k].scalar_type() || outputs[k].numel() != inputs[k].numel() * P)
-            refuse("allgather_into_tensor_coalesced: output " + std::to_string(k) +
-                   " must hold world_size times input " + std::to_string(k) + ", of its dtype");
-        n.push_back(inputs[k].numel());
-    }
-    at::Tensor src = pack(inputs, inputs[0]);
-    int64_t S = src.numel();
-    at::Tensor flat = at::empty({S * P}, src.options());
-    auto w = make(c10d::OpType::ALLGATHER_COALESCED, outputs, &inputs);
-    start(w, "allgather_into_tensor_coalesced",
-          plx_iallgather(c(), src.data_ptr(), flat.data_ptr(), size_t(S), dtype_of(inputs[0]), nullptr, slot(w)));
-    std::vector<at::Tensor> dst = outputs;
-    w->finish = [dst, flat, n, S, P]() mutable {
-        int64_t off = 0;
-        for (size_t k = 0; k < dst.size(); k++) {
-            std::vector<at::Tensor> parts;
-            for (int r = 0; r < P; r++)
-                parts.push_back(flat.narrow(0, r * S + off, n[k]));
-            dst[k].copy_(at::cat(parts).view(dst[k].sizes()));
-            off += n[k];
-        }
-    };
-    w->keep = {src, flat};
-    return w;
-}
-
-// Several reduce_scatters by one: rank r's block is every input's r-th
-// slice in turn; output k gets its part of the result.
-intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
-                                                          std::vector<at::Tensor> &inputs,
-                                                          const c10d::ReduceScatterOptions &opts) override
-{
-    int P = getSize();
-    if (inputs.empty() || outputs.size() != inputs.size())
-        refuse("reduce_scatter_tensor_coalesced needs at least one input and one output per input");
-    same_dtype(inputs, "reduce_scatter_tensor_coalesced");
-    int op = redop_of(opts.reduceOp, inputs[0]);
-    std::vector<int64_t> n;
-    int64_t S = 0;
-    for (size_t k = 0; k < inputs.size(); k++) {
-        check_tensor(outputs[k]);
-        if (outputs[k].scalar_type() != inputs[k].scalar_type() || inputs[k].numel() != outputs[k].numel() * P)
-            refuse("reduce_scatter_tensor_coalesced: input " + std::to_string(k) +
-                   " must hold world_size times output " + std::to_string(k) + ", of its dtype");
-        n.push_back(outputs[k].numel());
-        S += n.back();
-    }
-    std::vector<at::Tensor> parts;
-    for (int r = 0; r < P; r++)
-        for (size_t k = 0; k < inputs.size(); k++)
-            parts.push_back(inputs[k].reshape({-1}).narrow(0, r * n[k], n[k]));
-    at::Tensor flat = at::cat(parts), dst = at::empty({S}, inputs[0].options());
-    auto w = make(c10d::OpType::_REDUCE_SCATTER_BASE, outputs, &inputs);
-    start(w, "reduce_scatter_tensor_coalesced", plx_ireduce_scatter(c(), flat.data_ptr(), dst.data_ptr(), size_t(S),
-                                                                    dtype_of(inputs[0]), op, nullptr, slot(w)));
-    std::vector<at::Tensor> outs = outputs;
-    w->finish = [outs, dst, n]() mutable {
-        int64_t off = 0;
-        for (size_t k = 0; k < outs.size(); k++) {
-            outs[k].copy_(dst.narrow(0, off, n[k]).view(outs[k].sizes()));
-            off += n[k];
-        }
-    };
-    w->keep = {flat, dst};
-    return w;
-}
-
 // What endCoalescing returns: done when every work issued since
 // startCoalescing is, failed with the first one's error.
 class CoalescedWork : public c10d::Work {
@@ -146,7 +77,7 @@ class CoalescedWork : public c10d::Work {
 // are issued (plexus orders them per group); endCoalescing's work waits for
 // them all, which is what torch's batch_isend_irecv and
 // _coalescing_manager ask of a backend that coalesces.
-void startCoalescing() override
+void ProcessGroupPlexus::startCoalescing()
 {
     if (comm_->coalescing)
         refuse("startCoalescing: the group is already coalescing (endCoalescing first)");
@@ -154,7 +85,7 @@ void startCoalescing() override
     comm_->coalescing = true;
 }
 
-intrusive_ptr<c10d::Work> endCoalescing() override
+intrusive_ptr<c10d::Work> ProcessGroupPlexus::endCoalescing()
 {
     if (!comm_->coalescing)
         refuse("endCoalescing without startCoalescing");
@@ -165,14 +96,8 @@ intrusive_ptr<c10d::Work> endCoalescing() override
 }
 #endif
 
-#ifdef PLEXUS_TORCH_HAS_COALESCING
-bool supportsCoalescing() const override { return true; }
-#endif
-
 #ifdef PLEXUS_TORCH_HAS_SPLIT
-bool supportsSplitting() const override { return true; }
-
-c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupPlexus::getBackendOptions()
 {
     auto t = comm_->group_timeout.count() > 0 ? comm_->group_timeout : kBackendDefaultTimeout;
     return c10::make_intrusive<c10d::Backend::Options>(comm_->name, t);
@@ -182,8 +107,9 @@ c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override
 // rank calls it). ranks: this rank's new group in its new order, or a group
 // without this rank (which then takes no part and gets null). The groups
 // are disjoint, so each one's lowest rank is its plx_comm_split color.
-c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store> &, const std::vector<int> &ranks,
-                                        const c10::intrusive_ptr<c10d::Backend::Options> &) override
+c10::intrusive_ptr<c10d::Backend> ProcessGroupPlexus::split(const c10::intrusive_ptr<c10d::Store> &,
+                                                            const std::vector<int> &ranks,
+                                                            const c10::intrusive_ptr<c10d::Backend::Options> &)
 {
     auto me = std::find(ranks.begin(), ranks.end(), getRank());
     int color = PLX_UNDEFINED, key = 0;
@@ -205,15 +131,13 @@ c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store> &,
 #endif
 
 #ifdef PLEXUS_TORCH_HAS_SHRINK
-bool supportsShrinking() const override { return true; }
-
 // torch's shrink_group: plx_comm_shrink among the ranks that call it (the
 // excluded ones must not). plexus finds who is gone by itself (its failure
 // detector, or a rank not calling within shrink_wait_ms); the survivors
 // then check that it left out exactly ranks_to_exclude. SHRINK_ABORT (1 in
 // torch) revokes the group first, ending what is pending on every rank.
-c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t> &excluded, int flags,
-                                         const c10::intrusive_ptr<c10d::Backend::Options> &) override
+c10::intrusive_ptr<c10d::Backend> ProcessGroupPlexus::shrink(const std::vector<int64_t> &excluded, int flags,
+                                                             const c10::intrusive_ptr<c10d::Backend::Options> &)
 {
     int P = getSize();
     std::vector<char> gone(size_t(P), 0);
@@ -269,11 +193,7 @@ c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t> &excluded, i
 // joins survivors; the meeting's name holds the uuid and a digest of the
 // members, so two groups given one uuid do not meet each other. The old
 // communicator, which may have lost ranks, is destroyed after.
-bool supportsReconfigure() const override { return true; }
-
-c10d::ReconfigureHandle get_reconfigure_handle() const override { return reconfigure_handle_; }
-
-c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions &opts) override
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reconfigure(const c10d::ReconfigureOptions &opts)
 {
     std::vector<std::string> members;
     if (auto v = std::get_if<std::vector<c10d::ReconfigureHandle>>(&opts.handles)) {
@@ -331,21 +251,19 @@ c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions &opts)
 }
 
 // "host:pid:tag": unique among the processes that may meet again.
-static std::string new_reconfigure_handle()
+std::string ProcessGroupPlexus::new_reconfigure_handle()
 {
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     std::random_device rd;
     return std::string(host) + ":" + std::to_string(getpid()) + ":" + std::to_string(rd()) + std::to_string(rd());
 }
-
-std::string reconfigure_handle_ = new_reconfigure_handle();
 #endif
 
 #ifdef PLEXUS_TORCH_HAS_ERROR
 // The group's first failure in torch's words: TIMEOUT; REMOTE_ERROR where
 // another rank failed, was lost or revoked the group; COMM_ERROR otherwise.
-c10d::ErrorType getError() override
+c10d::ErrorType ProcessGroupPlexus::getError()
 {
     switch (comm_->error.load()) {
     case 0: return c10d::ErrorType::SUCCESS;
@@ -360,13 +278,13 @@ c10d::ErrorType getError() override
 
 #ifdef C10D_BACKEND_HAS_HOOKS
 // Called by abort() before it aborts (torch's debug-information hooks).
-void registerAbortHook(int64_t id, c10d::AbortHook hook) override
+void ProcessGroupPlexus::registerAbortHook(int64_t id, c10d::AbortHook hook)
 {
     std::lock_guard<std::mutex> lk(comm_->mu);
     comm_->abort_hooks[id] = std::move(hook);
 }
 
-void unregisterAbortHook(int64_t id) override
+void ProcessGroupPlexus::unregisterAbortHook(int64_t id)
 {
     std::lock_guard<std::mutex> lk(comm_->mu);
     comm_->abort_hooks.erase(id);
@@ -377,7 +295,7 @@ void unregisterAbortHook(int64_t id) override
 // plx_comm_abort: every pending and later operation of this rank's group
 // fails with PLX_ERR_ABORTED, one blocked in another thread too. Not queued
 // behind this rank's work: that is what it ends.
-void abort() override
+void ProcessGroupPlexus::abort()
 {
 #ifdef C10D_BACKEND_HAS_HOOKS
     std::map<int64_t, c10d::AbortHook> hooks;
@@ -394,9 +312,11 @@ void abort() override
 
 // The group is done with: what was issued starts, the completer thread
 // finishes what it holds and ends.
-void shutdown() override
+void ProcessGroupPlexus::shutdown()
 {
     comm_->flush();
     comm_->stop();
 }
 #endif
+
+} // namespace plexus_torch
