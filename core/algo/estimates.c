@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "plexus/plexus.h"
+#include "table_text.h"
 
 static const char *const coll_names[] = {
 #define COLL_NAME(kind, val, name, op, root, v) [val] = name,
@@ -29,27 +30,6 @@ int plx__estimates_coll_parse(const char *name)
         if (coll_names[c] && !strcmp(name, coll_names[c]))
             return c;
     return -1;
-}
-
-static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-/* A whole decimal number, at most max; 0 or -1. */
-static int parse_count(const char *s, unsigned long long max, unsigned long long *out)
-{
-    char *end;
-    if (!s || *s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    *out = strtoull(s, &end, 10);
-    return errno || *end || *out > max ? -1 : 0;
 }
 
 /* A finite number of seconds >= 0; 0 or -1. */
@@ -79,10 +59,10 @@ static int add_row(struct plx__estimates *t, const struct plx__estimate_row *r, 
 static int parse_backend(struct plx__estimates *t, char **f, int nf, int line, char *err, size_t len)
 {
     if (nf != 2 || strlen(f[1]) >= sizeof t->backend)
-        return fail(err, len, "%s:%d: expected 'backend NAME' (a name under %zu characters)", t->source, line,
+        return plx__table_fail(err, len, "%s:%d: expected 'backend NAME' (a name under %zu characters)", t->source, line,
                     sizeof t->backend);
     if (t->backend[0] || t->n)
-        return fail(err, len, "%s:%d: 'backend' must come once, before the rows", t->source, line);
+        return plx__table_fail(err, len, "%s:%d: 'backend' must come once, before the rows", t->source, line);
     snprintf(t->backend, sizeof t->backend, "%s", f[1]);
     return 0;
 }
@@ -90,31 +70,29 @@ static int parse_backend(struct plx__estimates *t, char **f, int nf, int line, c
 /* One non-comment line's fields: the backend or a row; 0 or -1 (err set). */
 static int parse_line(struct plx__estimates *t, char *text, int line, int *cap, char *err, size_t len)
 {
-    char *save = NULL, *f[5] = {0};
-    int nf = 0;
-    for (char *w = strtok_r(text, " \t\r\n", &save); w && nf < 5; w = strtok_r(NULL, " \t\r\n", &save))
-        f[nf++] = w;
+    char *f[5] = {0};
+    int nf = plx__table_fields(text, f, 5);
     if (nf == 0)
         return 0;
     const char *path = t->source;
     if (!strcmp(f[0], "backend"))
         return parse_backend(t, f, nf, line, err, len);
     if (nf != 4)
-        return fail(err, len, "%s:%d: expected 'COLL RANKS BYTES SECONDS' or 'backend NAME'", path, line);
+        return plx__table_fail(err, len, "%s:%d: expected 'COLL RANKS BYTES SECONDS' or 'backend NAME'", path, line);
     struct plx__estimate_row r = {.coll = plx__estimates_coll_parse(f[0]), .line = line};
     unsigned long long ranks, bytes;
     if (r.coll < 0)
-        return fail(err, len, "%s:%d: COLL '%s' is not a collective (allreduce, allgather, ...)", path, line, f[0]);
-    if (parse_count(f[1], 1u << 30, &ranks) || ranks < 1)
-        return fail(err, len, "%s:%d: RANKS '%s' is not a whole number of ranks >= 1", path, line, f[1]);
-    if (parse_count(f[2], (unsigned long long)SIZE_MAX, &bytes))
-        return fail(err, len, "%s:%d: BYTES '%s' is not a whole number of bytes", path, line, f[2]);
+        return plx__table_fail(err, len, "%s:%d: COLL '%s' is not a collective (allreduce, allgather, ...)", path, line, f[0]);
+    if (plx__table_count(f[1], 1u << 30, &ranks) || ranks < 1)
+        return plx__table_fail(err, len, "%s:%d: RANKS '%s' is not a whole number of ranks >= 1", path, line, f[1]);
+    if (plx__table_count(f[2], (unsigned long long)SIZE_MAX, &bytes))
+        return plx__table_fail(err, len, "%s:%d: BYTES '%s' is not a whole number of bytes", path, line, f[2]);
     if (parse_seconds(f[3], &r.seconds))
-        return fail(err, len, "%s:%d: SECONDS '%s' is not a number of seconds >= 0", path, line, f[3]);
+        return plx__table_fail(err, len, "%s:%d: SECONDS '%s' is not a number of seconds >= 0", path, line, f[3]);
     r.ranks = (int)ranks;
     r.bytes = (size_t)bytes;
     if (add_row(t, &r, cap))
-        return fail(err, len, "%s:%d: out of memory", path, line);
+        return plx__table_fail(err, len, "%s:%d: out of memory", path, line);
     return 0;
 }
 
@@ -137,42 +115,32 @@ static int sort_rows(struct plx__estimates *t, char *err, size_t len)
     for (int i = 1; i < t->n; i++) {
         const struct plx__estimate_row *a = &t->rows[i - 1], *b = &t->rows[i];
         if (a->coll == b->coll && a->ranks == b->ranks && a->bytes == b->bytes)
-            return fail(err, len, "%s:%d: %s at %d ranks, %zu B is on line %d already", t->source, b->line,
+            return plx__table_fail(err, len, "%s:%d: %s at %d ranks, %zu B is on line %d already", t->source, b->line,
                         coll_names[b->coll], b->ranks, b->bytes, a->line);
     }
     return 0;
 }
 
-static int read_lines(struct plx__estimates *t, FILE *f, char *err, size_t len)
+/* What plx__table_read hands each line to. */
+struct reading {
+    struct plx__estimates *t;
+    int cap;
+};
+
+static int read_line(void *ctx, char *text, int line, char *err, size_t len)
 {
-    char text[512];
-    int line = 0, cap = 0;
-    while (fgets(text, sizeof text, f)) {
-        line++;
-        if (!strchr(text, '\n') && !feof(f))
-            return fail(err, len, "%s:%d: line longer than %zu characters", t->source, line, sizeof text - 2);
-        char *hash = strchr(text, '#');
-        if (hash)
-            *hash = '\0';
-        if (parse_line(t, text, line, &cap, err, len))
-            return -1;
-    }
-    if (ferror(f))
-        return fail(err, len, "%s: cannot read the estimates table: %s", t->source, strerror(errno));
-    return 0;
+    struct reading *r = ctx;
+    return parse_line(r->t, text, line, &r->cap, err, len);
 }
 
 int plx__estimates_load(struct plx__estimates *t, const char *path, char *err, size_t len)
 {
     memset(t, 0, sizeof *t);
     snprintf(t->source, sizeof t->source, "%s", path);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return fail(err, len, "%s: cannot read the estimates table: %s", path, strerror(errno));
-    int rc = read_lines(t, f, err, len);
-    fclose(f);
+    struct reading r = {.t = t};
+    int rc = plx__table_read(path, "estimates table", read_line, &r, err, len);
     if (rc == 0 && t->n == 0)
-        rc = fail(err, len, "%s: no 'COLL RANKS BYTES SECONDS' rows", path);
+        rc = plx__table_fail(err, len, "%s: no 'COLL RANKS BYTES SECONDS' rows", path);
     if (rc == 0)
         rc = sort_rows(t, err, len);
     if (rc)
@@ -216,19 +184,19 @@ int plx__estimates_lookup(const struct plx__estimates *t, const char *backend, i
                           double *seconds, char *why, size_t len)
 {
     if (t->backend[0] && (!backend || strcmp(backend, t->backend)))
-        return fail(why, len, "%s is a table for backend %s, not %s", t->source, t->backend, backend ? backend : "?");
+        return plx__table_fail(why, len, "%s is a table for backend %s, not %s", t->source, t->backend, backend ? backend : "?");
     int end = 0, i = find_group(t, coll, ranks, &end);
     if (i < 0) {
         char have[200];
         ranks_of(t, coll, have, sizeof have);
-        return fail(why, len, "%s has no %s rows at %d ranks%s%s%s", t->source, plx__estimates_coll_name(coll), ranks,
+        return plx__table_fail(why, len, "%s has no %s rows at %d ranks%s%s%s", t->source, plx__estimates_coll_name(coll), ranks,
                     have[0] ? " (only at " : "", have, have[0] ? ")" : "");
     }
     if (coll == PLX_COLL_BARRIER)
         bytes = 0;
     const struct plx__estimate_row *lo = &t->rows[i], *hi = &t->rows[end - 1];
     if (bytes < lo->bytes || bytes > hi->bytes)
-        return fail(why, len, "%s covers %s at %d ranks from %zu to %zu B, not %zu B", t->source,
+        return plx__table_fail(why, len, "%s covers %s at %d ranks from %zu to %zu B, not %zu B", t->source,
                     plx__estimates_coll_name(coll), ranks, lo->bytes, hi->bytes, bytes);
     while (i + 1 < end && t->rows[i + 1].bytes <= bytes)
         i++;
