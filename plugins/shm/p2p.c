@@ -258,10 +258,27 @@ static void expire(struct shm_comm *c, uint64_t now)
     }
 }
 
+/* A revoke by any rank (whichever this one waits for) fails every
+ * pending request as revoked; 1 if so. */
+static int revoked_here(struct shm_comm *c)
+{
+    int by = shm__revoked_by(c);
+    if (by < 0)
+        return 0;
+    char w[120];
+    snprintf(w, sizeof w, "rank %d revoked the communicator while rank %d waited on shm", by, c->rank);
+    shm__p2p_fail_all(c, PLX_ERR_REVOKED, w);
+    shm__fail(c, PLX_ERR_REVOKED, by);
+    return 1;
+}
+
 /* Peer q is in state st (dead, left, failed): fail what waits for it. */
 static void peer_gone(struct shm_comm *c, int q, int st)
 {
     char w[120];
+    int why = __atomic_load_n(&shm__ctl(c, q)->why_code, __ATOMIC_ACQUIRE);
+    if (st == PEER_FAILED && why == PLX_ERR_REVOKED && revoked_here(c))
+        return; /* it revoked (or heard of a revoke) since sweep looked */
     shm__ring_drain(c, q); /* what it wrote before it went still counts */
     if (st == PEER_DEAD && c->lost_rank < 0) {
         c->lost_rank = q;
@@ -280,7 +297,7 @@ static void peer_gone(struct shm_comm *c, int q, int st)
                      "on shm", shm__p2p_what(r, w, sizeof w), q, c->rank);
         else
             shm__p2p_complete(c, r, PLX_ERR_REMOTE, "%s: rank %d failed (%s) while rank %d waited for it on shm", shm__p2p_what(r, w, sizeof w), q,
-                     shm__status_name(shm__ctl(c, q)->why_code), c->rank);
+                     shm__status_name(why), c->rank);
     }
     if (st == PEER_DEAD)
         shm__fail(c, PLX_ERR_PEER_LOST, q);
@@ -297,14 +314,8 @@ static void sweep(struct shm_comm *c, int now_too)
     if (now < p->next_sweep && !now_too)
         return;
     p->next_sweep = now + SWEEP_NS;
-    int by = shm__revoked_by(c); /* whichever rank this one waits for */
-    if (by >= 0) {
-        char w[120];
-        snprintf(w, sizeof w, "rank %d revoked the communicator while rank %d waited on shm", by, c->rank);
-        shm__p2p_fail_all(c, PLX_ERR_REVOKED, w);
-        shm__fail(c, PLX_ERR_REVOKED, by);
+    if (revoked_here(c))
         return;
-    }
     expire(c, now);
     /* Peers this rank waits for: is each still there? */
     int any = 0;

@@ -279,6 +279,8 @@ static int check(struct shm_op *o, uint32_t target)
         }
         if (st == SHM_STATE_FAILED) {
             int why = q->why_rank;
+            if (code == PLX_ERR_REVOKED) /* revoked since the look above */
+                return revoked(o, why >= 0 && why < c->size ? why : r);
             shm__fail(c, code == PLX_ERR_MISMATCH || code == PLX_ERR_ABORTED ? code : PLX_ERR_REMOTE, why);
             if (code == PLX_ERR_MISMATCH)
                 return mismatch_seen(o, r);
@@ -400,6 +402,8 @@ static int pieces_stalled(struct shm_op *o, int owner)
         }
         if (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) == SHM_STATE_FAILED) {
             int code = q->why_code;
+            if (code == PLX_ERR_REVOKED)
+                return revoked(o, q->why_rank >= 0 && q->why_rank < c->size ? q->why_rank : r);
             shm__fail(c, PLX_ERR_REMOTE, r);
             return shm__op_error(o, PLX_ERR_REMOTE, "%s(seq %llu): rank %d failed (%s) while rank %d waited for rank "
                                  "%d's slice to be reduced on shm", o->what, (unsigned long long)o->a->seq, r,
