@@ -631,16 +631,16 @@ static int split_place(struct plx_comm *c, int color, int key, int *new_rank, in
     return 0;
 }
 
-/* The child's store: the parent's, under the parent's keys and the child's
- * name, so a split of the next generation never meets this one's. */
-static int split_store(const struct plx_comm *c, struct plx_comm *child)
+/* The child's store: the parent's, under the parent's keys and the split's
+ * step, so a split of the next generation never meets this one's. */
+static int split_store(const struct plx_comm *c, struct plx_comm *child, const char *step)
 {
     plx__store_retain(c->base_store);
     child->base_store = c->base_store;
-    size_t n = strlen(c->key_root) + strlen(child->name) - strlen(c->name) + 1;
-    if (!(child->key_root = malloc(n)))
+    char root[512];
+    plx__child_key_root(root, sizeof root, c->key_root, step);
+    if (!(child->key_root = strdup(root)))
         return plx__err(PLX_ERR_NOMEM, "plx_comm_split: out of memory");
-    snprintf(child->key_root, n, "%s%s", c->key_root, child->name + strlen(c->name));
     return plx__store_prefixed(c->base_store, child->key_root, &child->store);
 }
 
@@ -663,8 +663,9 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
         return rc;
     uint64_t seq = c->split_seq++;
 
-    char name[512];
-    snprintf(name, sizeof name, "%s/split%llu.%d", c->name, (unsigned long long)seq, color);
+    char name[512], step[64];
+    snprintf(step, sizeof step, "/split%llu.%d", (unsigned long long)seq, color);
+    plx__child_name(name, sizeof name, c->name, step);
     int native = be == c->be && (c->caps.flags & PLX_CAP_SPLIT) && c->be->ops.comm_split;
     if (color == PLX_UNDEFINED) {
         if (native) /* the backend's split is collective over the parent */
@@ -691,7 +692,7 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
     child->local_size = n;
     child->timeout_ms = c->timeout_ms;
     child->create_deadline_ns = c->create_deadline_ns; /* inside init (hier.c): init's deadline */
-    if (c->base_store && (rc = split_store(c, child)) != 0)
+    if (c->base_store && (rc = split_store(c, child, step)) != 0)
         goto fail;
     /* The child inherits the parent's options (child->config): the backend reads them now. */
     if (native) {

@@ -84,6 +84,11 @@ struct plx_work {
     _Alignas(max_align_t) unsigned char req_mem[];
 };
 
+/* A derived communicator's name and store key root: parent + suffix, kept
+ * under a bound however long the chain (lineage.c). out: 512 bytes do. */
+void plx__child_name(char *out, size_t n, const char *parent, const char *suffix);
+void plx__child_key_root(char *out, size_t n, const char *parent, const char *suffix);
+
 /* work.c, executor.c, p2p.c */
 /* The work owns lowp from here on, also when these fail. */
 int plx__work_native(struct plx_comm *c, const struct plx_coll_args *a, int scale_avg, struct plx__lowp_avg *lowp,

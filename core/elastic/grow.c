@@ -60,9 +60,10 @@ PLX_API int plx_comm_grow(struct plx_comm *c, int size, struct plx_comm **out)
     if (rc != 0)
         return rc;
     unsigned long long epoch = (unsigned long long)c->rebuild_seq++;
-    char name[512], root[1024];
-    snprintf(name, sizeof name, "%s/grow%llu", c->name, epoch);
-    snprintf(root, sizeof root, "%s/grow%llu", c->key_root, epoch);
+    char name[512], root[512], step[64];
+    snprintf(step, sizeof step, "/grow%llu", epoch);
+    plx__child_name(name, sizeof name, c->name, step);
+    plx__child_key_root(root, sizeof root, c->key_root, step);
     if (c->rank == 0 && (rc = offer(c, size, name, root)) != 0) {
         plx__err_prefix("plx_comm_grow on '%s': offering seats to newcomers: ", c->name);
         return rc;

@@ -92,9 +92,11 @@ static int build(struct plx_comm *c, const struct plx__agree *a, unsigned long l
         rank += i < c->rank && a->alive[i];
         size += a->alive[i];
     }
-    char name[512], root[1024];
-    snprintf(name, sizeof name, "%s/shrink%llu", c->name, epoch);
-    snprintf(root, sizeof root, "%s/shrink%llu.%d", c->key_root, epoch, a->round);
+    char name[512], root[512], step[64];
+    snprintf(step, sizeof step, "/shrink%llu", epoch);
+    plx__child_name(name, sizeof name, c->name, step);
+    snprintf(step, sizeof step, "/shrink%llu.%d", epoch, a->round);
+    plx__child_key_root(root, sizeof root, c->key_root, step);
     struct plx__rebuild rb = {
         .name = name, .key_root = root, .rank = rank, .size = size, .be = c->be, .config = c->config,
         .base_store = c->base_store, .timeout_ms = c->timeout_ms, .create_ms = create_ms(a),
@@ -147,8 +149,9 @@ static int shrink_rounds(struct plx_comm *c, struct plx__agree *a, unsigned long
 static int shrink_by_backend(struct plx_comm *c, unsigned char *alive, unsigned long long epoch,
                                 struct plx_comm **out)
 {
-    char name[512];
-    snprintf(name, sizeof name, "%s/shrink%llu", c->name, epoch);
+    char name[512], step[64];
+    snprintf(step, sizeof step, "/shrink%llu", epoch);
+    plx__child_name(name, sizeof name, c->name, step);
     struct plx__rebuild rb = {
         .name = name, .rank = -1, .size = -1, .be = c->be, .config = c->config, .timeout_ms = c->timeout_ms,
         .create_ms = c->timeout_ms,
