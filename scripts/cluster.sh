@@ -16,7 +16,8 @@
 #       its suffix, tools/bench_output.h's format)
 #   sh scripts/cluster.sh [options] exec -- CMD...
 #       run CMD once in every host's namespace with HOST, HOSTS, HOST_ADDR,
-#       MASTER_ADDR and CLUSTER_RATE set; waits for all
+#       MASTER_ADDR, CLUSTER_RATE, CLUSTER_NET (the first three octets) and
+#       CLUSTER_NETNS (host i's namespace: that and i) set; waits for all
 # Options: -n HOSTS (8), -r RATE (tc units, 1gbit; 0: unshaped), -p
 # RANKS_PER_HOST (2), -t SECONDS (a limit on what runs inside, 300).
 # Needs root, ip, tc, unshare and python3 (scripts/cluster_link.py measures the
@@ -183,7 +184,7 @@ run_all() { # command...
     i=0
     while [ $i -lt "$HOSTS" ]; do
         (in_host $i env HOST=$i HOSTS="$HOSTS" HOST_ADDR="$(addr $i)" MASTER_ADDR="$(addr 0)" \
-            CLUSTER_RATE="$RATE" "$@" >"$tmp/h$i" 2>&1; echo $? >"$tmp/h$i.rc") &
+            CLUSTER_RATE="$RATE" CLUSTER_NETNS="$(ns '')" CLUSTER_NET="10.88.$net" "$@" >"$tmp/h$i" 2>&1; echo $? >"$tmp/h$i.rc") &
         i=$((i + 1))
     done
     watch "$tmp/h" "$HOSTS"
