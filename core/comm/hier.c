@@ -76,14 +76,6 @@ int plx__hier_select(const struct plx_config *v, const char *spec, int place, st
     return rc;
 }
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211u;
-    return h;
-}
-
 static void hier_free(struct plx__hier *h)
 {
     if (!h)
@@ -115,7 +107,7 @@ int plx__hier_setup(struct plx_comm *c, struct plx__backend *intra_be)
         snprintf(id, sizeof id, "modelled %s", modelled);
     else
         plx_common_host_identity(id, sizeof id);
-    uint64_t mine = fnv1a(id);
+    uint64_t mine = plx__str_digest(id);
     if ((rc = plx_allgather(c, &mine, ids, 1, PLX_U64)) != 0)
         goto fail;
     int count[1024] = {0};

@@ -13,11 +13,14 @@
 
 enum { NAME_MAX_CHARS = 128, ROOT_MAX_CHARS = 256 };
 
-static uint64_t fnv1a(const char *s)
+/* FNV-1a's step; the offset basis is the one hier.c's host digests have
+ * always used (one digit short of the published one: harmless, and the
+ * same on every rank of every version). */
+uint64_t plx__str_digest(const char *s)
 {
-    uint64_t h = 14695981039346656037ull;
+    uint64_t h = 1469598103934665603u;
     for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
     return h;
 }
 
@@ -30,7 +33,7 @@ static void child_of(char *out, size_t n, const char *parent, const char *suffix
     size_t head = strcspn(parent, "/");
     if (head > 32)
         head = 32;
-    snprintf(out, n, "%.*s/~%016llx%s", (int)head, parent, (unsigned long long)fnv1a(parent), suffix);
+    snprintf(out, n, "%.*s/~%016llx%s", (int)head, parent, (unsigned long long)plx__str_digest(parent), suffix);
 }
 
 void plx__child_name(char *out, size_t n, const char *parent, const char *suffix)

@@ -63,6 +63,14 @@ void shm__mark_failed(struct shm_comm *c, int status, int lost_rank)
     shm__wake_all(c);
 }
 
+/* The rank that revoked, as rank r (FAILED with REVOKED) names it: itself
+ * when it revoked, else the one it heard of. */
+static int revoker_named_by(struct shm_comm *c, int r)
+{
+    int by = shm__ctl(c, r)->why_rank;
+    return by >= 0 && by < c->size ? by : r;
+}
+
 /* A rank that revoked comm, or heard of it, is FAILED with that code and
  * names the rank that revoked in why_rank: whoever sees any of them stops. */
 int shm__revoked_by(struct shm_comm *c)
@@ -70,7 +78,7 @@ int shm__revoked_by(struct shm_comm *c)
     for (int r = 0; r < c->size; r++) {
         struct shm_ctl *q = shm__ctl(c, r);
         if (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) == SHM_STATE_FAILED && q->why_code == PLX_ERR_REVOKED)
-            return q->why_rank >= 0 && q->why_rank < c->size ? q->why_rank : r;
+            return revoker_named_by(c, r);
     }
     return -1;
 }
@@ -280,7 +288,7 @@ static int check(struct shm_op *o, uint32_t target)
         if (st == SHM_STATE_FAILED) {
             int why = q->why_rank;
             if (code == PLX_ERR_REVOKED) /* revoked since the look above */
-                return revoked(o, why >= 0 && why < c->size ? why : r);
+                return revoked(o, revoker_named_by(c, r));
             shm__fail(c, code == PLX_ERR_MISMATCH || code == PLX_ERR_ABORTED ? code : PLX_ERR_REMOTE, why);
             if (code == PLX_ERR_MISMATCH)
                 return mismatch_seen(o, r);
@@ -403,7 +411,7 @@ static int pieces_stalled(struct shm_op *o, int owner)
         if (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) == SHM_STATE_FAILED) {
             int code = q->why_code;
             if (code == PLX_ERR_REVOKED)
-                return revoked(o, q->why_rank >= 0 && q->why_rank < c->size ? q->why_rank : r);
+                return revoked(o, revoker_named_by(c, r));
             shm__fail(c, PLX_ERR_REMOTE, r);
             return shm__op_error(o, PLX_ERR_REMOTE, "%s(seq %llu): rank %d failed (%s) while rank %d waited for rank "
                                  "%d's slice to be reduced on shm", o->what, (unsigned long long)o->a->seq, r,
