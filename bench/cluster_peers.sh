@@ -18,7 +18,9 @@ PEERS=${PEERS:-plexus-auto plexus-ring openmpi gloo}
 cluster="sh $here/../scripts/cluster.sh -n $HOSTS -p $RPH -r $RATE -t 1200"
 mkdir -p "$out"
 uptime >"$out/load.txt"
-sh "$here/../scripts/cluster.sh" -n 2 -r "$RATE" check >"$out/link.txt"
+rc=0
+sh "$here/../scripts/cluster.sh" -n 2 -r "$RATE" check >"$out/link.txt" 2>&1 || rc=$?
+[ $rc = 0 ] || { cat "$out/link.txt"; echo "cluster_peers.sh: the link check failed ($rc)"; exit $rc; }
 echo "peer,bytes,rep,time_us" >"$out/runs.csv"
 plexus() { # ALGO (auto: the tuner's choice) rep
     for b in $SIZES; do
@@ -31,9 +33,10 @@ for r in csv.DictReader(open(sys.argv[1])):
             "$out/p.csv" "plexus-$1" "$2" >>"$out/runs.csv"
     done
 }
-peer_lines() { # peer rep: "[host 0] BYTES US" lines from last.log
-    sed -n 's/^\[host 0\] \([0-9]*\) \([0-9.]*\)$/\1 \2/p' "$out/last.log" |
-        while read -r b t; do echo "$1,$b,$2,$t"; done >>"$out/runs.csv"
+peer_lines() { # peer rep: "[host 0] BYTES US" lines from last.log, one per size
+    sed -n 's/^\[host 0\] \([0-9]*\) \([0-9.]*\)$/\1 \2/p' "$out/last.log" >"$out/last.rows"
+    [ "$(wc -l <"$out/last.rows")" -eq "$(echo $SIZES | wc -w)" ] || return 1
+    while read -r b t; do echo "$1,$b,$2,$t"; done <"$out/last.rows" >>"$out/runs.csv"
 }
 rep=1
 while [ $rep -le "$REPS" ]; do

@@ -25,6 +25,10 @@ static int by_value(const void *x, const void *y)
 static double one_at_a_time(float *s, float *r, int n, int iters)
 {
     double *t = malloc(sizeof *t * (size_t)iters), *worst = malloc(sizeof *worst * (size_t)iters);
+    if (!t || !worst || iters < 1) {
+        fprintf(stderr, "mpi_allreduce_loop: no memory for %d times (or ITERS < 1)\n", iters);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     for (int i = 0; i < iters; i++) {
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();

@@ -14,9 +14,13 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 nps=${NP:-"2 4"} sizes=${SIZES:-"1M 16M"} reps=${REPS:-5} ops=${OPS:-15}
 export PLEXUS_BACKEND=${PLEXUS_BACKEND:-tcp} PLEXUS_CONFIG_PATH=${PLEXUS_CONFIG_PATH:-$build/devconfig}
 export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH}
-out=$(mktemp)
+/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || { echo "skip: no torch.distributed for /usr/bin/python3"; exit 77; }
+ompi=1
+command -v mpirun.openmpi >/dev/null 2>&1 && [ -x "$build/bench/mpi_allreduce_loop_openmpi" ] ||
+    { ompi=0; echo "# skipping Open MPI: no mpirun.openmpi or no $build/bench/mpi_allreduce_loop_openmpi"; }
+out=$(mktemp) log=$(mktemp)
 . "$src/bench/spinners.sh"
-trap 'stop_spinners; rm -f "$out"' EXIT
+trap 'stop_spinners; rm -f "$out" "$log" "$log.rows"' EXIT
 trap 'exit 130' INT TERM
 bytes_of() { case $1 in *M) echo $((${1%M} << 20)) ;; *K) echo $((${1%K} << 10)) ;; *) echo "$1" ;; esac; }
 [ "${QUIET:-0}" = 1 ] || start_spinners
@@ -25,14 +29,21 @@ echo "np,bytes,peer,rep,time_us,busbw_gbs"
 rep=1
 while [ "$rep" -le "$reps" ]; do
     for np in $nps; do
-        timeout 900 /usr/bin/python3 "$src/bench/torch_step_allreduce.py" --np "$np" --reps 1 --ops "$ops" --first-rep "$rep" \
-            --sizes "$(echo $sizes | tr ' ' ,)" 2>/dev/null | tee -a "$out"
+        if timeout 900 /usr/bin/python3 "$src/bench/torch_step_allreduce.py" --np "$np" --reps 1 --ops "$ops" \
+            --first-rep "$rep" --sizes "$(echo $sizes | tr ' ' ,)" >"$log.rows" 2>"$log"; then
+            tee -a "$out" <"$log.rows"
+        else
+            echo "# torch_step_allreduce.py failed at $np ranks, round $rep:"
+            tail -5 "$log" | sed 's/^/# /'
+        fi
+        [ "$ompi" = 1 ] || continue
         for s in $sizes; do
             b=$(bytes_of "$s")
             us=$(MPI_LOOP_EACH=1 timeout 300 mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none \
                 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-                -np "$np" "$build/bench/mpi_allreduce_loop_openmpi" "$b" "$ops" 2>/dev/null | awk 'NF == 2 { print $2 }')
-            [ -n "$us" ] && echo "$np,$b,ompitcp,$rep,$us,$(awk -v b="$b" -v t="$us" -v n="$np" \
+                -np "$np" "$build/bench/mpi_allreduce_loop_openmpi" "$b" "$ops" 2>"$log" | awk 'NF == 2 { print $2 }')
+            [ -n "$us" ] || { echo "# Open MPI failed at $np ranks, $b B, round $rep: $(tail -1 "$log")"; continue; }
+            echo "$np,$b,ompitcp,$rep,$us,$(awk -v b="$b" -v t="$us" -v n="$np" \
                 'BEGIN { printf "%.4f", b / t / 1e3 * 2 * (n - 1) / n }')" | tee -a "$out"
         done
     done
