@@ -112,11 +112,17 @@ static int rabenseifner(struct algo_ctx *x)
         vr = x->rank;
     }
     if (vr >= 0) {
+        /* Partners by distance doubling: the first, largest halves go to the
+         * nearest ranks, those of the same host where ranks are numbered host
+         * by host, and only the smaller ones cross the NICs (halving from
+         * the farthest, every rank of a host would put its half of the whole
+         * buffer on the host's NIC at once). The ranges stay contiguous: rank
+         * vr ends with the block at its bits reversed. */
         uint32_t step = 1;
         int lo = 0; /* this rank's range: blocks [lo, lo + half * 2) of p2 */
-        for (int half = p2 / 2; half >= 1; half /= 2, step++) {
-            int peer = real_rank(vr ^ half, rem);
-            int keep = vr & half ? lo + half : lo, give = vr & half ? lo : lo + half;
+        for (int bit = 1, half = p2 / 2; half >= 1; bit <<= 1, half /= 2, step++) {
+            int peer = real_rank(vr ^ bit, rem);
+            int keep = vr & bit ? lo + half : lo, give = vr & bit ? lo : lo + half;
             size_t koff = block_off(n, p2, keep), goff = block_off(n, p2, give);
             struct ring_io io = {
                 .to = peer, .from = peer,
@@ -129,8 +135,8 @@ static int rabenseifner(struct algo_ctx *x)
             cur = out;
             lo = keep;
         }
-        for (int have = 1; have < p2; have *= 2, step++) {
-            int peer = real_rank(vr ^ have, rem), plo = lo ^ have;
+        for (int have = 1; have < p2; have *= 2, step++) { /* the halving's partners, last first */
+            int peer = real_rank(vr ^ (p2 / 2 / have), rem), plo = lo ^ have;
             size_t off = block_off(n, p2, lo), poff = block_off(n, p2, plo);
             rc = plx__sendrecv(x, peer, out + off * es, (block_off(n, p2, lo + have) - off) * es, peer,
                                out + poff * es, (block_off(n, p2, plo + have) - poff) * es, step_tag(x, step, 0));

@@ -45,6 +45,7 @@ struct job {
     size_t counts[SWEEP_SIZES]; /* i32 elements of each op (per rank for allgather, reduce-scatter) */
     int nops;
     const char *const *overrides;
+    const char *const *extra; /* more [sim] or [core] keys, NULL-terminated (NULL: none) */
     char init[64];
     int size;
     void *in, *out;    /* shared by every rank */
@@ -102,9 +103,11 @@ static int run(struct job *j, const char *algo, double *times, double *wall_s)
     /* No ledger files: each rank would scan the folder of all the others.
      * No fingerprint: its header is not in the formulas. One segment per
      * step: the formulas count one message per step. */
-    const char *ov[] = {"core.ledger_entries=0", "core.fingerprint=false", "core.segment_bytes=2G",
-                        "sim.model=true", "sim.model_payload=false", "sim.model_intra_latency=2us",
-                        "sim.model_intra_bandwidth=1G", algo_kv, NULL};
+    const char *ov[16] = {"core.ledger_entries=0", "core.fingerprint=false", "core.segment_bytes=2G",
+                          "sim.model=true", "sim.model_payload=false", "sim.model_intra_latency=2us",
+                          "sim.model_intra_bandwidth=1G", algo_kv};
+    for (size_t i = 0, at = 8; j->extra && j->extra[i] && at + 1 < sizeof ov / sizeof *ov; i++)
+        ov[at++] = j->extra[i]; /* later keys win */
     j->overrides = ov;
     snprintf(j->init, sizeof j->init, "mem://scale-%d", ++counter);
     size_t max_n = 0;
@@ -249,6 +252,46 @@ static void sweep(int P, int shift)
     fflush(stdout);
 }
 
+/* Four hosts of two ranks, fast within a host, a slow NIC each: a large
+ * allreduce takes what the bytes each NIC must carry take on it, and
+ * little more. The ring's neighbours share a host but one on each host, so
+ * one flow leaves a host: 2 (P-1)/P n. Halving-doubling halves within the
+ * host first, so only the smaller halves cross, both ranks' at once:
+ * 2 n (1 - ranks per host / P), and a step's two flows one after the
+ * other on the NIC leave gaps between the steps (one message per step
+ * here), hence the fifth allowed above. Halving from the farthest partner
+ * first put twice the bytes on each NIC. */
+static void check_nic_bound(const char *algo, double nic_bytes_per_n)
+{
+    const char *const extra[] = {"sim.model_intra_bandwidth=64G", "sim.model_inter_latency=2us",
+                                 "sim.model_inter_bandwidth=128M", "sim.model_ranks_per_host=2", NULL};
+    struct job j = {.coll = PLX_COLL_ALLREDUCE, .counts = {(size_t)2 << 20}, .nops = 1, .size = 8, .extra = extra};
+    double got, wall, want = nic_bytes_per_n * 4.0 * (double)j.counts[0] * 1e9 / (double)(128 << 20);
+    int ok = run(&j, algo, &got, &wall) == 0 && got >= want * 0.99 && got <= want * 1.20;
+    printf("%s allreduce %-12s 8 MiB, 4 hosts x 2 ranks, slow NICs: model %.0f ns, the NICs' bytes %.0f ns (%+.2f%%)\n",
+           ok ? "ok  " : "FAIL", algo, got, want, 100 * (got - want) / want);
+    if (!ok)
+        failures++;
+}
+
+/* Two hosts of one rank emulated on a machine of one core
+ * (model_machine_cores): the ranks share that core, so the exchange's
+ * latency and its bytes, which the kernel copies across the emulated link
+ * as it would within a host, take twice as long as on a core each
+ * (2 alpha + 2 n beta), however fast the NICs. */
+static void check_machine_cores(void)
+{
+    const char *const extra[] = {"sim.model_inter_latency=2us", "sim.model_inter_bandwidth=64G",
+                                 "sim.model_ranks_per_host=1", "sim.model_machine_cores=1", NULL};
+    struct job j = {.coll = PLX_COLL_ALLREDUCE, .counts = {(size_t)256 << 10}, .nops = 1, .size = 2, .extra = extra};
+    double got, wall, want = 2 * ALPHA_NS + 2 * 4.0 * (double)j.counts[0] * beta_ns;
+    int ok = run(&j, "recdbl", &got, &wall) == 0 && fabs(got - want) <= 0.02 * want;
+    printf("%s allreduce recdbl       1 MiB, 2 hosts on one core: model %.0f ns, formula %.0f ns (%+.2f%%)\n",
+           ok ? "ok  " : "FAIL", got, want, 100 * (got - want) / want);
+    if (!ok)
+        failures++;
+}
+
 int main(int argc, char **argv)
 {
     beta_ns = 1e9 / (double)(1 << 30);
@@ -274,6 +317,9 @@ int main(int argc, char **argv)
         sweep(atoi(argv[2]), shift >= 1 && shift <= 8 ? shift : 1);
         return failures ? 1 : 0;
     }
+    check_machine_cores();
+    check_nic_bound("ring", 2.0 * 7 / 8);
+    check_nic_bound("rabenseifner", 2.0 * (1 - 2.0 / 8));
     const int P = 1024;
     check(P, "rabenseifner", PLX_COLL_ALLREDUCE, 1024 * 16);
     check(P, "recdbl", PLX_COLL_ALLREDUCE, 1024);
