@@ -41,6 +41,8 @@ def main():
     ap.add_argument("--hosts", type=int, default=8)
     ap.add_argument("--ranks-per-host", type=int, default=2)
     ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("--machine-cores", type=int, default=os.cpu_count(),
+                    help="the cores the emulated hosts share (default: this machine's; 0: a machine per host)")
     o = ap.parse_args()
     link = dict(l.strip().split("=", 1) for l in open(os.path.join(o.table_dir, "link.txt")) if "=" in l)
     alpha_ns = float(link["pingpong_rtt_us"]) * 1e3 / 2
@@ -56,13 +58,14 @@ def main():
         cmd = [os.path.join(o.build, "tools", "plexus-whatif"), "--model", o.model,
                "--ranks", str(o.hosts * o.ranks_per_host), "--hosts", str(o.hosts),
                "--inter-latency", "%dns" % alpha_ns, "--inter-bandwidth", "%d" % nic,
+               "--machine-cores", str(o.machine_cores),
                "--algos", ",".join(algos), "-b", str(b), "-e", str(b), "--csv", out]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         for r in csv.DictReader(open(out)):
             pred[(int(r["bytes"]), r["algorithm"])] = float(r["time_us"])
-    print("# model: %d hosts x %d ranks; NIC %.1f MB/s (%s less TCP/IP headers); cross-host latency %.1f us "
-          "(half the measured ping-pong); one-host terms from %s" %
-          (o.hosts, o.ranks_per_host, nic / 1e6, o.rate, alpha_ns / 1e3, o.model))
+    print("# model: %d hosts x %d ranks on %d shared cores; NIC %.1f MB/s (%s less TCP/IP headers); cross-host "
+          "latency %.1f us (half the measured ping-pong); one-host terms from %s" %
+          (o.hosts, o.ranks_per_host, o.machine_cores, nic / 1e6, o.rate, alpha_ns / 1e3, o.model))
     print("%10s %-13s %12s %12s %8s" % ("bytes", "algorithm", "measured_us", "model_us", "error"))
     errs = []
     with open(os.path.join(o.table_dir, "predict.csv"), "w") as f:

@@ -36,7 +36,7 @@
 #include "plexus/info.h"
 #include "plexus/plexus.h"
 
-enum { MAX_ALGOS = 8, N_MODEL_KEYS = 11, MAX_COLLS = 8 };
+enum { MAX_ALGOS = 8, N_MODEL_KEYS = 12, MAX_COLLS = 8 };
 #define RANK_STACK ((size_t)256 << 10)
 
 /* The model's keys and their defaults without --model; given[i]: on the
@@ -44,9 +44,9 @@ enum { MAX_ALGOS = 8, N_MODEL_KEYS = 11, MAX_COLLS = 8 };
 static const char *const MODEL_KEYS[N_MODEL_KEYS] = {
     "model_ranks_per_host", "model_intra_latency", "model_intra_bandwidth", "model_inter_latency",
     "model_inter_bandwidth", "model_injection_bandwidth", "model_cores_per_host", "model_wake_latency",
-    "model_intra_cache", "model_intra_memory_bandwidth", "model_intra_native"};
+    "model_intra_cache", "model_intra_memory_bandwidth", "model_intra_native", "model_machine_cores"};
 enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW, K_CORES, K_WAKE, K_CACHE, K_MEMORY,
-       K_NATIVE };
+       K_NATIVE, K_MACHINE_CORES };
 
 struct opts {
     int ranks, hosts, payload;
@@ -62,7 +62,7 @@ struct opts {
 };
 static struct opts O = {.ranks = 1024, .hosts = 1, .minb = 8, .maxb = 64u << 20, .factor = 2,
                         .coll = PLX_COLL_ALLREDUCE, .colls = {PLX_COLL_ALLREDUCE}, .ncoll = 1,
-                        .val = {NULL, "1us", "50G", "5us", "12G", "0", "0", "0ns", "0", "0", "none"},
+                        .val = {NULL, "1us", "50G", "5us", "12G", "0", "0", "0ns", "0", "0", "none", "0"},
                         .algos = {"ring", "recdbl", "tree", "rabenseifner"}, .nalgo = 4};
 static double (*model_clock)(void);
 
@@ -320,6 +320,8 @@ static void usage(FILE *f)
                "  --inter-bandwidth B/s   a host's NIC (default 12G, about 100 Gb/s)\n"
                "  --injection-bandwidth B/s  per rank (default 0: no limit)\n"
                "  --cores-per-host C      a host's cores, time-shared by more ranks (default 0: unlimited)\n"
+               "  --machine-cores C       the hosts are emulated on one machine of C cores, which all ranks\n"
+               "                          share (and messages across hosts use); default 0: a machine each\n"
                "  --wake-latency T        with more ranks than cores, a message's wait for its receiver to be\n"
                "                          woken and switched in (default 0)\n"
                "  --intra-cache B          a message within a host up to B bytes is copied in cache; a native\n"
@@ -404,7 +406,7 @@ static int parse_args(int argc, char **argv)
         {"stepfactor", 1, 0, 'f'},    {"cores-per-host", 1, 0, 'K'}, {"emit-tuning", 1, 0, 'T'},
         {"wake-latency", 1, 0, 'L'},  {"intra-cache", 1, 0, 'X'},   {"intra-memory-bandwidth", 1, 0, 'Y'},
         {"intra-native", 1, 0, 'N'}, {"payload", 0, 0, 'P'},  {"emit-estimates", 1, 0, 'E'},
-        {"backend", 1, 0, 'B'},
+        {"backend", 1, 0, 'B'},       {"machine-cores", 1, 0, 'U'},
         {0, 0, 0, 0},
     };
     int ch, hosts_given = 0;
@@ -418,6 +420,7 @@ static int parse_args(int argc, char **argv)
         case 'W': set_key(K_INTER_BW, optarg); break;
         case 'J': set_key(K_INJECT_BW, optarg); break;
         case 'K': set_key(K_CORES, optarg); break;
+        case 'U': set_key(K_MACHINE_CORES, optarg); break;
         case 'L': set_key(K_WAKE, optarg); break;
         case 'X': set_key(K_CACHE, optarg); break;
         case 'Y': set_key(K_MEMORY, optarg); break;
@@ -502,7 +505,7 @@ static void print_header(const char *coll)
         printf("# plexus-whatif: %d ranks; model %s%s\n", O.ranks, O.model,
                O.given[K_RPH] || O.given[K_INTRA_LAT] || O.given[K_INTRA_BW] || O.given[K_INTER_LAT] ||
                        O.given[K_INTER_BW] || O.given[K_INJECT_BW] || O.given[K_CORES] || O.given[K_WAKE] ||
-                       O.given[K_CACHE] || O.given[K_MEMORY] || O.given[K_NATIVE] || O.reduce_bw
+                       O.given[K_MACHINE_CORES] || O.given[K_CACHE] || O.given[K_MEMORY] || O.given[K_NATIVE] || O.reduce_bw
                    ? " with the options given over it"
                    : "");
     else

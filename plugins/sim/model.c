@@ -37,6 +37,7 @@ void sim_model_read(const struct plx_host *h, const struct plx_config *config, s
     m->on = plx_plugin_config_bool(h, config, "model", 0);
     m->ranks_per_host = (int)plx_plugin_config_int(h, config, "model_ranks_per_host", 0);
     m->cores_per_host = (int)plx_plugin_config_int(h, config, "model_cores_per_host", 0);
+    m->machine_cores = (int)plx_plugin_config_int(h, config, "model_machine_cores", 0);
     m->yielding_waits = plx_plugin_config_bool(h, config, "model_yielding_waits", 0);
     m->wake_ns = (double)plx_plugin_config_int(h, config, "model_wake_latency", 0);
     m->intra_alpha_ns = (double)plx_plugin_config_int(h, config, "model_intra_latency", 0);
@@ -94,9 +95,13 @@ static int ranks_on_host(const struct sim_model *m, int slots, int rank)
  * looks, then sleeps), the rank that waits for a message is off the cores,
  * so the message's latency is not shared; its copy and the reductions
  * still are. A NIC's transfer across hosts does not need
- * the cores. The factor: ranks on the host / cores, at least 1. */
+ * the cores. The factor: ranks on the host / cores, at least 1. Hosts
+ * emulated on one machine (model_machine_cores) share its cores: all the
+ * ranks / the machine's cores. */
 static double stretch(const struct sim_model *m, int slots, int rank)
 {
+    if (m->machine_cores > 0)
+        return slots > m->machine_cores ? (double)slots / m->machine_cores : 1.0;
     int on_host = ranks_on_host(m, slots, rank);
     return m->cores_per_host > 0 && on_host > m->cores_per_host ? (double)on_host / m->cores_per_host : 1.0;
 }
@@ -210,6 +215,16 @@ static double host_set(const struct impl *c, int slots)
     return c->footprint_bytes * ranks_on_host(&c->cfg.model, slots, c->model_rank);
 }
 
+/* Hosts emulated on one machine (model_machine_cores): a message across
+ * them still goes through the kernel's TCP path on the cores every rank
+ * shares (veths and a bridge in place of loopback), so its bytes cost what
+ * they cost within a host, as well as their time on the NIC. 0 where each
+ * host is a machine of its own: the NIC moves them. */
+static double emulated_cpu_ns(const struct sim_model *m, int inter, size_t bytes, double host_set)
+{
+    return inter && m->machine_cores > 0 ? link_ns(m, 0, bytes, host_set) : 0.0;
+}
+
 int sim_model_send(struct impl *c, struct sim_req *r)
 {
     const struct sim_model *m = &c->cfg.model;
@@ -223,6 +238,9 @@ int sim_model_send(struct impl *c, struct sim_req *r)
     occupy += rendezvous_ns(m, r->bytes);
     if (!inter)
         occupy *= stretch(m, n, me);
+    else if (m->machine_cores > 0)
+        occupy = max2(occupy, stretch(m, n, me) * (emulated_cpu_ns(m, inter, r->bytes, host_set(c, n)) +
+                                                   rendezvous_ns(m, r->bytes)));
     double depart = max2(r->t_post, QUEUE(q, n, EGRESS, me));
     if (inter)
         depart = max2(depart, QUEUE(q, n, NIC_OUT, host));
@@ -267,23 +285,26 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     int n = queue_slots(sc), dst = rc ? rc->model_rank : recv->owner, host = host_of(m, dst);
     int inter = host_of(m, sc->model_rank) != host;
     double alpha = inter ? m->inter_alpha_ns : m->intra_alpha_ns;
-    double b = (double)send->bytes, s = inter ? 1.0 : stretch(m, n, dst);
+    double b = (double)send->bytes, s = inter && m->machine_cores <= 0 ? 1.0 : stretch(m, n, dst);
     double copy = link_ns(m, inter, send->bytes, host_set(sc, n));
+    /* Its time on the link: the NIC's across hosts (and the shared cores'
+     * where they are emulated), the cores' within one. */
+    double spent = inter ? max2(copy, s * emulated_cpu_ns(m, inter, send->bytes, host_set(sc, n))) : s * copy;
     /* A message above the eager limit leaves only once the receiver's
      * notice that it posted the receive reached the sender (tcp's
      * rendezvous): the notice's latency after the receive's post, and, on a
      * shared host, the sender's wake-up to read it. */
     if (m->eager_limit > 0 && send->bytes > m->eager_limit) {
-        double ready = recv->t_post + latency_ns(m, alpha, inter ? 1.0 : stretch(m, n, sc->model_rank));
+        double ready = recv->t_post + latency_ns(m, alpha, inter && m->machine_cores <= 0 ? 1.0 : stretch(m, n, sc->model_rank));
         if (ready > send->t_depart) { /* the send, and its copy on the sender's link, as much later */
             send->t_done += ready - send->t_depart;
             send->t_depart = ready;
             QUEUE(q, n, EGRESS, sc->model_rank) = max2(QUEUE(q, n, EGRESS, sc->model_rank), send->t_done);
         }
     }
-    double arrive = send->t_depart + s * rendezvous_ns(m, send->bytes) + latency_ns(m, alpha, s) + s * copy;
+    double arrive = send->t_depart + s * rendezvous_ns(m, send->bytes) + latency_ns(m, alpha, s) + spent;
     /* Arrivals share the receiver's link (and its host's NIC). */
-    arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + s * max2(copy, b * m->inject_beta_ns));
+    arrive = max2(arrive, QUEUE(q, n, INGRESS, dst) + max2(spent, s * b * m->inject_beta_ns));
     /* Within a host whose copies are serial, the receiver's core copies the
      * message in after its own sends' copies out (loopback tcp: each end
      * copies through the kernel on its own core), so a rank that sends and

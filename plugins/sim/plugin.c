@@ -31,6 +31,10 @@ static const struct plx_key keys[] = {
     {"model_cores_per_host", PLX_KEY_UINT, "0", NULL,
      "Model: CPU cores of a host (0: unlimited). With more ranks on a host, they share its cores fairly: "
      "what they do on them (messages within the host, reductions) takes ranks/cores times as long"},
+    {"model_machine_cores", PLX_KEY_UINT, "0", NULL,
+     "Model: the cores of the one machine every host runs on (hosts emulated in network namespaces; 0: "
+     "each host is a machine). All ranks share them, and a message across hosts costs them its bytes as "
+     "one within a host does, besides its time on the NIC"},
     {"model_yielding_waits", PLX_KEY_BOOL, "false", NULL,
      "Model, with model_cores_per_host: a waiting rank gives its core to the others (tcp yields between "
      "looks when oversubscribed) instead of spinning on its share (shm spins first), so a message's latency "

@@ -41,6 +41,7 @@ struct sim_model {
     int on;
     int ranks_per_host;   /* 0: every rank on one host */
     int cores_per_host;   /* 0: a core for every rank; fewer: its ranks time-share them */
+    int machine_cores;    /* > 0: every host's ranks share these cores (hosts emulated on one machine) */
     int yielding_waits;   /* time-shared: a waiting rank gives its core up (else it spins on its share) */
     double wake_ns;       /* time-shared: a message's wait for its receiver to be woken and scheduled */
     double intra_alpha_ns, intra_beta_ns; /* within a host: latency, ns per byte */
