@@ -59,6 +59,11 @@ int tcp__remove_req(struct tcp_req **head, struct tcp_req **tail, struct tcp_req
 /* Queue a frame to p (data: the send whose message follows, or NULL); -1 when out of memory. */
 int tcp__enqueue(struct tcp_peer *p, uint64_t op, uint64_t slot, uint64_t len, struct tcp_req *data);
 void tcp__flush(struct tcp_comm *c, struct tcp_peer *p);
+/* p's queue holds notices only (no data of any request): a peer that has
+ * sent all it owed this rank and left needs none of them, and
+ * tcp__drop_notices drops them. */
+int tcp__only_notices(const struct tcp_peer *p);
+void tcp__drop_notices(struct tcp_peer *p);
 
 /* wire_recv.c: read and act on what p's socket holds, within a budget. */
 void tcp__read(struct tcp_comm *c, struct tcp_peer *p);

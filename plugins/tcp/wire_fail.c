@@ -101,7 +101,7 @@ int tcp__salvage_notice(struct tcp_comm *c, struct tcp_peer *p, uint64_t *why)
 
 static int has_pending(struct tcp_peer *p)
 {
-    if (p->tx || p->in_payload || p->hdr_got)
+    if (!tcp__only_notices(p) || p->in_payload || p->hdr_got)
         return 1;
     for (int b = 0; b < TCP_SLOT_BUCKETS; b++)
         for (struct tcp_slot *s = p->slots[b]; s; s = s->next)
@@ -111,14 +111,17 @@ static int has_pending(struct tcp_peer *p)
 }
 
 /* End of stream. A peer that closes with nothing outstanding between us has
- * just finished with this communicator (ranks leave at different times);
- * anything else is a lost connection that fails the communicator. */
+ * just finished with this communicator (ranks leave at different times),
+ * whatever notices to it are still queued (a RECV_READY for its eager
+ * message, taken after it left); anything else is a lost connection that
+ * fails the communicator. */
 void tcp__peer_closed(struct tcp_comm *c, struct tcp_peer *p, const char *why)
 {
     if (has_pending(p)) {
         tcp__drop_peer(c, p, why);
         return;
     }
+    tcp__drop_notices(p);
     epoll_ctl(c->ep, EPOLL_CTL_DEL, p->fd, NULL);
     p->closed = 1;
     snprintf(p->closed_why, sizeof p->closed_why, "%s", why);

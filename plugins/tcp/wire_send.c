@@ -38,9 +38,7 @@ void tcp__update_events(struct tcp_comm *c, struct tcp_peer *p)
     p->ev_mask = want;
 }
 
-/* p's queue holds notices only (no data of any request): a peer that has
- * already sent all it owed this rank and left needs none of them. */
-static int only_notices(const struct tcp_peer *p)
+int tcp__only_notices(const struct tcp_peer *p)
 {
     for (const struct tcp_frame *f = p->tx; f; f = f->next)
         if (f->req)
@@ -48,10 +46,7 @@ static int only_notices(const struct tcp_peer *p)
     return 1;
 }
 
-/* Writing notices to p failed because p has left (an eager sender finishes
- * before its receivers' RECV_READY arrive): drop them and treat p as closed,
- * so only work that still needs p fails. */
-static void left_early(struct tcp_comm *c, struct tcp_peer *p, const char *why)
+void tcp__drop_notices(struct tcp_peer *p)
 {
     while (p->tx) {
         struct tcp_frame *f = p->tx;
@@ -59,7 +54,6 @@ static void left_early(struct tcp_comm *c, struct tcp_peer *p, const char *why)
         tcp__frame_put(p, f);
     }
     p->tx_tail = NULL;
-    tcp__peer_closed(c, p, why);
 }
 
 /* The frame at the head of p's queue is all on the wire: its send, if it
@@ -108,8 +102,8 @@ void tcp__flush(struct tcp_comm *c, struct tcp_peer *p)
             uint64_t why = 0;
             if (p->eager && !c->broken && (lost = tcp__salvage_notice(c, p, &why)) >= 0)
                 tcp__lost_notice(c, p, lost, why);
-            else if (only_notices(p))
-                left_early(c, p, strerror(e));
+            else if (tcp__only_notices(p)) /* p left first (an eager sender finishes before its RECV_READYs) */
+                tcp__peer_closed(c, p, strerror(e));
             else
                 tcp__drop_peer(c, p, strerror(e));
             return;
