@@ -115,7 +115,7 @@ static int wait_req_until(struct plx_comm *c, void *req, uint64_t deadline_ns, i
     const struct plx__diag *d = c->diag;
     uint64_t end = deadline_ns, t0 = 0, until = end;
     if (d) {
-        t0 = plx__clock_ns();
+        t0 = plx__clock_coarse_ns(); /* never ahead of the exact clock: slow_ns ends no earlier */
         if (t0 + d->slow_ns < until)
             until = t0 + d->slow_ns;
     }
@@ -147,13 +147,19 @@ static int wait_req_polling(struct plx_comm *c, void *req, uint64_t deadline_ns,
     const struct plx__diag *d = c->diag;
     const int64_t slice_ms = SLICE_NS / 1000000;
     unsigned spins = 0;
-    uint64_t t0 = d ? plx__clock_ns() : 0;
+    uint64_t t0 = d ? plx__clock_coarse_ns() : 0;
     for (;;) {
         if (__atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE))
             return plx__err(PLX_ERR_REVOKED, "communicator '%s' was revoked", c->name);
         if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
             return plx__err(PLX_ERR_ABORTED, "communicator '%s' was aborted", c->name);
-        uint64_t now = plx__clock_ns();
+        /* Every wait reads the clock: the coarse one (never ahead, a tick
+         * behind at most) while the deadline is slices away, the exact one
+         * near it, so a slice never overshoots it and a passed deadline is
+         * seen at once. */
+        uint64_t now = plx__clock_coarse_ns();
+        if (now >= deadline_ns || deadline_ns - now <= 2 * SLICE_NS)
+            now = plx__clock_ns();
         int slow = d ? plx__diag_slow_wait(c, now - t0, peer) : 0; /* cheap until the wait is slow (ledger.c) */
         if (slow)
             return slow;
@@ -216,11 +222,11 @@ int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
 
 static int wait_raw(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
 {
-    uint64_t t0 = plx__clock_ns();
+    uint64_t t0 = plx__clock_coarse_ns(); /* for the message only: every message's wait reads it */
     int rc = plx__wait_req(c, req, deadline_ns, peer);
     if (rc == PLX__STILL_PENDING)
         rc = plx__err(PLX_ERR_TIMEOUT, "rank %d waited %llu ms for rank %d on %s: timeout", c->rank,
-                 (unsigned long long)((plx__clock_ns() - t0) / 1000000), peer, c->be->name);
+                 (unsigned long long)((plx__clock_coarse_ns() - t0) / 1000000), peer, c->be->name);
     c->be->ops.req_free(c->bc, req);
     return rc;
 }
