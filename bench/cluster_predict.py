@@ -13,7 +13,8 @@ Runs plexus-whatif for every algorithm and size of TABLE_DIR/table.csv
 (bench/cluster_table.sh) and prints measured against predicted, the error
 of each row, their median and largest, and the tuner's choice (the model's
 fastest) against the fastest measured at each size. Writes
-TABLE_DIR/predict.csv.
+TABLE_DIR/predict.csv, and TABLE_DIR/tuning.txt: the model's [core] tuner
+table for this cluster (its fastest algorithm from 8 B up, by powers of two).
 """
 import argparse
 import csv
@@ -54,12 +55,12 @@ def main():
     algos = sorted({a for _, a in meas})
     pred = {}
     out = os.path.join(o.table_dir, "whatif.csv")
+    base = [os.path.join(o.build, "tools", "plexus-whatif"), "--model", o.model,
+            "--ranks", str(o.hosts * o.ranks_per_host), "--hosts", str(o.hosts),
+            "--inter-latency", "%dns" % alpha_ns, "--inter-bandwidth", "%d" % nic,
+            "--machine-cores", str(o.machine_cores), "--algos", ",".join(algos)]
     for b in sizes:
-        cmd = [os.path.join(o.build, "tools", "plexus-whatif"), "--model", o.model,
-               "--ranks", str(o.hosts * o.ranks_per_host), "--hosts", str(o.hosts),
-               "--inter-latency", "%dns" % alpha_ns, "--inter-bandwidth", "%d" % nic,
-               "--machine-cores", str(o.machine_cores),
-               "--algos", ",".join(algos), "-b", str(b), "-e", str(b), "--csv", out]
+        cmd = base + ["-b", str(b), "-e", str(b), "--csv", out]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         for r in csv.DictReader(open(out)):
             pred[(int(r["bytes"]), r["algorithm"])] = float(r["time_us"])
@@ -93,6 +94,11 @@ def main():
         ok += slower <= 0.10
         print("%10d model picks %-13s measured fastest %-13s pick is %+.1f%% slower" % (b, pb[1], mb[1], 100 * slower))
     print("# tuner's pick within 10%% of the fastest at %d of %d sizes" % (ok, len(sizes)))
+    tuning = os.path.join(o.table_dir, "tuning.txt")
+    subprocess.run(base + ["-b", "8", "-e", str(sizes[-1]), "-f", "2", "--emit-tuning", tuning],
+                   check=True, stdout=subprocess.DEVNULL)
+    print("# the model's tuner table for this cluster ([core] tuner = %s):" % tuning)
+    sys.stdout.write("".join("#   " + l for l in open(tuning) if not l.startswith("#")))
 
 
 if __name__ == "__main__":
