@@ -434,7 +434,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--transports", default="tcp,shm")
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=int(os.environ.get("REPS", "5")),
+                    help="repetitions (default: REPS from the environment, else 5)")
     ap.add_argument("--sample-ms", type=float, default=50.0,
                     help="a sample's length after the first (its operations from the row's last time)")
     ap.add_argument("--quiet-wait", type=float, default=0.0,

@@ -6,7 +6,8 @@
 # cluster). Writes OUT/link.txt (cluster.sh check: the links' own latency
 # and rate), OUT/<algo>-<rep>.csv (plexus-bench's CSV) and OUT/table.csv
 # (bytes, algorithm, median time_us over the rounds, busbw, reps). The
-# load the machine ran under is in OUT/load.txt.
+# load the machine ran under is in OUT/load.txt. Sizes: MINBYTES to
+# MAXBYTES by STEPFACTOR, or from the first to the last of SIZES.
 #   HOSTS=8 RANKS_PER_HOST=2 RATE=1gbit REPS=3 sh bench/cluster_table.sh build out
 set -eu
 build=$1 out=$2
@@ -14,6 +15,12 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 HOSTS=${HOSTS:-8} RPH=${RANKS_PER_HOST:-2} RATE=${RATE:-1gbit} REPS=${REPS:-3}
 ALGOS=${ALGOS:-ring recdbl tree rabenseifner}
 MINBYTES=${MINBYTES:-8} MAXBYTES=${MAXBYTES:-32M} STEPFACTOR=${STEPFACTOR:-4} ITERS=${ITERS:-5}
+if [ -n "${SIZES:-}" ]; then
+    set -- $SIZES
+    MINBYTES=$1
+    shift $(($# - 1))
+    MAXBYTES=$1
+fi
 mkdir -p "$out"
 uptime >"$out/load.txt"
 BULK_BYTES=${BULK_BYTES:-67108864} sh "$here/scripts/cluster.sh" -n 2 -r "$RATE" check >"$out/link.txt"
