@@ -95,7 +95,7 @@ static int ranks_on_host(const struct sim_model *m, int slots, int rank)
  * looks, then sleeps), the rank that waits for a message is off the cores,
  * so the message's latency is not shared; its copy and the reductions
  * still are. A NIC's transfer across hosts does not need
- * the cores. The factor: ranks on the host / cores, at least 1. Hosts
+ * the cores (emulated hosts' do: emulated_cpu_ns). The factor: ranks on the host / cores, at least 1. Hosts
  * emulated on one machine (model_machine_cores) share its cores: all the
  * ranks / the machine's cores. */
 static double stretch(const struct sim_model *m, int slots, int rank)
@@ -295,7 +295,8 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
      * rendezvous): the notice's latency after the receive's post, and, on a
      * shared host, the sender's wake-up to read it. */
     if (m->eager_limit > 0 && send->bytes > m->eager_limit) {
-        double ready = recv->t_post + latency_ns(m, alpha, inter && m->machine_cores <= 0 ? 1.0 : stretch(m, n, sc->model_rank));
+        double s_sender = inter && m->machine_cores <= 0 ? 1.0 : stretch(m, n, sc->model_rank);
+        double ready = recv->t_post + latency_ns(m, alpha, s_sender);
         if (ready > send->t_depart) { /* the send, and its copy on the sender's link, as much later */
             send->t_done += ready - send->t_depart;
             send->t_depart = ready;
