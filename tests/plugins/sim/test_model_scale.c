@@ -259,8 +259,8 @@ static void sweep(int P, int shift)
  * host first, so only the smaller halves cross, both ranks' at once:
  * 2 n (1 - ranks per host / P), and a step's two flows one after the
  * other on the NIC leave gaps between the steps (one message per step
- * here), hence the fifth allowed above. Halving from the farthest partner
- * first put twice the bytes on each NIC. */
+ * here), hence up to a fifth more is allowed. Halving from the farthest
+ * partner first put twice the bytes on each NIC. */
 static void check_nic_bound(const char *algo, double nic_bytes_per_n)
 {
     const char *const extra[] = {"sim.model_intra_bandwidth=64G", "sim.model_inter_latency=2us",
