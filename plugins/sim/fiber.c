@@ -88,7 +88,7 @@ int sim_fiber_count(const struct sim_fiber *f)
 double *sim_fiber_queues(struct sim_fiber *f)
 {
     if (!f->s->queues)
-        f->s->queues = calloc(SIM_QUEUES * (size_t)f->s->n, sizeof *f->s->queues);
+        f->s->queues = calloc(SIM_QUEUE_DOUBLES(f->s->n), sizeof *f->s->queues);
     return f->s->queues;
 }
 
@@ -249,7 +249,7 @@ static void phase_release(struct sim_sched *s)
 {
     s->phase_n = 0;
     if (s->queues)
-        memset(s->queues, 0, SIM_QUEUES * (size_t)s->n * sizeof *s->queues);
+        memset(s->queues, 0, SIM_QUEUE_DOUBLES(s->n) * sizeof *s->queues);
     for (int i = 0; i < s->n; i++) {
         struct sim_fiber *g = &s->fibers[i];
         if (!g->phased)

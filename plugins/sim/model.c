@@ -193,19 +193,36 @@ static double *model_queues(struct impl *c)
         return sim_fiber_queues(c->fiber);
     struct world *w = c->w;
     if (!w->egress_free)
-        w->egress_free = calloc(SIM_QUEUES * (size_t)w->size, sizeof *w->egress_free);
+        w->egress_free = calloc(SIM_QUEUE_DOUBLES(w->size), sizeof *w->egress_free);
     return w->egress_free;
 }
 
 /* The SIM_QUEUES rows of n slots each in one block: egress and ingress by
  * rank, the NIC's out and in by host, and by rank the model rank it last
- * sent to (+ 1) and when it posted that send. */
+ * sent to (+ 1) and when it posted that send; after them the shared
+ * machine's cores (machine_ns). */
 enum { EGRESS, INGRESS, NIC_OUT, NIC_IN, LAST_TO, LAST_SENT };
 #define QUEUE(q, n, which, i) (q)[(size_t)(which) * (size_t)(n) + (size_t)(i)]
 
 static int queue_slots(const struct impl *c)
 {
     return c->fiber ? sim_fiber_count(c->fiber) : c->w->size;
+}
+
+/* Hosts emulated on one machine: a message across them is work on the
+ * machine's shared cores from end to end (the kernel's path through veths,
+ * a bridge and the shaper; there is no wire, so the link's latency when
+ * idle is that work), and messages that many ranks send at once queue for
+ * those cores: the machine gets through one message's latency, over its
+ * cores, after another. Returns when it is through this one (from
+ * `from`), or 0 where hosts are machines of their own. */
+static double machine_ns(const struct sim_model *m, double *q, int n, int inter, double from)
+{
+    if (!inter || m->machine_cores <= 0)
+        return 0.0;
+    double *busy = &q[SIM_QUEUES * (size_t)n];
+    *busy = max2(*busy, from) + m->inter_alpha_ns / m->machine_cores;
+    return *busy;
 }
 
 /* The operation's buffers on c's host: c's footprint on each of the
@@ -318,6 +335,7 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
         arrive = max2(arrive, QUEUE(q, n, NIC_IN, host) + b * m->inter_beta_ns);
         QUEUE(q, n, NIC_IN, host) = arrive;
     }
+    arrive = max2(arrive, machine_ns(m, q, n, inter, send->t_depart));
     QUEUE(q, n, INGRESS, dst) = arrive;
     recv->t_done = arrive;
     if (m->trace[0])

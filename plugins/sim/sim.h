@@ -119,6 +119,9 @@ struct impl {
 /* The model's per-rank state (model.c): four link queues, and where and
  * when the rank last sent. */
 #define SIM_QUEUES 6
+/* The doubles the queues of n slots take: SIM_QUEUES per slot, and last
+ * the shared machine's (model_machine_cores). */
+#define SIM_QUEUE_DOUBLES(n) (SIM_QUEUES * (size_t)(n) + 1)
 /* Timing only: the bytes of a message that are still copied, so that what
  * the core puts in front of a payload (its fingerprint header) arrives, and
  * small collectives stay exact (backend.h). */
