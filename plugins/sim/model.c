@@ -209,19 +209,20 @@ static int queue_slots(const struct impl *c)
     return c->fiber ? sim_fiber_count(c->fiber) : c->w->size;
 }
 
-/* Hosts emulated on one machine: a message across them is work on the
- * machine's shared cores from end to end (the kernel's path through veths,
- * a bridge and the shaper; there is no wire, so the link's latency when
- * idle is that work), and messages that many ranks send at once queue for
- * those cores: the machine gets through one message's latency, over its
- * cores, after another. Returns when it is through this one (from
- * `from`), or 0 where hosts are machines of their own. */
+/* Hosts emulated on one machine: every message is work on the machine's
+ * shared cores from end to end (the kernel's path through veths, a bridge
+ * and the shaper across hosts, loopback within one; there is no wire, so
+ * a link's latency when idle is that work), and messages that many ranks
+ * send at once queue for those cores: the machine gets through one
+ * message's latency, over its cores, after another. Returns when it is
+ * through this one (from `from`), or 0 where hosts are machines of their
+ * own. */
 static double machine_ns(const struct sim_model *m, double *q, int n, int inter, double from)
 {
-    if (!inter || m->machine_cores <= 0)
+    if (m->machine_cores <= 0)
         return 0.0;
     double *busy = &q[SIM_QUEUES * (size_t)n];
-    *busy = max2(*busy, from) + m->inter_alpha_ns / m->machine_cores;
+    *busy = max2(*busy, from) + (inter ? m->inter_alpha_ns : m->intra_alpha_ns) / m->machine_cores;
     return *busy;
 }
 
