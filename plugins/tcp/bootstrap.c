@@ -13,7 +13,10 @@
  * an IPv6 one) so two plexus ranks can agree on eager small sends (tcp.h),
  * with the version of the frames they send each other: a rank that meets
  * another plexus version fails at once, naming both, instead of misreading
- * its frames mid-job (a job across hosts with different installs).
+ * its frames mid-job (a job across hosts with different installs). The 8
+ * bytes after the marker name the machine (its kernel's boot id, hashed; 0:
+ * unknown), so a rank counts the ranks whose cores it shares, which network
+ * namespaces or containers on one machine hide from the host's rank count.
  *
  * With a job secret (PLEXUS_JOB_SECRET, unless [tcp] auth = off) every pair
  * connection passes the mutual handshake of core/auth.h before it carries a
@@ -50,6 +53,23 @@ static const char marker[16] = "plexus-tcp/2\0\0\0";
 static size_t marker_at(int family)
 {
     return family == AF_INET6 ? 32 : 16;
+}
+
+/* This machine's name on the wire: its kernel's boot id, hashed (FNV-1a);
+ * 0 where it cannot be read. */
+static uint64_t machine_id(void)
+{
+    char boot[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (!f)
+        return 0;
+    if (!fgets(boot, sizeof boot, f))
+        boot[0] = '\0';
+    fclose(f);
+    uint64_t h = UINT64_C(1469598103934665603);
+    for (const char *p = boot; *p && *p != '\n'; p++)
+        h = (h ^ (unsigned char)*p) * UINT64_C(1099511628211);
+    return boot[0] ? h | 1 : 0;
 }
 
 static int err(const struct tcp_comm *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -160,6 +180,7 @@ struct mesh {
     int nsh, capsh;
     int64_t auth_ms, max_shakes;
     int blame;           /* the rank this rendezvous failed waiting for, or -1 */
+    uint64_t machine;    /* machine_id() */
 };
 
 static void shake_ctx(const struct mesh *m, int dialer, int listener, char *out, size_t n)
@@ -620,11 +641,12 @@ static int listen_on(struct mesh *m, const struct tcp_addr *me, const char *show
 }
 
 /* gloo's 136-byte address of a listener, with plexus's marker. */
-static void address_bytes(unsigned char *out, const struct sockaddr_storage *sa)
+static void address_bytes(unsigned char *out, const struct sockaddr_storage *sa, uint64_t machine)
 {
     memset(out, 0, TCP_ADDR_BYTES);
     memcpy(out, sa, tcp__sockaddr_len((const struct sockaddr *)sa));
     memcpy(out + marker_at(sa->ss_family), marker, sizeof marker);
+    memcpy(out + marker_at(sa->ss_family) + sizeof marker, &machine, sizeof machine);
     memset(out + 128, 0xff, 8); /* seq = -1 */
 }
 
@@ -644,7 +666,7 @@ static int open_listeners(struct mesh *m, const struct tcp_addr *me, const char 
         for (int i = 0; i < c->size; i++)
             mine[i] = sa;
         unsigned char addr[TCP_ADDR_BYTES];
-        address_bytes(addr, &sa);
+        address_bytes(addr, &sa, m->machine);
         char host[256] = "localhost";
         gethostname(host, sizeof host - 1);
         tcp__rec_encode(blob, host, addr, c->size);
@@ -657,7 +679,7 @@ static int open_listeners(struct mesh *m, const struct tcp_addr *me, const char 
         int rc = listen_on(m, me, shown, m->secret ? 16 : 1, &mine[i], &m->lfd[i]);
         if (rc)
             return rc;
-        address_bytes(blob + (size_t)k++ * TCP_ADDR_BYTES, &mine[i]);
+        address_bytes(blob + (size_t)k++ * TCP_ADDR_BYTES, &mine[i], m->machine);
     }
     *len = (size_t)(c->size - 1) * TCP_ADDR_BYTES;
     return 0;
@@ -694,7 +716,13 @@ static int check_marker(struct mesh *m, int i, const unsigned char *addr, int fa
 {
     const unsigned char *theirs = addr + marker_at(fam);
     m->c->peers[i].eager = !memcmp(theirs, marker, sizeof marker);
-    if (m->c->peers[i].eager || memcmp(theirs, MARKER_NAME, strlen(MARKER_NAME)))
+    if (m->c->peers[i].eager) {
+        uint64_t id;
+        memcpy(&id, theirs + sizeof marker, sizeof id);
+        m->c->machine_ranks += m->machine && id == m->machine;
+        return 0;
+    }
+    if (memcmp(theirs, MARKER_NAME, strlen(MARKER_NAME)))
         return 0;
     char version[sizeof marker + 1];
     memcpy(version, theirs, sizeof marker);
@@ -923,7 +951,8 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
 {
     int P = c->size, rc = 0;
     struct tcp_addr me;
-    struct mesh m = {.c = c, .args = a, .blame = -1, .one_fd = -1};
+    struct mesh m = {.c = c, .args = a, .blame = -1, .one_fd = -1, .machine = machine_id()};
+    c->machine_ranks = 1;
     if ((rc = tcp__choose_address(c->host, c->config, &me)) != 0 || (rc = job_secret(c, &m.secret)) != 0)
         return rc;
     char shown[80];

@@ -102,6 +102,36 @@ static void destroy(struct tcp_comm *c)
     free(c);
 }
 
+/* The spin budget for `sharing` ranks on this machine's cores (see below),
+ * unless [tcp] busy_poll_us sets it. Beyond four ranks a core, nearly every
+ * rank a yield could hand the core to is waiting too: spinners then take
+ * turns on the cores that the one rank with work needs, so none spins. */
+static long choose_spin(struct tcp_comm *c, int sharing)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t aff;
+    if (sched_getaffinity(0, sizeof aff, &aff) == 0 && CPU_COUNT(&aff) > 0)
+        cores = CPU_COUNT(&aff);
+    c->spin_yield = sharing > 0 && cores > 0 && cores < sharing;
+    int crowded = cores > 0 && sharing > 4 * cores;
+    if (c->busy_poll_us < 0)
+        c->spin_max_ns = crowded ? 0 : c->spin_yield ? 2000000u : sharing > 0 ? 1000000u : 0;
+    c->spin_ns = c->spin_max_ns;
+    return cores;
+}
+
+/* The mesh found more ranks on this machine than on this host: the spin
+ * is theirs to share. */
+static void spin_for_machine(struct tcp_comm *c, const struct plx_comm_args *a)
+{
+    if (c->machine_ranks <= a->local_size)
+        return;
+    long cores = choose_spin(c, c->machine_ranks);
+    c->host->log(c->host->ctx, PLX_LOG_INFO, "rank %d: %d ranks share this machine's %ld cores (%d on this host): %s",
+                 c->rank, c->machine_ranks, cores, a->local_size,
+                 c->spin_max_ns == 0 ? "waits sleep at once" : c->spin_yield ? "waits spin, yielding" : "waits spin");
+}
+
 /* [tcp] busy_poll_us, wait_slice and max_early_bytes, and the spin budget
  * they and this machine's cores imply. */
 static void read_config(struct tcp_comm *c, const struct plx_comm_args *a)
@@ -114,22 +144,19 @@ static void read_config(struct tcp_comm *c, const struct plx_comm_args *a)
      * steal the peers' time, so the spin yields the core between looks: the
      * peer that shares it runs at once instead of after a sleep and a
      * wake-up. The cores are those this process may run on
-     * (sched_getaffinity: taskset, cgroups' cpusets), not the machine's. On
-     * a machine busy with other work a fixed spin holds a core the peer
-     * needs for a whole time slice, so auto adapts the budget (spin_adapt).
-     * `sh bench/tuning.sh build spin` measures each case, BUSY=1 the busy
-     * machine (bench/tuning.md). */
+     * (sched_getaffinity: taskset, cgroups' cpusets), not the machine's, and
+     * the ranks those of the host until the mesh has counted the ranks on
+     * this machine (hosts emulated in network namespaces, or containers,
+     * share one machine's cores). On a machine busy with other work a fixed
+     * spin holds a core the peer needs for a whole time slice, so auto
+     * adapts the budget (spin_adapt). `sh bench/tuning.sh build spin`
+     * measures each case, BUSY=1 the busy machine (bench/tuning.md). */
     c->config = a->config;
     int64_t bp = plx_plugin_config_int(host, c->config, "busy_poll_us", -1); /* ns; -1: auto */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    cpu_set_t aff;
-    if (sched_getaffinity(0, sizeof aff, &aff) == 0 && CPU_COUNT(&aff) > 0)
-        cores = CPU_COUNT(&aff);
-    c->spin_yield = a->local_size > 0 && cores > 0 && cores < a->local_size;
     c->busy_poll_us = bp >= 0 ? (int)(bp / 1000) : -1;
     c->wait_slice_ns = (uint64_t)plx_plugin_config_int(host, c->config, "wait_slice", TCP_WAIT_SLICE_DEFAULT_NS);
-    c->spin_max_ns = bp >= 0 ? (uint64_t)bp : c->spin_yield ? 2000000u : a->local_size > 0 ? 1000000u : 0;
-    c->spin_ns = c->spin_max_ns;
+    c->spin_max_ns = bp >= 0 ? (uint64_t)bp : 0;
+    choose_spin(c, a->local_size);
     int64_t max_early = plx_plugin_config_int(host, c->config, "max_early_bytes", (int64_t)256 << 20);
     c->max_early_bytes = max_early > 0 ? (size_t)max_early : (size_t)256 << 20;
 }
@@ -205,6 +232,8 @@ static int comm_create(const struct plx_comm_args *a, void **out)
     int rc = open_io(c, a);
     if (rc == 0)
         rc = tcp__connect_mesh(c, a);
+    if (rc == 0)
+        spin_for_machine(c, a);
     if (rc == 0)
         rc = watch_peers(c, a);
     if (rc == 0) {

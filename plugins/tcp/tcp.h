@@ -162,6 +162,7 @@ struct tcp_comm {
     int busy_poll_us;    /* [tcp] busy_poll_us as set; -1: auto */
     uint64_t wait_slice_ns; /* [tcp] wait_slice: a sleeping wait's (and the I/O thread's) scheduler slice */
     int spin_yield;      /* local ranks outnumber cores: sched_yield() while spinning */
+    int machine_ranks;   /* the ranks on this machine, this one too, as the mesh found them (bootstrap.c) */
     /* busy_poll_us=auto adapts the spin (plugin.c, spin_adapt): spin_ns is
      * the budget now, up to spin_max_ns; halved whenever a spin lost its
      * core or a wait outlasted twice the full spin, doubled again after

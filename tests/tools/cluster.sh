@@ -5,7 +5,9 @@
 # 10% (payload bytes against the rate), a 1-byte TCP ping-pong's round trip
 # is reported; afterwards none of the run's namespaces is left. bench:
 # plexus-bench's checked allreduce over tcp on 4 hosts x 2 ranks, its CSV
-# with a row per size. Skips (77) without root or namespaces.
+# with a row per size, and tcp counting the 8 ranks whose cores it shares
+# (the machine's, though each host has 2). Skips (77) without root or
+# namespaces.
 #   sh cluster.sh SOURCE_ROOT BUILD_ROOT check|bench
 set -u
 src=$1 build=$2 what=${3:-check}
@@ -40,7 +42,7 @@ if [ "$what" = check ]; then
     exit 0
 fi
 [ -x "$build/tools/plexus-bench" ] || { echo "skip: no plexus-bench"; exit 77; }
-sh "$src/scripts/cluster.sh" -n 4 -p 2 -r 1gbit -t 120 bench "$build" "$csv" --backend tcp --coll allreduce \
+PLEXUS_CORE_LOG_LEVEL=info sh "$src/scripts/cluster.sh" -n 4 -p 2 -r 1gbit -t 120 bench "$build" "$csv" --backend tcp --coll allreduce \
     --check -b 8 -e 1M -f 32 -n 3 -w 1 >"$out" 2>&1
 rc=$?
 cat "$out"
@@ -50,4 +52,6 @@ gone || exit 1
 head -3 "$csv"
 rows=$(awk -F, 'NR > 1' "$csv" | wc -l)
 [ "$rows" -ge 4 ] || { echo "FAIL: $rows CSV rows, want a row per size (8 B .. 1 MiB by 32)"; exit 1; }
+grep -q "rank 0: 8 ranks share this machine's" "$out" ||
+    { echo "FAIL: rank 0's tcp did not count the 8 ranks on this machine (2 per host)"; exit 1; }
 echo ok
