@@ -88,9 +88,6 @@ struct plx_work {
  * under a bound however long the chain (lineage.c). out: 512 bytes do. */
 void plx__child_name(char *out, size_t n, const char *parent, const char *suffix);
 void plx__child_key_root(char *out, size_t n, const char *parent, const char *suffix);
-/* A string's 64-bit digest (FNV-1a), the same on every rank: host
- * identities (hier.c), long parents' names (lineage.c). */
-uint64_t plx__str_digest(const char *s);
 
 /* work.c, executor.c, p2p.c */
 /* The work owns lowp from here on, also when these fail. */

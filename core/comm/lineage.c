@@ -10,19 +10,9 @@
 #include <string.h>
 
 #include "comm.h"
+#include "hostid.h"
 
 enum { NAME_MAX_CHARS = 128, ROOT_MAX_CHARS = 256 };
-
-/* FNV-1a's step; the offset basis is the one hier.c's host digests have
- * always used (one digit short of the published one: harmless, and the
- * same on every rank of every version). */
-uint64_t plx__str_digest(const char *s)
-{
-    uint64_t h = 1469598103934665603u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211u;
-    return h;
-}
 
 static void child_of(char *out, size_t n, const char *parent, const char *suffix, size_t bound)
 {

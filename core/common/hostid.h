@@ -14,8 +14,18 @@
 #define PLEXUS_COMMON_HOSTID_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Writes the identity line (NUL-terminated, at most len bytes). */
 void plx_common_host_identity(char *out, size_t len);
+
+/* The machine: its kernel's boot id, digested (never 0), or 0 where it
+ * cannot be read. Ranks in different network namespaces or containers of
+ * one machine share it, and so its cores (tcp's spin counts them). */
+uint64_t plx_common_machine_id(void);
+
+/* A string's 64-bit digest (FNV-1a), the same on every rank: host
+ * identities (hier.c), long parents' names (lineage.c), the machine. */
+uint64_t plx__str_digest(const char *s);
 
 #endif

@@ -221,7 +221,7 @@ static double machine_ns(const struct sim_model *m, double *q, int n, int inter,
 {
     if (m->machine_cores <= 0)
         return 0.0;
-    double *busy = &q[SIM_QUEUES * (size_t)n];
+    double *busy = &q[SIM_QUEUE_DOUBLES(n) - 1];
     *busy = max2(*busy, from) + (inter ? m->inter_alpha_ns : m->intra_alpha_ns) / m->machine_cores;
     return *busy;
 }

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "hostid.h"
 #include "tcp.h"
 
 /* The version goes up whenever a plexus peer would misread the new frames
@@ -53,23 +54,6 @@ static const char marker[16] = "plexus-tcp/2\0\0\0";
 static size_t marker_at(int family)
 {
     return family == AF_INET6 ? 32 : 16;
-}
-
-/* This machine's name on the wire: its kernel's boot id, hashed (FNV-1a);
- * 0 where it cannot be read. */
-static uint64_t machine_id(void)
-{
-    char boot[64] = "";
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-    if (!f)
-        return 0;
-    if (!fgets(boot, sizeof boot, f))
-        boot[0] = '\0';
-    fclose(f);
-    uint64_t h = UINT64_C(1469598103934665603);
-    for (const char *p = boot; *p && *p != '\n'; p++)
-        h = (h ^ (unsigned char)*p) * UINT64_C(1099511628211);
-    return boot[0] ? h | 1 : 0;
 }
 
 static int err(const struct tcp_comm *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -180,7 +164,7 @@ struct mesh {
     int nsh, capsh;
     int64_t auth_ms, max_shakes;
     int blame;           /* the rank this rendezvous failed waiting for, or -1 */
-    uint64_t machine;    /* machine_id() */
+    uint64_t machine;    /* plx_common_machine_id() */
 };
 
 static void shake_ctx(const struct mesh *m, int dialer, int listener, char *out, size_t n)
@@ -716,13 +700,7 @@ static int check_marker(struct mesh *m, int i, const unsigned char *addr, int fa
 {
     const unsigned char *theirs = addr + marker_at(fam);
     m->c->peers[i].eager = !memcmp(theirs, marker, sizeof marker);
-    if (m->c->peers[i].eager) {
-        uint64_t id;
-        memcpy(&id, theirs + sizeof marker, sizeof id);
-        m->c->machine_ranks += m->machine && id == m->machine;
-        return 0;
-    }
-    if (memcmp(theirs, MARKER_NAME, strlen(MARKER_NAME)))
+    if (m->c->peers[i].eager || memcmp(theirs, MARKER_NAME, strlen(MARKER_NAME)))
         return 0;
     char version[sizeof marker + 1];
     memcpy(version, theirs, sizeof marker);
@@ -735,6 +713,15 @@ static int check_marker(struct mesh *m, int i, const unsigned char *addr, int fa
                "tcp: rank %d speaks %s, this rank %s: every rank of a job needs the same plexus tcp wire "
                "(ranks started from different plexus installs?)",
                i, version, marker);
+}
+
+/* Rank i shares this rank's machine (a plexus peer that names the same
+ * one after its marker): one more rank on its cores. */
+static void count_machine(struct mesh *m, int i, const unsigned char *addr, int fam)
+{
+    uint64_t id;
+    memcpy(&id, addr + marker_at(fam) + sizeof marker, sizeof id);
+    m->c->machine_ranks += m->c->peers[i].eager && m->machine && id == m->machine;
 }
 
 /* Rank i's value in this rank's layout, parsed into out; *addr: its 136
@@ -792,6 +779,8 @@ static int peer_address(struct mesh *m, int i, uint64_t deadline, uint64_t t0, i
     int rc = parse_ad(m, i, val, len, peer, &addr);
     if (rc == 0)
         rc = check_marker(m, i, addr, peer->ss.ss_family);
+    if (rc == 0)
+        count_machine(m, i, addr, peer->ss.ss_family);
     c->host->free(val);
     if (rc)
         return rc;
@@ -951,7 +940,7 @@ int tcp__connect_mesh(struct tcp_comm *c, const struct plx_comm_args *a)
 {
     int P = c->size, rc = 0;
     struct tcp_addr me;
-    struct mesh m = {.c = c, .args = a, .blame = -1, .one_fd = -1, .machine = machine_id()};
+    struct mesh m = {.c = c, .args = a, .blame = -1, .one_fd = -1, .machine = plx_common_machine_id()};
     c->machine_ranks = 1;
     if ((rc = tcp__choose_address(c->host, c->config, &me)) != 0 || (rc = job_secret(c, &m.secret)) != 0)
         return rc;

@@ -127,8 +127,11 @@ static void spin_for_machine(struct tcp_comm *c, const struct plx_comm_args *a)
     if (c->machine_ranks <= a->local_size)
         return;
     long cores = choose_spin(c, c->machine_ranks);
-    c->host->log(c->host->ctx, PLX_LOG_INFO, "rank %d: %d ranks share this machine's %ld cores (%d on this host): %s",
-                 c->rank, c->machine_ranks, cores, a->local_size,
+    char host_ranks[32] = "the host's count unknown";
+    if (a->local_size > 0)
+        snprintf(host_ranks, sizeof host_ranks, "%d on this host", a->local_size);
+    c->host->log(c->host->ctx, PLX_LOG_INFO, "rank %d: %d ranks share this machine's %ld cores (%s): %s", c->rank,
+                 c->machine_ranks, cores, host_ranks,
                  c->spin_max_ns == 0 ? "waits sleep at once" : c->spin_yield ? "waits spin, yielding" : "waits spin");
 }
 
