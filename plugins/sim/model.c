@@ -4,9 +4,10 @@
  * or across hosts; bytes of a message within a host beyond the cache cost
  * more), queues behind the sender's earlier messages (the rank's
  * injection bandwidth), behind the host NIC's other traffic when it leaves
- * the host, and behind the receiver's other arrivals; a reduction the core
- * runs costs gamma * bytes on the rank's clock; a host with fewer cores than
- * ranks time-shares them (stretch), and there a message also waits for its
+ * the host (past a token bucket's burst, where the NIC is shaped so), and
+ * behind the receiver's other arrivals; a reduction the core runs costs
+ * gamma * bytes on the rank's clock; a host with fewer cores than ranks
+ * time-shares them (stretch), and there a message also waits for its
  * receiver to be woken and switched in (wake_ns); bytes another core still
  * holds in its own cache, and a message left unanswered (its
  * acknowledgement), cost more within a host; a message above the eager
@@ -56,6 +57,7 @@ void sim_model_read(const struct plx_host *h, const struct plx_config *config, s
     m->rendezvous_ns = (double)plx_plugin_config_int(h, config, "model_rendezvous_overhead", 0);
     m->inter_alpha_ns = (double)plx_plugin_config_int(h, config, "model_inter_latency", 0);
     m->inter_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_inter_bandwidth", 0));
+    m->inter_burst_bytes = (double)plx_plugin_config_int(h, config, "model_inter_burst", 0);
     m->inject_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_injection_bandwidth", 0));
     m->reduce_gamma_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_reduce_bandwidth", 0));
     m->payload = plx_plugin_config_bool(h, config, "model_payload", 1);
@@ -212,17 +214,18 @@ static int queue_slots(const struct impl *c)
 /* Hosts emulated on one machine: every message is work on the machine's
  * shared cores from end to end (the kernel's path through veths, a bridge
  * and the shaper across hosts, loopback within one; there is no wire, so
- * a link's latency when idle is that work), and messages that many ranks
- * send at once queue for those cores: the machine gets through one
- * message's latency, over its cores, after another. Returns when it is
+ * a link's latency when idle is that work, and its bytes are copied by
+ * the cores as within a host: cpu_ns), and messages that many ranks send
+ * at once queue for those cores: the machine gets through one message's
+ * latency and copies, over its cores, after another. Returns when it is
  * through this one (from `from`), or 0 where hosts are machines of their
  * own. */
-static double machine_ns(const struct sim_model *m, double *q, int n, int inter, double from)
+static double machine_ns(const struct sim_model *m, double *q, int n, int inter, double from, double cpu_ns)
 {
     if (m->machine_cores <= 0)
         return 0.0;
     double *busy = &q[SIM_QUEUE_DOUBLES(n) - 1];
-    *busy = max2(*busy, from) + (inter ? m->inter_alpha_ns : m->intra_alpha_ns) / m->machine_cores;
+    *busy = max2(*busy, from) + ((inter ? m->inter_alpha_ns : m->intra_alpha_ns) + cpu_ns) / m->machine_cores;
     return *busy;
 }
 
@@ -243,6 +246,18 @@ static double emulated_cpu_ns(const struct sim_model *m, int inter, size_t bytes
     return inter && m->machine_cores > 0 ? link_ns(m, 0, bytes, host_set) : 0.0;
 }
 
+/* A host's NIC, in or out, as a token bucket shapes it (Linux's tbf):
+ * tokens refill at the NIC's rate up to model_inter_burst bytes, and a
+ * message passes as fast as its tokens last, then at the rate; with no
+ * burst, a plain queue at the rate. *full is when the bucket is full again
+ * (no burst: when the NIC is free). A message whose first byte reaches the
+ * NIC at t takes its tokens; returns when its last byte has passed. */
+static double nic_pass(const struct sim_model *m, double *full, double t, double bytes)
+{
+    *full = max2(*full, t) + bytes * m->inter_beta_ns;
+    return max2(t, *full - m->inter_burst_bytes * m->inter_beta_ns);
+}
+
 int sim_model_send(struct impl *c, struct sim_req *r)
 {
     const struct sim_model *m = &c->cfg.model;
@@ -252,19 +267,20 @@ int sim_model_send(struct impl *c, struct sim_req *r)
     int n = queue_slots(c), me = c->model_rank, host = host_of(m, me);
     const struct impl *dst = c->w->members[r->peer];
     int inter = host != host_of(m, dst ? dst->model_rank : r->peer);
-    double occupy = max2(link_ns(m, inter, r->bytes, host_set(c, n)), (double)r->bytes * m->inject_beta_ns);
-    occupy += rendezvous_ns(m, r->bytes);
-    if (!inter)
-        occupy *= stretch(m, n, me);
-    else if (m->machine_cores > 0)
-        occupy = max2(occupy, stretch(m, n, me) * (emulated_cpu_ns(m, inter, r->bytes, host_set(c, n)) +
-                                                   rendezvous_ns(m, r->bytes)));
-    double depart = max2(r->t_post, QUEUE(q, n, EGRESS, me));
-    if (inter)
-        depart = max2(depart, QUEUE(q, n, NIC_OUT, host));
+    double b = (double)r->bytes, depart = max2(r->t_post, QUEUE(q, n, EGRESS, me)), occupy;
+    if (inter) { /* it leaves once its tokens (the NIC's rate, past the burst) let it */
+        double passed = nic_pass(m, &QUEUE(q, n, NIC_OUT, host), depart, b);
+        depart = max2(depart, passed - b * m->inter_beta_ns);
+        r->nic_ns = passed - depart;
+        occupy = max2(r->nic_ns, b * m->inject_beta_ns) + rendezvous_ns(m, r->bytes);
+        if (m->machine_cores > 0)
+            occupy = max2(occupy, stretch(m, n, me) * (emulated_cpu_ns(m, inter, r->bytes, host_set(c, n)) +
+                                                       rendezvous_ns(m, r->bytes)));
+    } else {
+        occupy = max2(link_ns(m, inter, r->bytes, host_set(c, n)), b * m->inject_beta_ns);
+        occupy = (occupy + rendezvous_ns(m, r->bytes)) * stretch(m, n, me);
+    }
     QUEUE(q, n, EGRESS, me) = depart + occupy;
-    if (inter)
-        QUEUE(q, n, NIC_OUT, host) = depart + (double)r->bytes * m->inter_beta_ns;
     QUEUE(q, n, LAST_TO, me) = (double)(dst ? dst->model_rank : r->peer) + 1;
     QUEUE(q, n, LAST_SENT, me) = r->t_post;
     r->t_depart = depart;
@@ -304,7 +320,7 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     int inter = host_of(m, sc->model_rank) != host;
     double alpha = inter ? m->inter_alpha_ns : m->intra_alpha_ns;
     double b = (double)send->bytes, s = inter && m->machine_cores <= 0 ? 1.0 : stretch(m, n, dst);
-    double copy = link_ns(m, inter, send->bytes, host_set(sc, n));
+    double copy = inter ? send->nic_ns : link_ns(m, inter, send->bytes, host_set(sc, n));
     /* Its time on the link: the NIC's across hosts (and the shared cores'
      * where they are emulated), the cores' within one. */
     double spent = inter ? max2(copy, s * emulated_cpu_ns(m, inter, send->bytes, host_set(sc, n))) : s * copy;
@@ -332,11 +348,9 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
      * (here they may not be yet, whichever rank the world ran first). */
     recv->copy_in = !inter && m->intra_serial_copies ? s * copy : 0.0;
     recv->ack_from = !inter && m->intra_ack_ns > 0 ? sc->model_rank + 1 : 0;
-    if (inter) {
-        arrive = max2(arrive, QUEUE(q, n, NIC_IN, host) + b * m->inter_beta_ns);
-        QUEUE(q, n, NIC_IN, host) = arrive;
-    }
-    arrive = max2(arrive, machine_ns(m, q, n, inter, send->t_depart));
+    if (inter) /* through the receiving host's NIC, its bytes as they came from the sender's */
+        arrive = max2(arrive, nic_pass(m, &QUEUE(q, n, NIC_IN, host), arrive - send->nic_ns, b));
+    arrive = max2(arrive, machine_ns(m, q, n, inter, send->t_depart, link_ns(m, 0, send->bytes, host_set(sc, n))));
     QUEUE(q, n, INGRESS, dst) = arrive;
     recv->t_done = arrive;
     if (m->trace[0])

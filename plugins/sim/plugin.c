@@ -99,6 +99,10 @@ static const struct plx_key keys[] = {
     {"model_inter_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency across hosts (alpha)"},
     {"model_inter_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second of a host's NIC, shared by its ranks (0: infinite)"},
+    {"model_inter_burst", PLX_KEY_SIZE, "0", NULL,
+     "Model: a host's NIC is a token bucket of this many bytes, in and out, refilled at model_inter_bandwidth "
+     "(Linux's tbf burst): a message passes as fast as its tokens last, then at the rate; 0: every byte at the "
+     "rate"},
     {"model_injection_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second one rank injects, shared by its concurrent messages (0: no limit)"},
     {"model_reduce_bandwidth", PLX_KEY_SIZE, "0", NULL,

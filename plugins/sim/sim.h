@@ -25,6 +25,7 @@ struct sim_req {
     int status;
     int freed;            /* the core released it; the worker frees it when done */
     double t_post, t_depart, t_done; /* model: virtual ns it was posted, the message left, it completes */
+    double nic_ns;        /* model, across hosts: from t_depart until its last byte passed the sender's NIC */
     double copy_in;       /* model, serial copies: a receive's copy on its rank's core (0: none) */
     int priced;           /* model: the send's departure is known */
     int ack_from;         /* model, a receive within a host: its sender's model rank + 1 (0: none) ... */
@@ -58,6 +59,7 @@ struct sim_model {
     double eager_limit;   /* bytes above which a message waits for its receive's post (0: none) */
     double rendezvous_ns; /* CPU time such a message costs its sender beyond its bytes (the notice's handling) */
     double inter_alpha_ns, inter_beta_ns; /* across hosts, through each host's NIC */
+    double inter_burst_bytes; /* a NIC's token bucket: bytes it passes at once after an idle spell (0: none) */
     double inject_beta_ns; /* per rank, shared by its messages (0: no limit) */
     double reduce_gamma_ns; /* ns per byte the core reduces on a rank (0: free) */
     int native_shm;       /* allreduce and allgather as shm's native collectives, by their schedule */

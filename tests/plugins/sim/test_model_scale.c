@@ -293,22 +293,44 @@ static void check_machine_cores(void)
 }
 
 /* Eight ranks on hosts emulated on a machine of two cores, waits that give
- * the cores up: each small message is the kernel's work on those cores for
- * its link's whole latency (across hosts or loopback within one, both
- * alpha here), so a round of halving-doubling's eight messages takes the
- * machine 8 alpha / 2 cores, not one alpha as on machines of their own;
- * three rounds 12 alpha, and a little more where a round waits for its
- * last message. */
-static void check_machine_messages(const char *ranks_per_host)
+ * the cores up: each message is the kernel's work on those cores for its
+ * link's whole latency (across hosts or loopback within one, both alpha
+ * here) and for its copies (n beta, as within a host), so a round of
+ * halving-doubling's eight messages takes the machine 8 (alpha + n beta) /
+ * 2 cores, not one alpha and its share of the copies as on machines of
+ * their own; three rounds 12 (alpha + n beta), and a little more where a
+ * round waits for its last message. At 8 B the latency is all of it; at
+ * 20 KiB, n beta about alpha, the copies as much again. */
+static void check_machine_messages(const char *ranks_per_host, size_t count)
 {
     const char *const extra[] = {"sim.model_inter_latency=20us", "sim.model_intra_latency=20us",
                                  "sim.model_inter_bandwidth=64G", ranks_per_host, "sim.model_machine_cores=2",
                                  "sim.model_yielding_waits=true", NULL};
-    struct job j = {.coll = PLX_COLL_ALLREDUCE, .counts = {2}, .nops = 1, .size = 8, .extra = extra};
-    double got, wall, want = 3 * 8 * 20000.0 / 2;
+    struct job j = {.coll = PLX_COLL_ALLREDUCE, .counts = {count}, .nops = 1, .size = 8, .extra = extra};
+    double got, wall, want = 3 * 8 * (20000.0 + 4.0 * (double)count * beta_ns) / 2;
     int ok = run(&j, "recdbl", &got, &wall) == 0 && got >= 0.99 * want && got <= 1.10 * want;
-    printf("%s allreduce recdbl       8 B, 8 ranks on two cores (%s): model %.0f ns, the cores' work %.0f ns "
-           "(%+.2f%%)\n", ok ? "ok  " : "FAIL", ranks_per_host, got, want, 100 * (got - want) / want);
+    printf("%s allreduce recdbl  %6zu B, 8 ranks on two cores (%s): model %.0f ns, the cores' work %.0f ns "
+           "(%+.2f%%)\n", ok ? "ok  " : "FAIL", 4 * count, ranks_per_host, got, want, 100 * (got - want) / want);
+    if (!ok)
+        failures++;
+}
+
+/* Two hosts of one rank whose NICs are token buckets of two messages'
+ * bytes (model_inter_burst: tc tbf's burst): from idle, the first two
+ * exchanges pass at once (alpha each), and the third waits for the tokens
+ * its message lacks, which refill at the NIC's rate: all three end at
+ * alpha + n beta, where a plain queue at the rate takes 3 (alpha + n beta). */
+static void check_nic_burst(void)
+{
+    const char *const extra[] = {"sim.model_inter_latency=2us", "sim.model_inter_bandwidth=128M",
+                                 "sim.model_inter_burst=128K", "sim.model_ranks_per_host=1", NULL};
+    struct job j = {.coll = PLX_COLL_ALLREDUCE, .counts = {16384, 16384, 16384}, .nops = 3, .size = 2, .extra = extra};
+    double got[3], wall, nbeta = 65536.0 * 1e9 / (double)(128 << 20), want = ALPHA_NS + nbeta;
+    int ok = run(&j, "recdbl", got, &wall) == 0 && fabs(got[0] - ALPHA_NS) <= 0.02 * ALPHA_NS &&
+             fabs(got[0] + got[1] + got[2] - want) <= 0.02 * want;
+    printf("%s allreduce recdbl  3 x 64 KiB, 2 hosts, 128 KiB NIC bursts: model %.0f ns (the first %.0f), "
+           "formula %.0f ns (%+.2f%%)\n", ok ? "ok  " : "FAIL", got[0] + got[1] + got[2], got[0], want,
+           100 * (got[0] + got[1] + got[2] - want) / want);
     if (!ok)
         failures++;
 }
@@ -339,8 +361,11 @@ int main(int argc, char **argv)
         return failures ? 1 : 0;
     }
     check_machine_cores();
-    check_machine_messages("sim.model_ranks_per_host=1");
-    check_machine_messages("sim.model_ranks_per_host=2");
+    check_nic_burst();
+    check_machine_messages("sim.model_ranks_per_host=1", 2);
+    check_machine_messages("sim.model_ranks_per_host=2", 2);
+    check_machine_messages("sim.model_ranks_per_host=1", 5120);
+    check_machine_messages("sim.model_ranks_per_host=2", 5120);
     check_nic_bound("ring", 2.0 * 7 / 8);
     check_nic_bound("rabenseifner", 2.0 * (1 - 2.0 / 8));
     const int P = 1024;
