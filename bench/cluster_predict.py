@@ -5,7 +5,8 @@
 
 Models the emulated cluster from its own parameters only: each host's NIC
 at the tbf rate less the headers of a full-size TCP segment (1448 payload
-bytes of 1514 on the wire, what tbf counts), the cross-host latency half the
+bytes of 1514 on the wire, what tbf counts) and a token bucket of tbf's
+burst (cluster.sh's burst_bytes, in the same wire bytes), the cross-host latency half the
 links' measured TCP ping-pong round trip (TABLE_DIR/link.txt, from
 scripts/cluster.sh check), and the one-host terms from MODEL.ini (a [sim]
 drop-in by bench/calibrate.py). Nothing is fitted to the cross-host rows.
@@ -24,6 +25,7 @@ import subprocess
 import sys
 
 WIRE, PAYLOAD = 1514, 1448
+BURST = 262144  # cluster.sh's tbf burst where link.txt does not say
 
 
 def rate_bytes(rate):
@@ -42,12 +44,16 @@ def main():
     ap.add_argument("--hosts", type=int, default=8)
     ap.add_argument("--ranks-per-host", type=int, default=2)
     ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("--warmup", type=int, default=2,
+                    help="untimed operations before each timed one, back to back (cluster_table's bench loop "
+                         "leaves the links so: a shaped NIC's burst spent); 0: each on idle links")
     ap.add_argument("--machine-cores", type=int, default=os.cpu_count(),
                     help="the cores the emulated hosts share (default: this machine's; 0: a machine per host)")
     o = ap.parse_args()
-    link = dict(l.strip().split("=", 1) for l in open(os.path.join(o.table_dir, "link.txt")) if "=" in l)
+    link = dict(w.split("=", 1) for l in open(os.path.join(o.table_dir, "link.txt")) for w in l.split() if "=" in w)
     alpha_ns = float(link["pingpong_rtt_us"]) * 1e3 / 2
     nic = rate_bytes(o.rate) * PAYLOAD / WIRE
+    burst = float(link.get("burst_bytes", BURST)) * PAYLOAD / WIRE
     meas = {}
     for r in csv.DictReader(open(os.path.join(o.table_dir, "table.csv"))):
         meas[(int(r["bytes"]), r["algorithm"])] = float(r["time_us"])
@@ -57,16 +63,17 @@ def main():
     out = os.path.join(o.table_dir, "whatif.csv")
     base = [os.path.join(o.build, "tools", "plexus-whatif"), "--model", o.model,
             "--ranks", str(o.hosts * o.ranks_per_host), "--hosts", str(o.hosts),
-            "--inter-latency", "%dns" % alpha_ns, "--inter-bandwidth", "%d" % nic,
+            "--inter-latency", "%dns" % alpha_ns, "--inter-bandwidth", "%d" % nic, "--inter-burst", "%d" % burst,
+            "--warmup", str(o.warmup),
             "--machine-cores", str(o.machine_cores), "--algos", ",".join(algos)]
     for b in sizes:
         cmd = base + ["-b", str(b), "-e", str(b), "--csv", out]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         for r in csv.DictReader(open(out)):
             pred[(int(r["bytes"]), r["algorithm"])] = float(r["time_us"])
-    print("# model: %d hosts x %d ranks on %d shared cores; NIC %.1f MB/s (%s less TCP/IP headers); cross-host "
-          "latency %.1f us (half the measured ping-pong); one-host terms from %s" %
-          (o.hosts, o.ranks_per_host, o.machine_cores, nic / 1e6, o.rate, alpha_ns / 1e3, o.model))
+    print("# model: %d hosts x %d ranks on %d shared cores; NIC %.1f MB/s (%s less TCP/IP headers), a %.0f KiB "
+          "burst; cross-host latency %.1f us (half the measured ping-pong); one-host terms from %s" %
+          (o.hosts, o.ranks_per_host, o.machine_cores, nic / 1e6, o.rate, burst / 1024, alpha_ns / 1e3, o.model))
     print("%10s %-13s %12s %12s %8s" % ("bytes", "algorithm", "measured_us", "model_us", "error"))
     errs = []
     with open(os.path.join(o.table_dir, "predict.csv"), "w") as f:

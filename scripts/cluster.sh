@@ -61,10 +61,12 @@ trap 'exit 129' HUP
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
 # tbf on a device's egress: the rate, a burst of a few ms of it (at least
-# 64 KiB: a GSO packet), the queue's wait capped at 50 ms.
+# 64 KiB: a GSO packet; bytes, the simulator's model_inter_burst reads it
+# from check's output), the queue's wait capped at 50 ms.
+BURST=262144
 shape() { # namespace device
     [ "$RATE" = 0 ] && return 0
-    tc -n "$1" qdisc add dev "$2" root tbf rate "$RATE" burst 256kb latency 50ms ||
+    tc -n "$1" qdisc add dev "$2" root tbf rate "$RATE" burst $BURST latency 50ms ||
         die "tc tbf $RATE on $2 in $1 failed"
 }
 
@@ -87,7 +89,7 @@ up() {
         shape "$sw" p$i
         i=$((i + 1))
     done
-    echo "hosts=$HOSTS rate=$RATE net=10.88.$net.0/24 namespaces=$made"
+    echo "hosts=$HOSTS rate=$RATE burst_bytes=$BURST net=10.88.$net.0/24 namespaces=$made"
     # The bridge forwards once its ports are up (no STP): wait for host 0
     # to reach the last host.
     t=0

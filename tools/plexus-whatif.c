@@ -20,7 +20,10 @@
  * Each algorithm is one run of ranks on one communicator each; every size
  * starts from virtual time 0 on idle links, as on fresh communicators: the
  * modelled time is the latest rank's virtual clock when the operation
- * returns. */
+ * returns. With --warmup N, N operations of the size run first, untimed:
+ * the timed one finds the links as a benchmark's back-to-back loop leaves
+ * them (a shaped NIC's burst spent), and its time runs from the latest
+ * rank's start to the latest rank's end. */
 #include <dlfcn.h>
 #include <getopt.h>
 #include <link.h>
@@ -36,7 +39,7 @@
 #include "plexus/info.h"
 #include "plexus/plexus.h"
 
-enum { MAX_ALGOS = 8, N_MODEL_KEYS = 12, MAX_COLLS = 8 };
+enum { MAX_ALGOS = 8, N_MODEL_KEYS = 13, MAX_COLLS = 8 };
 #define RANK_STACK ((size_t)256 << 10)
 
 /* The model's keys and their defaults without --model; given[i]: on the
@@ -44,12 +47,14 @@ enum { MAX_ALGOS = 8, N_MODEL_KEYS = 12, MAX_COLLS = 8 };
 static const char *const MODEL_KEYS[N_MODEL_KEYS] = {
     "model_ranks_per_host", "model_intra_latency", "model_intra_bandwidth", "model_inter_latency",
     "model_inter_bandwidth", "model_injection_bandwidth", "model_cores_per_host", "model_wake_latency",
-    "model_intra_cache", "model_intra_memory_bandwidth", "model_intra_native", "model_machine_cores"};
+    "model_intra_cache", "model_intra_memory_bandwidth", "model_intra_native", "model_machine_cores",
+    "model_inter_burst"};
 enum { K_RPH, K_INTRA_LAT, K_INTRA_BW, K_INTER_LAT, K_INTER_BW, K_INJECT_BW, K_CORES, K_WAKE, K_CACHE, K_MEMORY,
-       K_NATIVE, K_MACHINE_CORES };
+       K_NATIVE, K_MACHINE_CORES, K_BURST };
 
 struct opts {
     int ranks, hosts, payload;
+    int warmup;                 /* untimed operations before each size's timed one, back to back */
     int coll;                   /* the collective now swept (enum plx_coll), one of colls */
     int colls[MAX_COLLS], ncoll;
     size_t minb, maxb;
@@ -62,7 +67,7 @@ struct opts {
 };
 static struct opts O = {.ranks = 1024, .hosts = 1, .minb = 8, .maxb = 64u << 20, .factor = 2,
                         .coll = PLX_COLL_ALLREDUCE, .colls = {PLX_COLL_ALLREDUCE}, .ncoll = 1,
-                        .val = {NULL, "1us", "50G", "5us", "12G", "0", "0", "0ns", "0", "0", "none", "0"},
+                        .val = {NULL, "1us", "50G", "5us", "12G", "0", "0", "0ns", "0", "0", "none", "0", "0"},
                         .algos = {"ring", "recdbl", "tree", "rabenseifner"}, .nalgo = 4};
 static double (*model_clock)(void);
 
@@ -73,7 +78,7 @@ struct job {
     char init[64];
     const size_t *counts; /* per rank, each size: the allreduce's, or one block of the allgather */
     int nsizes;
-    double *end_ns;       /* [size * ranks + rank] */
+    double *start_ns, *end_ns; /* [size * ranks + rank]: the rank's clock before and after the timed op */
     int failed[MAX_SIZES];
     float *shared; /* every rank's buffer (timing only), or NULL: one each */
     struct plx_comm **comms; /* in the order made; destroyed after the run, the last first */
@@ -186,6 +191,9 @@ static void rank_main(int rank, void *arg)
     if (!rc && rank == 0)
         j->native = plx_comm_native(comm, O.coll, PLX_F32, PLX_SUM) == 1;
     for (int k = 0; k < j->nsizes; k++) {
+        for (int w = 0; w < O.warmup && !rc && runs(j->counts[k]); w++)
+            rc = one_op(j, comm, rank, j->counts[k]);
+        j->start_ns[(size_t)k * (size_t)O.ranks + (size_t)rank] = model_clock();
         if (!rc && runs(j->counts[k]))
             rc = one_op(j, comm, rank, j->counts[k]);
         j->end_ns[(size_t)k * (size_t)O.ranks + (size_t)rank] = model_clock();
@@ -264,10 +272,11 @@ static int run(const char *algo, int as_job, const char *tuner, const size_t *co
     for (int k = 0; k < nsizes; k++)
         most = counts[k] > most ? counts[k] : most;
     struct job j = {.ov = ov, .counts = counts, .nsizes = nsizes,
+                    .start_ns = calloc((size_t)O.ranks * (size_t)nsizes, sizeof(double)),
                     .end_ns = calloc((size_t)O.ranks * (size_t)nsizes, sizeof(double)),
                     .shared = shared_buffer(most ? most : 1), .comms = calloc((size_t)O.ranks, sizeof(struct plx_comm *))};
     snprintf(j.init, sizeof j.init, "mem://whatif-%d", ++serial);
-    if (!j.end_ns || !j.comms || !j.shared) {
+    if (!j.start_ns || !j.end_ns || !j.comms || !j.shared) {
         fprintf(stderr, "plexus-whatif: out of memory\n");
         exit(1);
     }
@@ -279,13 +288,15 @@ static int run(const char *algo, int as_job, const char *tuner, const size_t *co
     while (j.made > 0)
         plx_comm_destroy(j.comms[--j.made]);
     free(j.comms);
-    for (int k = 0; k < nsizes; k++) {
-        double t = 0;
-        for (int i = 0; i < O.ranks; i++)
-            t = j.end_ns[(size_t)k * (size_t)O.ranks + (size_t)i] > t ? j.end_ns[(size_t)k * (size_t)O.ranks + (size_t)i]
-                                                                      : t;
-        ns[k] = j.failed[k] || rc || !runs(counts[k]) ? -1 : t;
+    for (int k = 0; k < nsizes; k++) { /* from the last rank's start to the last rank's end */
+        double from = 0, to = 0;
+        for (size_t i = (size_t)k * (size_t)O.ranks; i < (size_t)(k + 1) * (size_t)O.ranks; i++) {
+            from = j.start_ns[i] > from ? j.start_ns[i] : from;
+            to = j.end_ns[i] > to ? j.end_ns[i] : to;
+        }
+        ns[k] = j.failed[k] || rc || !runs(counts[k]) ? -1 : to - from;
     }
+    free(j.start_ns);
     free(j.end_ns);
     return j.native;
 }
@@ -318,6 +329,8 @@ static void usage(FILE *f)
                "  --intra-bandwidth B/s   within a host (default 50G)\n"
                "  --inter-latency T       across hosts (default 5us)\n"
                "  --inter-bandwidth B/s   a host's NIC (default 12G, about 100 Gb/s)\n"
+               "  --inter-burst B         a NIC's token bucket: B bytes pass at once after an idle spell, the\n"
+               "                          rest at its bandwidth (tc tbf's burst; default 0: none)\n"
                "  --injection-bandwidth B/s  per rank (default 0: no limit)\n"
                "  --cores-per-host C      a host's cores, time-shared by more ranks (default 0: unlimited)\n"
                "  --machine-cores C       the hosts are emulated on one machine of C cores, which all ranks\n"
@@ -330,6 +343,9 @@ static void usage(FILE *f)
                "  --intra-native none|shm  one host: allreduce and allgather as shm runs them natively (default\n"
                "                          none: the core's algorithms over messages)\n"
                "  --reduce-bandwidth B/s  bytes a rank reduces per second (gamma; default: the model's, 0)\n"
+               "  --warmup N              N untimed operations before each size's timed one, back to back on\n"
+               "                          the same clocks and links, as plexus-bench -w runs them (default 0:\n"
+               "                          each size on idle links)\n"
                "  --payload               a full run: messages carry their bytes and ranks reduce them (the\n"
                "                          same times as timing only, at memory and CPU per byte)\n"
                "  -b, --minbytes SIZE     smallest allreduce (default 8)\n"
@@ -406,7 +422,8 @@ static int parse_args(int argc, char **argv)
         {"stepfactor", 1, 0, 'f'},    {"cores-per-host", 1, 0, 'K'}, {"emit-tuning", 1, 0, 'T'},
         {"wake-latency", 1, 0, 'L'},  {"intra-cache", 1, 0, 'X'},   {"intra-memory-bandwidth", 1, 0, 'Y'},
         {"intra-native", 1, 0, 'N'}, {"payload", 0, 0, 'P'},  {"emit-estimates", 1, 0, 'E'},
-        {"backend", 1, 0, 'B'},       {"machine-cores", 1, 0, 'U'},
+        {"backend", 1, 0, 'B'},       {"machine-cores", 1, 0, 'U'},  {"inter-burst", 1, 0, 'V'},
+        {"warmup", 1, 0, 'Z'},
         {0, 0, 0, 0},
     };
     int ch, hosts_given = 0;
@@ -421,6 +438,8 @@ static int parse_args(int argc, char **argv)
         case 'J': set_key(K_INJECT_BW, optarg); break;
         case 'K': set_key(K_CORES, optarg); break;
         case 'U': set_key(K_MACHINE_CORES, optarg); break;
+        case 'V': set_key(K_BURST, optarg); break;
+        case 'Z': O.warmup = atoi(optarg); break;
         case 'L': set_key(K_WAKE, optarg); break;
         case 'X': set_key(K_CACHE, optarg); break;
         case 'Y': set_key(K_MEMORY, optarg); break;
@@ -448,8 +467,9 @@ static int parse_args(int argc, char **argv)
         }
     }
     if (optind < argc || O.ranks < 2 || O.hosts < 1 || O.ranks % O.hosts || O.minb < 4 || O.minb > O.maxb ||
-        O.factor <= 1) {
-        fprintf(stderr, "plexus-whatif: need --ranks >= 2 divisible by --hosts, 4 <= -b <= -e and -f > 1\n");
+        O.factor <= 1 || O.warmup < 0) {
+        fprintf(stderr, "plexus-whatif: need --ranks >= 2 divisible by --hosts, 4 <= -b <= -e, -f > 1 and "
+                        "--warmup >= 0\n");
         return 2;
     }
     int allreduce = 0;
@@ -501,13 +521,11 @@ static void tuning_note(size_t bytes, int best_a)
 
 static void print_header(const char *coll)
 {
+    int over = O.reduce_bw != NULL;
+    for (int k = 0; k < N_MODEL_KEYS; k++)
+        over |= O.given[k];
     if (O.model)
-        printf("# plexus-whatif: %d ranks; model %s%s\n", O.ranks, O.model,
-               O.given[K_RPH] || O.given[K_INTRA_LAT] || O.given[K_INTRA_BW] || O.given[K_INTER_LAT] ||
-                       O.given[K_INTER_BW] || O.given[K_INJECT_BW] || O.given[K_CORES] || O.given[K_WAKE] ||
-                       O.given[K_MACHINE_CORES] || O.given[K_CACHE] || O.given[K_MEMORY] || O.given[K_NATIVE] || O.reduce_bw
-                   ? " with the options given over it"
-                   : "");
+        printf("# plexus-whatif: %d ranks; model %s%s\n", O.ranks, O.model, over ? " with the options given over it" : "");
     else
         printf("# plexus-whatif: %d ranks on %d host(s); intra %s, %s B/s; inter %s, %s B/s; injection %s B/s%s%s\n",
                O.ranks, O.hosts, O.val[K_INTRA_LAT], O.val[K_INTRA_BW], O.val[K_INTER_LAT], O.val[K_INTER_BW],
