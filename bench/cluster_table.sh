@@ -4,7 +4,8 @@
 # links shaped to RATE, each algorithm forced in turn (core.allreduce_algo),
 # REPS rounds interleaved (every algorithm once per round, each a fresh
 # cluster). Writes OUT/link.txt (cluster.sh check: the links' own latency
-# and rate), OUT/<algo>-<rep>.csv (plexus-bench's CSV) and OUT/table.csv
+# and rate; each round's in OUT/link-<rep>.txt, link.txt has the median
+# ping-pong), OUT/<algo>-<rep>.csv (plexus-bench's CSV) and OUT/table.csv
 # (bytes, algorithm, median time_us over the rounds, busbw, reps). The
 # load the machine ran under is in OUT/load.txt. Sizes: MINBYTES to
 # MAXBYTES by STEPFACTOR, or from the first to the last of SIZES.
@@ -23,9 +24,11 @@ if [ -n "${SIZES:-}" ]; then
 fi
 mkdir -p "$out"
 uptime >"$out/load.txt"
-BULK_BYTES=${BULK_BYTES:-67108864} sh "$here/scripts/cluster.sh" -n 2 -r "$RATE" check >"$out/link.txt"
 rep=1
 while [ $rep -le "$REPS" ]; do
+    # The links' latency moves with the machine's idle state: measured
+    # every round, and link.txt holds the median.
+    BULK_BYTES=${BULK_BYTES:-67108864} sh "$here/scripts/cluster.sh" -n 2 -r "$RATE" check >"$out/link-$rep.txt"
     for a in $ALGOS; do
         PLEXUS_CORE_ALLREDUCE_ALGO=$a sh "$here/scripts/cluster.sh" -n "$HOSTS" -p "$RPH" -r "$RATE" -t 900 \
             bench "$build" "$out/$a-$rep.csv" --backend tcp --coll allreduce --inplace \
@@ -39,6 +42,13 @@ uptime >>"$out/load.txt"
 python3 - "$out" $ALGOS <<'PY'
 import csv, statistics, sys, glob, os
 out, algos = sys.argv[1], sys.argv[2:]
+links = sorted(glob.glob(os.path.join(out, "link-*.txt")))
+rtts = [float(l.split("=", 1)[1]) for f in links for l in open(f) if l.startswith("pingpong_rtt_us=")]
+with open(os.path.join(out, "link.txt"), "w") as f:
+    for l in open(links[0]):
+        if not l.startswith("pingpong_rtt_us="):
+            f.write(l)
+    f.write("pingpong_rtt_us=%.1f\npingpong_rtt_us_rounds=%s\n" % (statistics.median(rtts), ",".join(map(str, rtts))))
 rows = {}
 for a in algos:
     for f in sorted(glob.glob(os.path.join(out, a + "-*.csv"))):
