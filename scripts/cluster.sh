@@ -14,6 +14,9 @@
 #       run plexus-bench across the hosts (RANKS_PER_HOST ranks on each, the
 #       store on host 0: MASTER_ADDR etc.); rank 0 writes OUT (csv or json by
 #       its suffix, tools/bench_output.h's format)
+#   sh scripts/cluster.sh [options] ranks -- CMD...
+#       run CMD as every rank of one job (as bench runs plexus-bench); prints
+#       rank 0's output
 #   sh scripts/cluster.sh [options] exec -- CMD...
 #       run CMD once in every host's namespace with HOST, HOSTS, HOST_ADDR,
 #       MASTER_ADDR, CLUSTER_RATE, CLUSTER_NET (the first three octets) and
@@ -149,9 +152,9 @@ kill_inside() {
     done
 }
 
-bench() { # BUILD OUT(.csv or .json) plexus-bench args...
-    build=$1 out=$2
-    shift 2
+# RANKS_PER_HOST ranks on every host, one job (torchrun's variables, the
+# store on host 0); rank 0's output is printed.
+ranks() { # command...
     world=$((HOSTS * RPH))
     port=$((29000 + id % 1000))
     i=0
@@ -159,10 +162,8 @@ bench() { # BUILD OUT(.csv or .json) plexus-bench args...
         l=0
         while [ $l -lt "$RPH" ]; do
             r=$((i * RPH + l))
-            o="--output ${out##*.} $out" # every rank: the host count is gathered; rank 0 writes
             (in_host $i env RANK=$r LOCAL_RANK=$l LOCAL_WORLD_SIZE=$RPH WORLD_SIZE=$world \
-                MASTER_ADDR="$(addr 0)" MASTER_PORT=$port PLEXUS_TCP_IFNAME=eth0 \
-                "$build/tools/plexus-bench" $o "$@" >"$tmp/r$r" 2>&1
+                MASTER_ADDR="$(addr 0)" MASTER_PORT=$port PLEXUS_TCP_IFNAME=eth0 "$@" >"$tmp/r$r" 2>&1
              echo $? >"$tmp/r$r.rc") &
             l=$((l + 1))
         done
@@ -180,6 +181,13 @@ bench() { # BUILD OUT(.csv or .json) plexus-bench args...
     done
     cat "$tmp/r0"
     return $rc
+}
+
+bench() { # BUILD OUT(.csv or .json) plexus-bench args...
+    build=$1 out=$2
+    shift 2
+    # every rank: the host count is gathered; rank 0 writes
+    ranks "$build/tools/plexus-bench" --output "${out##*.}" "$out" "$@"
 }
 
 run_all() { # command...
@@ -202,6 +210,7 @@ run_all() { # command...
 case $mode in
 check) up; check ;;
 bench) [ $# -ge 2 ] || die "bench needs BUILD and OUT"; up; bench "$@" ;;
+ranks) [ "${1:-}" = -- ] && shift; [ $# -ge 1 ] || die "ranks needs a command"; up; ranks "$@" ;;
 exec) [ "${1:-}" = -- ] && shift; [ $# -ge 1 ] || die "exec needs a command"; up; run_all "$@" ;;
-*) die "unknown mode '$mode' (check, bench, exec)" ;;
+*) die "unknown mode '$mode' (check, bench, ranks, exec)" ;;
 esac

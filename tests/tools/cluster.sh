@@ -6,7 +6,8 @@
 # is reported; afterwards none of the run's namespaces is left. bench:
 # plexus-bench's checked allreduce over tcp on 4 hosts x 2 ranks, its CSV
 # with a row per size, and tcp counting the 8 ranks whose cores it shares
-# (the machine's, though each host has 2). Skips (77) without root or
+# (the machine's, though each host has 2); then the ranks mode runs
+# calib_pingpong --pairs as every rank. Skips (77) without root or
 # namespaces.
 #   sh cluster.sh SOURCE_ROOT BUILD_ROOT check|bench
 set -u
@@ -54,4 +55,11 @@ rows=$(awk -F, 'NR > 1' "$csv" | wc -l)
 [ "$rows" -ge 4 ] || { echo "FAIL: $rows CSV rows, want a row per size (8 B .. 1 MiB by 32)"; exit 1; }
 grep -q "rank 0: 8 ranks share this machine's" "$out" ||
     { echo "FAIL: rank 0's tcp did not count the 8 ranks on this machine (2 per host)"; exit 1; }
+# ranks: any program as every rank; here every rank in a ping-pong pair
+# across hosts at once.
+sh "$src/scripts/cluster.sh" -n 4 -p 2 -r 1gbit -t 120 ranks -- "$build/bench/calib_pingpong" --backend tcp \
+    -b 8 -e 8 --pairs 2 >"$out" 2>&1 || { cat "$out"; echo "FAIL: cluster.sh ranks exit $?"; exit 1; }
+cat "$out"
+gone || exit 1
+awk '$1 == 8 { ok = $2 > 0 } END { exit !ok }' "$out" || { echo "FAIL: no one-way time of the pairs"; exit 1; }
 echo ok
