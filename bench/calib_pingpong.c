@@ -63,14 +63,19 @@ int main(int argc, char **argv)
         case 'b': minb = parse_size(optarg); break;
         case 'e': maxb = parse_size(optarg); break;
         case 'f': factor = atof(optarg); break;
-        case 'p': stride = atoi(optarg); break;
+        case 'p': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            stride = end == optarg || *end || v < 0 || v > 1 << 20 ? -1 : (int)v; /* -1: refused below */
+            break;
+        }
         default:
             fprintf(stderr, "usage: calib_pingpong [--backend B] [-b MIN] [-e MAX] [-f FACTOR] [--pairs S]\n");
             return 2;
         }
     }
     if (minb < 1 || minb > maxb || factor <= 1 || stride < 0) {
-        fprintf(stderr, "calib_pingpong: need 1 <= -b <= -e, -f > 1 and --pairs >= 0\n");
+        fprintf(stderr, "calib_pingpong: need 1 <= -b <= -e, -f > 1 and --pairs a whole number >= 0\n");
         return 2;
     }
     struct plx_comm_options o;

@@ -25,7 +25,9 @@
  * them (a shaped NIC's burst spent), and its time runs from the latest
  * rank's start to the latest rank's end. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <link.h>
 #include <malloc.h>
 #include <stdint.h>
@@ -404,6 +406,15 @@ static int parse_colls(char *list)
     return O.ncoll ? 0 : -1;
 }
 
+/* A whole decimal int, or INT_MIN (refused below as out of range). */
+static int parse_int(const char *s)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return end == s || *end || errno || v < INT_MIN + 1L || v > INT_MAX ? INT_MIN : (int)v;
+}
+
 static void set_key(int k, const char *v)
 {
     O.val[k] = v;
@@ -429,8 +440,8 @@ static int parse_args(int argc, char **argv)
     int ch, hosts_given = 0;
     while ((ch = getopt_long(argc, argv, "b:e:f:h", longs, NULL)) != -1) {
         switch (ch) {
-        case 'R': O.ranks = atoi(optarg); break;
-        case 'H': O.hosts = atoi(optarg); hosts_given = 1; break;
+        case 'R': O.ranks = parse_int(optarg); break;
+        case 'H': O.hosts = parse_int(optarg); hosts_given = 1; break;
         case 'a': set_key(K_INTRA_LAT, optarg); break;
         case 'w': set_key(K_INTRA_BW, optarg); break;
         case 'A': set_key(K_INTER_LAT, optarg); break;
@@ -439,7 +450,7 @@ static int parse_args(int argc, char **argv)
         case 'K': set_key(K_CORES, optarg); break;
         case 'U': set_key(K_MACHINE_CORES, optarg); break;
         case 'V': set_key(K_BURST, optarg); break;
-        case 'Z': O.warmup = atoi(optarg); break;
+        case 'Z': O.warmup = parse_int(optarg); break;
         case 'L': set_key(K_WAKE, optarg); break;
         case 'X': set_key(K_CACHE, optarg); break;
         case 'Y': set_key(K_MEMORY, optarg); break;

@@ -1,4 +1,5 @@
-/* hostid.c - this host's identity for shared memory (hostid.h). */
+/* hostid.c - this host's identity for shared memory, the machine's for
+ * tcp's spin, and the string digest both use (hostid.h). */
 #include "hostid.h"
 
 #include <stdio.h>

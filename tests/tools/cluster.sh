@@ -58,8 +58,10 @@ grep -q "rank 0: 8 ranks share this machine's" "$out" ||
 # ranks: any program as every rank; here every rank in a ping-pong pair
 # across hosts at once.
 sh "$src/scripts/cluster.sh" -n 4 -p 2 -r 1gbit -t 120 ranks -- "$build/bench/calib_pingpong" --backend tcp \
-    -b 8 -e 8 --pairs 2 >"$out" 2>&1 || { cat "$out"; echo "FAIL: cluster.sh ranks exit $?"; exit 1; }
+    -b 8 -e 8 --pairs 2 >"$out" 2>&1
+rc=$?
 cat "$out"
+[ $rc = 0 ] || { echo "FAIL: cluster.sh ranks exit $rc"; exit 1; }
 gone || exit 1
 awk '$1 == 8 { ok = $2 > 0 } END { exit !ok }' "$out" || { echo "FAIL: no one-way time of the pairs"; exit 1; }
 echo ok
