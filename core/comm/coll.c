@@ -86,8 +86,7 @@ static int resolve_mem(struct plx_comm *c, const struct plx_op_options *o, const
     if (asked == PLX_MEM_HOST || asked == PLX_MEM_CUDA)
         *mem = asked;
     else if (asked == PLX_MEM_AUTO)
-        *mem = plx__cuda_kind(buf1) == PLX_MEM_CUDA || (buf2 != buf1 && plx__cuda_kind(buf2) == PLX_MEM_CUDA)
-                   ? PLX_MEM_CUDA : PLX_MEM_HOST;
+        *mem = plx__cuda_kind2(buf1, buf2);
     else
         return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': invalid mem_kind %d", what, c->name, asked);
     if (staged)
@@ -271,7 +270,10 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     if (o && PLX_HAS_FIELD(o, struct plx_op_options, stream))
         a->stream = o->stream;
 
-    struct plx_coll_args user = *a; /* the call as made, for its fingerprint */
+    /* The call as made, for its fingerprint (low-precision AVG and native_ok
+     * rewrite a below); its seq is set with a's. */
+    struct plx__fp fp = plx__fp_of(a);
+    uint64_t bytes = a->coll == PLX_COLL_BARRIER ? 0 : a->count * plx_dtype_size(a->dtype);
     /* f16/bf16 AVG runs as an f32 SUM of pre-divided copies (avg_lowp.c). */
     struct plx__lowp_avg *lowp = NULL;
     if (plx__lowp_avg_needed(a) && (rc = plx__lowp_avg_begin(c, a, &lowp)) != 0)
@@ -279,12 +281,12 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     if (plx__hier_wants(c, a)) { /* intra-host and inter-host backends composed (hier.c) */
         /* On the executor like a generic op: nonblocking returns at once,
          * and every op of c keeps its issue order. */
-        a->seq = user.seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
+        a->seq = fp.seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
         a->flags |= PLX__COLL_FLAG_HIER;
-        struct plx__fp ufp = plx__fp_of(&user); /* checked before the steps (hier.c) */
+        /* fp is checked before the steps (hier.c) */
         if (!w)
-            return plx__lowp_avg_end(lowp, plx__run_generic_blocking(c, a, &ufp));
-        return plx__work_generic(c, a, lowp, &ufp, w);
+            return plx__lowp_avg_end(lowp, plx__run_generic_blocking(c, a, &fp));
+        return plx__work_generic(c, a, lowp, &fp, w);
     }
     int scale_avg = 0;
     int native = !staged && native_ok(c, a, &scale_avg);
@@ -293,11 +295,9 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
                         "%s(%s, %s) on '%s': backend '%s' cannot run it natively and has no point-to-point "
                         "for the core's generic algorithm (choose one that has, e.g. PLEXUS_BACKEND=tcp)", what, plx_dtype_name(a->dtype),
                         plx__call_has_op(a->coll) ? plx_redop_name(a->op) : "-", c->name, c->be->name));
-    a->seq = user.seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
+    a->seq = fp.seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
     if (!w)
         a->flags |= PLX_COLL_FLAG_BLOCKING;
-    struct plx__fp fp = plx__fp_of(&user);
-    uint64_t bytes = a->coll == PLX_COLL_BARRIER ? 0 : user.count * plx_dtype_size(user.dtype);
     /* A native call starts now, unless fingerprints are exchanged first. */
     int running = native && !(plx__diag_checks(c) & PLX__DIAG_NATIVE_EVERY);
     if (running)

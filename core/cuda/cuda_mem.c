@@ -55,9 +55,9 @@ static int driver(void)
     return __atomic_load_n(&cu.ready, __ATOMIC_ACQUIRE);
 }
 
-int plx__cuda_kind(const void *p)
+static int device_kind(const void *p)
 {
-    if (!p || !driver())
+    if (!p)
         return PLX_MEM_HOST;
     unsigned int type = 0, managed = 0;
     /* Fails (CUDA_ERROR_INVALID_VALUE) for memory CUDA does not know: host. */
@@ -66,6 +66,18 @@ int plx__cuda_kind(const void *p)
     if (cu.pointer_attr(&managed, CU_ATTR_IS_MANAGED, (cu_ptr)(uintptr_t)p) == 0 && managed)
         return PLX_MEM_HOST;
     return PLX_MEM_CUDA;
+}
+
+int plx__cuda_kind(const void *p)
+{
+    return p && driver() ? device_kind(p) : PLX_MEM_HOST;
+}
+
+int plx__cuda_kind2(const void *a, const void *b)
+{
+    if ((!a && !b) || !driver())
+        return PLX_MEM_HOST;
+    return device_kind(a) == PLX_MEM_CUDA || (b != a && device_kind(b) == PLX_MEM_CUDA) ? PLX_MEM_CUDA : PLX_MEM_HOST;
 }
 
 int plx__cuda_copy(void *dst, const void *src, size_t n, int to_host, void *stream)

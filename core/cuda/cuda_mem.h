@@ -10,6 +10,9 @@
  * PLX_MEM_HOST (also when the process has not loaded libcuda.so.1, since
  * then it cannot hold device memory; managed memory counts as host). */
 int plx__cuda_kind(const void *p);
+/* PLX_MEM_CUDA if either buffer is device memory (a may equal b): the
+ * driver looked for once, as every host collective asks. */
+int plx__cuda_kind2(const void *a, const void *b);
 
 /* Copy n bytes device->host (to_host = 1) or host->device, after the work
  * queued on stream (NULL: the legacy default stream) is finished. Returns 0
