@@ -15,6 +15,7 @@ build=$1 out=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
 HOSTS=${HOSTS:-8} RPH=${RANKS_PER_HOST:-2} RATE=${RATE:-1gbit} REPS=${REPS:-3}
 ALGOS=${ALGOS:-ring recdbl tree rabenseifner}
+[ "$REPS" -ge 1 ] 2>/dev/null || { echo "cluster_table.sh: REPS must be a whole number >= 1 (got '$REPS')" >&2; exit 2; }
 MINBYTES=${MINBYTES:-8} MAXBYTES=${MAXBYTES:-32M} STEPFACTOR=${STEPFACTOR:-4} ITERS=${ITERS:-5}
 if [ -n "${SIZES:-}" ]; then
     set -- $SIZES
@@ -44,6 +45,8 @@ import csv, statistics, sys, glob, os
 out, algos = sys.argv[1], sys.argv[2:]
 links = sorted(glob.glob(os.path.join(out, "link-*.txt")))
 rtts = [float(l.split("=", 1)[1]) for f in links for l in open(f) if l.startswith("pingpong_rtt_us=")]
+if not rtts:
+    sys.exit("cluster_table.sh: no round's link check reported pingpong_rtt_us (see %s)" % ", ".join(links))
 with open(os.path.join(out, "link.txt"), "w") as f:
     for l in open(links[0]):
         if not l.startswith("pingpong_rtt_us="):

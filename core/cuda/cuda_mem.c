@@ -70,7 +70,7 @@ static int device_kind(const void *p)
 
 int plx__cuda_kind(const void *p)
 {
-    return p && driver() ? device_kind(p) : PLX_MEM_HOST;
+    return plx__cuda_kind2(p, p);
 }
 
 int plx__cuda_kind2(const void *a, const void *b)

@@ -96,7 +96,6 @@ struct plx__diag_state {
     struct plx__diag_slot recent[PLX__DIAG_RECENT];
     /* The ledger file (ledger.c). */
     struct plx_ledger_file *lf;
-    uint64_t lf_mask;         /* nentries - 1 where it is a power of two (0: divide): no division per op */
     size_t map_bytes;
     char path[512];
     char job[128];            /* names the job in the ledger (store URL) */

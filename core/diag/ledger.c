@@ -145,7 +145,6 @@ static void ledger_open(struct plx_comm *c, struct plx__diag_state *d, unsigned 
     f->created_ns = f->heartbeat_ns = plx__clock_ns();
     __atomic_thread_fence(__ATOMIC_RELEASE);
     memcpy(f->magic, PLX_LEDGER_MAGIC, 8); /* last: a reader sees a whole header or none */
-    d->lf_mask = (n & (n - 1)) == 0 ? (uint64_t)n - 1 : 0;
     d->lf = f;
     d->map_bytes = bytes;
 }
@@ -211,11 +210,12 @@ void plx__diag_destroy(struct plx_comm *c)
 
 /* ---- entries ------------------------------------------------------------- */
 
-/* The entry of seq: a mask for the default's power of two, a division
+/* The entry of seq: a mask for a power of two (the default), a division
  * (tens of cycles, on every operation) only for other sizes. */
-static uint64_t entry_of(const struct plx__diag_state *d, const struct plx_ledger_file *f, uint64_t seq)
+static uint64_t entry_of(const struct plx_ledger_file *f, uint64_t seq)
 {
-    return d->lf_mask ? seq & d->lf_mask : seq % f->nentries;
+    uint64_t n = f->nentries;
+    return (n & (n - 1)) == 0 ? seq & (n - 1) : seq % n;
 }
 
 static void max_store(uint64_t *p, uint64_t v)
@@ -289,7 +289,7 @@ static void post_as(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes
     struct plx_ledger_file *f = d->lf;
     if (!f)
         return;
-    struct plx_ledger_entry *e = &f->entries[entry_of(d, f, fp->seq)];
+    struct plx_ledger_entry *e = &f->entries[entry_of(f, fp->seq)];
     uint32_t l = e->lock;
     __atomic_store_n(&e->lock, l + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -327,7 +327,7 @@ void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state)
         max_store(&d->done1, seq + 1);
     struct plx_ledger_file *f = d->lf;
     if (f) {
-        struct plx_ledger_entry *e = &f->entries[entry_of(d, f, seq)];
+        struct plx_ledger_entry *e = &f->entries[entry_of(f, seq)];
         if (e->seq == seq) {
             uint32_t l = e->lock;
             __atomic_store_n(&e->lock, l + 1, __ATOMIC_RELAXED);
