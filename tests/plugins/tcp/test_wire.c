@@ -211,6 +211,10 @@ static int any_fn(void *c, int me, int P)
     return bad;
 }
 
+/* Rank 0 has tried its abort: rank 1 keeps its connection until then (a
+ * peer that already left would fail rank 0's receive before the abort). */
+static int timeout_abort_done;
+
 /* A receive nobody answers times out, can be freed, and the comm still works;
  * an abort fails what is pending. */
 static int timeout_fn(void *c, int me, int P)
@@ -235,15 +239,25 @@ static int timeout_fn(void *c, int me, int P)
         return 1 + (wait_free(c, rr, 10000) != 0);
     bad += wait_free(c, rr, 10000) != 0 || got != 6 - me;
     bad += wait_free(c, sr, 10000) != 0;
+    if (me == 1) {
+        for (int i = 0; i < 10000 && !__atomic_load_n(&timeout_abort_done, __ATOMIC_ACQUIRE); i++)
+            usleep(1000);
+        bad += !__atomic_load_n(&timeout_abort_done, __ATOMIC_ACQUIRE); /* rank 0 never got there in 10 s */
+    }
     if (me == 0) {
-        if (xfer(c, 0, 1, &v, sizeof v, 79, &r) != 0)
+        int rc = xfer(c, 0, 1, &v, sizeof v, 79, &r);
+        if (rc != 0) {
+            fprintf(stderr, "abort: posting the receive failed: %s\n", fake_last_error());
+            __atomic_store_n(&timeout_abort_done, 1, __ATOMIC_RELEASE);
             return 1;
+        }
         B->comm_abort(c);
-        int rc = B->wait(c, r, 5000);
+        rc = B->wait(c, r, 5000);
         if (rc != PLX_ERR_ABORTED)
             fprintf(stderr, "abort: got %d: %s\n", rc, fake_last_error());
         bad += rc != PLX_ERR_ABORTED;
         B->req_free(c, r);
+        __atomic_store_n(&timeout_abort_done, 1, __ATOMIC_RELEASE);
     }
     return bad;
 }
