@@ -274,15 +274,37 @@ static void coll_req_put(struct impl *c, struct req *q)
     free(__atomic_exchange_n(&c->spare, q, __ATOMIC_ACQ_REL));
 }
 
+/* Open MPI's ULFM (mpirun --with-ft ulfm sets OMPI_MCA_mpi_ft_enable) ends
+ * MPI_Finalize with a PMIx fence over every process of the job, the dead
+ * ones too, and after a rank died that fence can wait forever (Open MPI
+ * issue 11404; survivors of a SIGKILL hung there now and then). Its FT
+ * finalize already shrinks to the survivors and runs a barrier among them
+ * first, so the fence adds no safety there: skip it (the documented MCA
+ * parameter async_mpi_finalize), unless the user set that parameter. */
+static int ulfm_finalize_without_fence(void)
+{
+    const char *ft = getenv("OMPI_MCA_mpi_ft_enable");
+    if (strcmp(IMPL, "Open MPI") != 0 || !ft || !*ft || !strcmp(ft, "0") || !strcasecmp(ft, "false") ||
+        !strcasecmp(ft, "no") || getenv("OMPI_MCA_async_mpi_finalize"))
+        return 0;
+    return setenv("OMPI_MCA_async_mpi_finalize", "1", 0) == 0; /* read by MPI_Init */
+}
+
 static int init_mpi(const struct plx_host *host)
 {
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
     if (!inited) {
+        int nofence = ulfm_finalize_without_fence();
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
         if (rc != MPI_SUCCESS)
             return mpi_fail(host, rc, "MPI_Init_thread");
         we_initialized = 1;
+        int rank = -1;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        if (nofence)
+            host->log(host->ctx, PLX_LOG_DEBUG, NAME ": ULFM job: rank %d's MPI_Finalize skips its fence over "
+                      "dead processes (OMPI_MCA_async_mpi_finalize=1)", rank);
     } else {
         MPI_Query_thread(&provided); /* the host's choice: respect it */
     }
