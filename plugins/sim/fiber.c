@@ -75,6 +75,11 @@ int sim_fiber_rank(const struct sim_fiber *f)
     return f->rank;
 }
 
+const void *sim_fiber_sched(const struct sim_fiber *f)
+{
+    return f->s;
+}
+
 double *sim_fiber_clock(struct sim_fiber *f)
 {
     return &f->clock_ns;

@@ -402,11 +402,11 @@ void sim_model_charge_reduce(void *comm, size_t bytes)
     struct impl *c = comm;
     if (!c->cfg.model.on || c->cfg.model.reduce_gamma_ns <= 0)
         return;
-    pthread_mutex_lock(&c->w->mu);
+    sim_lock(c->w);
     double s = stretch(&c->cfg.model, queue_slots(c), c->model_rank);
     *c->clock_ns += s * (double)bytes * c->cfg.model.reduce_gamma_ns;
     last_clock_ns = *c->clock_ns;
-    pthread_mutex_unlock(&c->w->mu);
+    sim_unlock(c->w);
     if (c->fiber)
         sim_fiber_catch_up();
 }
@@ -419,9 +419,9 @@ void sim_model_op_footprint(void *comm, size_t bytes)
     struct impl *c = comm;
     if (!c->cfg.model.on)
         return;
-    pthread_mutex_lock(&c->w->mu);
+    sim_lock(c->w);
     c->footprint_bytes = (double)bytes;
-    pthread_mutex_unlock(&c->w->mu);
+    sim_unlock(c->w);
 }
 
 /* For tests and tools: the modelled clock of the calling rank (a

@@ -65,7 +65,7 @@ static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
     int st = send->bytes > recv->bytes ? PLX_ERR_INVALID_ARG : 0;
     if (send->bytes)
         copy_message(c, send, recv);
-    pthread_mutex_lock(&w->mu);
+    sim_lock(w);
     struct impl *sender = w->members[send->owner];
     if (sender && sender->cfg.model.on && !send->priced && sim_model_send(sender, send))
         st = PLX_ERR_NOMEM;
@@ -86,7 +86,7 @@ static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
         wake(sender, send);
     if (receiver && receiver != sender)
         wake(receiver, recv);
-    pthread_mutex_unlock(&w->mu);
+    sim_unlock(w);
 }
 
 static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void **out)
@@ -113,15 +113,15 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
     r->tag = a->tag;
     struct world *w = c->w;
     struct sim_req *mate = NULL;
-    pthread_mutex_lock(&w->mu);
+    sim_lock(w);
     if (c->aborted) {
         sim_req_release_locked(c, r);
-        pthread_mutex_unlock(&w->mu);
+        sim_unlock(w);
         return sim_error(c, PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
     }
     if (sim_revoked(w)) { /* under the lock that a revoke's sweep of the lists takes */
         sim_req_release_locked(c, r);
-        pthread_mutex_unlock(&w->mu);
+        sim_unlock(w);
         return sim_revoked_error(c, is_send ? "send" : "recv");
     }
     /* The model prices a send when it is posted, by where the receiver
@@ -131,13 +131,13 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
     if (is_send && c->cfg.model.on && (!c->fiber || (r->peer >= 0 && r->peer < w->size && w->members[r->peer])) &&
         sim_model_send(c, r)) {
         sim_req_release_locked(c, r);
-        pthread_mutex_unlock(&w->mu);
+        sim_unlock(w);
         return sim_error(c, PLX_ERR_NOMEM, "sim: out of memory");
     }
     int dst = is_send ? r->peer : c->rank;
     if (dst < 0 || dst >= w->size) {
         sim_req_release_locked(c, r);
-        pthread_mutex_unlock(&w->mu);
+        sim_unlock(w);
         return sim_error(c, PLX_ERR_INVALID_ARG, "sim: rank %d: peer %d is not a rank of 0..%d", c->rank, a->peer,
                          w->size - 1);
     }
@@ -155,7 +155,7 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
             tail = &(*tail)->next;
         *tail = r;
     }
-    pthread_mutex_unlock(&w->mu);
+    sim_unlock(w);
     if (mate)
         deliver(c, is_send ? r : mate, is_send ? mate : r);
     *out = r;
@@ -177,7 +177,7 @@ int sim_irecv(void *comm, const struct plx_p2p_args *a, void **req)
 void sim_p2p_cancel(struct impl *c, struct sim_req *r)
 {
     struct world *w = c->w;
-    pthread_mutex_lock(&w->mu);
+    sim_lock(w);
     if (!r->matched) {
         struct sim_req **list = r->is_send ? &w->sends_to[r->peer] : &w->recvs_at[r->owner];
         for (struct sim_req **p = list; *p; p = &(*p)->next)
@@ -190,5 +190,5 @@ void sim_p2p_cancel(struct impl *c, struct sim_req *r)
             pthread_cond_wait(&c->cv, &w->mu);
     }
     sim_req_release_locked(c, r);
-    pthread_mutex_unlock(&w->mu);
+    sim_unlock(w);
 }

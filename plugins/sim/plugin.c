@@ -202,11 +202,11 @@ static int get_caps(void *comm, struct plx_caps *out)
  * an operation costs no malloc once the list has warmed up. */
 struct sim_req *sim_req_new(struct impl *c)
 {
-    pthread_mutex_lock(&c->w->mu);
+    sim_lock(c->w);
     struct sim_req *r = c->free_reqs;
     if (r)
         c->free_reqs = r->next;
-    pthread_mutex_unlock(&c->w->mu);
+    sim_unlock(c->w);
     if (!r)
         return calloc(1, sizeof *r);
     memset(r, 0, offsetof(struct sim_req, err)); /* one per message: not its 256-byte message */
@@ -302,14 +302,14 @@ static int test(void *comm, void *req, int *done)
 {
     struct impl *c = comm;
     struct sim_req *r = req;
-    pthread_mutex_lock(&c->w->mu);
+    sim_lock(c->w);
     *done = r->done;
     if (r->done)
         sim_model_complete(c, r);
     int st = r->status;
     if (r->done && st)
         sim_error(c, st, "%s", r->err);
-    pthread_mutex_unlock(&c->w->mu);
+    sim_unlock(c->w);
     return *done ? st : 0; /* read under the lock: another rank's thread completes r */
 }
 
@@ -326,12 +326,12 @@ static void req_free(void *comm, void *req)
         sim_p2p_cancel(c, r);
         return;
     }
-    pthread_mutex_lock(&c->w->mu);
+    sim_lock(c->w);
     if (r->done)
         sim_req_release_locked(c, r);
     else
         r->freed = 1; /* still queued or running: execute() releases it */
-    pthread_mutex_unlock(&c->w->mu);
+    sim_unlock(c->w);
 }
 
 /* The hooks of a modelled backend, which the core's generic algorithms call. */

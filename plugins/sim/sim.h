@@ -135,8 +135,12 @@ struct impl {
 struct world {
     uint64_t id;
     int size, refs, joined;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* see sim_lock */
     pthread_cond_t cv;
+    /* Every rank a coroutine of one scheduler (fiber.c), fixed when the
+     * world is made: nothing runs concurrently in it, so no lock. */
+    int single_thread;
+    const void *sched;
     /* Unmatched p2p requests by receiving rank, each list in post order:
      * a post scans only its receiver's list, whatever the world's size. */
     struct sim_req **sends_to, **recvs_at;
@@ -164,6 +168,23 @@ struct world {
     double native_start_ns;
     struct world *next;
 };
+
+/* The world's lock (w->mu) on the paths every message takes. A world of
+ * one thread's coroutines skips it: at thousands of ranks its lock and
+ * unlock were about a tenth of a run. Paths that wait on a condition
+ * variable (thread ranks only) and cold ones lock w->mu themselves, each
+ * pair within one function, so the two never interleave. */
+static inline void sim_lock(struct world *w)
+{
+    if (!w->single_thread)
+        pthread_mutex_lock(&w->mu);
+}
+
+static inline void sim_unlock(struct world *w)
+{
+    if (!w->single_thread)
+        pthread_mutex_unlock(&w->mu);
+}
 
 /* world.c */
 int sim_world_join(const struct plx_comm_args *args, struct impl *c);
@@ -209,6 +230,7 @@ void sim_fiber_catch_up(void);
 /* The rank it runs (its rank in the first communicator of the job) and
  * its virtual clock, which all its communicators share. */
 int sim_fiber_rank(const struct sim_fiber *f);
+const void *sim_fiber_sched(const struct sim_fiber *f); /* one per plexus_sim_run_ranks */
 double *sim_fiber_clock(struct sim_fiber *f);
 /* The run's ranks, and the model's link queues for them (SIM_QUEUES per
  * rank, model.c; NULL: no memory). */

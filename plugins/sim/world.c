@@ -77,6 +77,10 @@ static int world_make(const struct plx_comm_args *args, struct impl *c, struct w
     struct world *w = world_new(args->size);
     if (!w)
         return sim_error(c, PLX_ERR_NOMEM, "sim: out of memory");
+    if (c->fiber) { /* its others come from the same scheduler: world_take_seat */
+        w->single_thread = 1;
+        w->sched = sim_fiber_sched(c->fiber);
+    }
     pthread_mutex_lock(&registry_mu);
     w->id = ++next_id;
     w->refs = 1;
@@ -131,6 +135,11 @@ static int world_take_seat(const struct plx_comm_args *args, struct impl *c)
     struct world *w = c->w;
     uint64_t deadline = deadline_after(plx_plugin_create_ms(args));
     struct timespec ts = sim_abstime(deadline);
+    if (w->single_thread && (!c->fiber || sim_fiber_sched(c->fiber) != w->sched)) {
+        sim_world_leave(c);
+        return sim_error(c, PLX_ERR_INVALID_USAGE, "sim: rank %d of '%s' joins from another thread, but its ranks "
+                         "are the coroutines of one plexus_sim_run_ranks, which share no lock", args->rank, args->name);
+    }
     pthread_mutex_lock(&w->mu);
     if (w->members[args->rank]) {
         pthread_mutex_unlock(&w->mu);
@@ -331,26 +340,26 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
     struct timespec ts = {0, 0};
     if (!c->fiber && timeout_ms != PLX_TIMEOUT_INFINITE)
         ts = sim_abstime(deadline_after(timeout_ms));
-    pthread_mutex_lock(&w->mu);
+    sim_lock(w);
     pthread_cond_t *cv = &c->cv;
     while (!r->done) {
         if (c->aborted) {
-            pthread_mutex_unlock(&w->mu);
+            sim_unlock(w);
             return sim_error(c, PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
         }
         if (c->fiber) { /* virtual time cannot run out: only a deadlock ends the wait */
-            pthread_mutex_unlock(&w->mu);
+            sim_unlock(w);
             /* Not a timeout: the core would ask again until the
              * operation's deadline, and no wait can ever succeed now. */
             if (sim_fiber_block() != 0)
                 return sim_error(c, SIM_DEADLOCK, "sim: rank %d waits for rank %d (%s, tag %llu), and every "
                                  "rank waits: deadlock", c->rank, r->peer, r->is_send ? "send" : "recv",
                                  (unsigned long long)r->tag);
-            pthread_mutex_lock(&w->mu);
+            sim_lock(w);
         } else if (timeout_ms == PLX_TIMEOUT_INFINITE) {
             pthread_cond_wait(cv, &w->mu);
         } else if (pthread_cond_timedwait(cv, &w->mu, &ts) == ETIMEDOUT && !r->done) {
-            pthread_mutex_unlock(&w->mu);
+            sim_unlock(w);
             if (r->is_coll)
                 return sim_error(c, PLX_ERR_TIMEOUT, "sim: rank %d waited %lld ms for its %s: timeout", c->rank,
                                  (long long)timeout_ms, sim_coll_name(r->args.coll));
@@ -363,7 +372,7 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
     int st = r->status;
     if (st)
         sim_error(c, st, "%s", r->err);
-    pthread_mutex_unlock(&w->mu);
+    sim_unlock(w);
     if (c->fiber && c->cfg.model.on)
         sim_fiber_catch_up();
     return st;
