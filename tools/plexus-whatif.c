@@ -180,7 +180,10 @@ static void rank_main(int rank, void *arg)
     o.size = O.ranks;
     o.init = j->init;
     o.overrides = j->ov;
-    o.timeout_ms = 600000;
+    /* A day: when every coroutine rank waits, the waits fail at once (a
+     * deadlock), so the limit only bounds a runaway; a job's limit would
+     * end a large run's one collective (16,384 ranks' ring: minutes). */
+    o.timeout_ms = 24 * 3600 * 1000;
     struct plx_comm *comm = NULL;
     int rc = plx_comm_init(&o, &comm);
     j->comms[j->made++] = comm;
