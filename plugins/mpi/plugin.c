@@ -300,11 +300,12 @@ static int init_mpi(const struct plx_host *host)
         if (rc != MPI_SUCCESS)
             return mpi_fail(host, rc, "MPI_Init_thread");
         we_initialized = 1;
-        int rank = -1;
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        if (nofence)
+        if (nofence) {
+            int rank = -1;
+            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
             host->log(host->ctx, PLX_LOG_DEBUG, NAME ": ULFM job: rank %d's MPI_Finalize skips its fence over "
                       "dead processes (OMPI_MCA_async_mpi_finalize=1)", rank);
+        }
     } else {
         MPI_Query_thread(&provided); /* the host's choice: respect it */
     }

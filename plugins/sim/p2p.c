@@ -185,7 +185,7 @@ void sim_p2p_cancel(struct impl *c, struct sim_req *r)
                 *p = r->next;
                 break;
             }
-    } else {
+    } else { /* thread ranks only: a coroutine's match completes before it yields */
         while (!r->done)
             pthread_cond_wait(&c->cv, &w->mu);
     }

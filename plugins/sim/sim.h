@@ -137,9 +137,9 @@ struct world {
     int size, refs, joined;
     pthread_mutex_t mu; /* see sim_lock */
     pthread_cond_t cv;
-    /* Every rank a coroutine of one scheduler (fiber.c), fixed when the
-     * world is made: nothing runs concurrently in it, so no lock. */
-    int single_thread;
+    /* The scheduler (fiber.c) whose coroutines are every rank, fixed when
+     * the world is made (NULL: thread ranks): nothing runs concurrently in
+     * such a world, so it takes no lock. */
     const void *sched;
     /* Unmatched p2p requests by receiving rank, each list in post order:
      * a post scans only its receiver's list, whatever the world's size. */
@@ -170,19 +170,19 @@ struct world {
 };
 
 /* The world's lock (w->mu) on the paths every message takes. A world of
- * one thread's coroutines skips it: at thousands of ranks its lock and
- * unlock were about a tenth of a run. Paths that wait on a condition
+ * one thread's coroutines skips it: there it guards nothing, yet cost
+ * every message several lock round trips. Paths that wait on a condition
  * variable (thread ranks only) and cold ones lock w->mu themselves, each
  * pair within one function, so the two never interleave. */
 static inline void sim_lock(struct world *w)
 {
-    if (!w->single_thread)
+    if (!w->sched)
         pthread_mutex_lock(&w->mu);
 }
 
 static inline void sim_unlock(struct world *w)
 {
-    if (!w->single_thread)
+    if (!w->sched)
         pthread_mutex_unlock(&w->mu);
 }
 

@@ -77,10 +77,8 @@ static int world_make(const struct plx_comm_args *args, struct impl *c, struct w
     struct world *w = world_new(args->size);
     if (!w)
         return sim_error(c, PLX_ERR_NOMEM, "sim: out of memory");
-    if (c->fiber) { /* its others come from the same scheduler: world_take_seat */
-        w->single_thread = 1;
+    if (c->fiber) /* its others come from the same scheduler: world_take_seat */
         w->sched = sim_fiber_sched(c->fiber);
-    }
     pthread_mutex_lock(&registry_mu);
     w->id = ++next_id;
     w->refs = 1;
@@ -135,7 +133,7 @@ static int world_take_seat(const struct plx_comm_args *args, struct impl *c)
     struct world *w = c->w;
     uint64_t deadline = deadline_after(plx_plugin_create_ms(args));
     struct timespec ts = sim_abstime(deadline);
-    if (w->single_thread && (!c->fiber || sim_fiber_sched(c->fiber) != w->sched)) {
+    if (w->sched && (!c->fiber || sim_fiber_sched(c->fiber) != w->sched)) {
         sim_world_leave(c);
         return sim_error(c, PLX_ERR_INVALID_USAGE, "sim: rank %d of '%s' joins from another thread, but its ranks "
                          "are the coroutines of one plexus_sim_run_ranks, which share no lock", args->rank, args->name);

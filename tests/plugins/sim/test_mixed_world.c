@@ -3,7 +3,6 @@
  * (PLX_ERR_INVALID_USAGE, saying why) instead of racing the scheduler's
  * thread. Rank 0 is a coroutine; rank 1 comes from a thread of its own
  * while rank 0 waits for that thread. On the old code rank 1 joined. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 
 #include "plexus/plexus.h"
+#include "sim_fibers.h"
 
 static int failures;
 static char url[64];
@@ -62,19 +62,13 @@ static void rank_body(int rank, void *arg)
 
 int main(void)
 {
-    const char *root = getenv("PLEXUS_BUILD_ROOT");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/plugins/sim/plexus-sim.so", root ? root : ".");
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    int (*run)(int, size_t, void (*)(int, void *), void *) =
-        h ? (int (*)(int, size_t, void (*)(int, void *), void *))dlsym(h, "plexus_sim_run_ranks") : NULL;
-    if (!run) {
-        printf("SKIP: no sim plugin with coroutine ranks at %s: %s\n", path, dlerror());
+    struct sim_fibers f;
+    if (sim_fibers_load(&f) != 0) {
+        printf("SKIP: no sim plugin with coroutine ranks in this build\n");
         return 77;
     }
     snprintf(url, sizeof url, "mem://mixed-%d", (int)getpid());
-    int rc = run(1, (size_t)1 << 20, rank_body, NULL);
+    int rc = f.run_ranks(1, (size_t)1 << 20, rank_body, NULL);
     printf("plexus_sim_run_ranks: %s\n", plx_err_name(rc));
-    dlclose(h);
     return failures ? 1 : 0;
 }
