@@ -224,9 +224,13 @@ static int wait_raw(struct plx_comm *c, void *req, uint64_t deadline_ns, int pee
 {
     uint64_t t0 = plx__clock_coarse_ns(); /* for the message only: every message's wait reads it */
     int rc = plx__wait_req(c, req, deadline_ns, peer);
+    /* The deadline is the operation's: an earlier step (or, on a coroutine,
+     * other ranks' turns) may have spent most of it, so this wait's share
+     * alone would read as a wrong limit. */
     if (rc == PLX__STILL_PENDING)
-        rc = plx__err(PLX_ERR_TIMEOUT, "rank %d waited %llu ms for rank %d on %s: timeout", c->rank,
-                 (unsigned long long)((plx__clock_coarse_ns() - t0) / 1000000), peer, c->be->name);
+        rc = plx__err(PLX_ERR_TIMEOUT, "rank %d waited for rank %d on %s until the operation's deadline passed "
+                      "(timeout; %llu ms in this wait)", c->rank, peer, c->be->name,
+                      (unsigned long long)((plx__clock_coarse_ns() - t0) / 1000000));
     c->be->ops.req_free(c->bc, req);
     return rc;
 }
