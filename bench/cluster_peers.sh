@@ -15,6 +15,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 HOSTS=${HOSTS:-8} RPH=${RANKS_PER_HOST:-2} RATE=${RATE:-1gbit} REPS=${REPS:-5} ITERS=${ITERS:-5}
 SIZES=${SIZES:-8 1048576 16777216 33554432}
 PEERS=${PEERS:-plexus-auto plexus-ring openmpi gloo}
+# A peer whose part this machine lacks is left out, saying so (a fresh
+# machine has no torch until scripts/deps.sh --test-peers).
+kept=""
+for p in $PEERS; do
+    case $p in
+    gloo) /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null ||
+              { echo "# skipping gloo: /usr/bin/python3 has no torch.distributed"; continue; } ;;
+    openmpi) [ -x "$build/bench/mpi_allreduce_loop_openmpi" ] && command -v mpirun >/dev/null ||
+                 { echo "# skipping openmpi: no mpirun or no bench/mpi_allreduce_loop_openmpi"; continue; } ;;
+    esac
+    kept="$kept $p"
+done
+PEERS=$kept
 cluster="sh $here/../scripts/cluster.sh -n $HOSTS -p $RPH -r $RATE -t 1200"
 mkdir -p "$out"
 uptime >"$out/load.txt"
