@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 int sim_fibers_load(struct sim_fibers *f)
 {
@@ -16,4 +17,31 @@ int sim_fibers_load(struct sim_fibers *f)
         return -1;
     }
     return 0;
+}
+
+int sim_fibers_run_world(const char *name, int nranks, void (*body)(int rank, void *arg), char *url, size_t url_len,
+                         int *rc)
+{
+    struct sim_fibers f;
+    if (sim_fibers_load(&f) != 0) {
+        printf("SKIP: no sim plugin with coroutine ranks in this build\n");
+        return 77;
+    }
+    snprintf(url, url_len, "mem://%s-%d", name, (int)getpid());
+    *rc = f.run_ranks(nranks, (size_t)1 << 20, body, NULL);
+    return 0;
+}
+
+int sim_fibers_join(const char *url, int rank, int size, int64_t timeout_ms, const char *const *overrides,
+                    struct plx_comm **c)
+{
+    struct plx_comm_options o;
+    plx_comm_options_init(&o);
+    o.backend = "sim";
+    o.init = url;
+    o.rank = rank;
+    o.size = size;
+    o.timeout_ms = timeout_ms;
+    o.overrides = overrides;
+    return plx_comm_init(&o, c);
 }

@@ -5,6 +5,9 @@
 #define PLEXUS_TEST_SIM_FIBERS_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "plexus/plexus.h"
 
 struct sim_fibers {
     double (*model_clock)(void);
@@ -14,5 +17,17 @@ struct sim_fibers {
 /* Load both from $PLEXUS_BUILD_ROOT/plugins/sim/plexus-sim.so: 0, or -1
  * after saying on stderr why not. */
 int sim_fibers_load(struct sim_fibers *f);
+
+/* Load the plugin and run body as nranks coroutine ranks (1 MiB stacks) of
+ * the world url names, written there as "mem://NAME-PID": 0 with
+ * plexus_sim_run_ranks's status in *rc, or 77 after saying why not (the
+ * test's skip). */
+int sim_fibers_run_world(const char *name, int nranks, void (*body)(int rank, void *arg), char *url, size_t url_len,
+                         int *rc);
+
+/* Rank rank of a size-rank sim world at url (overrides: NULL or a
+ * NULL-terminated "section.key=value" list): plx_comm_init's status. */
+int sim_fibers_join(const char *url, int rank, int size, int64_t timeout_ms, const char *const *overrides,
+                    struct plx_comm **c);
 
 #endif

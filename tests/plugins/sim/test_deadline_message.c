@@ -7,7 +7,6 @@
  * "rank 0 waited 0 ms for rank 1 on sim: timeout", a limit of zero. */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "plexus/plexus.h"
 #include "sim_fibers.h"
@@ -22,16 +21,8 @@ static void rank_body(int rank, void *arg)
     (void)arg;
     const char *ov[] = {"sim.native_collectives=false", "sim.delay_rank=1", "sim.delay_ms=400",
                         "core.allreduce_algo=ring", NULL};
-    struct plx_comm_options o;
-    plx_comm_options_init(&o);
-    o.backend = "sim";
-    o.init = url;
-    o.rank = rank;
-    o.size = 2;
-    o.timeout_ms = 300;
-    o.overrides = ov;
     struct plx_comm *c = NULL;
-    if (plx_comm_init(&o, &c) != 0) {
+    if (sim_fibers_join(url, rank, 2, 300, ov, &c) != 0) {
         printf("FAIL rank %d: plx_comm_init: %s\n", rank, plx_last_error());
         failures++;
         return;
@@ -49,13 +40,9 @@ static void rank_body(int rank, void *arg)
 
 int main(void)
 {
-    struct sim_fibers f;
-    if (sim_fibers_load(&f) != 0) {
-        printf("SKIP: no sim plugin with coroutine ranks in this build\n");
+    int rc;
+    if (sim_fibers_run_world("deadline", 2, rank_body, url, sizeof url, &rc))
         return 77;
-    }
-    snprintf(url, sizeof url, "mem://deadline-%d", (int)getpid());
-    int rc = f.run_ranks(2, (size_t)1 << 20, rank_body, NULL);
     printf("plexus_sim_run_ranks: %s\n", plx_err_name(rc));
     return failures ? 1 : 0;
 }

@@ -5,13 +5,11 @@
  * the operation's deadline (TIMEOUT_MS here). Nothing is timed: on the old
  * code the receives return PLX_ERR_TIMEOUT after TIMEOUT_MS and fail the
  * status check. */
-#include <dlfcn.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "plexus/plexus.h"
+#include "sim_fibers.h"
 
 #define TIMEOUT_MS 20000
 
@@ -21,15 +19,8 @@ static char url[64];
 static void rank_body(int rank, void *arg)
 {
     (void)arg;
-    struct plx_comm_options o;
-    plx_comm_options_init(&o);
-    o.backend = "sim";
-    o.init = url;
-    o.rank = rank;
-    o.size = 2;
-    o.timeout_ms = TIMEOUT_MS;
     struct plx_comm *c = NULL;
-    if (plx_comm_init(&o, &c) != 0) {
+    if (sim_fibers_join(url, rank, 2, TIMEOUT_MS, NULL, &c) != 0) {
         printf("FAIL rank %d: plx_comm_init: %s\n", rank, plx_last_error());
         failures++;
         return;
@@ -45,21 +36,11 @@ static void rank_body(int rank, void *arg)
 
 int main(void)
 {
-    const char *root = getenv("PLEXUS_BUILD_ROOT");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/plugins/sim/plexus-sim.so", root ? root : ".");
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    int (*run)(int, size_t, void (*)(int, void *), void *) =
-        h ? (int (*)(int, size_t, void (*)(int, void *), void *))dlsym(h, "plexus_sim_run_ranks") : NULL;
-    if (!run) {
-        printf("SKIP: no sim plugin with coroutine ranks at %s: %s\n", path, dlerror());
+    int rc;
+    if (sim_fibers_run_world("deadlock", 2, rank_body, url, sizeof url, &rc))
         return 77;
-    }
-    snprintf(url, sizeof url, "mem://deadlock-%d", (int)getpid());
-    int rc = run(2, (size_t)1 << 20, rank_body, NULL);
     int ok = rc == PLX_ERR_INVALID_USAGE;
     printf("%s plexus_sim_run_ranks: %s\n", ok ? "ok  " : "FAIL", plx_err_name(rc));
     failures += !ok;
-    dlclose(h);
     return failures ? 1 : 0;
 }

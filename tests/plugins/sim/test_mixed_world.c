@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "plexus/plexus.h"
 #include "sim_fibers.h"
@@ -17,14 +16,7 @@ static char url[64];
 
 static int join(int rank, struct plx_comm **c)
 {
-    struct plx_comm_options o;
-    plx_comm_options_init(&o);
-    o.backend = "sim";
-    o.init = url;
-    o.rank = rank;
-    o.size = 2;
-    o.timeout_ms = 5000;
-    return plx_comm_init(&o, c);
+    return sim_fibers_join(url, rank, 2, 5000, NULL, c);
 }
 
 static void *thread_rank(void *arg)
@@ -62,13 +54,9 @@ static void rank_body(int rank, void *arg)
 
 int main(void)
 {
-    struct sim_fibers f;
-    if (sim_fibers_load(&f) != 0) {
-        printf("SKIP: no sim plugin with coroutine ranks in this build\n");
+    int rc;
+    if (sim_fibers_run_world("mixed", 1, rank_body, url, sizeof url, &rc))
         return 77;
-    }
-    snprintf(url, sizeof url, "mem://mixed-%d", (int)getpid());
-    int rc = f.run_ranks(1, (size_t)1 << 20, rank_body, NULL);
     printf("plexus_sim_run_ranks: %s\n", plx_err_name(rc));
     return failures ? 1 : 0;
 }
