@@ -120,6 +120,8 @@ int main(int argc, char **argv)
             printf("%zu %.4f\n", bytes, us);
         fflush(stdout);
     }
+    if (!rc) /* ranks that sat out keep their connections open until the pairs are done */
+        rc = plx_barrier(c);
     if (rc)
         fprintf(stderr, "calib_pingpong: rank %d: %s: %s\n", me, plx_err_name(rc), plx_last_error());
     free(buf);
