@@ -7,7 +7,7 @@
  * land straight in the user's buffer. The protocol is in wire*.c (wire.h
  * says which file does what), the rendezvous in bootstrap.c. */
 #include <errno.h>
-#include <poll.h>
+#include <limits.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -95,7 +95,9 @@ static void destroy(struct tcp_comm *c)
         close(c->evfd);
     if (c->wake_fd >= 0)
         close(c->wake_fd);
-    free(c->pfds);
+    if (c->lead_ep >= 0)
+        close(c->lead_ep);
+    free(c->lead_ev);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c->peers);
@@ -172,9 +174,10 @@ static int open_io(struct tcp_comm *c, const struct plx_comm_args *a)
     pthread_mutex_init(&c->mu, NULL);
     plx_plugin_cond_init(&c->cv); /* CLOCK_MONOTONIC, as the deadlines */
     c->ep = epoll_create1(EPOLL_CLOEXEC);
+    c->lead_ep = epoll_create1(EPOLL_CLOEXEC);
     c->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    c->pfds = calloc((size_t)a->size, sizeof *c->pfds);
+    c->lead_ev = calloc(TCP_LEAD_EVENTS, sizeof *c->lead_ev);
     int rc = 0;
     for (int i = 0; i < a->size; i++) {
         c->peers[i].fd = -1;
@@ -182,28 +185,29 @@ static int open_io(struct tcp_comm *c, const struct plx_comm_args *a)
         if (i != a->rank && !(c->peers[i].rxbuf = malloc(TCP_RXBUF)))
             rc = host->error(host->ctx, PLX_ERR_NOMEM, "tcp: out of memory");
     }
-    if (rc == 0 && !c->pfds)
+    if (rc == 0 && !c->lead_ev)
         rc = host->error(host->ctx, PLX_ERR_NOMEM, "tcp: out of memory");
-    if (rc == 0 && (c->ep < 0 || c->evfd < 0 || c->wake_fd < 0))
+    if (rc == 0 && (c->ep < 0 || c->lead_ep < 0 || c->evfd < 0 || c->wake_fd < 0))
         rc = host->error(host->ctx, PLX_ERR_SYSTEM, "tcp: epoll/eventfd: %s", strerror(errno));
     return rc;
 }
 
 /* Once the mesh is up: the I/O thread watches its wake-up eventfd and every
- * peer's socket. 0, or an error reported. */
+ * peer's socket, and so does a leader (with wake_fd). 0, or an error reported. */
 static int watch_peers(struct tcp_comm *c, const struct plx_comm_args *a)
 {
     const struct plx_host *host = c->host;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
-    if (epoll_ctl(c->ep, EPOLL_CTL_ADD, c->evfd, &ev))
+    if (epoll_ctl(c->ep, EPOLL_CTL_ADD, c->evfd, &ev) || epoll_ctl(c->lead_ep, EPOLL_CTL_ADD, c->wake_fd, &ev))
         return host->error(host->ctx, PLX_ERR_SYSTEM, "tcp: epoll_ctl: %s", strerror(errno));
     for (int i = 0; i < a->size; i++) {
         if (i == a->rank)
             continue;
         ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = (uint64_t)i};
-        if (epoll_ctl(c->ep, EPOLL_CTL_ADD, c->peers[i].fd, &ev))
+        if (epoll_ctl(c->ep, EPOLL_CTL_ADD, c->peers[i].fd, &ev) ||
+            epoll_ctl(c->lead_ep, EPOLL_CTL_ADD, c->peers[i].fd, &ev))
             return host->error(host->ctx, PLX_ERR_SYSTEM, "tcp: epoll_ctl: %s", strerror(errno));
-        c->peers[i].ev_mask = EPOLLIN;
+        c->peers[i].ev_mask = c->peers[i].lead_mask = EPOLLIN;
     }
     return 0;
 }
@@ -453,18 +457,11 @@ static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
         uint64_t now = host->clock_ns();
         if (now >= deadline_ns)
             break;
-        int n = 0;
-        for (int i = 0; i < c->size; i++) {
-            struct tcp_peer *p = &c->peers[i];
-            int live = i != c->rank && p->fd >= 0 && !p->closed;
-            c->pfds[n++] = (struct pollfd){.fd = live ? p->fd : -1,
-                                           .events = (short)(POLLIN | (live && p->tx ? POLLOUT : 0))};
-        }
-        c->pfds[c->rank] = (struct pollfd){.fd = c->wake_fd, .events = POLLIN};
         uint64_t left = deadline_ns - now;
         if (now < spin_until) /* busy_poll_us: look without sleeping */
             left = 0;
-        struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
+        /* Whole milliseconds, rounded up: the deadline is checked again above. */
+        uint64_t ms = (left + 999999u) / 1000000u;
         c->leader_sleeping = left > 0;
         slept |= left > 0;
         if (left > 0)
@@ -472,7 +469,7 @@ static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
         pthread_mutex_unlock(&c->mu);
         if (left == 0 && c->spin_yield)
             sched_yield();
-        int k = ppoll(c->pfds, (nfds_t)n, &ts, NULL);
+        int k = epoll_wait(c->lead_ep, c->lead_ev, TCP_LEAD_EVENTS, ms > INT_MAX ? INT_MAX : (int)ms);
         /* A look that took long: this thread lost its core while spinning.
          * Yielding counts too: a peer rank given the core hands it back
          * within microseconds; other work keeps it for a time slice, and a
@@ -484,17 +481,16 @@ static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
         }
         pthread_mutex_lock(&c->mu);
         c->leader_sleeping = 0;
-        if (k <= 0)
-            continue;
-        if (c->pfds[c->rank].revents & POLLIN) {
-            uint64_t v;
-            if (read(c->wake_fd, &v, sizeof v) < 0) {
-                /* only the leader reads it */
+        for (int i = 0; i < k && !c->broken; i++) {
+            if (c->lead_ev[i].data.u64 == UINT64_MAX) {
+                uint64_t v;
+                if (read(c->wake_fd, &v, sizeof v) < 0) {
+                    /* only the leader reads it */
+                }
+                continue;
             }
+            tcp__progress(c, &c->peers[c->lead_ev[i].data.u64]);
         }
-        for (int i = 0; i < c->size && !c->broken; i++)
-            if (i != c->rank && c->pfds[i].revents)
-                tcp__progress(c, &c->peers[i]);
     }
     c->leader = 0;
     c->last_lead_ns = host->clock_ns();

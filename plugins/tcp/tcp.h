@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "plexus/backend.h"
@@ -52,7 +53,8 @@
 #define TCP_RX_BULK_STAGE 4096u
 #define TCP_SLOT_BUCKETS 64
 #define TCP_LEAD_IDLE_NS 1000000u /* hand input back to the I/O thread after 1 ms without a leader */
-/* busy_poll_us=auto: a look (ppoll without timeout) that took this long
+#define TCP_LEAD_EVENTS 64 /* events the leader takes from one epoll_wait */
+/* busy_poll_us=auto: a look (epoll_wait without timeout) that took this long
  * means this thread lost its core meanwhile: something else wanted it. */
 #define TCP_SPIN_PREEMPT_NS 50000u
 /* ... and, when the look yielded the core, this long: the peer rank that
@@ -137,7 +139,8 @@ struct tcp_peer {
     struct tcp_frame *frame_pool;
     struct tcp_early *early_pool;
     int early_pooled;
-    uint32_t ev_mask;    /* events registered with epoll */
+    uint32_t ev_mask;    /* events registered with the I/O thread's epoll set */
+    uint32_t lead_mask;  /* ... with the leader's (0: not in it) */
     /* receive state */
     unsigned char hdr[TCP_HDR_BYTES];
     size_t hdr_got;
@@ -189,16 +192,20 @@ struct tcp_comm {
     int aborted_by;        /* the peer whose abort (heard, maybe passed on) broke it, -1: none */
     int gave_up;           /* this rank told its peers it abandoned a collective */
     /* Input is read by a waiting thread (the "leader") while there is one:
-     * it sleeps in ppoll on every connection and reads what arrives, so a
+     * it sleeps in its own epoll set (lead_ep) and reads what arrives, so a
      * small message costs one wake-up instead of two (I/O thread, then
      * waiter). Meanwhile the I/O thread's EPOLLIN interest is off (in_off);
      * it turns it back on once no thread has led for TCP_LEAD_IDLE_NS. */
     int leader;          /* a thread leads now */
-    int leader_sleeping; /* ... inside ppoll: completions must write wake_fd */
+    int leader_sleeping; /* ... inside epoll_wait: completions must write wake_fd */
     int in_off;          /* EPOLLIN is off for every connection */
     int wake_fd;         /* eventfd that wakes the leader */
     uint64_t last_lead_ns;
-    struct pollfd *pfds; /* the leader's ppoll set: size entries */
+    /* The leader's epoll set: wake_fd and every open connection, EPOLLIN
+     * always, EPOLLOUT while output is queued. A wait costs what arrived,
+     * not a look at every peer's socket. */
+    int lead_ep;
+    struct epoll_event *lead_ev; /* its results: TCP_LEAD_EVENTS */
     int broken;          /* a connection was lost: everything fails with lost_msg */
     int broken_status;
     char lost_msg[480];
@@ -269,11 +276,14 @@ void tcp__pools_free(struct tcp_comm *c);
 int tcp__hung_up(int fd);
 /* Read and write what p's socket allows now, without blocking. */
 void tcp__progress(struct tcp_comm *c, struct tcp_peer *p);
-/* Register p's epoll interest: EPOLLIN unless c->in_off, EPOLLOUT while output is queued. */
+/* Register p's epoll interest: for the I/O thread EPOLLIN unless c->in_off,
+ * for the leader EPOLLIN; for both EPOLLOUT while output is queued. */
 void tcp__update_events(struct tcp_comm *c, struct tcp_peer *p);
 /* Write every connection's queued frames (corked notifications included). */
 void tcp__flush_all(struct tcp_comm *c);
 /* Turn the I/O thread's EPOLLIN on or off for every connection. */
 void tcp__set_input(struct tcp_comm *c, int on);
+/* Take p's socket out of both epoll sets (its peer left, or it failed). */
+void tcp__unwatch(struct tcp_comm *c, struct tcp_peer *p);
 
 #endif

@@ -122,7 +122,7 @@ void tcp__peer_closed(struct tcp_comm *c, struct tcp_peer *p, const char *why)
         return;
     }
     tcp__drop_notices(p);
-    epoll_ctl(c->ep, EPOLL_CTL_DEL, p->fd, NULL);
+    tcp__unwatch(c, p);
     p->closed = 1;
     snprintf(p->closed_why, sizeof p->closed_why, "%s", why);
 }
@@ -320,7 +320,7 @@ void tcp__fail_all(struct tcp_comm *c, int status, const char *msg)
         if (i != c->rank) {
             clear_peer(c, p, c->broken_status, c->lost_msg);
             if (p->fd >= 0) {
-                epoll_ctl(c->ep, EPOLL_CTL_DEL, p->fd, NULL);
+                tcp__unwatch(c, p);
                 shutdown(p->fd, SHUT_RDWR);
             }
         }

@@ -30,12 +30,30 @@ int tcp__enqueue(struct tcp_peer *p, uint64_t op, uint64_t slot, uint64_t len, s
 
 void tcp__update_events(struct tcp_comm *c, struct tcp_peer *p)
 {
-    uint32_t want = (c->in_off ? 0u : (uint32_t)EPOLLIN) | (p->tx ? (uint32_t)EPOLLOUT : 0u);
-    if (p->ev_mask == want || p->fd < 0 || p->closed)
+    if (p->fd < 0 || p->closed)
         return;
-    struct epoll_event ev = {.events = want, .data.u64 = (uint64_t)p->rank};
-    epoll_ctl(c->ep, EPOLL_CTL_MOD, p->fd, &ev);
-    p->ev_mask = want;
+    uint32_t out = p->tx ? (uint32_t)EPOLLOUT : 0u, want = (c->in_off ? 0u : (uint32_t)EPOLLIN) | out;
+    if (p->ev_mask != want) {
+        struct epoll_event ev = {.events = want, .data.u64 = (uint64_t)p->rank};
+        epoll_ctl(c->ep, EPOLL_CTL_MOD, p->fd, &ev);
+        p->ev_mask = want;
+    }
+    want = EPOLLIN | out;
+    if (p->lead_mask && p->lead_mask != want) { /* 0: not watched yet, or no longer */
+        struct epoll_event ev = {.events = want, .data.u64 = (uint64_t)p->rank};
+        epoll_ctl(c->lead_ep, EPOLL_CTL_MOD, p->fd, &ev);
+        p->lead_mask = want;
+    }
+}
+
+void tcp__unwatch(struct tcp_comm *c, struct tcp_peer *p)
+{
+    if (p->fd < 0)
+        return;
+    epoll_ctl(c->ep, EPOLL_CTL_DEL, p->fd, NULL);
+    if (p->lead_mask)
+        epoll_ctl(c->lead_ep, EPOLL_CTL_DEL, p->fd, NULL);
+    p->lead_mask = 0;
 }
 
 int tcp__only_notices(const struct tcp_peer *p)

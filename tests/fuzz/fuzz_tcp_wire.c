@@ -109,8 +109,8 @@ static struct tcp_comm *comm_new(int eager, int *other)
     c->ep = epoll_create1(EPOLL_CLOEXEC);
     c->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    c->pfds = calloc(2, sizeof *c->pfds);
-    FUZZ_CHECK(c->ep >= 0 && c->evfd >= 0 && c->wake_fd >= 0 && c->pfds);
+    c->lead_ep = epoll_create1(EPOLL_CLOEXEC);
+    FUZZ_CHECK(c->ep >= 0 && c->lead_ep >= 0 && c->evfd >= 0 && c->wake_fd >= 0);
     int sv[2];
     FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
     fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
@@ -127,7 +127,8 @@ static struct tcp_comm *comm_new(int eager, int *other)
     FUZZ_CHECK(epoll_ctl(c->ep, EPOLL_CTL_ADD, c->evfd, &ev) == 0);
     ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = 1};
     FUZZ_CHECK(epoll_ctl(c->ep, EPOLL_CTL_ADD, p->fd, &ev) == 0);
-    p->ev_mask = EPOLLIN;
+    FUZZ_CHECK(epoll_ctl(c->lead_ep, EPOLL_CTL_ADD, p->fd, &ev) == 0);
+    p->ev_mask = p->lead_mask = EPOLLIN;
     return c;
 }
 
@@ -159,7 +160,7 @@ static void comm_free(struct tcp_comm *c)
     close(c->ep);
     close(c->evfd);
     close(c->wake_fd);
-    free(c->pfds);
+    close(c->lead_ep);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c->peers);

@@ -4,7 +4,8 @@
  * hand-written peer that checks the Gloo wire layout and then sends garbage
  * (bad opcode, oversized length, random bytes, a length larger than the
  * posted receive, a closed connection), messages with a head (ABI 1.5),
- * and a rank that leaves while a notice to it is still queued.
+ * a rank that leaves while a notice to it is still queued, and a sleeping
+ * wait that stays asleep once a peer left.
  * Usage: test_wire PLUGIN.so [CASE] */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -415,6 +416,36 @@ static int leave_fn(void *c, int me, int P)
     return bad;
 }
 
+/* A wait that sleeps must sleep while a peer that left is still in the
+ * leader's view: rank 2 leaves at once, rank 1 sends rank 0 its message
+ * a second later, and rank 0's thread, which leads its wait all along (no
+ * spin: busy_poll_us is 0), may use a fraction of that on the CPU. A
+ * connection whose end of stream stayed in the leader's epoll set would
+ * wake it again and again until the message came. */
+static int idle_fn(void *c, int me, int P)
+{
+    (void)P;
+    int v = 7, got = -1, bad = 0;
+    void *r;
+    if (me == 1) {
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+        bad += xfer(c, 1, 0, &v, sizeof v, 5, &r) != 0 || wait_free(c, r, 10000) != 0;
+    } else if (me == 0) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+        double w0 = now_s();
+        bad += xfer(c, 0, 1, &got, sizeof got, 5, &r) != 0 || wait_free(c, r, 10000) != 0 || got != v;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+        double cpu = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9, wall = now_s() - w0;
+        if (cpu > 0.05 || wall < 0.9) {
+            fprintf(stderr, "idle: rank 0 waited %.3f s and used %.3f s of CPU (at most 0.05 s)\n", wall, cpu);
+            bad++;
+        }
+    }
+    return bad;
+}
+
 /* ---- a hand-written Gloo peer ------------------------------------------- */
 
 struct one {
@@ -651,6 +682,9 @@ int main(int argc, char **argv)
     /* Timing decides whether the notice is still queued when rank 0 has
      * left: one in ten or twenty runs here before the fix. */
     CASE("leave", for (int k = 0; k < 40; k++) run_job(3, leave_fn));
+    if (!strcmp(only, "idle")) /* only alone: no spin for every case run after it */
+        setenv("PLEXUS_TCP_BUSY_POLL_US", "0", 1);
+    CASE("idle", run_job(3, idle_fn));
     CASE("ifname", bad_ifname());
     CASE("version", other_version());
     CASE("wire", evil_case(BAD_NONE));
