@@ -614,8 +614,14 @@ static int listen_on(struct mesh *m, const struct tcp_addr *me, const char *show
         set_bufs(c, fd); /* accepted sockets inherit them */
     if (fd < 0 || bind(fd, (struct sockaddr *)sa, alen) || listen(fd, backlog) ||
         getsockname(fd, (struct sockaddr *)sa, &sl)) {
-        int rc = err(c, PLX_ERR_SYSTEM, "tcp: rank %d cannot listen on %s (%s): %s", c->rank, shown, me->why,
-                     strerror(errno));
+        /* Port 0 in use: every port of the local range is taken, most often
+         * by the closed connections of jobs that ended within the last minute
+         * (TIME_WAIT; a flat job of P ranks on one host leaves P(P-1)/2). */
+        const char *hint = errno == EADDRINUSE ? "; no free port in net.ipv4.ip_local_port_range (`ss -s` counts the "
+                                                 "connections of recent jobs still in TIME_WAIT)"
+                                               : "";
+        int rc = err(c, PLX_ERR_SYSTEM, "tcp: rank %d cannot listen on %s (%s): %s%s", c->rank, shown, me->why,
+                     strerror(errno), hint);
         if (fd >= 0)
             close(fd);
         return rc;
