@@ -12,8 +12,8 @@
 # PEERS="shm tcp vader ompitcp gloo" override; an absent peer is skipped.
 # A peer shm:KEY=VALUE or tcp:KEY=VALUE is that backend with one of its
 # keys set (e.g. PEERS="shm shm:wait_slice=0 vader"), in the same interleave;
-# a peer shm@DIR is plexus shm from another build directory (an older
-# build beside this one: PEERS="shm shm@../old/build vader").
+# a peer shm@DIR (or tcp@DIR) is that backend from another build directory
+# (an older build beside this one: PEERS="shm shm@../old/build vader").
 set -u
 build=${1:-build}
 [ -d "$build" ] || { echo "no build directory '$build'"; exit 2; }
@@ -39,7 +39,7 @@ iters_for() { # bytes load -> iterations (busy runs are slow: fewer)
 have() {
     case $1 in
     shm|tcp|shm:*=*|tcp:*=*) [ -x "$build/tools/plexus-bench" ] ;;
-    shm@*) [ -x "${1#shm@}/tools/plexus-bench" ] ;;
+    shm@*|tcp@*) [ -x "${1#*@}/tools/plexus-bench" ] ;;
     vader|ompitcp) command -v mpirun.openmpi >/dev/null 2>&1 && [ -x "$build/bench/mpi_allreduce_loop_openmpi" ] ;;
     gloo) /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null ;;
     *) false ;;
@@ -52,9 +52,9 @@ done
 
 run() { # peer np bytes iters -> us per op (the slowest rank's mean)
     case $1 in
-    shm@*)
-        d=$(cd "${1#shm@}" && pwd)
-        PLEXUS_CONFIG_PATH=$d/devconfig "$d/tools/plexus-run" -n "$2" --timeout 300 "$d/tools/plexus-bench" --backend shm \
+    shm@*|tcp@*)
+        d=$(cd "${1#*@}" && pwd)
+        PLEXUS_CONFIG_PATH=$d/devconfig "$d/tools/plexus-run" -n "$2" --timeout 300 "$d/tools/plexus-bench" --backend "${1%%@*}" \
             --inplace -b "$3" -e "$3" -n "$4" -w 3 2>/dev/null |
             awk '$1 == "[rank" && $2 == "0]" && $3 ~ /^[0-9]+$/ { print $8; exit }' ;;
     shm:*=*|tcp:*=*) # the backend with one key set, through its PLEXUS_<SECTION>_<KEY> variable
@@ -85,10 +85,10 @@ key() { # a peer's name as a file name (shm@DIR holds slashes)
 }
 label() { # a peer's column heading: shm@DIR by its name (a "build" by its parent's)
     case $1 in
-    shm@*)
-        d=$(cd "${1#shm@}" && pwd)
+    shm@*|tcp@*)
+        d=$(cd "${1#*@}" && pwd)
         [ "$(basename "$d")" = build ] && d=$(dirname "$d")
-        echo "shm@$(basename "$d")" ;;
+        echo "${1%%@*}@$(basename "$d")" ;;
     *) echo "$1" ;;
     esac
 }
