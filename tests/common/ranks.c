@@ -14,18 +14,24 @@ struct job {
     int result;
 };
 
+int join_rank(const char *backend, const char *init, int rank, int size, int64_t timeout_ms,
+              const char *const *overrides, struct plx_comm **c)
+{
+    struct plx_comm_options o;
+    plx_comm_options_init(&o);
+    o.backend = backend;
+    o.init = init;
+    o.rank = rank;
+    o.size = size;
+    o.timeout_ms = timeout_ms;
+    o.overrides = overrides;
+    return plx_comm_init(&o, c);
+}
+
 static void *rank_main(void *p)
 {
     struct job *j = p;
-    struct plx_comm_options o;
-    plx_comm_options_init(&o);
-    o.backend = j->backend;
-    o.rank = j->ctx.rank;
-    o.size = j->ctx.size;
-    o.init = j->init;
-    o.overrides = j->overrides;
-    o.timeout_ms = j->timeout_ms;
-    int rc = plx_comm_init(&o, &j->ctx.comm);
+    int rc = join_rank(j->backend, j->init, j->ctx.rank, j->ctx.size, j->timeout_ms, j->overrides, &j->ctx.comm);
     if (rc)
         j->ctx.comm = NULL;
     j->result = j->fn(&j->ctx, rc);

@@ -12,6 +12,12 @@ struct rank_ctx {
     void *arg;
 };
 
+/* Rank `rank` of a size-rank job on backend, rendezvous at init
+ * (overrides: NULL or a NULL-terminated "section.key=value" list):
+ * plx_comm_init's status, the communicator in *c. */
+int join_rank(const char *backend, const char *init, int rank, int size, int64_t timeout_ms,
+              const char *const *overrides, struct plx_comm **c);
+
 /* Runs fn on `size` threads; each gets a communicator built with backend,
  * init "mem://<unique>", the given overrides and timeout. A thread whose
  * init fails gets comm NULL and fn still runs (to test init errors).

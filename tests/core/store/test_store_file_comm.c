@@ -11,19 +11,13 @@
 #include <unistd.h>
 
 #include "plexus/plexus.h"
+#include "ranks.h"
 
 #define SIZE 3
 
 static int init_rank(const char *url, int rank, int64_t timeout_ms, struct plx_comm **c)
 {
-    struct plx_comm_options o;
-    plx_comm_options_init(&o);
-    o.backend = "tcp";
-    o.init = url;
-    o.rank = rank;
-    o.size = SIZE;
-    o.timeout_ms = timeout_ms;
-    return plx_comm_init(&o, c);
+    return join_rank("tcp", url, rank, SIZE, timeout_ms, NULL, c);
 }
 
 static int job_rank(const char *url, int rank)

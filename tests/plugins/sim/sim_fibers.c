@@ -31,17 +31,3 @@ int sim_fibers_run_world(const char *name, int nranks, void (*body)(int rank, vo
     *rc = f.run_ranks(nranks, (size_t)1 << 20, body, NULL);
     return 0;
 }
-
-int sim_fibers_join(const char *url, int rank, int size, int64_t timeout_ms, const char *const *overrides,
-                    struct plx_comm **c)
-{
-    struct plx_comm_options o;
-    plx_comm_options_init(&o);
-    o.backend = "sim";
-    o.init = url;
-    o.rank = rank;
-    o.size = size;
-    o.timeout_ms = timeout_ms;
-    o.overrides = overrides;
-    return plx_comm_init(&o, c);
-}

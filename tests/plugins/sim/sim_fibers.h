@@ -25,9 +25,4 @@ int sim_fibers_load(struct sim_fibers *f);
 int sim_fibers_run_world(const char *name, int nranks, void (*body)(int rank, void *arg), char *url, size_t url_len,
                          int *rc);
 
-/* Rank rank of a size-rank sim world at url (overrides: NULL or a
- * NULL-terminated "section.key=value" list): plx_comm_init's status. */
-int sim_fibers_join(const char *url, int rank, int size, int64_t timeout_ms, const char *const *overrides,
-                    struct plx_comm **c);
-
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "plexus/plexus.h"
+#include "ranks.h"
 #include "sim_fibers.h"
 
 #define COUNT 4096 /* large enough for the ring's two steps, not one message */
@@ -22,7 +23,7 @@ static void rank_body(int rank, void *arg)
     const char *ov[] = {"sim.native_collectives=false", "sim.delay_rank=1", "sim.delay_ms=400",
                         "core.allreduce_algo=ring", NULL};
     struct plx_comm *c = NULL;
-    if (sim_fibers_join(url, rank, 2, 300, ov, &c) != 0) {
+    if (join_rank("sim", url, rank, 2, 300, ov, &c) != 0) {
         printf("FAIL rank %d: plx_comm_init: %s\n", rank, plx_last_error());
         failures++;
         return;

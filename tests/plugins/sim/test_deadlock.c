@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "plexus/plexus.h"
+#include "ranks.h"
 #include "sim_fibers.h"
 
 #define TIMEOUT_MS 20000
@@ -20,7 +21,7 @@ static void rank_body(int rank, void *arg)
 {
     (void)arg;
     struct plx_comm *c = NULL;
-    if (sim_fibers_join(url, rank, 2, TIMEOUT_MS, NULL, &c) != 0) {
+    if (join_rank("sim", url, rank, 2, TIMEOUT_MS, NULL, &c) != 0) {
         printf("FAIL rank %d: plx_comm_init: %s\n", rank, plx_last_error());
         failures++;
         return;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "plexus/plexus.h"
+#include "ranks.h"
 #include "sim_fibers.h"
 
 static int failures;
@@ -16,7 +17,7 @@ static char url[64];
 
 static int join(int rank, struct plx_comm **c)
 {
-    return sim_fibers_join(url, rank, 2, 5000, NULL, c);
+    return join_rank("sim", url, rank, 2, 5000, NULL, c);
 }
 
 static void *thread_rank(void *arg)
