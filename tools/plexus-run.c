@@ -49,8 +49,10 @@ static int free_port(void)
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t sl = sizeof sa;
     if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) || getsockname(fd, (struct sockaddr *)&sa, &sl)) {
+        int e = errno;
         if (fd >= 0)
             close(fd);
+        errno = e;
         return -1;
     }
     close(fd); /* a small race with other programs; the store reports a clear error if it is lost */
@@ -368,7 +370,13 @@ int main(int argc, char **argv)
     if (rc)
         return rc == 1 ? 0 : rc;
     if (j.port <= 0 && (j.port = free_port()) < 0) {
-        perror("plexus-run: cannot find a free port");
+        /* EADDRINUSE on port 0: the local range is used up, most often by
+         * the connections of jobs that just ended (TIME_WAIT). */
+        int e = errno;
+        fprintf(stderr, "plexus-run: cannot find a free port for the job's store: %s%s\n", strerror(e),
+                e == EADDRINUSE ? "; no free port in net.ipv4.ip_local_port_range (`ss -s` counts the connections "
+                                  "of recent jobs still in TIME_WAIT; --port picks one)"
+                                : "");
         return 2;
     }
     if ((rc = setup_secret(&j)) != 0)
