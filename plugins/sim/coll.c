@@ -342,7 +342,7 @@ int sim_collective(void *comm, const struct plx_coll_args *a, void **req)
 {
     struct impl *c = comm;
     struct world *w = c->w;
-    if (c->cfg.model.on && sim_model_native(c, a->coll))
+    if (c->model->on && sim_model_native(c, a->coll))
         return sim_native_model(c, a, req);
     if (!c->has_worker) /* the caps offered none */
         return sim_error(c, PLX_ERR_UNSUPPORTED, "sim: rank %d: native collectives are off", c->rank);

@@ -25,10 +25,15 @@ void sim_config_read(const struct plx_host *h, const struct plx_config *config, 
         cfg->native = 0;
 }
 
+int sim_fault_injects(const struct sim_config *cfg, int rank)
+{
+    return (cfg->fail_after && cfg->fail_op[0]) || (cfg->delay_rank == rank && cfg->delay_ms > 0);
+}
+
 int sim_fault_check(struct impl *c, const char *opname)
 {
     const struct sim_config *f = &c->cfg;
-    if (!f->fail_after || !f->fail_op[0] || (f->fail_rank >= 0 && f->fail_rank != c->rank))
+    if (!c->injects || !f->fail_after || !f->fail_op[0] || (f->fail_rank >= 0 && f->fail_rank != c->rank))
         return 0;
     if (strcmp(f->fail_op, "any") && strcmp(f->fail_op, opname))
         return 0;
@@ -41,7 +46,7 @@ int sim_fault_check(struct impl *c, const char *opname)
 
 void sim_fault_delay(struct impl *c)
 {
-    if (c->cfg.delay_rank != c->rank || c->cfg.delay_ms <= 0)
+    if (!c->injects || c->cfg.delay_rank != c->rank || c->cfg.delay_ms <= 0)
         return;
     struct timespec ts = {c->cfg.delay_ms / 1000, (long)(c->cfg.delay_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);

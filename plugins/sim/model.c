@@ -191,9 +191,12 @@ static double rendezvous_ns(const struct sim_model *m, size_t bytes)
  * of a rank share (its links are the same whichever communicator sends). */
 static double *model_queues(struct impl *c)
 {
-    if (c->fiber)
-        return sim_fiber_queues(c->fiber);
     struct world *w = c->w;
+    if (c->fiber) { /* the run's, through the world: a sender's fiber is another rank's cold line */
+        if (!w->run_queues)
+            w->run_queues = sim_fiber_queues(c->fiber);
+        return w->run_queues;
+    }
     if (!w->egress_free)
         w->egress_free = calloc(SIM_QUEUE_DOUBLES(w->size), sizeof *w->egress_free);
     return w->egress_free;
@@ -208,7 +211,7 @@ enum { EGRESS, INGRESS, NIC_OUT, NIC_IN, LAST_TO, LAST_SENT };
 
 static int queue_slots(const struct impl *c)
 {
-    return c->fiber ? sim_fiber_count(c->fiber) : c->w->size;
+    return c->w->run_slots ? c->w->run_slots : c->w->size;
 }
 
 /* Hosts emulated on one machine: every message is work on the machine's
@@ -233,7 +236,7 @@ static double machine_ns(const struct sim_model *m, double *q, int n, int inter,
  * host's ranks (they run the same operation). */
 static double host_set(const struct impl *c, int slots)
 {
-    return c->footprint_bytes * ranks_on_host(&c->cfg.model, slots, c->model_rank);
+    return c->footprint_bytes * ranks_on_host(c->model, slots, c->model_rank);
 }
 
 /* Hosts emulated on one machine (model_machine_cores): a message across
@@ -260,7 +263,7 @@ static double nic_pass(const struct sim_model *m, double *full, double t, double
 
 int sim_model_send(struct impl *c, struct sim_req *r)
 {
-    const struct sim_model *m = &c->cfg.model;
+    const struct sim_model *m = c->model;
     double *q = model_queues(c);
     if (!q)
         return -1;
@@ -313,7 +316,7 @@ static void trace_message(const struct sim_model *m, int from, int to, const str
 
 void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *recv)
 {
-    const struct sim_model *m = &sc->cfg.model;
+    const struct sim_model *m = sc->model;
     double *q = model_queues(sc);
     const struct impl *rc = sc->w->members[recv->owner];
     int n = queue_slots(sc), dst = rc ? rc->model_rank : recv->owner, host = host_of(m, dst);
@@ -370,7 +373,7 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
  * has posted the sends of its step. */
 static double ack_ns(struct impl *c, struct sim_req *r, double *q)
 {
-    const struct sim_model *m = &c->cfg.model;
+    const struct sim_model *m = c->model;
     if (!r->ack_from || r->ack_priced || !q)
         return 0.0;
     r->ack_priced = 1;
@@ -383,7 +386,7 @@ static double ack_ns(struct impl *c, struct sim_req *r, double *q)
 
 void sim_model_complete(struct impl *c, struct sim_req *r)
 {
-    if (!c->cfg.model.on || (r->is_coll && !r->timed))
+    if (!c->model->on || (r->is_coll && !r->timed))
         return;
     double *q = r->ack_from || r->copy_in > 0 ? model_queues(c) : NULL;
     r->t_done += ack_ns(c, r, q);
@@ -400,11 +403,11 @@ void sim_model_complete(struct impl *c, struct sim_req *r)
 void sim_model_charge_reduce(void *comm, size_t bytes)
 {
     struct impl *c = comm;
-    if (!c->cfg.model.on || c->cfg.model.reduce_gamma_ns <= 0)
+    if (!c->model->on || c->model->reduce_gamma_ns <= 0)
         return;
     sim_lock(c->w);
-    double s = stretch(&c->cfg.model, queue_slots(c), c->model_rank);
-    *c->clock_ns += s * (double)bytes * c->cfg.model.reduce_gamma_ns;
+    double s = stretch(c->model, queue_slots(c), c->model_rank);
+    *c->clock_ns += s * (double)bytes * c->model->reduce_gamma_ns;
     last_clock_ns = *c->clock_ns;
     sim_unlock(c->w);
     if (c->fiber)
@@ -417,7 +420,7 @@ void sim_model_charge_reduce(void *comm, size_t bytes)
 void sim_model_op_footprint(void *comm, size_t bytes)
 {
     struct impl *c = comm;
-    if (!c->cfg.model.on)
+    if (!c->model->on)
         return;
     sim_lock(c->w);
     c->footprint_bytes = (double)bytes;
@@ -442,7 +445,7 @@ enum {
 
 int sim_model_native(const struct impl *c, int coll)
 {
-    const struct sim_model *m = &c->cfg.model;
+    const struct sim_model *m = c->model;
     int one_host = m->ranks_per_host == 0 || m->ranks_per_host >= queue_slots(c);
     return m->on && m->native_shm && one_host && (coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_ALLGATHER);
 }
@@ -481,7 +484,7 @@ static double native_byte_ns(const struct sim_model *m, double working_set, doub
  * one barrier, and each rank reduces everything. */
 double sim_model_native_ns(struct impl *c, const struct plx_coll_args *a)
 {
-    const struct sim_model *m = &c->cfg.model;
+    const struct sim_model *m = c->model;
     double s = stretch(m, queue_slots(c), c->model_rank), P = c->size;
     int cores = m->cores_per_host, off_cores = s > 1.0 ? ranks_on_host(m, queue_slots(c), c->model_rank) - cores : 0;
     double wakes = off_cores > 0 ? (double)((off_cores + cores - 1) / cores) : 0.0;

@@ -18,7 +18,7 @@ static int move_data(struct impl *c, struct sim_req **reqs)
     const struct plx_coll_args *a = &reqs[0]->args;
     size_t es = sim_dtype_size(a->dtype), bytes = a->count * es;
     int P = c->size;
-    if (!c->cfg.model.payload && bytes > PLX_TIMING_EXACT_BYTES) /* timing only: no data */
+    if (!c->model->payload && bytes > PLX_TIMING_EXACT_BYTES) /* timing only: no data */
         return 0;
     if (a->coll == PLX_COLL_ALLGATHER) {
         for (int d = 0; d < P; d++)

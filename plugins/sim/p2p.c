@@ -29,7 +29,7 @@ static void wake(struct impl *owner, const struct sim_req *r)
 static size_t copied_bytes(const struct impl *c, const struct sim_req *send, const struct sim_req *recv)
 {
     size_t bytes = send->bytes - send->head_bytes;
-    if (!c->cfg.model.on || c->cfg.model.payload)
+    if (!c->model->on || c->model->payload)
         return bytes;
     if (!send->buf || !recv->buf)
         return 0;
@@ -67,9 +67,9 @@ static void deliver(struct impl *c, struct sim_req *send, struct sim_req *recv)
         copy_message(c, send, recv);
     sim_lock(w);
     struct impl *sender = w->members[send->owner];
-    if (sender && sender->cfg.model.on && !send->priced && sim_model_send(sender, send))
+    if (sender && sender->model->on && !send->priced && sim_model_send(sender, send))
         st = PLX_ERR_NOMEM;
-    if (sender && sender->cfg.model.on && send->priced)
+    if (sender && sender->model->on && send->priced)
         sim_model_deliver(sender, send, recv);
     if (st) {
         if (st == PLX_ERR_NOMEM)
@@ -128,7 +128,7 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
      * is; a coroutine's receiver may not have joined yet (a split's world):
      * then when it is delivered, from the time it was posted. */
     r->t_post = *c->clock_ns;
-    if (is_send && c->cfg.model.on && (!c->fiber || (r->peer >= 0 && r->peer < w->size && w->members[r->peer])) &&
+    if (is_send && c->model->on && (!c->fiber || (r->peer >= 0 && r->peer < w->size && w->members[r->peer])) &&
         sim_model_send(c, r)) {
         sim_req_release_locked(c, r);
         sim_unlock(w);

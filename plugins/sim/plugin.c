@@ -180,7 +180,7 @@ static int get_caps(void *comm, struct plx_caps *out)
     };
     if (c && !c->cfg.native)
         caps.collectives = 0;
-    if (c && c->cfg.model.on)
+    if (c && c->model->on)
         caps.collectives = (sim_model_native(c, PLX_COLL_ALLREDUCE) ? PLX_BIT(PLX_COLL_ALLREDUCE) : 0) |
                            (sim_model_native(c, PLX_COLL_ALLGATHER) ? PLX_BIT(PLX_COLL_ALLGATHER) : 0);
     /* Shrink and grow rebuild through the job's store under new keys, a new
@@ -189,7 +189,7 @@ static int get_caps(void *comm, struct plx_caps *out)
      * backend's own caps (no communicator) are those of thread ranks. */
     if (!c || !c->fiber)
         caps.flags |= PLX_CAP_SHRINK;
-    if (c && c->cfg.model.on && !c->cfg.model.payload)
+    if (c && c->model->on && !c->model->payload)
         caps.flags |= PLX_CAP_TIMING_ONLY;
     size_t n = out->struct_size < sizeof caps ? out->struct_size : sizeof caps;
     uint32_t size = out->struct_size;
@@ -242,6 +242,8 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     c->size = args->size;
     c->timeout_ms = args->timeout_ms;
     sim_config_read(host, args->config, &c->cfg);
+    c->model = &c->cfg.model; /* until it joins (world_take_seat) */
+    c->injects = sim_fault_injects(&c->cfg, c->rank);
     c->clock_ns = &c->own_clock_ns;
     c->model_rank = c->rank;
     if ((c->fiber = sim_fiber_self()) != NULL) { /* native collectives need a thread per rank */

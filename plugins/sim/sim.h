@@ -83,21 +83,30 @@ struct world;
 struct sim_fiber;
 
 struct impl {
+    /* Read by every message: first, together (a run of thousands of
+     * coroutine ranks touches each rank's on every step of a ring). */
     const struct plx_host *host; /* this communicator's instance of the core's services */
     struct world *w;
-    int rank, size;
-    int64_t timeout_ms;
-    struct sim_config cfg;
-    int op_count;         /* ops seen, for fail_after */
-    unsigned ncoll;       /* native collectives run (match.c's parity) */
-    int aborted;
+    /* cfg.model, or the world's copy where it is the same (every rank of a
+     * run): one copy's lines, however many ranks read it */
+    const struct sim_model *model;
     /* model: this rank's virtual time (w->mu): its own, or, on a coroutine,
      * the coroutine's, so that time spent in one communicator carries to
      * the next (a hierarchy's intra and cross steps) */
-    double *clock_ns, own_clock_ns;
-    double footprint_bytes; /* model, w->mu: the core's generic operation's buffers on this rank (0: none) */
-    int model_rank;       /* where the model places it: its rank, or its coroutine's */
+    double *clock_ns;
     struct sim_fiber *fiber; /* the coroutine it runs on (fiber.c), or NULL: a thread */
+    struct sim_req *free_reqs; /* released requests, reused: no malloc per operation */
+    double footprint_bytes; /* model, w->mu: the core's generic operation's buffers on this rank (0: none) */
+    int rank, size;
+    int model_rank;       /* where the model places it: its rank, or its coroutine's */
+    int injects;          /* cfg asks this rank for a failure or a delay (fault.c) */
+    int aborted;
+    int op_count;         /* ops seen, for fail_after */
+    int64_t timeout_ms;
+    /* The rest: configuration and the native collectives' machinery. */
+    struct sim_config cfg;
+    double own_clock_ns;
+    unsigned ncoll;       /* native collectives run (match.c's parity) */
     /* The worker that runs this rank's native collectives in order. A
      * blocking collective with nothing queued runs in the caller's thread
      * instead (busy keeps the two from overlapping). */
@@ -109,7 +118,6 @@ struct impl {
     struct sim_req *qhead, *qtail;
     int busy;
     int stopping;
-    struct sim_req *free_reqs; /* released requests, reused: no malloc per operation */
     void *scratch;        /* in-place alltoall: grows to the largest seen */
     size_t scratch_bytes;
     void *small;          /* SIM_SMALL_BYTES: the small-message allreduce result */
@@ -166,6 +174,14 @@ struct world {
     struct sim_req **native_reqs;
     int native_arrived;
     double native_start_ns;
+    /* The first joiner's model, which its ranks with the same one read
+     * (w->mu; model_set: copied) */
+    struct sim_model model;
+    int model_set;
+    /* Coroutine ranks: their run's link queues (made on first use) and its
+     * ranks (sim_fiber_queues, sim_fiber_count); 0: thread ranks */
+    double *run_queues;
+    int run_slots;
     struct world *next;
 };
 
@@ -245,6 +261,9 @@ int sim_revoked_error(struct impl *c, const char *what);
 
 /* fault.c */
 void sim_config_read(const struct plx_host *h, const struct plx_config *config, struct sim_config *cfg);
+/* Whether cfg fails some op or delays rank (the checks below are skipped
+ * otherwise). */
+int sim_fault_injects(const struct sim_config *cfg, int rank);
 /* Nonzero (an error status, message in *r) if this op should fail now. */
 int sim_fault_check(struct impl *c, const char *opname);
 void sim_fault_delay(struct impl *c);

@@ -77,8 +77,10 @@ static int world_make(const struct plx_comm_args *args, struct impl *c, struct w
     struct world *w = world_new(args->size);
     if (!w)
         return sim_error(c, PLX_ERR_NOMEM, "sim: out of memory");
-    if (c->fiber) /* its others come from the same scheduler: world_take_seat */
+    if (c->fiber) { /* its others come from the same scheduler: world_take_seat */
         w->sched = sim_fiber_sched(c->fiber);
+        w->run_slots = sim_fiber_count(c->fiber);
+    }
     pthread_mutex_lock(&registry_mu);
     w->id = ++next_id;
     w->refs = 1;
@@ -146,6 +148,12 @@ static int world_take_seat(const struct plx_comm_args *args, struct impl *c)
     }
     w->members[args->rank] = c;
     w->ever_joined[args->rank] = 1;
+    if (!w->model_set) {
+        memcpy(&w->model, &c->cfg.model, sizeof w->model);
+        w->model_set = 1;
+    }
+    if (!memcmp(&w->model, &c->cfg.model, sizeof w->model))
+        c->model = &w->model;
     if (++w->joined == w->size) /* waking each joiner would cost size^2 wake-ups */
         pthread_cond_broadcast(&w->cv);
     /* A coroutine rank goes on at once: the ranks after it join only when
@@ -193,6 +201,7 @@ void sim_world_leave(struct impl *c)
     struct world *w = c->w;
     if (!w)
         return;
+    c->model = &c->cfg.model; /* w's copy may go with w */
     pthread_mutex_lock(&w->mu);
     if (w->members[c->rank] == c)
         w->members[c->rank] = NULL;
@@ -371,7 +380,7 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
     if (st)
         sim_error(c, st, "%s", r->err);
     sim_unlock(w);
-    if (c->fiber && c->cfg.model.on)
+    if (c->fiber && c->model->on)
         sim_fiber_catch_up();
     return st;
 }
