@@ -13,6 +13,9 @@
 #include "plexus/plexus.h"
 
 struct plx_comm {
+    /* The fields every message and wait reads come first, on adjacent
+     * lines: a process of thousands of simulated ranks touches each rank's
+     * on every step. */
     char *name;
     int rank, size, local_rank, local_size;
     int64_t timeout_ms;
@@ -20,20 +23,24 @@ struct plx_comm {
     struct plx__backend *be;
     struct plx_config *config; /* its options over the process layers; shared with its splits */
     void *bc;                 /* the backend's communicator */
+    struct plx__p2p p2p;
+    struct plx__preq *preq_pool; /* the p2p adapter's records, for reuse (p2p.c) */
+    struct plx__diag *diag;   /* fingerprints, ledger (core/diag/); NULL: none */
+    const struct plx__diag_hooks *dh; /* comm's one door into diag (diag_hooks.h); never NULL */
+    int aborted;              /* set by plx_comm_abort */
+    int revoked;              /* set by plx_comm_revoke on this rank */
+    int failed;               /* first error that broke the communicator */
+    int cuda_staging;
+    struct plx_caps caps;     /* this communicator's capabilities */
+
     struct plx_host inst;     /* the backend's services for this communicator (ABI 1.5 instance) */
     struct plx__host_ctx inst_ctx;
-    struct plx_caps caps;     /* this communicator's capabilities */
     struct plx_store *base_store; /* the job's store (NULL if the backend bootstraps itself) */
     struct plx_store *store;      /* view prefixed by key_root */
     char *key_root;               /* its keys' prefix in base_store: name, and generation after the first */
     uint64_t coll_seq;        /* next collective sequence number (issue order) */
     uint64_t split_seq;
     uint64_t rebuild_seq;     /* shrinks and grows so far (shrink.c, grow.c): alike on every rank taking part */
-    int cuda_staging;
-    int aborted;              /* set by plx_comm_abort */
-    int revoked;              /* set by plx_comm_revoke on this rank */
-    int failed;               /* first error that broke the communicator */
-    char failed_msg[768];
     uint64_t family;          /* shared with the communicators split from the same root (family.c) */
     struct plx_comm *family_next; /* family.c's list of live communicators */
 
@@ -48,17 +55,15 @@ struct plx_comm {
 
     struct plx__scratch scratch;
     struct plx__scratch stage; /* host copies of CUDA buffers ([core] cuda_staging) */
-    struct plx__algo_tuning tuning;
-    struct plx__p2p p2p;
-    struct plx__preq *preq_pool; /* the p2p adapter's records, for reuse (p2p.c) */
     struct plx__hier *hier;   /* intra + cross children (hier.c), or NULL: flat */
-    struct plx__diag *diag;   /* fingerprints, ledger (core/diag/); NULL: none */
-    const struct plx__diag_hooks *dh; /* comm's one door into diag (diag_hooks.h); never NULL */
     /* avg_lowp.c: the last f32 copy, kept for the next f16/bf16 AVG
      * (fresh pages cost more than the conversions); swapped atomically,
      * since works end on any thread. */
     struct plx__lowp_avg *lowp_spare;
     struct plx__mem *mem;     /* mem.c: what plx_mem_alloc handed out */
+    /* Large and read once per operation (tuning) or once it failed: last. */
+    struct plx__algo_tuning tuning;
+    char failed_msg[768];
 };
 
 struct plx__lowp_avg;
