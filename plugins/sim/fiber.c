@@ -24,14 +24,17 @@
  * its stack), and from then on with _setjmp/_longjmp, which save no signal
  * mask: swapcontext's two system calls per switch were a third of a run. */
 struct sim_fiber {
-    jmp_buf jb;
-    int started;
-    struct sim_sched *s;
-    int rank;
+    /* What a switch to it reads, then the registers _longjmp restores: its
+     * first two lines, which the switch before it prefetches (jmp_buf's
+     * signal mask, which _longjmp does not restore, comes after). */
+    _Alignas(64) int started;
     int queued, finished;
-    int phased;      /* waits in plexus_sim_run_phase */
+    int rank;
+    struct sim_sched *s;
     const char *sp;  /* where its stack stood when it last handed the thread on */
     double clock_ns; /* model: the rank's virtual time, shared by all its communicators */
+    int phased;      /* waits in plexus_sim_run_phase */
+    jmp_buf jb;
 };
 
 /* A runnable fiber in the scheduler's heap, its sort key beside it: the
@@ -163,6 +166,7 @@ static void to_scheduler(struct sim_fiber *f)
         current = next;
         if (s->nheap) {
             __builtin_prefetch(s->heap[0].f, 1, 3);
+            __builtin_prefetch((const char *)s->heap[0].f + 64, 1, 3);
             prefetch_stack(s->heap[0].sp);
         }
         _longjmp(next->jb, 1);
@@ -326,7 +330,9 @@ PLX_BACKEND_EXPORT int plexus_sim_run_ranks(int nranks, size_t stack_bytes, void
     stack_bytes = (stack_bytes + page - 1) / page * page;
     size_t map_bytes = stack_bytes * (size_t)nranks;
     char *stacks = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    s.fibers = calloc((size_t)nranks, sizeof *s.fibers);
+    s.fibers = aligned_alloc(_Alignof(struct sim_fiber), (size_t)nranks * sizeof *s.fibers); /* size: a multiple */
+    if (s.fibers)
+        memset(s.fibers, 0, (size_t)nranks * sizeof *s.fibers);
     s.heap = calloc((size_t)nranks, sizeof *s.heap);
     s.first = calloc((size_t)nranks, sizeof *s.first);
     int rc = PLX_ERR_NOMEM;
