@@ -174,10 +174,8 @@ struct world {
     struct sim_req **native_reqs;
     int native_arrived;
     double native_start_ns;
-    /* The first joiner's model, which its ranks with the same one read
-     * (w->mu; model_set: copied) */
+    /* Its maker's model, which its ranks with the same one read */
     struct sim_model model;
-    int model_set;
     /* Coroutine ranks: their run's link queues (made on first use) and its
      * ranks (sim_fiber_queues, sim_fiber_count); 0: thread ranks */
     double *run_queues;

@@ -81,6 +81,7 @@ static int world_make(const struct plx_comm_args *args, struct impl *c, struct w
         w->sched = sim_fiber_sched(c->fiber);
         w->run_slots = sim_fiber_count(c->fiber);
     }
+    memcpy(&w->model, &c->cfg.model, sizeof w->model); /* its maker is its first member */
     pthread_mutex_lock(&registry_mu);
     w->id = ++next_id;
     w->refs = 1;
@@ -148,10 +149,6 @@ static int world_take_seat(const struct plx_comm_args *args, struct impl *c)
     }
     w->members[args->rank] = c;
     w->ever_joined[args->rank] = 1;
-    if (!w->model_set) {
-        memcpy(&w->model, &c->cfg.model, sizeof w->model);
-        w->model_set = 1;
-    }
     if (!memcmp(&w->model, &c->cfg.model, sizeof w->model))
         c->model = &w->model;
     if (++w->joined == w->size) /* waking each joiner would cost size^2 wake-ups */
