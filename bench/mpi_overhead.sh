@@ -9,6 +9,13 @@
 # that implementation's ABI library for both.
 # THREADS=multiple: the MPI loop asks for MPI_THREAD_MULTIPLE, as the plugin
 # does (the difference to a plain MPI_Init is MPI's, not plexus's).
+# Columns: MPI's loop, plexus's plain call (plx_allreduce), and the same
+# collective prepared once (plexus-bench --prepared: plx_coll_prepare, then
+# plx_prepared_run), interleaved in each rep.
+# Then, since separate jobs on a small VM differ by more than the plugin
+# costs (where the ranks land), the same three within one job
+# (mpi_overhead_blocks: rotating blocks, each round's ratio to MPI's), with
+# the flight recorder on (the default) and off; BLOCK_SIZES="8 65536".
 b=${1:-build}
 export PLEXUS_CONFIG_PATH=$PWD/$b/devconfig
 reps=${REPS:-5}
@@ -36,15 +43,31 @@ for impl in ${IMPLS:-openmpi mpich}; do
         for size in ${SIZES:-8 65536 1048576 16777216}; do
             case $size in 8) iters=20000 ;; 65536) iters=2000 ;; 1048576) iters=200 ;; *) iters=20 ;; esac
             [ $np -gt 2 ] && iters=$((iters / 4))
-            ms="" ps=""
+            ms="" ps="" qs=""
             for rep in $(seq $reps); do
                 ms="$ms $(MPI_LOOP_THREADS=${THREADS:-} $run -np $np $loop $size $iters 2>/dev/null | awk 'NF == 2 && $1 ~ /^[0-9]+$/ {print $2}')"
                 ps="$ps $($run -np $np $b/tools/plexus-bench --backend $backend -b $size -e $size -n $iters -w 5 2>/dev/null |
                           awk '$1 ~ /^[0-9]+$/ {print $6}')"
+                qs="$qs $($run -np $np $b/tools/plexus-bench --backend $backend --prepared -b $size -e $size -n $iters -w 5 2>/dev/null |
+                          awk '$1 ~ /^[0-9]+$/ {print $6}')"
             done
-            awk -v i=$impl -v n=$np -v s=$size -v m="$(med $ms)" -v p="$(med $ps)" -v ms="$ms" -v ps="$ps" 'BEGIN {
-                printf "%-8s np=%d %9d B  MPI %9.2f us  plexus %9.2f us  %+8.2f us (%+5.1f%%)  [MPI%s] [plexus%s]\n",
-                       i, n, s, m, p, p - m, (p - m) / m * 100, ms, ps }'
+            awk -v i=$impl -v n=$np -v s=$size -v m="$(med $ms)" -v p="$(med $ps)" -v q="$(med $qs)" -v ms="$ms" -v ps="$ps" -v qs="$qs" 'BEGIN {
+                printf "%-8s np=%d %9d B  MPI %9.2f us  plexus %9.2f us (%+5.1f%%)  prepared %9.2f us (%+5.1f%%)  [MPI%s] [plexus%s] [prepared%s]\n",
+                       i, n, s, m, p, (p - m) / m * 100, q, (q - m) / m * 100, ms, ps, qs }'
+        done
+        blocks=$b/bench/mpi_overhead_blocks_${loop##*_}
+        [ -x $blocks ] || continue
+        for size in ${BLOCK_SIZES:-8 65536}; do
+            for recorder in on off; do
+                # the defaults (64 entries, fingerprints), or neither; Open MPI forwards them by name
+                entries=64 fp=true
+                [ $recorder = off ] && entries=0 fp=false
+                fwd=""
+                [ $flavour = openmpi ] && fwd="-x PLEXUS_CORE_LEDGER_ENTRIES -x PLEXUS_CORE_FINGERPRINT"
+                PLEXUS_CORE_LEDGER_ENTRIES=$entries PLEXUS_CORE_FINGERPRINT=$fp \
+                    $run $fwd -np $np $blocks $backend $size $((size > 8 ? 200 : 2000)) 30 2>/dev/null |
+                    sed "s/^/$impl np=$np one job, flight recorder $recorder: /"
+            done
         done
     done
 done

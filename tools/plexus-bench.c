@@ -29,12 +29,12 @@
 struct opts {
     size_t minb, maxb;
     double factor;
-    int iters, warmup, dtype, op, check, root, ranks, inplace_only, memcpy_col, registered;
+    int iters, warmup, dtype, op, check, root, ranks, inplace_only, memcpy_col, registered, prepared;
     int colls[PLX_COLL_COUNT], ncolls;
     const char *backend;
 };
 
-static struct opts O = {8, 64u << 20, 2.0, 20, 5, PLX_F32, PLX_SUM, 0, 0, 0, 0, 0, 0, {PLX_COLL_ALLREDUCE}, 1, NULL};
+static struct opts O = {8, 64u << 20, 2.0, 20, 5, PLX_F32, PLX_SUM, 0, 0, 0, 0, 0, 0, 0, {PLX_COLL_ALLREDUCE}, 1, NULL};
 static char world_name[64];
 
 static double now_us(void)
@@ -124,8 +124,39 @@ static size_t v_row_elems(int coll, size_t n, int P)
     return sum / (size_t)P;
 }
 
+/* --prepared: this rank's last (collective, buffers, count), prepared once
+ * and run until the row changes. */
+static __thread struct prep {
+    struct plx_prepared *p;
+    struct plx_comm *c;
+    int coll;
+    const void *s;
+    void *r;
+    size_t n;
+} PR;
+
+static void prepared_drop(void)
+{
+    plx_prepared_free(PR.p);
+    PR.p = NULL;
+}
+
+static int run_prepared(struct plx_comm *c, int coll, const void *s, void *r, size_t n)
+{
+    if (!PR.p || PR.c != c || PR.coll != coll || PR.s != s || PR.r != r || PR.n != n) {
+        prepared_drop();
+        int rc = plx_coll_prepare(c, coll, s, r, n, O.dtype, O.op, O.root, NULL, &PR.p);
+        if (rc)
+            return rc;
+        PR = (struct prep){PR.p, c, coll, s, r, n};
+    }
+    return plx_prepared_run(PR.p);
+}
+
 static int run_op(struct plx_comm *c, int coll, const void *s, void *r, size_t n)
 {
+    if (O.prepared && coll != PLX_COLL_ALLTOALLV && coll != PLX_COLL_ALLGATHERV)
+        return run_prepared(c, coll, s, r, n);
     switch (coll) {
     case PLX_COLL_ALLREDUCE: return plx_allreduce(c, s, r, n, O.dtype, O.op);
     case PLX_COLL_BROADCAST: return plx_broadcast(c, r, n, O.dtype, O.root);
@@ -373,9 +404,9 @@ static int alloc_bufs(struct plx_comm *c, struct bufs *b)
 
 static void print_header(struct plx_comm *c, int P)
 {
-    printf("# plexus-bench: backend %s, %d ranks, dtype %s, op %s, %d iterations (+%d warm-up)%s\n",
+    printf("# plexus-bench: backend %s, %d ranks, dtype %s, op %s, %d iterations (+%d warm-up)%s%s\n",
            plx_comm_backend(c), P, plx_dtype_name(O.dtype), plx_redop_name(O.op), O.iters, O.warmup,
-           O.check ? ", checked" : "");
+           O.check ? ", checked" : "", O.prepared ? ", prepared" : "");
     printf("#\n# %10s %12s %6s %6s %5s", "size", "count", "type", "redop", "root");
     if (!O.inplace_only)
         printf(" %10s %8s %8s %7s", "time", "algbw", "busbw", "#wrong");
@@ -467,6 +498,7 @@ static int bench(struct plx_comm *c)
     if (alloc_bufs(c, &b) != 0)
         return 1;
     if (bench_output_enabled() && output_begin(c, P, me) != 0) {
+        prepared_drop();
         free_buf(c, b.send);
         free_buf(c, b.recv);
         return 1;
@@ -477,6 +509,7 @@ static int bench(struct plx_comm *c)
     for (int k = 0; k < O.ncolls && !failed; k++)
         failed = bench_coll(c, O.colls[k], &b, &total_wrong);
     if (failed) {
+        prepared_drop();
         free_buf(c, b.send);
         free_buf(c, b.recv);
         return 1;
@@ -486,6 +519,7 @@ static int bench(struct plx_comm *c)
     failed = total_wrong != 0;
     if (me == 0 && bench_output_close() != 0)
         failed = 1;
+    prepared_drop();
     free_buf(c, b.send);
     free_buf(c, b.recv);
     free(V.cnt); /* this thread's v-collective layout */
@@ -540,6 +574,8 @@ static void usage(FILE *f)
             "      --ranks N         run N ranks as threads of this process (mem:// store)\n"
             "      --memcpy          add a column with single-thread memcpy GB/s for the size\n"
             "      --registered      buffers from plx_mem_alloc (memory the host's ranks share)\n"
+            "      --prepared        each row's collective prepared once (plx_coll_prepare) and run\n"
+            "                        from there (the v-collectives run as plain calls)\n"
             "      --output csv|json FILE  also write every row (with backend, ranks, hosts, host name, CPU)\n"
             "                        to FILE, one record per collective, size and in/out of place\n"
             "  -h, --help\n"
@@ -577,7 +613,7 @@ static int parse_args(int argc, char **argv)
         {"warmup", 1, 0, 'w'},   {"datatype", 1, 0, 'd'}, {"op", 1, 0, 'o'},         {"root", 1, 0, 'r'},
         {"check", 2, 0, 'c'},    {"coll", 1, 0, 'C'},     {"inplace", 0, 0, 'I'},    {"backend", 1, 0, 'B'},
         {"ranks", 1, 0, 'R'},    {"memcpy", 0, 0, 'M'},   {"help", 0, 0, 'h'},       {"output", 1, 0, 'U'},
-        {"registered", 0, 0, 'G'}, {0, 0, 0, 0},
+        {"registered", 0, 0, 'G'}, {"prepared", 0, 0, 'P'}, {0, 0, 0, 0},
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "b:e:f:n:w:d:o:r:c::h", longs, NULL)) != -1) {
@@ -614,6 +650,7 @@ static int parse_args(int argc, char **argv)
         case 'R': O.ranks = atoi(optarg); break;
         case 'M': O.memcpy_col = 1; break;
         case 'G': O.registered = 1; break;
+        case 'P': O.prepared = 1; break;
         case 'U':
             if (optind >= argc) {
                 fprintf(stderr, "plexus-bench: --output %s needs a file name after it\n", optarg);

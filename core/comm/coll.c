@@ -244,6 +244,56 @@ static int run_native(struct plx_comm *c, struct plx_coll_args *a, const char *w
     return rc;
 }
 
+static int refuse(const struct plx_comm *c, const struct plx_coll_args *a, const char *what)
+{
+    return plx__err(PLX_ERR_UNSUPPORTED,
+                    "%s(%s, %s) on '%s': backend '%s' cannot run it natively and has no point-to-point for the "
+                    "core's generic algorithm (choose one that has, e.g. PLEXUS_BACKEND=tcp)", what,
+                    plx_dtype_name(a->dtype), plx__call_has_op(a->coll) ? plx_redop_name(a->op) : "-", c->name,
+                    c->be->name);
+}
+
+/* The checks every call makes first (the communicator, the arguments, the
+ * memory kind), then its options into a. */
+static int check_call(struct plx_comm *c, struct plx_coll_args *a, const struct plx_op_options *o, const char *what,
+                      int *staged)
+{
+    int rc = plx__check_usable(c, what);
+    if (rc)
+        return rc;
+    if (a->coll != PLX_COLL_BARRIER && (rc = check_args(c, a, what)) != 0)
+        return rc;
+    if ((rc = resolve_mem(c, o, what, a->send, a->recv, &a->mem_kind, staged)) != 0)
+        return rc;
+    a->timeout_ms = op_timeout(o);
+    if (o && PLX_HAS_FIELD(o, struct plx_op_options, stream))
+        a->stream = o->stream;
+    return 0;
+}
+
+int plx__coll_plan(struct plx_comm *c, struct plx_coll_args *a, const struct plx_op_options *o, int *direct)
+{
+    const char *what = plx_coll_name(a->coll);
+    *direct = 0;
+    int staged;
+    int rc = check_call(c, a, o, what, &staged);
+    if (rc)
+        return rc;
+    if (plx__lowp_avg_needed(a) || plx__hier_wants(c, a))
+        return 0; /* each run as submit runs it, which checks the rest */
+    struct plx_coll_args n = *a;
+    int scale_avg = 0;
+    int native = !staged && native_ok(c, &n, &scale_avg);
+    if (!native && !generic_ok(c, &n))
+        return refuse(c, a, what);
+    if (native && !scale_avg && !(plx__diag_checks(c) & PLX__DIAG_NATIVE_EVERY)) {
+        *a = n;
+        a->flags |= PLX_COLL_FLAG_BLOCKING;
+        *direct = 1;
+    }
+    return 0;
+}
+
 /* Validate and run a collective; w NULL means blocking. */
 static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_op_options *o, struct plx_work **w)
 {
@@ -253,22 +303,15 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
         return plx__err(PLX_ERR_INVALID_ARG, "%s: comm is NULL", what);
     if (w)
         *w = NULL;
-    int rc = plx__check_usable(c, what);
-    if (rc)
-        return rc;
-    if (a->coll != PLX_COLL_BARRIER && (rc = check_args(c, a, what)) != 0)
-        return rc;
     int staged;
-    if ((rc = resolve_mem(c, o, what, a->send, a->recv, &a->mem_kind, &staged)) != 0)
+    int rc = check_call(c, a, o, what, &staged);
+    if (rc)
         return rc;
     if (staged && plx__coll_is_v(a->coll))
         return plx__err(PLX_ERR_UNSUPPORTED, "%s on '%s': CUDA buffers are not staged for this collective on "
                         "backend '%s'; pass host buffers", what, c->name, c->be->name);
     if (staged)
         a->flags |= PLX__COLL_FLAG_STAGED;
-    a->timeout_ms = op_timeout(o);
-    if (o && PLX_HAS_FIELD(o, struct plx_op_options, stream))
-        a->stream = o->stream;
 
     /* The call as made, for its fingerprint (low-precision AVG and native_ok
      * rewrite a below); its seq is set with a's. */
@@ -291,10 +334,7 @@ static int submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_
     int scale_avg = 0;
     int native = !staged && native_ok(c, a, &scale_avg);
     if (!native && !generic_ok(c, a))
-        return plx__lowp_avg_end(lowp, plx__err(PLX_ERR_UNSUPPORTED,
-                        "%s(%s, %s) on '%s': backend '%s' cannot run it natively and has no point-to-point "
-                        "for the core's generic algorithm (choose one that has, e.g. PLEXUS_BACKEND=tcp)", what, plx_dtype_name(a->dtype),
-                        plx__call_has_op(a->coll) ? plx_redop_name(a->op) : "-", c->name, c->be->name));
+        return plx__lowp_avg_end(lowp, refuse(c, a, what));
     a->seq = fp.seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_RELAXED);
     if (!w)
         a->flags |= PLX_COLL_FLAG_BLOCKING;

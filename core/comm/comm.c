@@ -542,6 +542,7 @@ PLX_API int plx_comm_destroy(struct plx_comm *c)
     plx__hier_destroy(c);
     plx__family_leave(c);
     plx__executor_stop(c);
+    plx__prepared_drop_all(c);
     plx__mem_release_all(c);
     int rc = c->be->ops.comm_destroy(c->bc);
     plx__diag_close(c);

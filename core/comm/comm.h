@@ -61,6 +61,7 @@ struct plx_comm {
      * since works end on any thread. */
     struct plx__lowp_avg *lowp_spare;
     struct plx__mem *mem;     /* mem.c: what plx_mem_alloc handed out */
+    struct plx_prepared *prepared; /* prepared.c: its prepared collectives (mu) */
     /* Large and read once per operation (tuning) or once it failed: last. */
     struct plx__algo_tuning tuning;
     char failed_msg[768];
@@ -178,6 +179,16 @@ void plx__family_explain(const struct plx_comm *c, int status, char *msg, size_t
 /* coll.c: check a and run it natively or generically; w NULL: blocking. */
 int plx__coll_submit(struct plx_comm *c, struct plx_coll_args *a, const struct plx_op_options *o,
                      struct plx_work **w);
+/* coll.c: a prepared collective's checks, made once as submit makes them
+ * (errors as the call's first run would report them). *direct = 1: each
+ * run may hand a, rewritten here as the backend takes it, straight to the
+ * backend as a blocking native call (no AVG to scale, no staging or
+ * composed hierarchy, no fingerprint exchange first); 0: each run goes
+ * through submit. */
+int plx__coll_plan(struct plx_comm *c, struct plx_coll_args *a, const struct plx_op_options *o, int *direct);
+/* prepared.c: end the backend's part of every collective prepared on c
+ * (before its backend communicator goes); they fail from then on. */
+void plx__prepared_drop_all(struct plx_comm *c);
 /* coll.c: elements this rank sends (*sn) and receives (*rn) in a, and
  * whether it uses its send and receive buffers at all. */
 void plx__coll_extent(const struct plx_comm *c, const struct plx_coll_args *a, size_t *sn, size_t *rn, int *use_send,

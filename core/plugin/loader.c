@@ -236,6 +236,8 @@ static int negotiate(struct plx__backend *b, plx_backend_entry_v1_fn entry, uint
     }
     if (minor < 5)
         b->ops.req_size = 0; /* a field of a newer minor than the one agreed */
+    if (minor < 12 || !b->ops.coll_prepare || !b->ops.coll_run || !b->ops.coll_unprepare)
+        b->ops.coll_prepare = NULL; /* the three come together (ABI 1.12) */
     if (b->ops.req_size > PLX__REQ_SIZE_MAX) {
         set_state(b, PLX_STATE_BROKEN, "%s asks for %zu-byte requests; ABI 1.5 allows at most %d", b->library,
                   b->ops.req_size, PLX__REQ_SIZE_MAX);

@@ -825,6 +825,65 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     return 0;
 }
 
+/* ---- prepared collectives (ABI 1.12) --------------------------------------- */
+
+/* What every run of a prepared collective passes MPI, looked up once; the
+ * others keep a request whose staging copy start() makes anew each run. */
+struct prepared {
+    struct plx_coll_args a;
+    MPI_Datatype t;
+    MPI_Op op;
+    const void *s; /* MPI_IN_PLACE for plexus's in-place allreduce */
+    int cnt;
+};
+
+static int coll_prepare(void *comm, const struct plx_coll_args *a, void **out)
+{
+    struct impl *c = comm;
+    if (c->blocking_timeout) /* each run must time out: the core's path through MPI_I* + MPI_Test */
+        return plx_plugin_error(c->host, PLX_ERR_UNSUPPORTED, NAME ": blocking_timeout: runs go through MPI_I*");
+    if (a->count > 0x7fffffff || a->coll == PLX_COLL_ALLTOALLV || a->coll == PLX_COLL_ALLGATHERV)
+        return plx_plugin_error(c->host, PLX_ERR_UNSUPPORTED, NAME ": not prepared: a v-collective, or %zu "
+                                "elements (more than MPI's int counts)", a->count);
+    struct prepared *p = calloc(1, sizeof *p);
+    if (!p)
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, NAME ": out of memory");
+    p->a = *a;
+    p->t = mpi_type(a->dtype);
+    p->op = mpi_op(a->dtype, a->op);
+    p->s = a->send == a->recv ? MPI_IN_PLACE : a->send;
+    p->cnt = (int)a->count;
+    *out = p;
+    return 0;
+}
+
+static int coll_run(void *comm, void *prep, uint64_t seq)
+{
+    (void)seq;
+    struct impl *c = comm;
+    struct prepared *p = prep;
+    int rc;
+    lock();
+    if (p->a.coll == PLX_COLL_ALLREDUCE) {
+        rc = MPI_Allreduce(p->s, p->a.recv, p->cnt, p->t, p->op, c->comm);
+    } else {
+        struct req q = {0};
+        rc = start(c, &p->a, &q, 1);
+        free(q.tmp);
+    }
+    unlock();
+    if (rc == MPI_SUCCESS)
+        return 0;
+    return rc == -1 ? plx_plugin_error(c->host, PLX_ERR_NOMEM, NAME ": out of memory")
+                    : mpi_fail(c->host, rc, "a prepared collective");
+}
+
+static void coll_unprepare(void *comm, void *prep)
+{
+    (void)comm;
+    free(prep);
+}
+
 /* A core tag (sequence number << 24 | step) folded into [0, tag_ub]. Both
  * ends fold alike; two messages between one pair that fold to one tag are
  * still matched in order (MPI does not overtake), as the core's algorithms
@@ -1041,6 +1100,9 @@ static const struct plx_backend backend = { /* description filled at load */
     .op_supported = op_supported,
     .comm_revoke = comm_revoke,
     .comm_shrink = comm_shrink,
+    .coll_prepare = coll_prepare,
+    .coll_run = coll_run,
+    .coll_unprepare = coll_unprepare,
 };
 
 /* One entry, one host: the `mpi` alias is the loader's ([mpi] alias = ...),

@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define PLX_ABI_MAJOR 1
-#define PLX_ABI_MINOR 11
+#define PLX_ABI_MINOR 12
 
 /* The entry symbol of ABI major 1. */
 #define PLX_BACKEND_ENTRY_V1 plx_backend_entry_v1
@@ -489,6 +489,23 @@ struct plx_backend {
      * instead of here, so a transport without them needs none of their
      * members (as libfabric's fi_open_ops). */
     const void *(*extension)(const char *name, uint32_t version);
+
+    /* ---- ABI 1.12 ---- */
+    /* Optional, all three or none: a collective prepared once and run many
+     * times (plx_coll_prepare), so that what collective() does on every
+     * call (look up types, pick the call, allocate a request) is done once.
+     * coll_prepare gets the arguments of a blocking native call as
+     * collective() would (PLX_COLL_FLAG_BLOCKING set, seq 0; the buffers
+     * stay the same for every run) and builds *prep, or returns
+     * PLX_ERR_UNSUPPORTED: the core then runs each time through
+     * collective(). Not for the v-collectives. coll_run runs it once to
+     * completion in the caller's thread, seq being this run's (a blocking
+     * call: the timeout is the backend's, as for a blocking collective()).
+     * A prepared collective runs one at a time. coll_unprepare frees prep;
+     * the core calls it before comm_destroy for any still prepared. */
+    int (*coll_prepare)(void *comm, const struct plx_coll_args *a, void **prep);
+    int (*coll_run)(void *comm, void *prep, uint64_t seq);
+    void (*coll_unprepare)(void *comm, void *prep);
 };
 
 /* ---- Named extensions (ABI 1.11) ---- */

@@ -458,6 +458,35 @@ PLX_API int plx_ibarrier(struct plx_comm *c, const struct plx_op_options *o, str
 PLX_API int plx_monitored_barrier(struct plx_comm *c, int64_t timeout_ms, int wait_all, int *late, int late_cap,
                                   int *nlate);
 
+/* ---- prepared collectives --------------------------------------------- *
+ * A collective called again and again with the same arguments (a gradient
+ * bucket's allreduce every step) is checked once and then run as often as
+ * needed, with less of plexus's work on each run; where the backend
+ * prepares its part too (mpi), a blocking run is little more than the
+ * backend's own call. Each run is a collective like any other on its
+ * communicator: matched by issue order with the other ranks' calls, which
+ * may be plain or prepared, and kept in the flight recorder. Preparing is
+ * local (nothing is sent); the buffers are borrowed until the prepared
+ * collective is freed. One run at a time: wait for a started run before
+ * the next. */
+struct plx_prepared;
+/* Prepare coll (enum plx_coll: a collective of this header but the
+ * v-collectives) with the arguments of its plx_<coll> call: op for the
+ * reductions and root for the rooted ones (ignored elsewhere); broadcast's
+ * buffer is recv (send is ignored). o (NULL: the defaults) holds for every
+ * run: its timeout, its memory kind. Bad arguments fail here, as the
+ * call's would. */
+PLX_API int plx_coll_prepare(struct plx_comm *c, int coll, const void *send, void *recv, size_t count, int dtype,
+                             int op, int root, const struct plx_op_options *o, struct plx_prepared **out);
+/* Run it once, blocking; returns what plx_<coll> would. */
+PLX_API int plx_prepared_run(struct plx_prepared *p);
+/* Start one run; *w as from plx_i<coll>. */
+PLX_API int plx_prepared_start(struct plx_prepared *p, struct plx_work **w);
+/* Free it (NULL: a no-op), before or after its communicator's destroy but
+ * not during it; once the communicator is destroyed, runs fail with
+ * PLX_ERR_INVALID_USAGE. */
+PLX_API void plx_prepared_free(struct plx_prepared *p);
+
 /* Point-to-point. tag: 0 .. 2^31-1. Matched by (peer, tag), FIFO. */
 PLX_API int plx_send(struct plx_comm *c, const void *buf, size_t count, int dtype, int peer, int tag);
 PLX_API int plx_isend(struct plx_comm *c, const void *buf, size_t count, int dtype, int peer, int tag,

@@ -19,7 +19,7 @@ static int failures;
 int main(void)
 {
     PIN(PLX_ABI_MAJOR, 1);
-    PIN(PLX_ABI_MINOR, 11);
+    PIN(PLX_ABI_MINOR, 12);
 
     PIN(sizeof(struct plx_caps), 32);
     PIN(offsetof(struct plx_caps, flags), 4);
@@ -75,7 +75,7 @@ int main(void)
     PIN(offsetof(struct plx_p2p_args, tag), 24);
     PIN(offsetof(struct plx_p2p_args, timeout_ms), 48);
 
-    PIN(sizeof(struct plx_backend), 248); /* 176 up to ABI 1.4, 208 up to 1.5, 216 up to 1.6, 224 up to 1.7, 232 up to 1.8, 240 up to 1.10 */
+    PIN(sizeof(struct plx_backend), 272); /* 176 up to ABI 1.4, 208 up to 1.5, 216 up to 1.6, 224 up to 1.7, 232 up to 1.8, 240 up to 1.10, 248 at 1.11 */
     PIN(offsetof(struct plx_backend, req_size), 176); /* ABI 1.5 */
     PIN(offsetof(struct plx_backend, mem_alloc), 184);
     PIN(offsetof(struct plx_backend, mem_free), 192);
@@ -85,6 +85,9 @@ int main(void)
     PIN(offsetof(struct plx_backend, comm_shrink), 224); /* ABI 1.8 */
     PIN(offsetof(struct plx_backend, reserved_1_9), 232); /* ABI 1.9 */
     PIN(offsetof(struct plx_backend, extension), 240); /* ABI 1.11 */
+    PIN(offsetof(struct plx_backend, coll_prepare), 248); /* ABI 1.12 */
+    PIN(offsetof(struct plx_backend, coll_run), 256);
+    PIN(offsetof(struct plx_backend, coll_unprepare), 264);
     PIN(sizeof(struct plx_ext_sim), 24);
     PIN(offsetof(struct plx_ext_sim, charge_reduce), 8);
     PIN(offsetof(struct plx_ext_sim, op_footprint), 16);
