@@ -259,6 +259,44 @@ static int collective(void *comm, const struct plx_coll_args *a, void **req)
     return shm__coll_start(comm, a, req);
 }
 
+/* Prepared collectives (ABI 1.12): collective() with nothing queued is
+ * already the whole run, so what preparing saves is the core's part of each
+ * call; prep is the arguments, kept. */
+static int coll_prepare(void *comm, const struct plx_coll_args *a, void **prep)
+{
+    struct plx_coll_args *p = malloc(sizeof *p);
+    if (!p)
+        return plx_plugin_error(((struct shm_comm *)comm)->host, PLX_ERR_NOMEM, "shm: out of memory");
+    *p = *a;
+    *prep = p;
+    return 0;
+}
+
+static int coll_run(void *comm, void *prep, uint64_t seq)
+{
+    struct shm_comm *c = comm;
+    struct plx_coll_args *a = prep; /* one run at a time: its seq is this run's */
+    a->seq = seq;
+    void *req = NULL;
+    int rc = shm__coll_start(c, a, &req);
+    if (rc || req == comm)
+        return rc;
+    /* Queued behind nonblocking ones: the collective keeps its own
+     * timeout; this deadline is the backstop the core's wait would be. */
+    int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
+    uint64_t deadline = t < 0 ? UINT64_MAX : c->host->clock_ns() + (uint64_t)(t + t / 4 + 500) * 1000000u;
+    struct shm_creq *r = shm__creq_of(req);
+    rc = shm__creq_wait_until(c, r, deadline);
+    shm__creq_free(c, r);
+    return rc;
+}
+
+static void coll_unprepare(void *comm, void *prep)
+{
+    (void)comm;
+    free(prep);
+}
+
 static int isend(void *comm, const struct plx_p2p_args *a, void **req)
 {
     return shm__p2p_isend(comm, a, req);
@@ -346,6 +384,9 @@ static const struct plx_backend shm_backend = { /* description filled at entry *
     .mem_free = mem_free,
     .comm_revoke = comm_revoke,
     .comm_lost_ranks = shm__lost_ranks,
+    .coll_prepare = coll_prepare,
+    .coll_run = coll_run,
+    .coll_unprepare = coll_unprepare,
 };
 
 /* ABI 1.5 at least: shm reads its keys typed, through the communicator's

@@ -5,9 +5,11 @@
  * collective outlives its communicator only as a handle that refuses to
  * run; an aborted communicator fails its runs.
  *
- * Ranks as threads on the backend named (sim, tcp, shm: none prepares in
- * the backend, so runs take the core's path; the mpi suite runs the
- * backend's prepared path through plexus-bench --prepared).
+ * Ranks as threads on the backend named: sim and tcp take the core's path
+ * each run, shm its own prepared call (ABI 1.12), also when the run finds
+ * a nonblocking collective queued before it. The mpi and shm suites check
+ * every collective through the backends' prepared calls with plexus-bench
+ * --prepared.
  *
  * usage: test_prepared BACKEND P */
 #include <stdio.h>
@@ -78,6 +80,35 @@ static void alternate(struct plx_comm *c, int me, int P)
     }
     plx_prepared_free(bc);
     plx_prepared_free(ag);
+}
+
+/* A run issued while a nonblocking collective is still in flight: it waits
+ * for its turn (issue order), and both results are right. */
+static void behind_nonblocking(struct plx_comm *c, int me, int P)
+{
+    enum { BIG = 1 << 14 };
+    static _Thread_local float big[BIG];
+    int32_t in[N] = {0}, out[N] = {0};
+    struct plx_prepared *p = NULL;
+    CHECK(plx_coll_prepare(c, PLX_COLL_ALLREDUCE, in, out, N, PLX_I32, PLX_MAX, 0, NULL, &p) == 0);
+    for (int r = 0; r < RUNS && p; r++) {
+        for (size_t k = 0; k < BIG; k++)
+            big[k] = (float)(me + 1);
+        for (size_t k = 0; k < N; k++)
+            in[k] = me * 10 + r;
+        struct plx_work *w = NULL;
+        CHECK(plx_iallreduce(c, big, big, BIG, PLX_F32, PLX_SUM, NULL, &w) == 0);
+        CHECK(plx_prepared_run(p) == 0);
+        CHECK(w && plx_work_wait(w, PLX_TIMEOUT_DEFAULT) == 0);
+        plx_work_free(w);
+        int wrong = 0;
+        for (size_t k = 0; k < BIG; k++)
+            wrong += big[k] != (float)P * (P + 1) / 2;
+        for (size_t k = 0; k < N; k++)
+            wrong += out[k] != (P - 1) * 10 + r;
+        CHECK(wrong == 0);
+    }
+    plx_prepared_free(p);
 }
 
 /* Refused at preparation, each with the call's own reason. */
@@ -154,6 +185,7 @@ static int rank_main(struct rank_ctx *ctx, int rc)
     struct plx_comm *c = ctx->comm;
     allreduce_runs(c, ctx->rank, ctx->size);
     alternate(c, ctx->rank, ctx->size);
+    behind_nonblocking(c, ctx->rank, ctx->size);
     bad_arguments(c);
     /* Still in step after the refusals (nothing was sent for them). */
     allreduce_runs(c, ctx->rank, ctx->size);

@@ -12,15 +12,8 @@ out=$(env PLEXUS_CORE_LOG_LEVEL=debug sh "$run" "$impl" "$np" "$bench" $args 2>&
 rc=$?
 [ $rc = 77 ] && { echo "$out"; exit 77; }
 [ $rc = 0 ] || { echo "$out" | grep -v DEBUG | tail -40; echo "FAIL: prepared run exited $rc"; exit 1; }
-echo "$out" | grep -q "total wrong elements: 0" || { echo "$out" | grep -v DEBUG | tail; echo "FAIL: no checked total"; exit 1; }
-for coll in allreduce broadcast reduce allgather reduce_scatter gather scatter alltoall barrier; do
-    n=$(echo "$out" | grep -o "plexus\[[0-9]*\] DEBUG core: $coll on 'world': prepared in backend '$be'" | cut -d' ' -f1 |
-        sort -u | wc -l)
-    [ "$n" = "$np" ] || { echo "FAIL: $n of $np ranks prepared $coll in the backend"; exit 1; }
-done
-if echo "$out" | grep -q "does not prepare it"; then
-    echo "$out" | grep "does not prepare it" | head -3; echo "FAIL: the plugin declined a collective"; exit 1
-fi
+. "$(dirname "$0")/../../common/prepared_lines.sh"
+prepared_everywhere "$out" "$be" "$np" || exit 1
 out=$(env PLEXUS_CORE_LOG_LEVEL=debug PLEXUS_${sec}_BLOCKING_TIMEOUT=true sh "$run" "$impl" "$np" "$bench" $args 2>&1)
 rc=$?
 [ $rc = 0 ] || { echo "$out" | grep -v DEBUG | tail -40; echo "FAIL: blocking_timeout run exited $rc"; exit 1; }
