@@ -9,7 +9,8 @@ blocking calls; a row's time is the slowest rank's average per call.
 Prints "BYTES TIME_US" rows on rank 0 (bench/numpy_compare.py reads them).
 --overhead (one rank: plexus-run -n 1) times instead what the Python layer
 adds to an 8-byte allreduce: comm.allreduce against the bare ctypes call of
-plx_allreduce on the same array, the median of 5 batches of 20000.
+plx_allreduce on the same array and the same call prepared once
+(comm.prepare, then run()), the median of 5 batches of 20000.
 """
 import statistics
 import argparse
@@ -46,6 +47,7 @@ def overhead():
     with plexus.init() as comm:
         x = np.ones(2, np.float32)
         lib, h, ptr = plexus._lib.lib(), comm._h, x.ctypes.data
+        prepared = comm.prepare("allreduce", x)
 
         def batch(f, n=20000):
             t0 = time.perf_counter()
@@ -54,13 +56,15 @@ def overhead():
             return (time.perf_counter() - t0) / n * 1e6
 
         forms = {"comm.allreduce": lambda: comm.allreduce(x),
-                 "ctypes plx_allreduce": lambda: lib.plx_allreduce(h, ptr, ptr, 2, 8, 0)}
+                 "ctypes plx_allreduce": lambda: lib.plx_allreduce(h, ptr, ptr, 2, 8, 0),
+                 "prepared run()": prepared.run}
         res = {k: [] for k in forms}
         for _ in range(5):
             for k, f in forms.items():
                 res[k].append(batch(f))
         for k, v in res.items():
             print("%-22s %8.2f us (median of %s)" % (k, statistics.median(v), " ".join("%.2f" % t for t in v)))
+        prepared.close()
 
 
 def main():

@@ -32,7 +32,7 @@ from . import _lib
 from .errors import *  # noqa: F401,F403 (PlexusError and one class per status)
 from .errors import PlexusError, __all__ as _errors_all
 
-__all__ = ["version", "backends", "info", "Comm", "Request", "Op", "init", "join", "describe_bootstrap",
+__all__ = ["version", "backends", "info", "Comm", "Request", "Prepared", "Op", "init", "join", "describe_bootstrap",
            "finalize", "IN_PLACE", "ANY_SOURCE", "SUM", "PROD", "MIN", "MAX", "AVG"] + _errors_all
 
 
@@ -43,6 +43,8 @@ def __getattr__(name):
         from . import comm as mod
     elif name == "Request":
         from . import _request as mod
+    elif name == "Prepared":
+        from . import _prepared as mod
     elif name in ("init", "join", "describe_bootstrap", "finalize"):
         from . import _setup as mod
     else:

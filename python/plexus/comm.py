@@ -17,6 +17,7 @@ the same for every collective:
   nothing); every i-form returns a Request whose wait() returns the same.
 """
 import ctypes
+import inspect
 import pickle
 import weakref
 
@@ -24,12 +25,14 @@ import numpy as np
 
 from . import _lib
 from ._buffers import Buf, Op, op_code
+from ._prepared import PREPARABLE, Prepared
 from ._request import Request, _size_array
 from .errors import InvalidUsageError, check, error
 
 SUM, PROD, MIN, MAX, AVG = Op.SUM, Op.PROD, Op.MIN, Op.MAX, Op.AVG
 ANY_SOURCE = -1
 _FNS = {}  # name -> (plx_name, plx_iname)
+_PREPARE = object()  # Comm._go's nb for a call that Comm.prepare prepares
 
 
 
@@ -152,7 +155,10 @@ class Comm:
     # ---- plumbing ------------------------------------------------------------
 
     def _go(self, nb, name, args, keep, result):
-        """Run plx_<name> (blocking) or plx_i<name> (a Request)."""
+        """Run plx_<name> (blocking) or plx_i<name> (a Request), or with nb
+        _PREPARE prepare it (a Prepared)."""
+        if nb is _PREPARE:
+            return Prepared(self, name, args, keep, result)
         fns = _FNS.get(name)
         if fns is None:
             lib = _lib.lib()
@@ -377,6 +383,22 @@ class Comm:
 
     def ibarrier(self):
         return self._go(True, "barrier", (), (), None)
+
+    def prepare(self, name, *args, **kwargs):
+        """The call comm.<name>(*args, **kwargs) checked once, for running
+        again and again on the same buffers: a Prepared whose run() returns
+        what the call would and start() gives its Request. name: allreduce,
+        broadcast, reduce, allgather, reduce_scatter, gather, scatter,
+        alltoall or barrier. Each run is an ordinary collective (the other
+        ranks may make the plain call); the buffers stay borrowed until the
+        Prepared is closed."""
+        if name not in PREPARABLE:
+            raise ValueError("%r cannot be prepared (one of %s)" % (name, ", ".join(PREPARABLE)))
+        bound = inspect.signature(getattr(Comm, name)).bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        if name == "barrier":
+            return self._go(_PREPARE, "barrier", (), (), None)
+        return getattr(self, "_" + name)(_PREPARE, *list(bound.arguments.values())[1:])
 
     # ---- point-to-point ------------------------------------------------------
 

@@ -9,7 +9,8 @@ PLX_ERR_* code, a Request.wait timeout (plexus.TimeoutError, still pending,
 then completed), AbortedError for a request its communicator's destroy
 ended and for a recv another thread's abort() ended, a MismatchError when
 the ranks disagree. The attributes match the launcher's variables. Also: buffer
-protocol and DLPack objects, pickled objects, split, the context manager.
+protocol and DLPack objects, pickled objects, split, the context manager,
+prepared collectives (Comm.prepare).
 """
 import array
 import builtins
@@ -253,6 +254,40 @@ def mismatch(comm):
         sub.destroy()
 
 
+def prepared(comm):
+    """Comm.prepare: runs read the buffers anew and return what the call
+    would; start() gives a Request; one rank's plain calls match the
+    others' prepared runs; refusals; closed and destroyed."""
+    P, me = comm.size, comm.rank
+    x = np.zeros(5, np.float64)
+    with comm.prepare("allreduce", x, op=plexus.MAX) as p:
+        for r in range(3):
+            x[:] = me * 10 + r
+            out = comm.allreduce(x, op=plexus.MAX) if me == 0 and r == 1 else p.run()
+            expect(out is x and (x == (P - 1) * 10 + r).all(), "prepared allreduce run %d: %s" % (r, x))
+    b = np.zeros(4, np.int32)
+    with comm.prepare("broadcast", b, root=P - 1) as p:
+        b[:] = 7 if me == P - 1 else -1
+        req = p.start()
+        expect(req.wait() is b and (b == 7).all(), "prepared broadcast: %s" % b)
+    g = comm.prepare("allgather", np.full(2, me, np.int32))
+    got = g.run()
+    expect(got.shape == (P, 2) and (got == np.arange(P)[:, None]).all(), "prepared allgather: %s" % got)
+    g.close()
+    g.close()
+    raises(errors.InvalidUsageError, "run after close", g.run)
+    raises(ValueError, "prepare alltoallv", lambda: comm.prepare("alltoallv", x, None, [1] * P))
+    raises(TypeError, "prepare with an unknown keyword", lambda: comm.prepare("allreduce", x, opp=plexus.MAX))
+    sub = comm.split(0)
+    kept = sub.prepare("barrier")
+    kept.run()
+    sub.destroy()
+    e = raises(errors.InvalidUsageError, "run after its communicator's destroy", kept.run)
+    expect(e is None or "destroyed" in str(e), "run after destroy: %s" % e)
+    kept.close()
+    in_step(comm, "the prepared calls")
+
+
 def main():
     status_classes()
     with plexus.init(timeout=30) as comm:
@@ -265,7 +300,7 @@ def main():
         text = plexus.describe_bootstrap()
         expect(text.startswith("rank %d of %d (from torchrun)" % (comm.rank, comm.size)),
                "describe_bootstrap: %r" % text)
-        for part in (refusals, buffers, objects, splits, timeouts, pending_destroy, aborts, mismatch):
+        for part in (refusals, buffers, objects, splits, timeouts, pending_destroy, aborts, mismatch, prepared):
             part(comm)
             comm.barrier()
         print("rank %d of %d on %s: %d failures" % (comm.rank, comm.size, comm.backend, len(fails)), flush=True)
