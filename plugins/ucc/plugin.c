@@ -234,10 +234,15 @@ struct impl {
 struct req {
     ucc_coll_req_h r;
     void *tmp;
+    void *stage_to;     /* before each post: stage_bytes from stage_from to stage_to */
+    const void *stage_from;
+    size_t stage_bytes;
     void *copy_to;      /* on completion: copy_bytes from copy_from to copy_to */
     const void *copy_from;
     size_t copy_bytes;
     int done, status;
+    int in_flight;      /* a prepared one: posted and not yet seen complete (UCC owns it) */
+    int64_t timeout_ms; /* a prepared one: each run's */
 };
 
 static int comm_create(const struct plx_comm_args *a, void **out)
@@ -389,12 +394,13 @@ static ucc_status_t init_fallback(struct impl *c, ucc_coll_args_t *ca, struct re
     char *all = malloc(n * P * es + 1);
     if (!all)
         return -1;
+    (void)s; /* the caller's send, not a staging copy of it: that is freed below */
+    q->stage_from = a->send;
+    q->stage_to = all;
+    q->stage_bytes = a->coll == PLX_COLL_SCATTER && c->rank != a->root ? 0 : n * P * es;
     if (a->coll == PLX_COLL_SCATTER) {
-        if (c->rank == a->root)
-            memcpy(all, s, n * P * es);
         ca->coll_type = UCC_COLL_TYPE_BCAST;
     } else {
-        memcpy(all, s, n * P * es);
         ca->coll_type = UCC_COLL_TYPE_ALLREDUCE;
         ca->flags |= UCC_COLL_ARGS_FLAG_IN_PLACE;
         info(&ca->dst.info, all, n * P, a->dtype, a->mem_kind);
@@ -408,33 +414,29 @@ static ucc_status_t init_fallback(struct impl *c, ucc_coll_args_t *ca, struct re
     return u.ucc_collective_init(ca, &q->r, c->team);
 }
 
-static int collective(void *comm, const struct plx_coll_args *a, void **out)
+/* q's UCC request for a (flags: UCC_COLL_ARGS_FLAG_PERSISTENT or 0), and
+ * what is staged before each post and copied back after (c->mu held). */
+static ucc_status_t init(struct impl *c, const struct plx_coll_args *a, struct req *q, uint64_t flags)
 {
-    struct impl *c = comm;
-    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-        return plx_plugin_error(c->host, PLX_ERR_ABORTED, "ucc: communicator aborted");
     size_t n = a->count, P = (size_t)c->size, me = (size_t)c->rank, es = plx_plugin_dtype_size(a->dtype);
     ucc_coll_args_t ca;
     memset(&ca, 0, sizeof ca);
     ca.mask = UCC_COLL_ARGS_FIELD_FLAGS;
-    ca.flags = UCC_COLL_ARGS_FLAG_COUNT_64BIT;
+    ca.flags = UCC_COLL_ARGS_FLAG_COUNT_64BIT | flags;
     ca.root = (uint64_t)a->root;
     ca.op = uop(a->op);
     ca.coll_type = ucoll(a->coll);
-    struct req *q = calloc(1, sizeof *q);
-    if (!q)
-        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "ucc: out of memory");
     const void *s = a->send;
     void *r = a->recv;
     size_t sbytes = n * es * (a->coll == PLX_COLL_REDUCE_SCATTER || a->coll == PLX_COLL_SCATTER ||
                                       a->coll == PLX_COLL_ALLTOALL ? P : 1);
     /* UCC's in-place forms differ from plexus's: stage through a copy instead. */
     if (in_place(a, me, n, es) && a->coll != PLX_COLL_BROADCAST && a->coll != PLX_COLL_BARRIER && sbytes) {
-        if (!(q->tmp = malloc(sbytes))) {
-            free(q);
-            return plx_plugin_error(c->host, PLX_ERR_NOMEM, "ucc: out of memory");
-        }
-        memcpy(q->tmp, s, sbytes);
+        if (!(q->tmp = malloc(sbytes)))
+            return -2;
+        q->stage_from = s;
+        q->stage_to = q->tmp;
+        q->stage_bytes = sbytes;
         s = q->tmp;
     }
     size_t rcount = a->coll == PLX_COLL_ALLGATHER || a->coll == PLX_COLL_GATHER || a->coll == PLX_COLL_ALLTOALL ? n * P
@@ -445,17 +447,42 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     else
         info(&ca.src.info, s, scount, a->dtype, a->mem_kind);
     info(&ca.dst.info, r, rcount, a->dtype, a->mem_kind);
-    pthread_mutex_lock(&c->mu);
     ucc_status_t st = u.ucc_collective_init(&ca, &q->r, c->team);
-    if (st == -1)
-        st = init_fallback(c, &ca, q, a, s, es);
+    return st == -1 ? init_fallback(c, &ca, q, a, s, es) : st;
+}
+
+/* Stage the input, then post (c->mu held). */
+static ucc_status_t post(struct req *q)
+{
+    if (q->stage_bytes)
+        memcpy(q->stage_to, q->stage_from, q->stage_bytes);
+    return u.ucc_collective_post(q->r);
+}
+
+static int init_error(struct impl *c, ucc_status_t st, const char *what)
+{
+    return st == -2 ? plx_plugin_error(c->host, PLX_ERR_NOMEM, "ucc: out of memory")
+                    : plx_plugin_error(c->host, st == -1 ? PLX_ERR_UNSUPPORTED : PLX_ERR_SYSTEM, "ucc: %s: %s", what,
+                                       serr(st));
+}
+
+static int collective(void *comm, const struct plx_coll_args *a, void **out)
+{
+    struct impl *c = comm;
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return plx_plugin_error(c->host, PLX_ERR_ABORTED, "ucc: communicator aborted");
+    struct req *q = calloc(1, sizeof *q);
+    if (!q)
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "ucc: out of memory");
+    pthread_mutex_lock(&c->mu);
+    ucc_status_t st = init(c, a, q, 0);
     if (st == UCC_OK)
-        st = u.ucc_collective_post(q->r);
+        st = post(q);
     pthread_mutex_unlock(&c->mu);
     if (st != UCC_OK) {
         free(q->tmp);
         free(q);
-        return plx_plugin_error(c->host, st == -1 ? PLX_ERR_UNSUPPORTED : PLX_ERR_SYSTEM, "ucc: posting a collective: %s", serr(st));
+        return init_error(c, st, "posting a collective");
     }
     *out = q;
     return 0;
@@ -494,6 +521,72 @@ static void req_free(void *comm, void *req)
         free(q->tmp);
     }
     free(q);
+}
+
+/* ---- prepared collectives (ABI 1.12): UCC's persistent collectives ----- */
+
+/* The request is made once (ucc_collective_init with
+ * UCC_COLL_ARGS_FLAG_PERSISTENT: UCC picks its algorithm and sets up its
+ * task once), and each run stages the input, posts it again and waits. */
+static int coll_prepare(void *comm, const struct plx_coll_args *a, void **prep)
+{
+    struct impl *c = comm;
+    struct req *q = calloc(1, sizeof *q);
+    if (!q)
+        return plx_plugin_error(c->host, PLX_ERR_NOMEM, "ucc: out of memory");
+    pthread_mutex_lock(&c->mu);
+    ucc_status_t st = init(c, a, q, UCC_COLL_ARGS_FLAG_PERSISTENT);
+    pthread_mutex_unlock(&c->mu);
+    if (st != UCC_OK) {
+        free(q->tmp);
+        free(q);
+        return init_error(c, st, "preparing a persistent collective");
+    }
+    q->timeout_ms = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
+    *prep = q;
+    return 0;
+}
+
+static int coll_run(void *comm, void *prep, uint64_t seq)
+{
+    (void)seq;
+    struct impl *c = comm;
+    struct req *q = prep;
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return plx_plugin_error(c->host, PLX_ERR_ABORTED, "ucc: communicator aborted");
+    if (q->in_flight) /* a run that timed out is still UCC's */
+        return plx_plugin_error(c->host, PLX_ERR_INVALID_USAGE, "ucc: the last run of this collective never ended");
+    pthread_mutex_lock(&c->mu);
+    ucc_status_t st = post(q);
+    pthread_mutex_unlock(&c->mu);
+    if (st != UCC_OK)
+        return plx_plugin_error(c->host, PLX_ERR_SYSTEM, "ucc: posting a persistent collective: %s", serr(st));
+    q->in_flight = 1;
+    q->done = 0;
+    uint64_t deadline = plx_plugin_deadline(q->timeout_ms);
+    for (unsigned spins = 0;; spins++) {
+        int done = 0, rc = test(c, q, &done);
+        if (done) {
+            q->in_flight = 0;
+            return rc;
+        }
+        if (rc) /* aborted: UCC still owns the request */
+            return rc;
+        if (c->host->clock_ns() >= deadline)
+            return plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "ucc: rank %d: a collective not complete after %lld ms",
+                                    c->rank, (long long)q->timeout_ms);
+        if (spins > 100) { /* poll hard first (latency), then give the core back */
+            struct timespec ts = {0, spins > 10000 ? 100000 : 5000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static void coll_unprepare(void *comm, void *prep)
+{
+    struct req *q = prep;
+    q->done = !q->in_flight; /* a request UCC still runs is left to UCC's teardown, as req_free leaves it */
+    req_free(comm, q);
 }
 
 /* UCC's CPU reductions have no f16 (1.3 and 1.9: its TL logs a failed
@@ -546,6 +639,9 @@ static const struct plx_backend backend = {
     .test = test,
     .req_free = req_free,
     .op_supported = op_supported,
+    .coll_prepare = coll_prepare,
+    .coll_run = coll_run,
+    .coll_unprepare = coll_unprepare,
 };
 
 /* ABI 1.3 at least: ucc reads its keys typed. */
