@@ -85,7 +85,7 @@ static void show_text(size_t i, const struct plx_backend_info *b)
         print_mask(b->redops, PLX_REDOP_COUNT, plx_redop_name, 0);
         printf("\n  memory:       ");
         print_mask(b->mem_kinds, 3, mem_name, 0);
-        printf("\n");
+        printf("\n  prepared:     %s\n", b->prepared ? "in the backend (plx_coll_prepare)" : "by the core (each run a plain call)");
     }
     for (size_t j = 0; j < b->n_params; j++) {
         const char *k, *d, *h;
@@ -118,7 +118,7 @@ static void show_json(size_t i, const struct plx_backend_info *b)
     print_mask(b->cap_flags, (int)(sizeof flag_names / sizeof *flag_names), flag_name, 1);
     printf("], \"memory\": [");
     print_mask(b->mem_kinds, 3, mem_name, 1);
-    printf("], \"keys\": {");
+    printf("], \"prepared\": %s, \"keys\": {", b->prepared ? "true" : "false");
     for (size_t j = 0; j < b->n_params; j++) {
         const char *k, *d, *h;
         if (plx_backend_param(i, j, &k, &d, &h) == 0) {

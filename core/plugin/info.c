@@ -62,6 +62,7 @@ PLX_API int plx_backend_info(size_t i, struct plx_backend_info *out)
         .dtypes = b->caps.dtypes,
         .redops = b->caps.redops,
         .mem_kinds = b->caps.mem_kinds,
+        .prepared = b->ops.coll_prepare != NULL, /* the loader keeps it only with its two partners, at 1.12+ */
     };
     for (const struct plx_key *k = b->keys; k && k->key; k++)
         info.n_params++;

@@ -3,7 +3,7 @@
 # exits non-zero with the list of known names; --config shows origins;
 # etc/plexus.ini is exactly what --sample-config prints (no drift); tcp's
 # keys (all of them, typed) are listed; authentication is reported as the
-# store and tcp decide it.
+# store and tcp decide it; whether each prepares collectives itself.
 set -u
 info="$1"
 src="$2"
@@ -20,6 +20,13 @@ PLEXUS_CORE_TIMEOUT_MS=1234 "$info" --config | grep -q "core.timeout_ms = 1234 *
     { echo "--config lacks the env origin"; fail=1; }
 "$info" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert any(b["name"]=="sim" and b["usable"] for b in d["backends"])' ||
     { echo "--json is not valid or lacks sim"; fail=1; }
+# Whether a backend prepares collectives itself is its run-time answer
+# (ABI 1.12's coll_prepare): shm does, sim does not.
+"$info" --json | python3 -c 'import json,sys; d={b["name"]: b for b in json.load(sys.stdin)["backends"]}
+assert d["sim"]["prepared"] is False, d["sim"]
+assert "shm" not in d or not d["shm"]["usable"] or d["shm"]["prepared"] is True, d["shm"]' ||
+    { echo "--json: prepared is not false for sim and true for a usable shm"; fail=1; }
+"$info" --backend sim | grep -q "^  prepared: *by the core" || { echo "sim's text lacks its prepared line"; fail=1; }
 # Every key tcp reads is declared (typed), so both listings show it.
 if "$info" --backend tcp >/dev/null 2>&1; then
     cfg=$("$info" --config)

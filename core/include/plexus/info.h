@@ -43,6 +43,8 @@ struct plx_backend_info {
     uint32_t redops;
     uint32_t mem_kinds;
     uint32_t n_params;       /* config keys, see plx_backend_param() */
+    /* ---- appended with backend ABI 1.12; older callers pass a smaller struct_size ---- */
+    int32_t prepared;        /* 1: plx_coll_prepare's runs are the backend's own prepared calls, 0: plain calls */
 };
 
 /* Read the configuration and drop-ins, load and probe every backend
