@@ -122,7 +122,8 @@ int main(void)
     PIN(offsetof(struct plx_store_callbacks, del), 56);
     PIN(sizeof(struct plx_op_options), 24);
 
-    PIN(sizeof(struct plx_backend_info), 104);
+    PIN(sizeof(struct plx_backend_info), 112); /* 104 up to ABI 1.11 */
+    PIN(offsetof(struct plx_backend_info, prepared), 104); /* ABI 1.12 */
     PIN(offsetof(struct plx_backend_info, n_params), 100);
     PIN(sizeof(struct plx_config_entry), 56);
     PIN(offsetof(struct plx_config_entry, type), 48); /* appended with ABI 1.3 */
