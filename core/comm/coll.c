@@ -216,13 +216,21 @@ static int run_native(struct plx_comm *c, struct plx_coll_args *a, const char *w
     }
     if (w)
         return plx__work_native(c, a, scale_avg, lowp, req, w);
+    /* A backend that ran the op inside collective() (shm, mpi's blocking
+     * calls) answers the first test: no deadline to compute, no wait, and
+     * where it succeeded and nothing is left to do with the result, no
+     * work record either. */
+    int done = 0;
+    rc = c->be->ops.test(c->bc, req, &done);
+    if (done && rc == 0 && !scale_avg && !lowp && !plx__coll_is_v(a->coll)) {
+        c->be->ops.req_free(c->bc, req);
+        plx__diag_state(c, a->seq, PLX__OP_DONE, NULL);
+        return 0;
+    }
     struct plx_work ws, *tmp = &ws;
     plx__work_native_init(tmp, c, a, scale_avg, lowp, req);
-    /* A backend that ran the op inside collective() (shm, when nothing is
-     * queued) answers the first test: no deadline to compute, no wait. */
-    int done = 0;
-    rc = plx_work_test(tmp, &done);
     if (done) {
+        rc = plx__work_native_end(tmp, rc);
         plx__work_native_release(tmp);
         return rc;
     }

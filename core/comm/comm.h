@@ -105,6 +105,10 @@ int plx__work_native(struct plx_comm *c, const struct plx_coll_args *a, int scal
 void plx__work_native_init(struct plx_work *w, struct plx_comm *c, const struct plx_coll_args *a, int scale_avg,
                            struct plx__lowp_avg *lowp, void *req);
 void plx__work_native_release(struct plx_work *w);
+/* Complete w, whose request the backend's test just reported done with
+ * status rc: free the request, scale an AVG, record the failure and the
+ * flight recorder's state. Returns the status to report. */
+int plx__work_native_end(struct plx_work *w, int rc);
 int plx__work_generic(struct plx_comm *c, const struct plx_coll_args *a, struct plx__lowp_avg *lowp,
                       const struct plx__fp *fp, struct plx_work **w);
 /* Run a generic collective now in the calling thread if the executor is idle. */

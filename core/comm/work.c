@@ -71,7 +71,7 @@ int plx__work_native(struct plx_comm *c, const struct plx_coll_args *a, int scal
 /* ---- public work API ---------------------------------------------------- */
 
 /* AVG served by a native SUM: divide where the result landed. */
-static int finish_native(struct plx_work *w, int rc)
+int plx__work_native_end(struct plx_work *w, int rc)
 {
     struct plx_comm *c = w->comm;
     const struct plx_coll_args *a = &w->args;
@@ -128,7 +128,7 @@ PLX_API int plx_work_test(struct plx_work *w, int *done)
         int rc = c->be->ops.test(c->bc, w->req, done);
         if (!*done)
             return 0;
-        return finish_native(w, rc);
+        return plx__work_native_end(w, rc);
     }
 }
 
@@ -175,7 +175,7 @@ PLX_API int plx_work_wait(struct plx_work *w, int64_t timeout_ms)
     if (rc == PLX__STILL_PENDING)
         return plx__err(PLX_ERR_TIMEOUT, "%s on '%s' [%s]: rank %d not finished after %lld ms (still pending)",
                         plx_coll_name(w->args.coll), c->name, c->be->name, c->rank, (long long)timeout_ms);
-    return finish_native(w, rc);
+    return plx__work_native_end(w, rc);
 }
 
 void plx__work_native_release(struct plx_work *w)
