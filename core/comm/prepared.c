@@ -36,17 +36,14 @@ static void prepare_backend(struct plx_comm *c, struct plx_prepared *p)
 {
     if (!c->be->ops.coll_prepare)
         return;
-    char keep[1024];
-    snprintf(keep, sizeof keep, "%s", plx_last_error());
     if (c->be->ops.coll_prepare(c->bc, &p->direct, &p->bp) != 0)
         p->bp = NULL; /* declined (its reason is logged at debug level): every run through submit */
     if (p->bp)
-        plx__log(PLX_LOG_DEBUG, "core", "%s on '%s': prepared in backend '%s'", plx_coll_name(p->call.coll),
-                 c->name, c->be->name);
+        plx__log(PLX_LOG_DEBUG, "core", "%s on '%s': prepared in backend '%s'", p->what, c->name, c->be->name);
     else
         plx__log(PLX_LOG_DEBUG, "core", "%s on '%s': backend '%s' does not prepare it (%s); each run is a plain "
-                 "call", plx_coll_name(p->call.coll), c->name, c->be->name, plx_last_error());
-    plx__err(0, "%s", keep);
+                 "call", p->what, c->name, c->be->name, plx_last_error());
+    plx__err_clear(); /* a declined preparation is no failure of the call */
 }
 
 PLX_API int plx_coll_prepare(struct plx_comm *c, int coll, const void *send, void *recv, size_t count, int dtype,
@@ -100,8 +97,7 @@ PLX_API int plx_coll_prepare(struct plx_comm *c, int coll, const void *send, voi
 static int direct_failed(struct plx_comm *c, const struct plx_prepared *p, uint64_t seq, int rc)
 {
     plx__diag_state(c, seq, PLX__OP_FAILED, NULL);
-    plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", plx_coll_name(p->call.coll), (unsigned long long)seq, c->name,
-                    c->be->name);
+    plx__err_prefix("%s(seq %llu) on '%s' [%s]: ", p->what, (unsigned long long)seq, c->name, c->be->name);
     if (!plx__breaks_comm(rc))
         return rc;
     char msg[sizeof c->failed_msg];

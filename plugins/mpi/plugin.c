@@ -827,8 +827,9 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
 
 /* ---- prepared collectives (ABI 1.12) --------------------------------------- */
 
-/* What every run of a prepared collective passes MPI, looked up once; the
- * others keep a request whose staging copy start() makes anew each run. */
+/* What every run of a prepared allreduce passes MPI, looked up once; the
+ * other collectives run through start() with a request of the run's own
+ * (whose staging copy for an in-place form is made anew each run). */
 struct prepared {
     struct plx_coll_args a;
     MPI_Datatype t;
@@ -973,12 +974,7 @@ static int wait_req(void *comm, void *req, int64_t timeout_ms)
             return rc;
         if (host->clock_ns() >= deadline)
             return plx_plugin_error(host, PLX_ERR_TIMEOUT, NAME ": not complete after %lld ms", (long long)timeout_ms);
-        if (spins > 100) { /* poll hard first (latency), then give the core back */
-            struct timespec ts = {0, spins > 10000 ? 100000 : 5000};
-            nanosleep(&ts, NULL);
-        } else {
-            sched_yield();
-        }
+        plx_plugin_poll_pause(spins);
     }
 }
 

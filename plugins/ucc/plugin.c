@@ -575,10 +575,7 @@ static int coll_run(void *comm, void *prep, uint64_t seq)
         if (c->host->clock_ns() >= deadline)
             return plx_plugin_error(c->host, PLX_ERR_TIMEOUT, "ucc: rank %d: a collective not complete after %lld ms",
                                     c->rank, (long long)q->timeout_ms);
-        if (spins > 100) { /* poll hard first (latency), then give the core back */
-            struct timespec ts = {0, spins > 10000 ? 100000 : 5000};
-            nanosleep(&ts, NULL);
-        }
+        plx_plugin_poll_pause(spins);
     }
 }
 

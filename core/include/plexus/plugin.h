@@ -22,6 +22,7 @@
 #define PLEXUS_PLUGIN_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -251,6 +252,20 @@ static inline uint64_t plx_plugin_deadline(int64_t timeout_ms)
         return PLX_DEADLINE_NEVER;
     uint64_t now = plx_plugin_now_ns(), ms = timeout_ms < 0 ? 0 : (uint64_t)timeout_ms;
     return ms >= (PLX_DEADLINE_NEVER - now) / 1000000u ? PLX_DEADLINE_NEVER : now + ms * 1000000u;
+}
+
+/* Between two looks of a plugin's own polling wait (spins: looks so far):
+ * hard polling first, for latency, then yielding the core, then sleeps
+ * that grow to 100 us, so a long wait leaves the core to the ranks it is
+ * waiting for. */
+static inline void plx_plugin_poll_pause(unsigned spins)
+{
+    if (spins <= 100) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, spins > 10000 ? 100000 : 5000};
+    nanosleep(&ts, NULL);
 }
 
 /* A duration key (PLX_KEY_DURATION, read in ns) in milliseconds, rounded
