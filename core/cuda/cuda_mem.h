@@ -11,7 +11,8 @@
  * then it cannot hold device memory; managed memory counts as host). */
 int plx__cuda_kind(const void *p);
 /* PLX_MEM_CUDA if either buffer is device memory (a may equal b): the
- * driver looked for once, as every host collective asks. */
+ * driver looked for again only for new buffers after the process loaded an
+ * object. */
 int plx__cuda_kind2(const void *a, const void *b);
 
 /* Copy n bytes device->host (to_host = 1) or host->device, after the work
