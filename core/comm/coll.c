@@ -237,7 +237,7 @@ static int run_native(struct plx_comm *c, struct plx_coll_args *a, const char *w
     /* The backend enforces the op's timeout itself and can say which rank
      * is missing; the core's wait is a backstop a little later. */
     int64_t t = a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms;
-    rc = plx_work_wait(tmp, t + t / 4 + 500);
+    rc = plx_work_wait(tmp, plx_coll_backstop_ms(t));
     if (!tmp->done) {
         char msg[sizeof c->failed_msg];
         snprintf(msg, sizeof msg, "%s", plx_last_error());

@@ -131,7 +131,7 @@ static int collv(struct plx_comm *c, int coll, const void *send, const size_t *s
      * missing rank; this wait is a backstop a little later, as in coll.c. */
     int64_t t = o && PLX_HAS_FIELD(o, struct plx_op_options, timeout_ms) && o->timeout_ms >= 0 ? o->timeout_ms
                                                                                                 : c->timeout_ms;
-    rc = plx_work_wait(tmp, t < 0 ? PLX_TIMEOUT_INFINITE : t + t / 4 + 500);
+    rc = plx_work_wait(tmp, plx_coll_backstop_ms(t));
     plx_work_free(tmp);
     return rc;
 }

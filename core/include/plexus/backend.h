@@ -319,6 +319,17 @@ struct plx_coll_args {
 #define PLX_COLL_FLAG_BLOCKING (1u << 0) /* the caller waits right away: a backend may
                                              finish the collective inside collective() */
 
+/* How long the core waits for a native collective whose timeout is t ms
+ * (the op's, else the communicator's; negative: none) before it fails the
+ * communicator itself: a little longer than t, so that the backend's own
+ * timeout error, which can name the missing rank, comes first. A plugin
+ * that waits in the core's place (a prepared run queued behind others)
+ * waits as long. */
+static inline int64_t plx_coll_backstop_ms(int64_t t)
+{
+    return t < 0 ? PLX_TIMEOUT_INFINITE : t + t / 4 + 500;
+}
+
 /* A point-to-point transfer. Same lifetime rules as plx_coll_args. */
 struct plx_p2p_args {
     uint32_t struct_size;
