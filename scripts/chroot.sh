@@ -272,8 +272,11 @@ run)
     # test ran, a benchmark) may predate the tree, so it is brought up to
     # date first (PLEXUS_CHROOT_NO_BUILD=1: as it is).
     if [ "${PLEXUS_CHROOT_NO_BUILD:-0}" != 1 ] && [ -f "$root$csrc/build/build.ninja" ]; then
-        chroot "$root" sh -c "cd $csrc && ninja -C build >/dev/null" ||
-            { echo "$suite chroot: building build/ failed (ninja -C build in it says why)" >&2; exit 1; }
+        if ! out=$(chroot "$root" sh -c "cd $csrc && ninja -C build" 2>&1); then
+            printf '%s\n' "$out" | tail -20 >&2
+            echo "$suite chroot: building $csrc/build failed (above); PLEXUS_CHROOT_NO_BUILD=1 runs CMD as it is" >&2
+            exit 1
+        fi
     fi
     chroot "$root" sh -c "cd $csrc && $*"
     ;;

@@ -283,8 +283,7 @@ static int coll_run(void *comm, void *prep, uint64_t seq)
         return rc;
     /* Queued behind nonblocking ones: the collective keeps its own
      * timeout; this deadline is the backstop the core's wait would be. */
-    int64_t b = plx_coll_backstop_ms(a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms);
-    uint64_t deadline = b < 0 ? UINT64_MAX : c->host->clock_ns() + (uint64_t)b * 1000000u;
+    uint64_t deadline = plx_plugin_deadline(plx_coll_backstop_ms(a->timeout_ms >= 0 ? a->timeout_ms : c->timeout_ms));
     struct shm_creq *r = shm__creq_of(req);
     rc = shm__creq_wait_until(c, r, deadline);
     shm__creq_free(c, r);
