@@ -44,7 +44,7 @@ skipped() {
 case $suite in
 trixie)
     tests=${PLEXUS_CHROOT_TESTS:-"mpi_openmpi_ulfm mpi_openmpi_ulfm_shrink_3 mpi_openmpi_ulfm_shrink_4 torchrun_agent_store torch2_store_wire torch_matrix torch_extras torch_extras_tcp
-torch_recreate_2 torch_recreate_4 torch_revoke torch_symmetric torch_teardown torch_dist_suite_3 torch_ddp
+torch_recreate_2 torch_recreate_4 torch_revoke torch_symmetric torch_teardown torch_exit_inflight torch_dist_suite_3 torch_ddp
 gloo2023_wire gloo_wire_interop gloo_file_store_interop torch_ranks_on_our_store our_client_on_torch_store torch_semantic"}
     ;;
 # What CI runs on sid: UCC's suite (no earlier Debian has UCC); torch 2.14's

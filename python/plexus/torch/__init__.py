@@ -13,6 +13,7 @@ C++ extension (_C): on torch 1.x a c10d::ProcessGroup, on torch 2.x a
 c10d::Backend that torch's ProcessGroup dispatches CPU tensors to; it
 only maps tensors to plexus calls.
 """
+import atexit as _atexit
 import inspect as _inspect
 
 import torch.distributed as _dist
@@ -52,6 +53,10 @@ def _register():
 
 if not hasattr(_dist.Backend, BACKEND.upper()):
     _register()
+
+# Before the interpreter finalizes: an operation still in flight at exit
+# finishes, its future's callbacks with it, while they can still run Python.
+_atexit.register(_C._drain_at_exit)
 
 ProcessGroupPlexus = _C.ProcessGroupPlexus
 

@@ -42,4 +42,7 @@ PYBIND11_MODULE(_C, m)
 #endif
         ;
     m.def("version", [] { return std::string(plx_version()); });
+    m.def("_drain_at_exit", &plexus_torch::drain_at_exit,
+          "wait for the works queued for completer threads (their futures' callbacks need the "
+          "interpreter): plexus.torch registers it with atexit");
 }

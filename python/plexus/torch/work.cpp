@@ -11,6 +11,36 @@
 
 namespace plexus_torch {
 
+namespace {
+// Works queued for a completer thread and not yet finished, in every group
+// of the process: drain_at_exit waits for them.
+std::mutex queued_mu;
+std::condition_variable queued_cv;
+long queued_works = 0;
+
+void queued_done()
+{
+    std::lock_guard<std::mutex> lk(queued_mu);
+    if (--queued_works == 0)
+        queued_cv.notify_all();
+}
+} // namespace
+
+void drain_at_exit()
+{
+    // A slice at a time, so that a signal (Ctrl-C) still reaches Python.
+    for (;;) {
+        {
+            pybind11::gil_scoped_release nogil;
+            std::unique_lock<std::mutex> lk(queued_mu);
+            if (queued_cv.wait_for(lk, milliseconds(100), [] { return queued_works == 0; }))
+                return;
+        }
+        if (PyErr_CheckSignals() != 0)
+            throw pybind11::error_already_set();
+    }
+}
+
 Comm::~Comm()
 {
     plx_comm_destroy(comm);
@@ -35,7 +65,8 @@ void Comm::run()
         queue.pop_front();
         lk.unlock();
         w->drive(PLX_TIMEOUT_INFINITE);
-        w.reset();
+        w.reset(); // may run Python (the future's last reference): before queued_done
+        queued_done();
         lk.lock();
     }
 }
@@ -45,6 +76,10 @@ void Comm::enqueue(intrusive_ptr<WorkPlexus> w)
     std::lock_guard<std::mutex> lk(mu);
     if (!completer.joinable())
         completer = std::thread([this] { run(); });
+    {
+        std::lock_guard<std::mutex> qlk(queued_mu);
+        queued_works++;
+    }
     queue.push_back(std::move(w));
     cv.notify_one();
 }

@@ -189,4 +189,11 @@ struct Comm : c10::intrusive_ptr_target {
     void stop();
 };
 
+// Waits, the GIL released, until every work queued for a completer thread
+// in this process has finished (each within its own timeout). Registered
+// with Python's atexit: a future's callbacks (DDP's hooks, .then) run in
+// the completer, and once the interpreter finalizes, a thread that takes
+// the GIL is ended in a noexcept frame: std::terminate, SIGABRT at exit.
+void drain_at_exit();
+
 } // namespace plexus_torch
