@@ -15,6 +15,7 @@
  * is the bytes a rank receives on average.
  */
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +26,10 @@
 
 #include "plexus/plexus.h"
 #include "bench_output.h"
+#include "cli_args.h"
+
+#define TOOL "plexus-bench"
+#define MAX_THREAD_RANKS 256 /* --ranks: threads of this process */
 
 struct opts {
     size_t minb, maxb;
@@ -42,19 +47,6 @@ static double now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static size_t parse_size(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    switch (*end) {
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    case 'M': case 'm': v *= 1024.0 * 1024; break;
-    case 'K': case 'k': v *= 1024.0; break;
-    default: break;
-    }
-    return (size_t)v;
 }
 
 #include "check_values.h"
@@ -605,6 +597,22 @@ static int parse_colls(char *list)
     return 0;
 }
 
+/* A numeric option's value into O: 0, 2 when refused (it said why), -1
+ * when ch is no such option. */
+static int number_option(int ch, const char *arg)
+{
+    switch (ch) {
+    case 'b': return cli_size(TOOL, "-b/--minbytes", arg, &O.minb) ? 2 : 0;
+    case 'e': return cli_size(TOOL, "-e/--maxbytes", arg, &O.maxb) ? 2 : 0;
+    case 'f': return cli_double_above(TOOL, "-f/--stepfactor", arg, 1.0, &O.factor) ? 2 : 0;
+    case 'n': return cli_int(TOOL, "-n/--iters", arg, 1, INT_MAX, &O.iters) ? 2 : 0;
+    case 'w': return cli_int(TOOL, "-w/--warmup", arg, 0, INT_MAX, &O.warmup) ? 2 : 0;
+    case 'r': return cli_int(TOOL, "-r/--root", arg, 0, INT_MAX, &O.root) ? 2 : 0;
+    case 'R': return cli_int(TOOL, "--ranks", arg, 1, MAX_THREAD_RANKS, &O.ranks) ? 2 : 0;
+    default: return -1;
+    }
+}
+
 /* The command line into O. Returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv)
 {
@@ -617,12 +625,13 @@ static int parse_args(int argc, char **argv)
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "b:e:f:n:w:d:o:r:c::h", longs, NULL)) != -1) {
+        int number = number_option(ch, optarg);
+        if (number >= 0) {
+            if (number)
+                return number;
+            continue;
+        }
         switch (ch) {
-        case 'b': O.minb = parse_size(optarg); break;
-        case 'e': O.maxb = parse_size(optarg); break;
-        case 'f': O.factor = atof(optarg); break;
-        case 'n': O.iters = atoi(optarg); break;
-        case 'w': O.warmup = atoi(optarg); break;
         case 'd':
             if ((O.dtype = plx_dtype_from_name(optarg)) < 0) {
                 fprintf(stderr, "plexus-bench: unknown datatype '%s'\n", optarg);
@@ -635,11 +644,12 @@ static int parse_args(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'r': O.root = atoi(optarg); break;
         case 'c':
             if (!optarg && optind < argc && (!strcmp(argv[optind], "0") || !strcmp(argv[optind], "1")))
                 optarg = argv[optind++];
-            O.check = optarg ? atoi(optarg) : 1;
+            O.check = 1;
+            if (optarg && cli_int(TOOL, "-c/--check", optarg, 0, 1, &O.check))
+                return 2;
             break;
         case 'C':
             if (parse_colls(optarg) != 0)
@@ -647,7 +657,6 @@ static int parse_args(int argc, char **argv)
             break;
         case 'I': O.inplace_only = 1; break;
         case 'B': O.backend = optarg; break;
-        case 'R': O.ranks = atoi(optarg); break;
         case 'M': O.memcpy_col = 1; break;
         case 'G': O.registered = 1; break;
         case 'P': O.prepared = 1; break;
@@ -663,6 +672,11 @@ static int parse_args(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
+    if (optind < argc) {
+        fprintf(stderr, "plexus-bench: unexpected argument '%s' (--check takes 0 or 1; options come with a dash)\n",
+                argv[optind]);
+        return 2;
+    }
     if (O.iters < 1 || O.factor <= 1.0 || O.minb > O.maxb) {
         fprintf(stderr, "plexus-bench: need -n >= 1, -f > 1 and -b <= -e\n");
         return 2;
@@ -675,12 +689,8 @@ static int parse_args(int argc, char **argv)
 static int run_threads(void)
 {
     snprintf(world_name, sizeof world_name, "mem://plexus-bench-%d", (int)getpid());
-    pthread_t th[256];
-    struct thread_arg args[256];
-    if (O.ranks > 256) {
-        fprintf(stderr, "plexus-bench: at most 256 ranks\n");
-        return 2;
-    }
+    pthread_t th[MAX_THREAD_RANKS];
+    struct thread_arg args[MAX_THREAD_RANKS];
     for (int i = 0; i < O.ranks; i++) {
         args[i] = (struct thread_arg){i, 0};
         pthread_create(&th[i], NULL, rank_main, &args[i]);

@@ -18,6 +18,7 @@
  * a closed output (| head) ends the job as SIGPIPE would. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -31,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_args.h"
 #include "run_sweep.h"
 
 #define MAX_RANKS 256
@@ -106,11 +108,16 @@ static void describe(int status, char *buf, size_t len)
         snprintf(buf, len, "stopped");
 }
 
-static void usage(FILE *f)
+static void synopsis(FILE *f)
 {
     fprintf(f, "usage: plexus-run -n N [--backend NAME] [--timeout SECONDS] [--grace SECONDS] [--port PORT]\n"
-               "                  [--no-auth] [--] PROGRAM [ARGS...]\n"
-               "Starts N ranks of PROGRAM on this machine with RANK, WORLD_SIZE, LOCAL_RANK,\n"
+               "                  [--no-auth] [--] PROGRAM [ARGS...]\n");
+}
+
+static void usage(FILE *f)
+{
+    synopsis(f);
+    fprintf(f, "Starts N ranks of PROGRAM on this machine with RANK, WORLD_SIZE, LOCAL_RANK,\n"
                "LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT (what torchrun sets;\n"
                "--port picks it), and PLEXUS_BACKEND=NAME with --backend. Each job gets a random\n"
                "PLEXUS_JOB_SECRET (unless one is set) so its store and tcp connections authenticate;\n"
@@ -134,21 +141,38 @@ struct job {
     struct rank ranks[MAX_RANKS];
 };
 
+static int missing(const char *opt)
+{
+    fprintf(stderr, "plexus-run: %s needs a value\n", opt);
+    return -1;
+}
+
+/* The value of option argv[*i] (an int from lo to hi) into *out. */
+static int int_option(int argc, char **argv, int *i, long lo, long hi, int *out)
+{
+    if (*i + 1 >= argc)
+        return missing(argv[*i]);
+    const char *opt = argv[*i];
+    return cli_int("plexus-run", opt, argv[++*i], lo, hi, out);
+}
+
 static int parse_args(int argc, char **argv, struct job *j)
 {
-    int i = 1;
+    int i = 1, rc = 0;
     j->grace_s = 5;
-    for (; i < argc; i++) {
-        if (!strcmp(argv[i], "-n") && i + 1 < argc)
-            j->n = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+    for (; i < argc && rc == 0; i++) {
+        if (!strcmp(argv[i], "-n"))
+            rc = int_option(argc, argv, &i, 1, MAX_RANKS, &j->n);
+        else if (!strcmp(argv[i], "--backend") && i + 1 >= argc)
+            rc = missing(argv[i]);
+        else if (!strcmp(argv[i], "--backend"))
             j->backend = argv[++i];
-        else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
-            j->timeout_s = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--grace") && i + 1 < argc)
-            j->grace_s = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--port") && i + 1 < argc)
-            j->port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--timeout"))
+            rc = int_option(argc, argv, &i, 0, INT_MAX, &j->timeout_s);
+        else if (!strcmp(argv[i], "--grace"))
+            rc = int_option(argc, argv, &i, 0, INT_MAX, &j->grace_s);
+        else if (!strcmp(argv[i], "--port"))
+            rc = int_option(argc, argv, &i, 0, 65535, &j->port);
         else if (!strcmp(argv[i], "--no-auth"))
             j->no_auth = 1;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -157,11 +181,20 @@ static int parse_args(int argc, char **argv, struct job *j)
         } else if (!strcmp(argv[i], "--")) {
             i++;
             break;
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "plexus-run: unknown option '%s' (a program whose name starts with '-' goes after "
+                    "--)\n", argv[i]);
+            rc = -1;
         } else
             break;
     }
-    if (j->n < 1 || j->n > MAX_RANKS || i >= argc || j->grace_s < 0) {
-        usage(stderr);
+    if (rc == 0 && !j->n)
+        fprintf(stderr, "plexus-run: -n N (the number of ranks, 1 to %d) is required\n", MAX_RANKS);
+    else if (rc == 0 && i >= argc)
+        fprintf(stderr, "plexus-run: no PROGRAM to start\n");
+    if (rc || !j->n || i >= argc) {
+        synopsis(stderr);
+        fprintf(stderr, "(plexus-run --help says more)\n");
         return 2;
     }
     j->argv = argv + i;

@@ -40,6 +40,7 @@
 #include "plexus/backend.h"
 #include "plexus/info.h"
 #include "plexus/plexus.h"
+#include "cli_args.h"
 
 enum { MAX_ALGOS = 8, N_MODEL_KEYS = 13, MAX_COLLS = 8 };
 #define RANK_STACK ((size_t)256 << 10)
@@ -306,18 +307,6 @@ static int run(const char *algo, int as_job, const char *tuner, const size_t *co
     return j.native;
 }
 
-static size_t parse_size(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    }
-    return (size_t)v;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: plexus-whatif [options]\n"
@@ -440,8 +429,8 @@ static int parse_args(int argc, char **argv)
         {"warmup", 1, 0, 'Z'},
         {0, 0, 0, 0},
     };
-    int ch, hosts_given = 0;
-    while ((ch = getopt_long(argc, argv, "b:e:f:h", longs, NULL)) != -1) {
+    int ch, hosts_given = 0, rc = 0;
+    while (rc == 0 && (ch = getopt_long(argc, argv, "b:e:f:h", longs, NULL)) != -1) {
         switch (ch) {
         case 'R': O.ranks = parse_int(optarg); break;
         case 'H': O.hosts = parse_int(optarg); hosts_given = 1; break;
@@ -463,9 +452,9 @@ static int parse_args(int argc, char **argv)
         case 'B': O.backend = optarg; break;
         case 'P': O.payload = 1; break;
         case 'G': O.reduce_bw = optarg; break;
-        case 'b': O.minb = parse_size(optarg); break;
-        case 'e': O.maxb = parse_size(optarg); break;
-        case 'f': O.factor = atof(optarg); break;
+        case 'b': rc = cli_size("plexus-whatif", "-b/--minbytes", optarg, &O.minb); break;
+        case 'e': rc = cli_size("plexus-whatif", "-e/--maxbytes", optarg, &O.maxb); break;
+        case 'f': rc = cli_double_above("plexus-whatif", "-f/--stepfactor", optarg, 1.0, &O.factor); break;
         case 'C': O.csv = optarg; break;
         case 'M': O.model = optarg; break;
         case 'c':
@@ -480,6 +469,8 @@ static int parse_args(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
+    if (rc)
+        return 2; /* a number refused: cli_args said why */
     if (optind < argc || O.ranks < 2 || O.hosts < 1 || O.ranks % O.hosts || O.minb < 4 || O.minb > O.maxb ||
         O.factor <= 1 || O.warmup < 0) {
         fprintf(stderr, "plexus-whatif: need --ranks >= 2 divisible by --hosts, 4 <= -b <= -e, -f > 1 and "
