@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_args.h"
 #include "plexus/ledger.h"
 #include "plexus/plexus.h" /* PLX_COLL_MAP: the names of the collectives */
 
@@ -243,7 +244,7 @@ int main(int argc, char **argv)
     char dir[1024];
     const char *job = NULL;
     int once = 0;
-    long interval_ms = 1000;
+    int interval_ms = 1000;
     default_dir(dir, sizeof dir);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--dir") && i + 1 < argc)
@@ -252,8 +253,10 @@ int main(int argc, char **argv)
             job = argv[++i];
         else if (!strcmp(argv[i], "--once"))
             once = 1;
-        else if (!strcmp(argv[i], "--interval") && i + 1 < argc)
-            interval_ms = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--interval") && i + 1 < argc) {
+            if (cli_int("plexus-top", "--interval", argv[++i], 1, 3600000, &interval_ms))
+                return 2;
+        }
         else if (!strcmp(argv[i], "--all"))
             show_all = 1;
         else {
@@ -267,6 +270,7 @@ int main(int argc, char **argv)
         printf("\033[H\033[J");
         snapshot(dir, job);
         fflush(stdout);
-        usleep((useconds_t)(interval_ms > 0 ? interval_ms : 1000) * 1000);
+        struct timespec ts = {interval_ms / 1000, (long)(interval_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
     }
 }

@@ -1,5 +1,5 @@
 #!/bin/sh
-# cli_numbers.sh PLEXUS_RUN PLEXUS_BENCH PLEXUS_WHATIF - the tools' numeric
+# cli_numbers.sh PLEXUS_RUN PLEXUS_BENCH PLEXUS_WHATIF PLEXUS_TOP - the tools' numeric
 # options are read whole or refused: "3x", "abc", a value out of range, a
 # missing value or a stray argument stops the tool with status 2 and a line
 # that names the option, before anything runs (atoi made "3x" 3, "abc" 0:
@@ -9,6 +9,7 @@ set -u
 run=$1
 bench=$2
 whatif=$3
+top=$4
 fail=0
 bench_args="--backend sim --ranks 2 -b 8 -e 64 -n 1 -w 0"
 whatif_args="--ranks 4 -b 8 -e 64 --algos ring"
@@ -50,6 +51,10 @@ for bad in "-b 1Q" "-e 2x" "-f 0.5" "-f abc"; do
     refused "$opt" 2 "$whatif" $whatif_args $bad
 done
 
+for bad in "abc" "0" "-5" "10x"; do
+    refused "--interval wants a whole number from 1 to 3600000, not '$bad'" 2 "$top" --once --interval "$bad"
+done
+
 # What is right still runs: suffixes, a fraction with one, --check 0 and 1.
 out=$("$bench" --backend sim --ranks 2 -b 1.5K -e 2K -f 1.5 -n 1 -w 0 --check 1 2>&1) ||
     { echo "FAILED: plexus-bench -b 1.5K -e 2K -f 1.5 --check 1:"; echo "$out" | tail -3; fail=1; }
@@ -57,5 +62,7 @@ echo "$out" | grep -q "^ *1536 " || { echo "FAILED: no 1536-byte row for -b 1.5K
 "$bench" $bench_args --check 0 >/dev/null 2>&1 || { echo "FAILED: plexus-bench --check 0"; fail=1; }
 "$run" -n 2 --timeout 60 --grace 1 true || { echo "FAILED: plexus-run -n 2 --timeout 60 --grace 1 true"; fail=1; }
 "$whatif" $whatif_args -f 4 >/dev/null 2>&1 || { echo "FAILED: plexus-whatif $whatif_args -f 4"; fail=1; }
+"$top" --once --interval 500 --dir "${TMPDIR:-/tmp}/plexus-cli-numbers-$$-none" >/dev/null 2>&1
+[ $? = 1 ] || { echo "FAILED: plexus-top --once --interval 500 on an empty folder: want status 1 (no ledgers)"; fail=1; }
 [ $fail = 0 ] && echo ok
 exit $fail
