@@ -1,6 +1,7 @@
 """_request.py - plexus.Request: a nonblocking operation in flight (a
 plx_work handle), and the small conversions the calls share."""
 import ctypes
+import numbers
 
 from . import _lib
 from .errors import check, error
@@ -13,11 +14,16 @@ def _ms(seconds, default):
     """Seconds (None: default; math.inf: no limit) as the milliseconds plexus takes."""
     if seconds is None:
         return default
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+        raise TypeError("timeout must be a number of seconds (or None, or math.inf), not %r" % (seconds,))
     if seconds == float("inf"):
         return _TIMEOUT_INFINITE
-    if seconds < 0:
-        raise ValueError("timeout %r s is negative" % seconds)
-    return int(round(seconds * 1000))
+    if seconds != seconds or seconds < 0:
+        raise ValueError("timeout %r s is %s" % (seconds, "not a number" if seconds != seconds else "negative"))
+    ms = int(round(seconds * 1000))
+    if ms > 2 ** 63 - 1:
+        raise ValueError("timeout %r s is too long (math.inf: no limit)" % (seconds,))
+    return ms
 
 
 def _size_array(values, n, what):

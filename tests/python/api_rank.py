@@ -205,6 +205,14 @@ def timeouts(comm):
         comm.barrier()
         if r == n - 1:
             comm.send(np.array([7, 8, 9], np.int32), 0, tag=9)
+    # A timeout that is no number of seconds is refused before anything waits.
+    req = comm.iallreduce(np.ones(2))
+    raises(ValueError, "wait(timeout=-1)", lambda: req.wait(timeout=-1))
+    e = raises(TypeError, "wait(timeout='5')", lambda: req.wait(timeout="5"))
+    expect(e is None or "number of seconds" in str(e), "the TypeError does not say what a timeout is: %s" % e)
+    e = raises(ValueError, "wait(timeout=nan)", lambda: req.wait(timeout=float("nan")))
+    expect(e is None or "not a number" in str(e), "the ValueError does not say NaN: %s" % e)
+    req.wait(timeout=20)
     in_step(comm, "the timeout")
 
 
