@@ -194,12 +194,16 @@ static int connect_until(const struct client *c, uint64_t deadline, int *out)
     int last = 0;
     for (;;) {
         for (struct addrinfo *a = res; a; a = a->ai_next) {
-            int fd = connect_one(a, deadline, &last);
+            int e = 0, fd = connect_one(a, deadline, &e);
             if (fd >= 0) {
                 freeaddrinfo(res);
                 *out = fd;
                 return 0;
             }
+            /* The attempt the deadline cut short tells less than the
+             * refusals before it: nothing listened, no firewall. */
+            if (!(e == ETIMEDOUT && last && last != ETIMEDOUT && plx__clock_ns() >= deadline))
+                last = e;
         }
         if (plx__clock_ns() >= deadline)
             break;
@@ -215,7 +219,9 @@ static int connect_until(const struct client *c, uint64_t deadline, int *out)
     freeaddrinfo(res);
     return plx__err(PLX_ERR_TIMEOUT, "%s: cannot connect to %s port %s within %lld ms: %s (%s)", c->where, c->host,
                     c->port, (long long)((plx__clock_ns() - start) / 1000000), strerror(last),
-                    last == ETIMEDOUT ? "no answer: a firewall or a host that is down?" : "no server appeared in time");
+                    last == ETIMEDOUT      ? "no answer: a firewall or a host that is down?"
+                    : last == ECONNREFUSED ? "nothing listened there in time: has the store's host started?"
+                                           : "no server appeared in time");
 }
 
 /* Move exactly n bytes, each wait bounded by the deadline (PLX__NEVER: none). */

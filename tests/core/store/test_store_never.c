@@ -1,6 +1,8 @@
 /* test_store_never.c - "no deadline" means no deadline: a tcp:// store client
  * opened with PLX_TIMEOUT_INFINITE waits for a server that comes up later
- * instead of failing at its first refused connection, and the clock's
+ * instead of failing at its first refused connection; one with a deadline
+ * and no server ever gives up then, saying nothing listened (every
+ * attempt was refused), not "no answer: a firewall"; and the clock's
  * deadline helper spells "never" one way (plx__deadline_ms), the plugin
  * SDK's (plx_plugin_deadline) the same way. */
 #include <arpa/inet.h>
@@ -64,6 +66,18 @@ int main(void)
     CHECK(plx_plugin_deadline(0) <= plx__clock_ns());
     d = plx_plugin_deadline(5000);
     CHECK(d >= now + 5000000000u && d < plx__clock_ns() + 6000000000u);
+
+    /* No server, ever: refused until the deadline, reported as such. */
+    char never[64];
+    snprintf(never, sizeof never, "tcp://127.0.0.1:%d", free_port());
+    struct plx_store *none = NULL;
+    uint64_t t0 = plx__clock_ns();
+    CHECK(plx__store_open(never, 1, 2, 300, &none) == PLX_ERR_TIMEOUT && !none);
+    CHECK(plx__clock_ns() - t0 >= 250000000u);
+    const char *why = plx_last_error();
+    CHECK(strstr(why, "Connection refused") && strstr(why, "nothing listened there") && !strstr(why, "firewall"));
+    if (!strstr(why, "nothing listened there"))
+        printf("said: %s\n", why);
 
     port = free_port();
     pthread_t t;
