@@ -47,13 +47,13 @@ Exit 0 if every check passes on every rank, 1 if not.
 import datetime
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 
 from listening import wait_listening  # beside this file
+from torch_needs import free_port
 
 TIMEOUT = 180
 
@@ -541,12 +541,6 @@ CASES = {"split": (case_split, 4, ("split_group", None)),
          "coalesce": (case_coalesce, 2, (None, "supports_coalescing")),
          "reconfigure": (case_reconfigure, 3, ("_reconfigure", None)),
          "timeest": (case_timeest, 2, ("_time_estimator", "supports_time_estimate"))}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main(case):

@@ -17,25 +17,15 @@ each killed after RUN_TIMEOUT s. Exit 0 if all pass, 1 if not, 77 without
 torch or plexus.torch.
 """
 import os
-import socket
 import subprocess
 import sys
 import time
 
+from torch_needs import free_port, require_plexus_torch
+
 RUN_TIMEOUT = 120
 NOISE = ("terminate called", "Fatal Python error")
 SIZES = (16, 1 << 20)
-
-
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rank_main(rank, port):
@@ -94,14 +84,7 @@ def judge(results):
 
 
 def main():
-    try:
-        import torch.distributed  # noqa: F401
-    except ImportError as e:
-        skip("torch not importable by %s: %s" % (sys.executable, e))
-    try:
-        import plexus.torch  # noqa: F401
-    except ImportError as e:
-        skip("plexus.torch is not built or not on PYTHONPATH: %s" % e)
+    require_plexus_torch()
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     failed = 0
     for i in range(runs):

@@ -20,23 +20,13 @@ Exit 0 if every rank passes, 1 if not, 77 without torch or plexus.torch.
 """
 import datetime
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 
+from torch_needs import free_port, require_plexus_torch
+
 TIMEOUT = 120
-
-
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rank_main(method, rank, P, arg):
@@ -193,14 +183,7 @@ def rank_main(method, rank, P, arg):
 
 
 def main():
-    try:
-        import torch.distributed  # noqa: F401
-    except ImportError as e:
-        skip("torch not importable by %s: %s" % (sys.executable, e))
-    try:
-        import plexus.torch  # noqa: F401
-    except ImportError as e:
-        skip("plexus.torch is not built or not on PYTHONPATH: %s" % e)
+    require_plexus_torch()
     P = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     failed = 0
     tmp = tempfile.mkdtemp(prefix="plexus-torch-extras-")

@@ -21,13 +21,10 @@ import subprocess
 import sys
 import time
 
+from torch_needs import require_plexus_torch
+
 TIMEOUT = 120
 NOISE = ("recvValue failed", "Exception raised from")
-
-
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
 
 
 def free_ports(n):
@@ -68,14 +65,7 @@ def rank_main(rank, P):
 
 
 def main():
-    try:
-        import torch.distributed  # noqa: F401
-    except ImportError as e:
-        skip("torch not importable by %s: %s" % (sys.executable, e))
-    try:
-        import plexus.torch  # noqa: F401
-    except ImportError as e:
-        skip("plexus.torch is not built or not on PYTHONPATH: %s" % e)
+    require_plexus_torch()
     P = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     failed = 0
     for backend in ("tcp", "shm"):

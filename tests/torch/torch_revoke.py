@@ -12,18 +12,14 @@ plexus.torch.
 """
 import datetime
 import os
-import socket
 import subprocess
 import sys
 import time
 
+from torch_needs import free_port, require_plexus_torch
+
 TIMEOUT = 240
 PROMPT_S = 20.0
-
-
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
 
 
 def revoked(e):
@@ -86,21 +82,8 @@ def rank_main(rank, P):
     return 1 if failures else 0
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main():
-    try:
-        import torch.distributed  # noqa: F401
-    except ImportError as e:
-        skip("torch not importable by %s: %s" % (sys.executable, e))
-    try:
-        import plexus.torch  # noqa: F401
-    except ImportError as e:
-        skip("plexus.torch is not built or not on PYTHONPATH: %s" % e)
+    require_plexus_torch()
     P = 3
     failed = 0
     for backend in ("auto", "tcp"):

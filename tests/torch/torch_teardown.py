@@ -16,10 +16,11 @@ on stderr may carry a C++ stack from torch's store ("recvValue failed",
 2.x. Exit 0 if all runs pass, 1 if not, 77 without torch or plexus.torch.
 """
 import os
-import socket
 import subprocess
 import sys
 import time
+
+from torch_needs import free_port, require_plexus_torch
 
 RUN_TIMEOUT = 180
 WAYS = ("destroy", "late0", "exit")
@@ -31,17 +32,6 @@ NOISE = ("recvValue failed", "Exception raised from")
 # called without an active exception", SIGABRT), in gloo's group, not ours.
 # Holding them here leaves the last reference with the main thread.
 HELD = []
-
-
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rank_main(rank, way, port):
@@ -115,14 +105,7 @@ def one_try(way):
 
 
 def main():
-    try:
-        import torch.distributed  # noqa: F401
-    except ImportError as e:
-        skip("torch not importable by %s: %s" % (sys.executable, e))
-    try:
-        import plexus.torch  # noqa: F401
-    except ImportError as e:
-        skip("plexus.torch is not built or not on PYTHONPATH: %s" % e)
+    require_plexus_torch()
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     failed = 0
     for way in WAYS:
