@@ -13,31 +13,64 @@ namespace plexus_torch {
 
 namespace {
 // Works queued for a completer thread and not yet finished, in every group
-// of the process: drain_at_exit waits for them.
+// of the process, by communicator (a queued work holds its Comm, so every
+// key is alive): drain_at_exit waits for them.
 std::mutex queued_mu;
 std::condition_variable queued_cv;
 long queued_works = 0;
+std::map<Comm *, long> queued_by_comm;
 
-void queued_done()
+void queued_add(Comm *c)
 {
     std::lock_guard<std::mutex> lk(queued_mu);
+    queued_works++;
+    queued_by_comm[c]++;
+}
+
+void queued_done(Comm *c)
+{
+    std::lock_guard<std::mutex> lk(queued_mu);
+    if (--queued_by_comm[c] == 0)
+        queued_by_comm.erase(c);
     if (--queued_works == 0)
         queued_cv.notify_all();
+}
+
+// Ctrl-C while exit waits: the groups still working are aborted, so their
+// works fail at once and their callbacks run (with the error) before the
+// interpreter goes; a second one is not waited for.
+void abort_queued()
+{
+    std::lock_guard<std::mutex> lk(queued_mu);
+    for (auto &q : queued_by_comm)
+        if (q.first->comm)
+            plx_comm_abort(q.first->comm);
 }
 } // namespace
 
 void drain_at_exit()
 {
     // A slice at a time, so that a signal (Ctrl-C) still reaches Python.
+    bool aborted = false;
     for (;;) {
         {
             pybind11::gil_scoped_release nogil;
             std::unique_lock<std::mutex> lk(queued_mu);
             if (queued_cv.wait_for(lk, milliseconds(100), [] { return queued_works == 0; }))
-                return;
+                break;
         }
-        if (PyErr_CheckSignals() != 0)
-            throw pybind11::error_already_set();
+        if (PyErr_CheckSignals() != 0) {
+            if (aborted)
+                throw pybind11::error_already_set();
+            PyErr_Clear();
+            aborted = true;
+            pybind11::gil_scoped_release nogil;
+            abort_queued();
+        }
+    }
+    if (aborted) { // the interrupt, once the callbacks have run
+        PyErr_SetNone(PyExc_KeyboardInterrupt);
+        throw pybind11::error_already_set();
     }
 }
 
@@ -66,7 +99,7 @@ void Comm::run()
         lk.unlock();
         w->drive(PLX_TIMEOUT_INFINITE);
         w.reset(); // may run Python (the future's last reference): before queued_done
-        queued_done();
+        queued_done(this);
         lk.lock();
     }
 }
@@ -76,10 +109,7 @@ void Comm::enqueue(intrusive_ptr<WorkPlexus> w)
     std::lock_guard<std::mutex> lk(mu);
     if (!completer.joinable())
         completer = std::thread([this] { run(); });
-    {
-        std::lock_guard<std::mutex> qlk(queued_mu);
-        queued_works++;
-    }
+    queued_add(this);
     queue.push_back(std::move(w));
     cv.notify_one();
 }
