@@ -398,15 +398,6 @@ static int parse_colls(char *list)
     return O.ncoll ? 0 : -1;
 }
 
-/* A whole decimal int, or INT_MIN (refused below as out of range). */
-static int parse_int(const char *s)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    return end == s || *end || errno || v < INT_MIN + 1L || v > INT_MAX ? INT_MIN : (int)v;
-}
-
 static void set_key(int k, const char *v)
 {
     O.val[k] = v;
@@ -432,8 +423,8 @@ static int parse_args(int argc, char **argv)
     int ch, hosts_given = 0, rc = 0;
     while (rc == 0 && (ch = getopt_long(argc, argv, "b:e:f:h", longs, NULL)) != -1) {
         switch (ch) {
-        case 'R': O.ranks = parse_int(optarg); break;
-        case 'H': O.hosts = parse_int(optarg); hosts_given = 1; break;
+        case 'R': rc = cli_int("plexus-whatif", "--ranks", optarg, 2, INT_MAX, &O.ranks); break;
+        case 'H': rc = cli_int("plexus-whatif", "--hosts", optarg, 1, INT_MAX, &O.hosts); hosts_given = 1; break;
         case 'a': set_key(K_INTRA_LAT, optarg); break;
         case 'w': set_key(K_INTRA_BW, optarg); break;
         case 'A': set_key(K_INTER_LAT, optarg); break;
@@ -442,7 +433,7 @@ static int parse_args(int argc, char **argv)
         case 'K': set_key(K_CORES, optarg); break;
         case 'U': set_key(K_MACHINE_CORES, optarg); break;
         case 'V': set_key(K_BURST, optarg); break;
-        case 'Z': O.warmup = parse_int(optarg); break;
+        case 'Z': rc = cli_int("plexus-whatif", "--warmup", optarg, 0, INT_MAX, &O.warmup); break;
         case 'L': set_key(K_WAKE, optarg); break;
         case 'X': set_key(K_CACHE, optarg); break;
         case 'Y': set_key(K_MEMORY, optarg); break;
