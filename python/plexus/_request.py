@@ -2,6 +2,7 @@
 plx_work handle), and the small conversions the calls share."""
 import ctypes
 import numbers
+import operator
 
 from . import _lib
 from .errors import check, error
@@ -26,11 +27,22 @@ def _ms(seconds, default):
     return ms
 
 
+def _whole(value, what, lo=-2 ** 31, hi=2 ** 31 - 1):
+    """An int argument as plexus takes it: ints and numpy's integers, never
+    a float or a bool that int() would quietly truncate, within [lo, hi]."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError("%s must be a whole number (an int), not %r" % (what, value))
+    n = operator.index(value)
+    if not lo <= n <= hi:
+        raise ValueError("%s %d is out of range (%d to %d)" % (what, n, lo, hi))
+    return n
+
+
 def _size_array(values, n, what):
     """n non-negative ints as a C size_t array (None stays NULL)."""
     if values is None:
         return None
-    values = [int(v) for v in values]
+    values = [_whole(v, what, 0, 2 ** 63 - 1) for v in values]
     if len(values) != n or any(v < 0 for v in values):
         raise ValueError("%s must be %d non-negative counts, got %r" % (what, n, values))
     return (ctypes.c_size_t * n)(*values)

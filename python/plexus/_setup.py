@@ -3,7 +3,7 @@ find its launcher, and plx_finalize."""
 import ctypes
 
 from . import _lib
-from ._request import _ms
+from ._request import _ms, _whole
 from .comm import Comm
 from .errors import check
 
@@ -27,7 +27,7 @@ def _build_options(backend=None, rank=None, size=None, local_rank=None, local_si
     opt.backend, opt.init, opt.name, opt.config_file = enc(backend), enc(init_method), enc(name), enc(config_file)
     for field, v in (("rank", rank), ("size", size), ("local_rank", local_rank), ("local_size", local_size)):
         if v is not None:
-            setattr(opt, field, int(v))
+            setattr(opt, field, _whole(v, field))
     if timeout is not None:
         opt.timeout_ms = _ms(timeout, -1)
     if overrides:

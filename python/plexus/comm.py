@@ -26,7 +26,7 @@ import numpy as np
 from . import _lib
 from ._buffers import Buf, Op, op_code
 from ._prepared import PREPARABLE, Prepared
-from ._request import Request, _size_array
+from ._request import Request, _size_array, _whole
 from .errors import InvalidUsageError, check, error
 
 SUM, PROD, MIN, MAX, AVG = Op.SUM, Op.PROD, Op.MIN, Op.MAX, Op.AVG
@@ -144,13 +144,13 @@ class Comm:
     def grow(self, size):
         """Collective: a new Comm of `size` ranks, this one's first, then the
         processes that called plexus.join(), in the order they joined."""
-        return self._new_comm(_lib.lib().plx_comm_grow, int(size))
+        return self._new_comm(_lib.lib().plx_comm_grow, _whole(size, "size"))
 
     def split(self, color, key=None):
         """Collective: ranks with the same color form a new Comm ordered by
         (key, rank). color None takes no part and gets None."""
-        return self._new_comm(_lib.lib().plx_comm_split, -1 if color is None else int(color),
-                              self.rank if key is None else int(key))
+        return self._new_comm(_lib.lib().plx_comm_split, -1 if color is None else _whole(color, "color"),
+                              self.rank if key is None else _whole(key, "key"))
 
     # ---- plumbing ------------------------------------------------------------
 
@@ -195,7 +195,7 @@ class Comm:
         return big.count // self.size
 
     def _root(self, root):
-        root = int(root)
+        root = _whole(root, "root")
         if not 0 <= root < self.size:
             raise ValueError("root %d is not a rank of a communicator of size %d" % (root, self.size))
         return root
@@ -404,7 +404,7 @@ class Comm:
 
     def _p2p(self, nb, name, buf, peer, tag, writable):
         b = Buf(buf, "buffer", writable=writable)
-        return self._go(nb, name, (b.ptr, b.count, b.dtype, int(peer), int(tag)), (b,), buf)
+        return self._go(nb, name, (b.ptr, b.count, b.dtype, _whole(peer, "peer"), _whole(tag, "tag")), (b,), buf)
 
     def send(self, buf, dest, tag=0):
         """Send buf to rank dest; matched with dest's recv by (rank, tag), FIFO."""

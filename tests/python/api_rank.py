@@ -110,6 +110,17 @@ def refusals(comm):
     raises(ValueError, "reduce_scatter of a size not a multiple", lambda: comm.reduce_scatter(np.zeros(n + 1)))
     raises(ValueError, "root out of range", lambda: comm.broadcast(x, root=n))
     raises(TypeError, "an object without buffer", lambda: comm.allreduce([1.0, 2.0]))
+    # A rank, root, color or tag that int() would truncate: refused, never another rank.
+    raises(TypeError, "root 1.5", lambda: comm.broadcast(x, root=1.5))
+    raises(TypeError, "root True", lambda: comm.broadcast(x, root=True))
+    raises(TypeError, "root '0'", lambda: comm.broadcast(x, root="0"))
+    raises(TypeError, "send to peer 1.0", lambda: comm.send(x, 1.0))
+    raises(TypeError, "recv tag 0.5", lambda: comm.irecv(x, 0, tag=0.5))
+    raises(ValueError, "send tag 2**40", lambda: comm.send(x, (comm.rank + 1) % n, tag=2 ** 40))
+    raises(TypeError, "split color 0.5", lambda: comm.split(0.5))
+    raises(TypeError, "allgatherv counts 1.5", lambda: comm.allgatherv(x, None, [1.5] * n))
+    raises(TypeError, "init(rank=0.0)", lambda: plexus.init(rank=0.0, size=1, backend="sim"))
+    expect(comm.broadcast(np.ones(2, np.float32), root=np.int64(0)).sum() == 2, "root as numpy's int64")
     in_step(comm, "the refusals")
 
 
