@@ -155,7 +155,8 @@ def rank_main(method, rank, P, arg):
     # Refusals with a clear reason.
     refused(lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16)), ["dtype", "Short"], "int16")
     refused(lambda: dist.broadcast(torch.ones(3, dtype=torch.complex64), 0), ["dtype"], "complex64")
-    refused(lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32), op=dist.ReduceOp.BAND), ["reduce op"], "BAND")
+    refused(lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32), op=dist.ReduceOp.BAND),
+            ["ReduceOp.BAND", "bitwise"], "BAND")
     refused(lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool)), ["bool"], "bool SUM")
     b = torch.tensor([rank == 0, True, False])
     dist.all_reduce(b, op=dist.ReduceOp.MAX)

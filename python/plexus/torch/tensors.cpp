@@ -29,6 +29,17 @@ int dtype_of(const at::Tensor &t)
     }
 }
 
+static std::string op_name(const c10d::ReduceOp &op)
+{
+    switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
+    case c10d::ReduceOp::BAND: return "BAND";
+    case c10d::ReduceOp::BOR: return "BOR";
+    case c10d::ReduceOp::BXOR: return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+    default: return std::to_string(int(static_cast<c10d::ReduceOp::RedOpType>(op)));
+    }
+}
+
 int redop_of(const c10d::ReduceOp &op, const at::Tensor &t)
 {
     int r;
@@ -38,7 +49,12 @@ int redop_of(const c10d::ReduceOp &op, const at::Tensor &t)
     case c10d::ReduceOp::MIN: r = PLX_MIN; break;
     case c10d::ReduceOp::MAX: r = PLX_MAX; break;
     case c10d::ReduceOp::AVG: r = PLX_AVG; break;
-    default: refuse("reduce op " + std::to_string(int(static_cast<c10d::ReduceOp::RedOpType>(op))) + " is not supported (SUM, PRODUCT, MIN, MAX, AVG)");
+    case c10d::ReduceOp::BAND:
+    case c10d::ReduceOp::BOR:
+    case c10d::ReduceOp::BXOR:
+        refuse(std::string("ReduceOp.") + op_name(op) +
+               " is not supported: plexus has no bitwise reductions (on 0/1 flags MAX is an OR, MIN an AND)");
+    default: refuse(std::string("ReduceOp.") + op_name(op) + " is not supported (SUM, PRODUCT, MIN, MAX, AVG)");
     }
     if (t.scalar_type() == at::kBool && r != PLX_MIN && r != PLX_MAX)
         refuse("bool tensors reduce only with MIN and MAX");
