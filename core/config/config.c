@@ -227,35 +227,44 @@ struct parse {
     char dir[PATH_MAX];
     FILE *f;
     int line;
-    char text[1024];   /* the current line */
+    char text[1024];   /* the current line, cut short for messages */
+    char *buf;         /* the current line, whole (getline's) */
+    size_t cap;
     char err[512];     /* first error of our own */
     int err_line;
     int too_long;
 };
 
-/* inih's reader: one physical line per call, counted. */
+static void parse_error(struct parse *p, const char *what)
+{
+    if (!p->err[0]) {
+        snprintf(p->err, sizeof p->err, "%s:%d: %s", p->file, p->line, what);
+        p->err_line = p->line;
+    }
+}
+
+/* inih's reader: one physical line per call, counted. getline, not fgets:
+ * a NUL byte (a binary or compressed file named by mistake) would end the
+ * line there unseen, and a file of them read as blank lines. */
 static char *read_line(char *str, int num, void *stream)
 {
     struct parse *p = stream;
-    if (!fgets(p->text, sizeof p->text, p->f))
+    ssize_t n = getline(&p->buf, &p->cap, p->f);
+    if (n < 0)
         return NULL;
     p->line++;
-    size_t n = strlen(p->text);
-    if (n == sizeof p->text - 1 && p->text[n - 1] != '\n') {
-        int c; /* swallow the rest of an overlong line */
-        while ((c = fgetc(p->f)) != EOF && c != '\n')
-            ;
-    }
-    if (n >= (size_t)num - 1 && !(n == (size_t)num - 1 && p->text[n - 1] == '\n')) {
-        if (!p->err[0]) {
-            snprintf(p->err, sizeof p->err, "%s:%d: line longer than %d characters", p->file, p->line, num - 2);
-            p->err_line = p->line;
-        }
-        p->too_long = 1;
+    snprintf(p->text, sizeof p->text, "%s", p->buf);
+    int whole = n < num - 1 || (n == num - 1 && p->buf[n - 1] == '\n');
+    int nul = memchr(p->buf, '\0', (size_t)n) != NULL;
+    if (nul || !whole) {
+        char what[64];
+        snprintf(what, sizeof what, "line longer than %d characters", num - 2);
+        parse_error(p, nul ? "a NUL byte: not a text file" : what);
+        p->too_long = !whole;
         str[0] = '\0';
         return str;
     }
-    memcpy(str, p->text, n + 1);
+    memcpy(str, p->buf, (size_t)n + 1);
     return str;
 }
 
@@ -379,6 +388,7 @@ static int parse_file(const char *file, struct plx_config *into)
         snprintf(p.dir, sizeof p.dir, ".");
     int rc = ini_parse_stream(read_line, &p, on_pair, &p);
     fclose(p.f);
+    free(p.buf);
     if (rc == 0 && !p.err[0])
         return 0;
     /* Report whichever error comes first in the file: ours or inih's. */

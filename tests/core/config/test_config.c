@@ -101,7 +101,7 @@ static void test_per_comm(void)
 
 /* ---- 2. and 3. typed keys and their errors --------------------------------- */
 
-static void write_file(const char *rel, const char *text)
+static void write_bytes(const char *rel, const char *data, size_t n)
 {
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/%s", root, rel);
@@ -110,8 +110,13 @@ static void write_file(const char *rel, const char *text)
         perror(path);
         exit(1);
     }
-    fputs(text, f);
+    fwrite(data, 1, n, f);
     fclose(f);
+}
+
+static void write_file(const char *rel, const char *text)
+{
+    write_bytes(rel, text, strlen(text));
 }
 
 static void fresh(void)
@@ -119,6 +124,24 @@ static void fresh(void)
     setenv("PLEXUS_CONFIG_PATH", root, 1);
     plx__config_reset();
     plx__loader_reset();
+}
+
+/* A file with NUL bytes (one named by mistake: compressed, binary) is not
+ * read as blank lines or lines cut short at the NUL. */
+static void test_not_text(void)
+{
+    static const char cut[] = "[core]\ntimeout_ms = 5s\0junk\n", gz[] = "\x1f\x8b\x08\0\0\0\0\0\0\x03\n[core]\n";
+    char want[PATH_MAX * 2];
+    write_bytes("plexus.ini", cut, sizeof cut - 1);
+    fresh();
+    CHECK(plx__config_load() == PLX_ERR_CONFIG);
+    snprintf(want, sizeof want, "%s/plexus.ini:2: a NUL byte: not a text file", root);
+    CHECK_STR(plx_last_error(), want);
+    write_bytes("plexus.ini", gz, sizeof gz - 1);
+    fresh();
+    CHECK(plx__config_load() == PLX_ERR_CONFIG);
+    snprintf(want, sizeof want, "%s/plexus.ini:1: a NUL byte: not a text file", root);
+    CHECK_STR(plx_last_error(), want);
 }
 
 static void expect_load_error(const char *ini, const char *want_fmt)
@@ -297,6 +320,7 @@ int main(int argc, char **argv)
         return 1;
     }
     test_typed();
+    test_not_text();
     test_entry_sizes();
     test_alias();
     unlink(strcat(root, "/plexus.ini"));
