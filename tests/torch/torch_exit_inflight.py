@@ -12,9 +12,18 @@ code 250 or SIGABRT), which torch's gloo does in the same script.
 
 Each rank must exit 0, with nothing on stderr from a terminate or a fatal
 Python error, and each callback must have run and seen the right sum
-(it prints a line per tensor to stdout). RUNS (argv[1], default 3) runs,
-each killed after RUN_TIMEOUT s. Exit 0 if all pass, 1 if not, 77 without
-torch or plexus.torch.
+(it prints a line per tensor to stdout).
+
+Then the same exit with a daemon thread in a blocking all_reduce that the
+other rank never joins: it fails when that rank leaves. Where this one is
+finalizing by then (here: an object torn down with the module sleeps
+through the other's exit, as a slow teardown does), the thread's return
+to Python takes the GIL then: the same terminate (gloo's too). It must
+exit 0 as well.
+
+RUNS (argv[1], default 3) runs of the first, at most 2 of the second, each
+killed after RUN_TIMEOUT s.
+Exit 0 if all pass, 1 if not, 77 without torch or plexus.torch.
 """
 import os
 import subprocess
@@ -28,12 +37,49 @@ NOISE = ("terminate called", "Fatal Python error")
 SIZES = (16, 1 << 20)
 
 
-def rank_main(rank, port):
+def daemon_main(rank):
+    import threading
+    import types
+    import torch
+    import torch.distributed as dist
+
+    def alone():
+        try:
+            dist.all_reduce(torch.ones(1 << 16))
+            print("rank %d: the lone all_reduce returned" % rank, flush=True)
+        except RuntimeError as e:
+            print("rank %d: the lone all_reduce failed: %s" % (rank, str(e)[:200]), flush=True)
+
+    if rank == 0:
+        threading.Thread(target=alone, daemon=True).start()
+        time.sleep(0.5)
+        # In a module of its own: __main__'s globals stay with the thread's frame.
+        m = types.ModuleType("slow_teardown")
+        m.obj = SlowTeardown()
+        sys.modules[m.__name__] = m
+    else:
+        time.sleep(1.5)
+    print("rank %d: leaves" % rank, flush=True)
+    return 0
+
+
+class SlowTeardown:
+    """Torn down with its module once the interpreter is finalizing: sleeps
+    (the GIL released) through the other rank's exit."""
+    sleep = time.sleep
+
+    def __del__(self):
+        self.sleep(3)
+
+
+def rank_main(rank, port, mode):
     import torch
     import torch.distributed as dist
     import plexus.torch  # noqa: F401
 
     dist.init_process_group("plexus", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=2)
+    if mode == "daemon":
+        return daemon_main(rank)
 
     def report(n):
         def done(fut):
@@ -50,9 +96,9 @@ def rank_main(rank, port):
     return 0  # no wait, no destroy_process_group: the interpreter's exit ends the group
 
 
-def one_try(port):
+def one_try(port, mode):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    procs = [subprocess.Popen([sys.executable, "-B", __file__, "--rank", str(r), str(port)], env=env,
+    procs = [subprocess.Popen([sys.executable, "-B", __file__, "--rank", str(r), str(port), mode], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
     deadline = time.monotonic() + RUN_TIMEOUT
     results = []
@@ -68,7 +114,7 @@ def one_try(port):
     return results
 
 
-def judge(results):
+def judge(results, mode):
     """The reasons a run failed (empty: it passed)."""
     why = []
     for r, (code, out, err) in enumerate(results):
@@ -76,6 +122,10 @@ def judge(results):
             why.append("rank %d exit code %s" % (r, code))
         if any(n in err for n in NOISE):
             why.append("rank %d: %s" % (r, [n for n in NOISE if n in err]))
+        if mode == "daemon":
+            if "rank %d: leaves" % r not in out:
+                why.append("rank %d did not reach its exit" % r)
+            continue
         for n in SIZES:
             line = "rank %d: callback for %d elements: sum ok" % (r, n)
             if line not in out:
@@ -87,15 +137,17 @@ def main():
     require_plexus_torch()
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     failed = 0
-    for i in range(runs):
+    # The daemon case sleeps through the other rank's exit: two runs of it.
+    for mode, i in [("callbacks", i) for i in range(runs)] + [("daemon", i) for i in range(min(runs, 2))]:
         t0 = time.monotonic()
         for _ in range(3):
-            results = one_try(free_port())
+            results = one_try(free_port(), mode)
             # The free port was taken before rank 0 bound it (other jobs on the host): again, on another.
             if "Address already in use" not in results[0][2]:
                 break
-        why = judge(results)
-        print("run %d: %s, %.1f s" % (i, "; ".join(why) if why else "ok", time.monotonic() - t0), flush=True)
+        why = judge(results, mode)
+        print("%s run %d: %s, %.1f s" % (mode, i, "; ".join(why) if why else "ok", time.monotonic() - t0),
+              flush=True)
         if why:
             failed += 1
             for r, (_, out, err) in enumerate(results):
@@ -106,5 +158,5 @@ def main():
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--rank":
-        sys.exit(rank_main(int(sys.argv[2]), int(sys.argv[3])))
+        sys.exit(rank_main(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))
     sys.exit(main())

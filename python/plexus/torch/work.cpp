@@ -6,12 +6,41 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
 
+#include <atomic>
+#include <thread>
+
 #include "errors.hpp"
 #include "store_handover.hpp"
 
 namespace plexus_torch {
 
 namespace {
+// The thread that runs Python's exit (drain_at_exit is its atexit hook),
+// once it has begun.
+std::atomic<bool> exit_begun{false};
+std::atomic<std::thread::id> exit_thread;
+
+bool py_finalizing()
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing() || !Py_IsInitialized();
+#else
+    return _Py_IsFinalizing() || !Py_IsInitialized();
+#endif
+}
+
+// A daemon thread whose wait ends after the interpreter began finalizing
+// would be ended as torch's binding takes the GIL back: inside a noexcept
+// frame, so std::terminate aborts the whole process (gloo's too). Such a
+// thread stays here instead, and the process's exit ends it.
+void park_if_finalizing()
+{
+    if (!exit_begun.load() || std::this_thread::get_id() == exit_thread.load() || !py_finalizing())
+        return;
+    for (;;)
+        std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
 // Works queued for a completer thread and not yet finished, in every group
 // of the process, by communicator (a queued work holds its Comm, so every
 // key is alive): drain_at_exit waits for them.
@@ -50,6 +79,8 @@ void abort_queued()
 
 void drain_at_exit()
 {
+    exit_thread.store(std::this_thread::get_id());
+    exit_begun.store(true);
     // A slice at a time, so that a signal (Ctrl-C) still reaches Python.
     bool aborted = false;
     for (;;) {
@@ -276,6 +307,18 @@ int WorkPlexus::sourceRank() const
 }
 
 bool WorkPlexus::wait(milliseconds timeout)
+{
+    try {
+        bool done = wait_here(timeout);
+        park_if_finalizing();
+        return done;
+    } catch (...) {
+        park_if_finalizing();
+        throw;
+    }
+}
+
+bool WorkPlexus::wait_here(milliseconds timeout)
 {
     // Run inline only an unbounded wait: a bounded one must be able to give up.
     if (timeout.count() <= 0 && comm_->run_if_pending(this)) {

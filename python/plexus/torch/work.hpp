@@ -108,6 +108,7 @@ class WorkPlexus : public c10d::Work {
   private:
     friend struct Comm;
     friend class ProcessGroupPlexus;
+    bool wait_here(milliseconds timeout); // wait's work, without its exit guard
     void complete(int rc, const std::string &msg);
 
     intrusive_ptr<Comm> comm_;
