@@ -11,6 +11,7 @@
  * Per communicator: each rank's process state, its last completed
  * operation, the operation it is in and for how long, and who is behind. */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -197,14 +198,20 @@ static void default_dir(char *out, size_t len)
 }
 
 static int show_all;
+static int dir_given; /* --dir: a folder that cannot be read is an error, not "no job" */
 
 static int snapshot(const char *dir, const char *job)
 {
     DIR *d = opendir(dir);
+    if (!d && (dir_given || errno != ENOENT)) {
+        fprintf(stderr, "plexus-top: cannot read the folder %s: %s\n", dir, strerror(errno));
+        return 2;
+    }
     if (!d) {
         printf("no ledgers in %s (no plexus job of this user on this host)\n", dir);
         return 1;
     }
+    int unread = 0; /* named *.ledger but not one this plexus-top reads */
     int cap = 64, n = 0;
     struct rank_view *v = malloc((size_t)cap * sizeof *v);
     for (struct dirent *e; v && (e = readdir(d));) {
@@ -219,10 +226,15 @@ static int snapshot(const char *dir, const char *job)
         }
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (load(path, &v[n]) && (!job || strstr(v[n].head.job, job)) && (show_all || strcmp(v[n].proc, "gone")))
+        if (!load(path, &v[n]))
+            unread++;
+        else if ((!job || strstr(v[n].head.job, job)) && (show_all || strcmp(v[n].proc, "gone")))
             n++;
     }
     closedir(d);
+    if (unread)
+        fprintf(stderr, "plexus-top: %d file(s) named *.ledger in %s are not ledgers of version %d (another plexus "
+                "version's, or damaged): not shown\n", unread, dir, PLX_LEDGER_VERSION);
     if (!v || n == 0) {
         printf("no live ledgers in %s\n", dir);
         free(v);
@@ -247,8 +259,10 @@ int main(int argc, char **argv)
     int interval_ms = 1000;
     default_dir(dir, sizeof dir);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+        if (!strcmp(argv[i], "--dir") && i + 1 < argc) {
             snprintf(dir, sizeof dir, "%s", argv[++i]);
+            dir_given = 1;
+        }
         else if (!strcmp(argv[i], "--job") && i + 1 < argc)
             job = argv[++i];
         else if (!strcmp(argv[i], "--once"))

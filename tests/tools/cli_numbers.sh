@@ -62,7 +62,9 @@ echo "$out" | grep -q "^ *1536 " || { echo "FAILED: no 1536-byte row for -b 1.5K
 "$bench" $bench_args --check 0 >/dev/null 2>&1 || { echo "FAILED: plexus-bench --check 0"; fail=1; }
 "$run" -n 2 --timeout 60 --grace 1 true || { echo "FAILED: plexus-run -n 2 --timeout 60 --grace 1 true"; fail=1; }
 "$whatif" $whatif_args -f 4 >/dev/null 2>&1 || { echo "FAILED: plexus-whatif $whatif_args -f 4"; fail=1; }
-"$top" --once --interval 500 --dir "${TMPDIR:-/tmp}/plexus-cli-numbers-$$-none" >/dev/null 2>&1
+empty=$(mktemp -d "${TMPDIR:-/tmp}/plexus-cli-numbers.XXXXXX")
+"$top" --once --interval 500 --dir "$empty" >/dev/null 2>&1
 [ $? = 1 ] || { echo "FAILED: plexus-top --once --interval 500 on an empty folder: want status 1 (no ledgers)"; fail=1; }
+rmdir "$empty"
 [ $fail = 0 ] && echo ok
 exit $fail
