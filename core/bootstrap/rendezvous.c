@@ -165,7 +165,8 @@ static int resolve_ranks(const struct plx_comm_options *opt, struct plx__rendezv
                 r->size = 1;
             if (r->rank < 0)
                 r->rank = 0;
-            r->source = "default";
+            if (opt->rank < 0 && opt->size < 0) /* else one of them is the caller's, named in errors */
+                r->source = "default";
         }
     }
     r->place = placement(r);

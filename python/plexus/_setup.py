@@ -31,7 +31,13 @@ def _build_options(backend=None, rank=None, size=None, local_rank=None, local_si
     if timeout is not None:
         opt.timeout_ms = _ms(timeout, -1)
     if overrides:
-        items = overrides.items() if isinstance(overrides, dict) else [tuple(o.split("=", 1)) for o in overrides]
+        if isinstance(overrides, dict):
+            items = overrides.items()
+        else:
+            bad = [o for o in overrides if not isinstance(o, str) or "=" not in o]
+            if bad:
+                raise ValueError("override %r is not 'section.key=value'" % (bad[0],))
+            items = [tuple(o.split("=", 1)) for o in overrides]
         arr = (ctypes.c_char_p * (len(items) + 1))(*[enc("%s=%s" % (k, v)) for k, v in items], None)
         keep.append(arr)
         opt.overrides = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))

@@ -120,6 +120,8 @@ def refusals(comm):
     raises(TypeError, "split color 0.5", lambda: comm.split(0.5))
     raises(TypeError, "allgatherv counts 1.5", lambda: comm.allgatherv(x, None, [1.5] * n))
     raises(TypeError, "init(rank=0.0)", lambda: plexus.init(rank=0.0, size=1, backend="sim"))
+    e = raises(ValueError, "an override without '='", lambda: plexus.init(backend="sim", overrides=["nonsense"]))
+    expect(e is None or "'nonsense' is not 'section.key=value'" in str(e), "the override's error: %s" % e)
     expect(comm.broadcast(np.ones(2, np.float32), root=np.int64(0)).sum() == 2, "root as numpy's int64")
     in_step(comm, "the refusals")
 

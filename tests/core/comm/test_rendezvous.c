@@ -28,6 +28,13 @@ int main(void)
     CHECK(plx__rendezvous_resolve(&o, &r) == 0);
     CHECK(r.rank == 0 && r.size == 1 && !strncmp(r.url, "mem://solo-", 11));
     CHECK(!strcmp(r.source, "default"));
+    /* A size the caller gave, without a rank, is named as the caller's. */
+    o.size = 0;
+    CHECK(plx__rendezvous_resolve(&o, &r) == PLX_ERR_INVALID_ARG);
+    CHECK(strstr(plx_last_error(), "size=0: a world needs at least one rank (from options)") != NULL);
+    o.size = 2;
+    CHECK(plx__rendezvous_resolve(&o, &r) == 0 && r.rank == 0 && r.size == 2 && !strcmp(r.source, "options"));
+    plx_comm_options_init(&o);
 
     /* torchrun */
     setenv("RANK", "2", 1);
