@@ -117,15 +117,24 @@ fi
 export SLURM_CONF="$dir/slurm.conf"
 
 slurmctld -D -i -f "$SLURM_CONF" >"$dir/log/slurmctld.out" 2>&1 &
-pids="$! $pids"
+ctld_pid=$!
 slurmd -D -N "$host" -f "$SLURM_CONF" >"$dir/log/slurmd.out" 2>&1 &
-pids="$! $pids"
+slurmd_pid=$!
+pids="$slurmd_pid $ctld_pid $pids"
 
 i=0
 state=""
 while [ $i -lt 300 ]; do
     state=$(sinfo -h -n "$host" -o %t 2>/dev/null)
     [ "$state" = idle ] && break
+    # A daemon that could not start (no cgroupfs in a container) is said at once, not after a minute.
+    for d in "slurmd $slurmd_pid" "slurmctld $ctld_pid"; do
+        if ! kill -0 "${d#* }" 2>/dev/null; then
+            tail -n 20 "$dir"/log/*.log "$dir"/log/*.out 2>/dev/null
+            why=$(grep -h "error:" "$dir/log/${d% *}.log" "$dir/log/${d% *}.out" 2>/dev/null | tail -n 1)
+            skip "${d% *} exited before the node came up${why:+ (${why#*error: })}"
+        fi
+    done
     sleep 0.2
     i=$((i + 1))
 done
