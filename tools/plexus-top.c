@@ -226,15 +226,17 @@ static int snapshot(const char *dir, const char *job)
         }
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (!load(path, &v[n]))
-            unread++;
+        if (!load(path, &v[n])) {
+            if (access(path, F_OK) == 0) /* not one whose job ended as we read */
+                unread++;
+        }
         else if ((!job || strstr(v[n].head.job, job)) && (show_all || strcmp(v[n].proc, "gone")))
             n++;
     }
     closedir(d);
     if (unread)
         fprintf(stderr, "plexus-top: %d file(s) named *.ledger in %s are not ledgers of version %d (another plexus "
-                "version's, or damaged): not shown\n", unread, dir, PLX_LEDGER_VERSION);
+                "version's, damaged, or just being made): not shown\n", unread, dir, PLX_LEDGER_VERSION);
     if (!v || n == 0) {
         printf("no live ledgers in %s\n", dir);
         free(v);

@@ -227,12 +227,10 @@ struct parse {
     char dir[PATH_MAX];
     FILE *f;
     int line;
-    char text[1024];   /* the current line, cut short for messages */
-    char *buf;         /* the current line, whole (getline's) */
+    char *buf;         /* the current line (getline's) */
     size_t cap;
     char err[512];     /* first error of our own */
     int err_line;
-    int too_long;
 };
 
 static void parse_error(struct parse *p, const char *what)
@@ -253,14 +251,12 @@ static char *read_line(char *str, int num, void *stream)
     if (n < 0)
         return NULL;
     p->line++;
-    snprintf(p->text, sizeof p->text, "%s", p->buf);
     int whole = n < num - 1 || (n == num - 1 && p->buf[n - 1] == '\n');
     int nul = memchr(p->buf, '\0', (size_t)n) != NULL;
     if (nul || !whole) {
         char what[64];
         snprintf(what, sizeof what, "line longer than %d characters", num - 2);
         parse_error(p, nul ? "a NUL byte: not a text file" : what);
-        p->too_long = !whole;
         str[0] = '\0';
         return str;
     }

@@ -43,7 +43,7 @@ def _size_array(values, n, what):
     if values is None:
         return None
     values = [_whole(v, what, 0, 2 ** 63 - 1) for v in values]
-    if len(values) != n or any(v < 0 for v in values):
+    if len(values) != n:
         raise ValueError("%s must be %d non-negative counts, got %r" % (what, n, values))
     return (ctypes.c_size_t * n)(*values)
 

@@ -16,8 +16,7 @@ namespace plexus_torch {
 
 namespace {
 // The thread that runs Python's exit (drain_at_exit is its atexit hook),
-// once it has begun.
-std::atomic<bool> exit_begun{false};
+// once it has begun; no thread's id before.
 std::atomic<std::thread::id> exit_thread;
 
 bool py_finalizing()
@@ -35,7 +34,8 @@ bool py_finalizing()
 // thread stays here instead, and the process's exit ends it.
 void park_if_finalizing()
 {
-    if (!exit_begun.load() || std::this_thread::get_id() == exit_thread.load() || !py_finalizing())
+    std::thread::id exiting = exit_thread.load();
+    if (exiting == std::thread::id() || exiting == std::this_thread::get_id() || !py_finalizing())
         return;
     for (;;)
         std::this_thread::sleep_for(std::chrono::hours(1));
@@ -80,7 +80,6 @@ void abort_queued()
 void drain_at_exit()
 {
     exit_thread.store(std::this_thread::get_id());
-    exit_begun.store(true);
     // A slice at a time, so that a signal (Ctrl-C) still reaches Python.
     bool aborted = false;
     for (;;) {
