@@ -38,9 +38,8 @@ skipped() {
 # What CI runs on Debian 13: the mpi plugin's revoke and shrink on Open MPI
 # 5's ULFM (Debian 12 has none), every torch test of the project, and PyTorch's
 # own suite once: world size 3 with forked ranks (torch 2.6 skips its larger-world
-# tests below 8 ranks, so world size 2 runs the same tests, and spawning fresh
-# interpreters took 486 s here against about a third of that forked; the host's
-# main suite spawns them on torch 1.13). PLEXUS_CHROOT_TESTS="--suite torch" runs both.
+# tests below 8 ranks, so world size 2 runs the same tests; the host's main suite
+# runs both, and two tests with spawned interpreters). PLEXUS_CHROOT_TESTS="--suite torch" runs all three.
 case $suite in
 trixie)
     tests=${PLEXUS_CHROOT_TESTS:-"mpi_openmpi_ulfm mpi_openmpi_ulfm_shrink_3 mpi_openmpi_ulfm_shrink_4 torchrun_agent_store torch2_store_wire torch_matrix torch_extras torch_extras_tcp

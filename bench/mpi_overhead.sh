@@ -15,7 +15,8 @@
 # Then, since separate jobs on a small VM differ by more than the plugin
 # costs (where the ranks land), the same three within one job
 # (mpi_overhead_blocks: rotating blocks, each round's ratio to MPI's), with
-# the flight recorder on (the default) and off; BLOCK_SIZES="8 65536".
+# the flight recorder on (the default) and off; BLOCK_SIZES="8 65536",
+# ROUNDS=30 (blocks of each).
 b=${1:-build}
 export PLEXUS_CONFIG_PATH=$PWD/$b/devconfig
 reps=${REPS:-5}
@@ -65,7 +66,7 @@ for impl in ${IMPLS:-openmpi mpich}; do
                 fwd=""
                 [ $flavour = openmpi ] && fwd="-x PLEXUS_CORE_LEDGER_ENTRIES -x PLEXUS_CORE_FINGERPRINT"
                 PLEXUS_CORE_LEDGER_ENTRIES=$entries PLEXUS_CORE_FINGERPRINT=$fp \
-                    $run $fwd -np $np $blocks $backend $size $((size > 8 ? 200 : 2000)) 30 2>/dev/null |
+                    $run $fwd -np $np $blocks $backend $size $((size > 8 ? 200 : 2000)) "${ROUNDS:-30}" 2>/dev/null |
                     sed "s/^/$impl np=$np one job, flight recorder $recorder: /"
             done
         done

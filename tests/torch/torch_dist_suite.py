@@ -12,10 +12,10 @@ gloo's place on torch 2.x the group's backend is filed under CUSTOM too
 (dist_suite_child.py: DDP's logger takes a GLOO backend for gloo's own
 class), so DDP's tests run there as well.
 
-usage: torch_dist_suite.py [--all] [--fork] WORLD_SIZE...
+usage: torch_dist_suite.py [--all] [--fork] [--tests A,B] WORLD_SIZE...
   default: the fixed list SUBSET below; --all: the whole class (long,
-  skipped unless PLEXUS_TORCH_FULL=1); PLEXUS_TORCH_TESTS="test_a test_b"
-  runs those tests instead of SUBSET. --fork (or PLEXUS_SUITE_START=fork) forks each
+  skipped unless PLEXUS_TORCH_FULL=1); --tests test_a,test_b or
+  PLEXUS_TORCH_TESTS="test_a test_b" runs those tests instead of SUBSET. --fork (or PLEXUS_SUITE_START=fork) forks each
   test's ranks from the run's process instead of spawning fresh
   interpreters (as upstream's test_distributed_fork.py ran gloo): the same
   tests, several times faster, which makes --all a matter of minutes per
@@ -84,6 +84,14 @@ def main():
     full = "--all" in args
     if "--fork" in args:
         os.environ["PLEXUS_SUITE_START"] = "fork"  # read by dist_suite_child.py in each run
+    chosen = os.environ.get("PLEXUS_TORCH_TESTS", " ".join(SUBSET)).split()
+    if "--tests" in args:
+        i = args.index("--tests")
+        if i + 1 == len(args):
+            print("usage: torch_dist_suite.py [--all] [--fork] [--tests A,B] WORLD_SIZE...", file=sys.stderr)
+            return 2
+        chosen = args[i + 1].split(",")
+        del args[i:i + 2]
     worlds = [int(a) for a in args if a not in ("--all", "--fork")] or [2]
     if full and os.environ.get("PLEXUS_TORCH_FULL") != "1":
         print("skip: the whole suite runs only with PLEXUS_TORCH_FULL=1 (opt-in: it takes hours on 2 cores)")
@@ -97,7 +105,7 @@ def main():
     global TORCH_MAJOR
     import torch
     TORCH_MAJOR = int(torch.__version__.split(".")[0])
-    names = [] if full else os.environ.get("PLEXUS_TORCH_TESTS", " ".join(SUBSET)).split()
+    names = [] if full else chosen
     bad = []
     for world in worlds:
         res, logs = {}, {}
