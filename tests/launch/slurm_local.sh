@@ -34,7 +34,7 @@ stop() {
         p=${e#/proc/}
         p=${p%/environ}
         [ "$p" != $$ ] || continue
-        if grep -q "$dir" "$e" 2>/dev/null || ls -l "/proc/$p/fd" 2>/dev/null | grep -q "$dir"; then
+        if grep -q "$dir" "$e" 2>/dev/null || readlink "/proc/$p"/fd/* 2>/dev/null | grep -q "$dir"; then
             kill -9 "$p" 2>/dev/null
         fi
     done
