@@ -4,7 +4,8 @@
 # the median of REPS runs (the single runs follow in brackets).
 # Run from the source root: sh bench/mpi_overhead.sh [build]
 # Environment: IMPLS="openmpi mpich", NP="2 4" (or NPS), REPS=5,
-# SIZES="8 65536 1048576 16777216". IMPLS may name abi-mpich and abi-openmpi:
+# SIZES="8 65536 1048576 16777216", ITERS (each run's iterations; default
+# by size). IMPLS may name abi-mpich and abi-openmpi:
 # plexus-mpi-abi against MPI_Allreduce through libmpi_abi.so.1, pointed at
 # that implementation's ABI library for both.
 # THREADS=multiple: the MPI loop asks for MPI_THREAD_MULTIPLE, as the plugin
@@ -44,6 +45,7 @@ for impl in ${IMPLS:-openmpi mpich}; do
         for size in ${SIZES:-8 65536 1048576 16777216}; do
             case $size in 8) iters=20000 ;; 65536) iters=2000 ;; 1048576) iters=200 ;; *) iters=20 ;; esac
             [ $np -gt 2 ] && iters=$((iters / 4))
+            iters=${ITERS:-$iters}
             ms="" ps="" qs=""
             for rep in $(seq $reps); do
                 ms="$ms $(MPI_LOOP_THREADS=${THREADS:-} $run -np $np $loop $size $iters 2>/dev/null | awk 'NF == 2 && $1 ~ /^[0-9]+$/ {print $2}')"
@@ -66,7 +68,7 @@ for impl in ${IMPLS:-openmpi mpich}; do
                 fwd=""
                 [ $flavour = openmpi ] && fwd="-x PLEXUS_CORE_LEDGER_ENTRIES -x PLEXUS_CORE_FINGERPRINT"
                 PLEXUS_CORE_LEDGER_ENTRIES=$entries PLEXUS_CORE_FINGERPRINT=$fp \
-                    $run $fwd -np $np $blocks $backend $size $((size > 8 ? 200 : 2000)) "${ROUNDS:-30}" 2>/dev/null |
+                    $run $fwd -np $np $blocks $backend $size "${ITERS:-$((size > 8 ? 200 : 2000))}" "${ROUNDS:-30}" 2>/dev/null |
                     sed "s/^/$impl np=$np one job, flight recorder $recorder: /"
             done
         done
