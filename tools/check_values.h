@@ -1,7 +1,8 @@
 /* check_values.h - inputs every dtype holds exactly, and the serial
  * reference of each reduction over them; shared by plexus-bench --check and
  * the collective tests. Sums stay below 100, products at 2, so integer,
- * f16 and bf16 results are exact and can be compared with ==. */
+ * f16 and bf16 results are exact and can be compared with ==; bitwise
+ * inputs are below 64. */
 #ifndef PLEXUS_CHECK_VALUES_H
 #define PLEXUS_CHECK_VALUES_H
 
@@ -85,6 +86,16 @@ static inline double get(const void *buf, size_t i, int dt)
     }
 }
 
+/* Bitwise inputs (integer types only): below 64, so i8 holds them too;
+ * AND clears one bit a rank, OR sets one. Tables, not shifts: gcc 12 at -O2
+ * took minutes over the shifts inlined into the check loops. */
+static inline double bitwise_val(int r, size_t i, int op)
+{
+    static const unsigned char clear[8] = {62, 61, 59, 55, 47, 31, 63, 63}, set[6] = {1, 2, 4, 8, 16, 32};
+    size_t k = i + (size_t)r;
+    return op == PLX_BAND ? clear[k % 8] : op == PLX_BOR ? set[k % 6] : (double)((i * 7 + (size_t)r * 13) % 64);
+}
+
 /* Input of rank r at global index i: products stay 2, sums stay below 100. */
 static inline double val(int r, size_t i, int op, int P)
 {
@@ -94,11 +105,26 @@ static inline double val(int r, size_t i, int op, int P)
         return (int)((i + (size_t)r) % (size_t)P) == 0 ? 2 : 1;
     if (op == PLX_MIN || op == PLX_MAX)
         return (double)((i + 3 * (size_t)r) % 7);
+    if (op >= PLX_BAND)
+        return bitwise_val(r, i, op);
     return (double)(i % 5 + (size_t)(r % 4));
+}
+
+/* The bitwise reference, in integers from the start. */
+static inline double bitwise_ref(size_t i, int op, int P)
+{
+    unsigned acc = op == PLX_BAND ? 63u : 0u;
+    for (int r = 0; r < P; r++) {
+        unsigned v = (unsigned)val(r, i, op, P);
+        acc = op == PLX_BAND ? acc & v : op == PLX_BOR ? acc | v : acc ^ v;
+    }
+    return acc;
 }
 
 static inline double reduce_ref(size_t i, int op, int dt, int P)
 {
+    if (op >= PLX_BAND)
+        return bitwise_ref(i, op, P);
     double acc = val(0, i, op, P);
     for (int r = 1; r < P; r++) {
         double v = val(r, i, op, P);

@@ -48,7 +48,7 @@ static const struct {
     [PLX_F64] = {"f64", 8, {"float64", "double"}},
 };
 
-static const char *const redops[PLX_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+static const char *const redops[PLX_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
 
 static const char *const colls[PLX_COLL_COUNT] = {
 #define COLL_NAME(kind, val, name, op, root, v) [PLX_COLL_##kind] = name,

@@ -12,6 +12,7 @@
 #include "hier.h"
 #include "cuda_mem.h"
 #include "error.h"
+#include "reduce.h"
 
 static int elem_ok(int dtype)
 {
@@ -174,6 +175,10 @@ static int check_args(const struct plx_comm *c, const struct plx_coll_args *a, c
         return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': invalid dtype %d", what, c->name, a->dtype);
     if (plx__call_has_op(a->coll) && (a->op < 0 || a->op >= PLX_REDOP_COUNT))
         return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': invalid reduction op %d", what, c->name, a->op);
+    /* Checked from the arguments alone, so every rank refuses alike, before any transfer. */
+    if (plx__call_has_op(a->coll) && !plx__redop_takes(a->dtype, a->op))
+        return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': %s is a bitwise op, for integer types only, not %s", what,
+                        c->name, plx_redop_name(a->op), plx_dtype_name(a->dtype));
     if (plx__call_has_root(a->coll) && (a->root < 0 || a->root >= c->size))
         return plx__err(PLX_ERR_INVALID_ARG, "%s on '%s': root %d is not a rank of a communicator of size %d",
                         what, c->name, a->root, c->size);
@@ -254,6 +259,11 @@ static int run_native(struct plx_comm *c, struct plx_coll_args *a, const char *w
 
 static int refuse(const struct plx_comm *c, const struct plx_coll_args *a, const char *what)
 {
+    if (c->be->ops.isend && c->be->ops.irecv) /* device memory: the generic algorithms reduce on the host */
+        return plx__err(PLX_ERR_UNSUPPORTED,
+                        "%s(%s, %s) on '%s': backend '%s' cannot run it natively, and the core's generic "
+                        "algorithms take host memory only (pass host buffers)", what, plx_dtype_name(a->dtype),
+                        plx__call_has_op(a->coll) ? plx_redop_name(a->op) : "-", c->name, c->be->name);
     return plx__err(PLX_ERR_UNSUPPORTED,
                     "%s(%s, %s) on '%s': backend '%s' cannot run it natively and has no point-to-point for the "
                     "core's generic algorithm (choose one that has, e.g. PLEXUS_BACKEND=tcp)", what,
@@ -489,6 +499,8 @@ PLX_API int plx_barrier(struct plx_comm *c)
 PLX_API int plx_comm_native(const struct plx_comm *c, int coll, int dtype, int op)
 {
     if (!c || coll < 0 || coll >= PLX_COLL_COUNT)
+        return PLX_ERR_INVALID_ARG;
+    if (plx__call_has_op(coll) && !plx__redop_takes(dtype, op)) /* a bitwise float, or out of range */
         return PLX_ERR_INVALID_ARG;
     struct plx_coll_args a = {.struct_size = sizeof a, .coll = coll, .dtype = dtype, .op = op,
                               .mem_kind = PLX_MEM_HOST};

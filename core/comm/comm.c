@@ -110,6 +110,7 @@ static int comm_finish_setup(struct plx_comm *c)
         plx__err_prefix("backend '%s': get_caps failed: ", c->be->name);
         return rc;
     }
+    plx__caps_for_minor(c->be, &c->caps);
     plx__p2p_init(c);
     if ((rc = load_tuning(c)) != 0)
         c->be->ops.comm_destroy(c->bc);

@@ -15,7 +15,7 @@ static const struct {
 };
 static const char *const dtypes[PLX_DTYPE_COUNT] = {"i8", "u8", "i32", "u32", "i64", "u64", "f16", "bf16", "f32",
                                                     "f64"};
-static const char *const redops[PLX_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+static const char *const redops[PLX_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
 
 int plx__call_has_op(int coll)
 {

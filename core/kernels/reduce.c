@@ -2,9 +2,10 @@
  * Built with -O3 (see core/meson.build) so the plain loops below vectorise;
  * out may alias a or b, so no restrict: gcc versions the loops with a
  * run-time overlap check instead. Integer sum and prod wrap (computed in the
- * unsigned type, so no undefined behaviour). Float min/max propagate NaN,
- * as torch does. f16/bf16 are widened to f32 in blocks and rounded back to
- * nearest-even, with branch-free conversions so those loops vectorise too. */
+ * unsigned type, so no undefined behaviour); band, bor and bxor exist for
+ * integers only. Float min/max propagate NaN, as torch does. f16/bf16 are
+ * widened to f32 in blocks and rounded back to nearest-even, with
+ * branch-free conversions so those loops vectorise too. */
 #include "reduce.h"
 
 #include <string.h>
@@ -125,7 +126,10 @@ uint16_t plx__f32_to_bf16(float f)
     KERNEL(ATTR, T, P##_sum, (T)((U)x + (U)y))                                 \
     KERNEL(ATTR, T, P##_prod, (T)((U)x * (U)y))                                \
     KERNEL(ATTR, T, P##_min, IMIN(x, y))                                       \
-    KERNEL(ATTR, T, P##_max, IMAX(x, y))
+    KERNEL(ATTR, T, P##_max, IMAX(x, y))                                       \
+    KERNEL(ATTR, T, P##_band, (T)(x & y))                                      \
+    KERNEL(ATTR, T, P##_bor, (T)(x | y))                                       \
+    KERNEL(ATTR, T, P##_bxor, (T)(x ^ y))
 
 #define FLOAT_KERNELS(ATTR, T, P)                                              \
     KERNEL(ATTR, T, P##_sum, x + y)                                            \
@@ -137,7 +141,9 @@ typedef void (*kernel_fn)(void *, const void *, const void *, size_t);
 typedef kernel_fn kernel_table[PLX_DTYPE_COUNT][PLX_REDOP_COUNT];
 
 /* Every (dtype, op) kernel with prefix X, and their table X##kernels. */
-#define ROW(P) {P##_sum, P##_prod, P##_min, P##_max, P##_sum}
+/* AVG runs SUM's kernel; floats have no bitwise kernels (NULL: refused). */
+#define ROW(P) {P##_sum, P##_prod, P##_min, P##_max, P##_sum, P##_band, P##_bor, P##_bxor}
+#define FROW(P) {P##_sum, P##_prod, P##_min, P##_max, P##_sum}
 #define ALL_KERNELS(ATTR, X)                                                   \
     INT_KERNELS(ATTR, int8_t, uint8_t, X##i8)                                  \
     INT_KERNELS(ATTR, uint8_t, uint8_t, X##u8)                                 \
@@ -150,7 +156,7 @@ typedef kernel_fn kernel_table[PLX_DTYPE_COUNT][PLX_REDOP_COUNT];
     static const kernel_table X##kernels = {                                   \
         [PLX_I8] = ROW(X##i8), [PLX_U8] = ROW(X##u8), [PLX_I32] = ROW(X##i32), \
         [PLX_U32] = ROW(X##u32), [PLX_I64] = ROW(X##i64), [PLX_U64] = ROW(X##u64), \
-        [PLX_F32] = ROW(X##f32), [PLX_F64] = ROW(X##f64),                      \
+        [PLX_F32] = FROW(X##f32), [PLX_F64] = FROW(X##f64),                    \
     };
 
 ALL_KERNELS(, )
@@ -321,10 +327,20 @@ static void f16_kernel(int op, void *out, const void *a, const void *b, size_t n
 #define bf16_kernel bf16_kernel_generic
 #endif
 
+int plx__redop_takes(int dtype, int op)
+{
+    if (dtype < 0 || dtype >= PLX_DTYPE_COUNT || op < 0 || op >= PLX_REDOP_COUNT)
+        return 0;
+    return op < PLX_BAND || (dtype != PLX_F16 && dtype != PLX_BF16 && dtype != PLX_F32 && dtype != PLX_F64);
+}
+
 int plx__reduce3(void *out, const void *a, const void *b, size_t count, int dtype, int op)
 {
     if (dtype < 0 || dtype >= PLX_DTYPE_COUNT || op < 0 || op >= PLX_REDOP_COUNT)
         return plx__err(PLX_ERR_INVALID_ARG, "reduce: invalid dtype %d or op %d", dtype, op);
+    if (!plx__redop_takes(dtype, op))
+        return plx__err(PLX_ERR_INVALID_ARG, "reduce: %s is a bitwise op, for integer types only, not %s",
+                        plx_redop_name(op), plx_dtype_name(dtype));
     if (dtype == PLX_F16)
         f16_kernel(op, out, a, b, count);
     else if (dtype == PLX_BF16)

@@ -10,7 +10,11 @@
 
 #include "plexus/plugin.h"
 
-/* out[i] = a[i] op b[i]. out may equal a or b. Returns 0 or PLX_ERR_INVALID_ARG. */
+/* 1 if op is defined on dtype: every op on integers, all but the bitwise
+ * ones (BAND, BOR, BXOR) on floats; 0 also for values out of range. */
+int plx__redop_takes(int dtype, int op);
+/* out[i] = a[i] op b[i]. out may equal a or b. Returns 0 or
+ * PLX_ERR_INVALID_ARG (also for a bitwise op on a float type). */
 int plx__reduce3(void *out, const void *a, const void *b, size_t count, int dtype, int op);
 /* inout[i] = inout[i] op in[i]. */
 int plx__reduce(void *inout, const void *in, size_t count, int dtype, int op);

@@ -275,6 +275,12 @@ static void find_sim_ext(struct plx__backend *b)
     b->sim.struct_size = (uint32_t)sizeof b->sim;
 }
 
+void plx__caps_for_minor(const struct plx__backend *b, struct plx_caps *k)
+{
+    if (b->abi_minor < 13)
+        k->redops &= PLX_BIT(PLX_AVG + 1) - 1;
+}
+
 /* A loaded backend's capabilities and its probe's verdict, as its state. */
 static void probe_one(struct plx__backend *b)
 {
@@ -284,6 +290,7 @@ static void probe_one(struct plx__backend *b)
         set_state(b, PLX_STATE_BROKEN, "get_caps failed: %s", plx_err_name(rc));
         return;
     }
+    plx__caps_for_minor(b, &b->caps);
     struct plx_probe_result pr = {.struct_size = sizeof pr};
     rc = b->ops.probe(&pr);
     pr.reason[sizeof pr.reason - 1] = '\0';

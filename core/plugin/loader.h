@@ -36,6 +36,13 @@ struct plx__backend {
     struct plx__backend *target;    /* an alias: the one it stands for here, or NULL */
 };
 
+/* Drop from k (b's caps, static or a communicator's) what b's minor cannot
+ * mean: the bitwise ops of ABI 1.13 for an older plugin, whose mask (such
+ * as PLX_BIT(PLX_REDOP_COUNT) - 1, rebuilt against today's plexus.h) is not
+ * a promise about ops its kernels never knew. The core runs those on its
+ * generic algorithms instead. */
+void plx__caps_for_minor(const struct plx__backend *b, struct plx_caps *k);
+
 /* The most bytes of request a plugin may ask the core to hold (ABI 1.5). */
 #define PLX__REQ_SIZE_MAX 4096
 

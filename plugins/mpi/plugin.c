@@ -222,6 +222,9 @@ static MPI_Op mpi_op(int dt, int op)
     case PLX_PROD: return MPI_PROD;
     case PLX_MIN: return MPI_MIN;
     case PLX_MAX: return MPI_MAX;
+    case PLX_BAND: return MPI_BAND; /* integers only: the core refuses bitwise floats */
+    case PLX_BOR: return MPI_BOR;
+    case PLX_BXOR: return MPI_BXOR;
     default: return MPI_SUM;
     }
 }
@@ -1027,7 +1030,8 @@ static int get_caps(void *comm, struct plx_caps *out)
         /* alltoallv/allgatherv: the core routes them here only at minor 4+ */
         .collectives = (PLX_BIT(PLX_COLL_SEND) - 1) | PLX_BIT(PLX_COLL_ALLTOALLV) | PLX_BIT(PLX_COLL_ALLGATHERV),
         .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1,
-        .redops = PLX_BIT(PLX_SUM) | PLX_BIT(PLX_PROD) | PLX_BIT(PLX_MIN) | PLX_BIT(PLX_MAX),
+        .redops = PLX_BIT(PLX_SUM) | PLX_BIT(PLX_PROD) | PLX_BIT(PLX_MIN) | PLX_BIT(PLX_MAX) | PLX_BIT(PLX_BAND) |
+                  PLX_BIT(PLX_BOR) | PLX_BIT(PLX_BXOR),
         .mem_kinds = PLX_BIT(PLX_MEM_HOST),
         .max_message_bytes = 0x7fffffff,
     };

@@ -372,7 +372,7 @@ static ncclDataType_t ntype(int dt)
 
 static ncclRedOp_t nop(int op)
 {
-    static const ncclRedOp_t o[PLX_REDOP_COUNT] = {ncclSum, ncclProd, ncclMin, ncclMax, ncclAvg};
+    static const ncclRedOp_t o[PLX_AVG + 1] = {ncclSum, ncclProd, ncclMin, ncclMax, ncclAvg}; /* no bitwise ops */
     return o[op];
 }
 
@@ -584,7 +584,7 @@ static int get_caps(void *comm, struct plx_caps *out)
         /* alltoallv/allgatherv: routed here by a core of ABI 1.4+ only */
         .collectives = (PLX_BIT(PLX_COLL_SEND) - 1) | PLX_BIT(PLX_COLL_ALLTOALLV) | PLX_BIT(PLX_COLL_ALLGATHERV),
         .dtypes = (PLX_BIT(PLX_DTYPE_COUNT) - 1) & ~(v >= PLX_NCCL_VERSION(2, 10, 0) ? 0u : PLX_BIT(PLX_BF16)),
-        .redops = (PLX_BIT(PLX_REDOP_COUNT) - 1) & ~(v >= PLX_NCCL_VERSION(2, 10, 0) ? 0u : PLX_BIT(PLX_AVG)),
+        .redops = (PLX_BIT(PLX_AVG + 1) - 1) & ~(v >= PLX_NCCL_VERSION(2, 10, 0) ? 0u : PLX_BIT(PLX_AVG)),
         .mem_kinds = PLX_BIT(PLX_MEM_CUDA),
     };
     memcpy(out, &caps, size < sizeof caps ? size : sizeof caps);

@@ -345,7 +345,9 @@ static ucc_datatype_t udt(int dt)
 
 static int uop(int op)
 {
-    static const int ops[PLX_REDOP_COUNT] = {UCC_OP_SUM, UCC_OP_PROD, UCC_OP_MIN, UCC_OP_MAX, UCC_OP_AVG};
+    /* Indexed by the ops caps.redops names; a new plexus op needs its line here first. */
+    static const int ops[PLX_BXOR + 1] = {UCC_OP_SUM, UCC_OP_PROD, UCC_OP_MIN,  UCC_OP_MAX,
+                                          UCC_OP_AVG, UCC_OP_BAND, UCC_OP_BOR, UCC_OP_BXOR};
     return ops[op];
 }
 
@@ -608,7 +610,7 @@ static int get_caps(void *comm, struct plx_caps *out)
         .flags = PLX_CAP_ABORT | PLX_CAP_INPLACE | PLX_CAP_MULTI_NODE | PLX_CAP_THREAD_SAFE,
         .collectives = PLX_BIT(PLX_COLL_SEND) - 1,
         .dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1, /* f16: see op_supported */
-        .redops = PLX_BIT(PLX_REDOP_COUNT) - 1,
+        .redops = PLX_BIT(PLX_BXOR + 1) - 1, /* each one uop() maps; not a count that grows */
         .mem_kinds = PLX_BIT(PLX_MEM_HOST) | PLX_BIT(PLX_MEM_CUDA),
     };
     memcpy(out, &caps, size < sizeof caps ? size : sizeof caps);

@@ -31,7 +31,8 @@ enum {
     UCC_ERR_TYPE_LOCAL = 0,
 };
 enum {
-    UCC_OP_SUM = 0, UCC_OP_PROD = 1, UCC_OP_MAX = 2, UCC_OP_MIN = 3, UCC_OP_AVG = 12,
+    UCC_OP_SUM = 0, UCC_OP_PROD = 1, UCC_OP_MAX = 2, UCC_OP_MIN = 3, UCC_OP_BAND = 7, UCC_OP_BOR = 8, UCC_OP_BXOR = 9,
+    UCC_OP_AVG = 12,
 };
 #define UCC_BIT(i) (1ul << (i))
 enum {

@@ -67,10 +67,19 @@ static int get_caps(void *comm, struct plx_caps *out)
     out->dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1;
     out->collectives = PLX_BIT(11) | PLX_BIT(12);
 #endif
+#ifdef MAILBOX_OP_BITS
+    /* Test hook: claim reductions with ops 5 to 7, which ABI 1.13 gave
+     * BAND, BOR and BXOR, from an older minor (what a mask such as
+     * PLX_BIT(PLX_REDOP_COUNT) - 1 does once rebuilt against today's
+     * plexus.h). The core must not route them here. */
+    out->dtypes = PLX_BIT(PLX_DTYPE_COUNT) - 1;
+    out->collectives = PLX_BIT(PLX_COLL_ALLREDUCE) | PLX_BIT(PLX_COLL_REDUCE) | PLX_BIT(PLX_COLL_REDUCE_SCATTER);
+    out->redops = PLX_BIT(5) | PLX_BIT(6) | PLX_BIT(7);
+#endif
     return 0;
 }
 
-#ifdef MAILBOX_V_BITS
+#if defined(MAILBOX_V_BITS) || defined(MAILBOX_OP_BITS)
 static int collective(void *comm, const struct plx_coll_args *a, void **req)
 {
     (void)comm;
@@ -254,7 +263,7 @@ static const struct plx_backend mailbox = {
     .test = test,
     .wait = wait_req,
     .req_free = req_free,
-#ifdef MAILBOX_V_BITS
+#if defined(MAILBOX_V_BITS) || defined(MAILBOX_OP_BITS)
     .collective = collective,
 #endif
 };

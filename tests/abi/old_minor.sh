@@ -16,4 +16,8 @@ echo "$out" | grep -Eq "ABI: *1\.$minor \(plexus 1\.[1-9][0-9]*\)" || { echo "FA
 v=$("$bench" --backend "$name" --ranks 3 --check --coll alltoallv,allgatherv -b 0 -e 64K -f 9 -n 2 -w 1 -d i32 2>&1) ||
     { echo "$v"; echo "FAIL: alltoallv/allgatherv on $name (ABI 1.$minor)"; exit 1; }
 echo "$v" | tail -1
+# The bitwise ops (ABI 1.13): generic for a plugin below 1.13 (whatever its mask says).
+b=$("$bench" --backend "$name" --ranks 3 --check --coll allreduce,reduce,reduce_scatter -b 0 -e 4K -f 9 -n 1 -w 1 \
+    -d i32 -o bxor 2>&1) || { echo "$b"; echo "FAIL: bxor on $name (ABI 1.$minor)"; exit 1; }
+echo "$b" | tail -1
 exec "$bench" --backend "$name" --ranks 3 --check --coll all -b 0 -e 64K -f 9 -n 2 -w 1 -d f32 -o avg >/dev/null

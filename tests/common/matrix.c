@@ -13,6 +13,25 @@ int matrix_is_reduction(int coll)
     return coll == PLX_COLL_ALLREDUCE || coll == PLX_COLL_REDUCE || coll == PLX_COLL_REDUCE_SCATTER;
 }
 
+int matrix_op_fits(int dt, int op)
+{
+    return op < PLX_BAND || dt < PLX_F16;
+}
+
+/* A bitwise op on a float type: every rank refuses it alike (no transfer,
+ * so the communicator stays usable). Returns the number of wrong answers. */
+static long refused(struct plx_comm *c, int coll, int dt, int op, char *sb, char *rb)
+{
+    int rc = coll == PLX_COLL_ALLREDUCE ? plx_allreduce(c, sb, rb, 1, dt, op)
+             : coll == PLX_COLL_REDUCE  ? plx_reduce(c, sb, rb, 1, dt, op, 0)
+                                        : plx_reduce_scatter(c, sb, rb, 1, dt, op);
+    if (rc == PLX_ERR_INVALID_ARG)
+        return 0;
+    fprintf(stderr, "rank %d: %s(%s, %s) gave %s, want PLX_ERR_INVALID_ARG\n", plx_comm_rank(c), plx_coll_name(coll),
+            plx_dtype_name(dt), plx_redop_name(op), plx_err_name(rc));
+    return 1;
+}
+
 void matrix_sizes(int coll, size_t n, int P, size_t *s, size_t *r)
 {
     *s = *r = n;
@@ -149,6 +168,10 @@ long matrix_run(struct plx_comm *c, int nonblocking, const size_t *counts, size_
                         continue;
                     if (skip && skip(coll, dt, op, counts[k], arg))
                         continue;
+                    if (!matrix_op_fits(dt, op)) {
+                        bad += k ? 0 : refused(c, coll, dt, op, sb, rb);
+                        continue;
+                    }
                     for (int ip = 0; ip < 2; ip++) {
                         struct matrix_case one = {coll, dt, op, counts[k], ip, nonblocking};
                         long w = matrix_case(c, &one, sb, rb);

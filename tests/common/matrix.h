@@ -21,6 +21,8 @@ struct matrix_case {
 
 /* Nonzero for the collectives that take a reduction op. */
 int matrix_is_reduction(int coll);
+/* 1 if op is defined on dt (the bitwise ops take integer types only). */
+int matrix_op_fits(int dt, int op);
 
 /* Elements in the send (*s) and receive (*r) buffers of coll for count n
  * on P ranks. */

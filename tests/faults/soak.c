@@ -224,6 +224,8 @@ static int step(struct soak *s, int largest)
         count = k == K_BATCH ? MAX_COUNT / 4 : MAX_COUNT - 1;
         dt = PLX_F64;
     }
+    if (op >= PLX_BAND && dt >= PLX_F16) /* bitwise: integers only */
+        op -= PLX_BAND;
     return one(s, k, count, dt, op, root);
 }
 

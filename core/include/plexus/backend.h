@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define PLX_ABI_MAJOR 1
-#define PLX_ABI_MINOR 12
+#define PLX_ABI_MINOR 13
 
 /* The entry symbol of ABI major 1. */
 #define PLX_BACKEND_ENTRY_V1 plx_backend_entry_v1
@@ -131,7 +131,8 @@ struct plx_caps {
     uint32_t flags;       /* PLX_CAP_* */
     uint32_t collectives; /* PLX_BIT(enum plx_coll) for each native collective */
     uint32_t dtypes;      /* PLX_BIT(enum plx_dtype) accepted natively */
-    uint32_t redops;      /* PLX_BIT(enum plx_redop) accepted natively */
+    uint32_t redops;      /* PLX_BIT(enum plx_redop) accepted natively; BAND, BOR
+                             and BXOR (ABI 1.13) only from a plugin of 1.13 on */
     uint32_t mem_kinds;   /* PLX_BIT(enum plx_mem_kind): HOST, CUDA; 0 means host only */
     uint64_t max_message_bytes; /* 0: no limit */
 };

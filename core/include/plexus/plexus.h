@@ -82,13 +82,18 @@ enum plx_dtype {
  * types divide with truncation toward zero, as PyTorch does). f16 and bf16
  * AVG in host memory is the mean wherever the mean is representable: each
  * input is divided in f32, summed in f32 and rounded once, on every backend
- * (twice the bytes of a 16-bit SUM on the wire). */
+ * (twice the bytes of a 16-bit SUM on the wire). BAND, BOR and BXOR are
+ * bitwise and take integer types only (i8 to u64); on f16, bf16, f32 or f64
+ * every rank refuses them with PLX_ERR_INVALID_ARG before any transfer. */
 enum plx_redop {
     PLX_SUM = 0,
     PLX_PROD = 1,
     PLX_MIN = 2,
     PLX_MAX = 3,
     PLX_AVG = 4,
+    PLX_BAND = 5, /* backend ABI 1.13 */
+    PLX_BOR = 6,
+    PLX_BXOR = 7,
     PLX_REDOP_COUNT
 };
 
@@ -324,7 +329,8 @@ PLX_API const char *plx_comm_backend(const struct plx_comm *comm);
 /* Communicator name (shared by all members). Valid until destroy. */
 PLX_API const char *plx_comm_name(const struct plx_comm *comm);
 /* 1 if the backend runs coll natively for (dtype, op), 0 if the core's
- * generic algorithm serves it, negative if it cannot be done. */
+ * generic algorithm serves it, negative if it cannot be done
+ * (PLX_ERR_INVALID_ARG for a pair no backend takes: a bitwise op on floats). */
 PLX_API int plx_comm_native(const struct plx_comm *comm, int coll, int dtype, int op);
 /* The configured model's prediction for one collective coll (enum
  * plx_coll) of bytes on comm, in seconds, into *seconds: the time of the

@@ -426,7 +426,7 @@ static int check_reduced(const void *got, int dt, int op, int P, size_t idx)
         return fabsl(g - acc) <= tol;
     }
     /* integers: wrap in 64 bits, truncate to the type */
-    uint64_t s = 0, p = 1;
+    uint64_t s = 0, p = 1, band = ~0ull, bor = 0, bxor = 0;
     int64_t mn = 0, mx = 0;
     uint64_t umn = 0, umx = 0;
     for (int q = 0; q < P; q++) {
@@ -435,6 +435,9 @@ static int check_reduced(const void *got, int dt, int op, int P, size_t idx)
         uint64_t ux = dt == PLX_U64 ? *(uint64_t *)v : (uint64_t)x;
         s += ux;
         p *= ux;
+        band &= ux;
+        bor |= ux;
+        bxor ^= ux;
         if (q == 0 || x < mn) mn = x;
         if (q == 0 || x > mx) mx = x;
         if (q == 0 || ux < umn) umn = ux;
@@ -447,6 +450,9 @@ static int check_reduced(const void *got, int dt, int op, int P, size_t idx)
     case PLX_PROD: want = p; break;
     case PLX_MIN: want = sg ? (uint64_t)mn : umn; break;
     case PLX_MAX: want = sg ? (uint64_t)mx : umx; break;
+    case PLX_BAND: want = band; break;
+    case PLX_BOR: want = bor; break;
+    case PLX_BXOR: want = bxor; break;
     default: /* avg: the wrapped sum in the type, divided, truncating */
         switch (dt) {
         case PLX_I8: want = (uint64_t)(int64_t)((int8_t)s / P); break;
@@ -787,6 +793,8 @@ static void small_matrix(int eager, size_t seg_bytes, size_t small_bytes, int al
                     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
                         if (coll == PLX_COLL_BARRIER && (ci || di))
                             continue;
+                        if (op >= PLX_BAND && dt >= PLX_F16)
+                            continue; /* bitwise: integers only (refused, test_reduce) */
                         if (ci == 2 && P == 2)
                             continue; /* P-1 == 1: done */
                         struct casedef c = {.P = P, .coll = coll, .dt = dt, .op = op, .n = counts[ci],

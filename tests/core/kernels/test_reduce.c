@@ -246,7 +246,20 @@ static void test_buffer_conversions(void)
     ((op) == PLX_SUM || (op) == PLX_AVG ? (T)((U)(x) + (U)(y))                 \
      : (op) == PLX_PROD                 ? (T)((U)(x) * (U)(y))                 \
      : (op) == PLX_MIN                  ? ((x) < (y) ? (x) : (y))              \
-                                        : ((x) > (y) ? (x) : (y)))
+     : (op) == PLX_MAX                  ? ((x) > (y) ? (x) : (y))              \
+     : (op) == PLX_BAND                 ? (T)((x) & (y))                       \
+     : (op) == PLX_BOR                  ? (T)((x) | (y))                       \
+                                        : (T)((x) ^ (y)))
+
+static int is_float(int dt)
+{
+    return dt == PLX_F16 || dt == PLX_BF16 || dt == PLX_F32 || dt == PLX_F64;
+}
+
+static int is_bitwise(int op)
+{
+    return op == PLX_BAND || op == PLX_BOR || op == PLX_BXOR;
+}
 
 static double ref_float(double x, double y, int op)
 {
@@ -336,6 +349,17 @@ static int check_elems(const void *got, const void *a, const void *b, size_t n, 
     return 1;
 }
 
+/* A bitwise op on a float type: refused, naming both, nothing written. */
+static void refused(unsigned char *po, const void *pa, const void *pb, size_t n, int dt, int op)
+{
+    CHECKF(plx__reduce3(po, pa, pb, n, dt, op) == PLX_ERR_INVALID_ARG, "%s on %s not refused", plx_redop_name(op),
+           plx_dtype_name(dt));
+    CHECKF(strstr(plx_last_error(), plx_redop_name(op)) && strstr(plx_last_error(), plx_dtype_name(dt)),
+           "refusal names neither op nor dtype: %s", plx_last_error());
+    for (size_t k = 0; k < n * plx_dtype_size(dt) + 16; k++)
+        CHECKF(po[k] == 0xa5, "refused %s on %s wrote byte %zu", plx_redop_name(op), plx_dtype_name(dt), k);
+}
+
 static void test_kernels(void)
 {
     /* lengths around vector widths and the 512-element f16 block */
@@ -352,6 +376,10 @@ static void test_kernels(void)
                     fill_random(a, MAXB, dt);
                     fill_random(b, MAXB, dt);
                     memset(out, 0xa5, MAXB + 16);
+                    if (is_float(dt) && is_bitwise(op)) {
+                        refused(po, pa, pb, n, dt, op);
+                        continue;
+                    }
                     /* three-operand form; bytes after the output stay untouched */
                     CHECKF(plx__reduce3(po, pa, pb, n, dt, op) == 0, "reduce3 dt %d op %d", dt, op);
                     check_elems(po, pa, pb, n, dt, op);
@@ -392,7 +420,7 @@ static void test_half_kernels_exhaustive(void)
                  * then neighbours and a scrambled pattern */
                 b[i] = ps < 16 ? partner_seed[ps] : ps == 16 ? (uint16_t)(i ^ 1) : (uint16_t)(i * 40503u);
             }
-            for (int op = 0; op < PLX_REDOP_COUNT; op++) {
+            for (int op = 0; op < PLX_AVG + 1; op++) { /* the bitwise ops: refused, test_kernels */
                 CHECKF(plx__reduce3(o, a, b, N, dt, op) == 0, "reduce3");
                 check_elems(o, a, b, N, dt, op);
             }

@@ -19,7 +19,7 @@ static int failures;
 int main(void)
 {
     PIN(PLX_ABI_MAJOR, 1);
-    PIN(PLX_ABI_MINOR, 12);
+    PIN(PLX_ABI_MINOR, 13);
 
     PIN(sizeof(struct plx_caps), 32);
     PIN(offsetof(struct plx_caps, flags), 4);

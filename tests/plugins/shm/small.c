@@ -30,7 +30,7 @@ static long values_exact(struct plx_comm *c)
     int cases = 0;
     for (int dt = 0; dt < PLX_DTYPE_COUNT; dt++)
         for (int op = 0; op < PLX_REDOP_COUNT; op++)
-            for (size_t n = 1; n <= MAXN; n++)
+            for (size_t n = 1; n <= MAXN && matrix_op_fits(dt, op); n++)
                 for (int inplace = 0; inplace < 2; inplace++) {
                     struct matrix_case k = {.coll = PLX_COLL_ALLREDUCE, .dtype = dt, .op = op, .count = n,
                                             .inplace = inplace};
