@@ -33,13 +33,14 @@ from .errors import *  # noqa: F401,F403 (PlexusError and one class per status)
 from .errors import PlexusError, __all__ as _errors_all
 
 __all__ = ["version", "backends", "info", "Comm", "Request", "Prepared", "Op", "init", "join", "describe_bootstrap",
-           "finalize", "IN_PLACE", "ANY_SOURCE", "SUM", "PROD", "MIN", "MAX", "AVG"] + _errors_all
+           "finalize", "IN_PLACE", "ANY_SOURCE", "SUM", "PROD", "MIN", "MAX", "AVG", "BAND", "BOR",
+           "BXOR"] + _errors_all
 
 
 def __getattr__(name):
     """The collectives' names, imported on first use (they need numpy) and
     then kept in the module, so later lookups are plain attribute reads."""
-    if name in ("Comm", "IN_PLACE", "ANY_SOURCE", "SUM", "PROD", "MIN", "MAX", "AVG", "Op"):
+    if name in ("Comm", "IN_PLACE", "ANY_SOURCE", "SUM", "PROD", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR", "Op"):
         from . import comm as mod
     elif name == "Request":
         from . import _request as mod

@@ -26,6 +26,9 @@ class Op(enum.IntEnum):
     MIN = 2
     MAX = 3
     AVG = 4
+    BAND = 5  # bitwise: integer dtypes only
+    BOR = 6
+    BXOR = 7
 
 
 # numpy dtype name -> enum plx_dtype. bfloat16 is ml_dtypes' (numpy has none).
@@ -33,7 +36,7 @@ DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 
           "bfloat16": 7, "float32": 8, "float64": 9}
 _NOPS = len(Op)
 _OP_NAMES = {"sum": Op.SUM, "prod": Op.PROD, "product": Op.PROD, "min": Op.MIN, "max": Op.MAX, "avg": Op.AVG,
-             "mean": Op.AVG}
+             "mean": Op.AVG, "band": Op.BAND, "bor": Op.BOR, "bxor": Op.BXOR}
 
 
 def op_code(op):

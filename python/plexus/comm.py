@@ -29,7 +29,7 @@ from ._prepared import PREPARABLE, Prepared
 from ._request import Request, _size_array, _whole
 from .errors import InvalidUsageError, check, error
 
-SUM, PROD, MIN, MAX, AVG = Op.SUM, Op.PROD, Op.MIN, Op.MAX, Op.AVG
+SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR = Op.SUM, Op.PROD, Op.MIN, Op.MAX, Op.AVG, Op.BAND, Op.BOR, Op.BXOR
 ANY_SOURCE = -1
 _FNS = {}  # name -> (plx_name, plx_iname)
 _PREPARE = object()  # Comm._go's nb for a call that Comm.prepare prepares

@@ -91,10 +91,21 @@ def refusals(comm):
                          ("recv", lambda: comm.recv(x, 0))):
             raises(TypeError, "%s(%s)" % (name, np.dtype(dt)), fn)
     x = np.zeros(4, np.float32)
-    for op in ("band", "xor", 5, -1, True, None, 1.0):
+    for op in ("xor", "and", 8, -1, True, None, 1.0):
         raises(ValueError, "allreduce op %r" % (op,), lambda: comm.allreduce(x, op=op))
-    for op, code in (("sum", 0), ("PROD", 1), ("min", 2), (plexus.MAX, 3), ("avg", 4), (4, 4)):
+    for op, code in (("sum", 0), ("PROD", 1), ("min", 2), (plexus.MAX, 3), ("avg", 4), (4, 4), ("band", 5),
+                     (plexus.BOR, 6), ("BXOR", 7), (7, 7)):
         expect(plexus._buffers.op_code(op) == code, "op %r is not %d" % (op, code))
+    # Bitwise ops take integers: a float buffer is refused by the core, naming both.
+    for op, name in (("band", "band"), (plexus.BOR, "bor"), ("bxor", "bxor")):
+        e = raises(plexus.PlexusError, "allreduce(float32, %s)" % name, lambda: comm.allreduce(x, op=op))
+        expect(e is None or ("f32" in str(e) and name in str(e) and "integer" in str(e)),
+               "allreduce(float32, %s): the refusal does not name op, dtype and why: %s" % (name, e))
+    mine = lambda q: np.array([1 << q, 7 - q % 3, 0x55 ^ q, -1 - q], np.int32)  # noqa: E731
+    for op, f in (("band", np.bitwise_and), ("bor", np.bitwise_or), ("bxor", np.bitwise_xor)):
+        want = f.reduce([mine(q) for q in range(comm.size)])
+        got = comm.allreduce(mine(comm.rank), op=op)
+        expect(np.array_equal(got, want), "allreduce(int32, %s) gave %r, want %r" % (op, got, want))
     m = np.zeros((4, 4), np.float32)
     raises(ValueError, "non-contiguous sendbuf", lambda: comm.allreduce(m[:, 1]))
     raises(ValueError, "non-contiguous recvbuf", lambda: comm.allreduce(x, m[::2, :2]))
