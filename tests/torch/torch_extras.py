@@ -12,9 +12,11 @@
     recv from any source (the sender is reported), isend/irecv;
   - async work: wait(timeout) on a receive nobody sends to raises a timeout
     and leaves the work pending; the late send then completes it;
+  - BAND, BOR and BXOR on int32 and bool against the expected values;
   - refusals: int16 tensors (complex ones where torch passes them as they
-    are; torch 2.x broadcasts their real view), ReduceOp.BAND, bool with SUM, a
-    split list of the wrong length: RuntimeError naming the cause;
+    are; torch 2.x broadcasts their real view), ReduceOp.BAND on float32,
+    bool with SUM, a split list of the wrong length: RuntimeError naming the
+    cause;
   - non-contiguous tensors (a transposed view) in all_reduce and broadcast;
   - a second group (new_group) of a subset of ranks.
 Exit 0 if every rank passes, 1 if not, 77 without torch or plexus.torch.
@@ -28,6 +30,38 @@ import tempfile
 from torch_needs import free_port, require_plexus_torch
 
 TIMEOUT = 120
+
+
+def bitwise(rank, P, check):
+    """BAND, BOR, BXOR elementwise on int32 and bool (as gloo does them):
+    all_reduce for each, reduce and reduce_scatter with one each."""
+    import functools
+    import operator
+    import torch
+    import torch.distributed as dist
+
+    ops = ((dist.ReduceOp.BAND, operator.and_), (dist.ReduceOp.BOR, operator.or_), (dist.ReduceOp.BXOR, operator.xor))
+    mine = lambda q: [1 << q, 7 - q % 3, 0x55 ^ q, -1 - q]  # noqa: E731
+    flags = lambda q: [q == 0, True, False, q % 2 == 1]  # noqa: E731
+    for op, f in ops:
+        want = [functools.reduce(f, col) for col in zip(*(mine(q) for q in range(P)))]
+        x = torch.tensor(mine(rank), dtype=torch.int32)
+        dist.all_reduce(x, op=op)
+        check(x.tolist() == want, "all_reduce int32 %s: %s, want %s" % (op, x.tolist(), want))
+        want = [functools.reduce(f, col) for col in zip(*(flags(q) for q in range(P)))]
+        b = torch.tensor(flags(rank))
+        dist.all_reduce(b, op=op)
+        check(b.tolist() == want, "all_reduce bool %s: %s, want %s" % (op, b.tolist(), want))
+    x = torch.tensor(mine(rank), dtype=torch.int32)
+    dist.reduce(x, 0, op=dist.ReduceOp.BXOR)
+    want = [functools.reduce(operator.xor, col) for col in zip(*(mine(q) for q in range(P)))]
+    check(rank != 0 or x.tolist() == want, "reduce int32 BXOR: %s, want %s" % (x.tolist(), want))
+    out = torch.zeros(2, dtype=torch.int32)
+    dist.reduce_scatter(out, [torch.tensor([1 << (q + rank), rank], dtype=torch.int32) for q in range(P)],
+                        op=dist.ReduceOp.BOR)
+    want = [functools.reduce(operator.or_, [1 << (rank + q) for q in range(P)]),
+            functools.reduce(operator.or_, range(P))]
+    check(out.tolist() == want, "reduce_scatter int32 BOR: %s, want %s" % (out.tolist(), want))
 
 
 def rank_main(method, rank, P, arg):
@@ -163,8 +197,9 @@ def rank_main(method, rank, P, arg):
         check(torch.equal(z, torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)), "complex64 broadcast")
     except RuntimeError as e:
         check("dtype" in str(e), "complex64: message %r lacks dtype" % str(e)[:200])
-    refused(lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32), op=dist.ReduceOp.BAND),
-            ["ReduceOp.BAND", "bitwise"], "BAND")
+    refused(lambda: dist.all_reduce(torch.ones(3), op=dist.ReduceOp.BAND), ["ReduceOp.BAND", "Float", "bitwise"],
+            "BAND on float32")
+    bitwise(rank, P, check)
     refused(lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool)), ["bool"], "bool SUM")
     b = torch.tensor([rank == 0, True, False])
     dist.all_reduce(b, op=dist.ReduceOp.MAX)

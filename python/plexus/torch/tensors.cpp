@@ -49,15 +49,20 @@ int redop_of(const c10d::ReduceOp &op, const at::Tensor &t)
     case c10d::ReduceOp::MIN: r = PLX_MIN; break;
     case c10d::ReduceOp::MAX: r = PLX_MAX; break;
     case c10d::ReduceOp::AVG: r = PLX_AVG; break;
-    case c10d::ReduceOp::BAND:
-    case c10d::ReduceOp::BOR:
-    case c10d::ReduceOp::BXOR:
+    case c10d::ReduceOp::BAND: r = PLX_BAND; break;
+    case c10d::ReduceOp::BOR: r = PLX_BOR; break;
+    case c10d::ReduceOp::BXOR: r = PLX_BXOR; break;
+    default:
         refuse(std::string("ReduceOp.") + op_name(op) +
-               " is not supported: plexus has no bitwise reductions (on 0/1 flags MAX is an OR, MIN an AND)");
-    default: refuse(std::string("ReduceOp.") + op_name(op) + " is not supported (SUM, PRODUCT, MIN, MAX, AVG)");
+               " is not supported (SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR)");
     }
-    if (t.scalar_type() == at::kBool && r != PLX_MIN && r != PLX_MAX)
-        refuse("bool tensors reduce only with MIN and MAX");
+    // Refused here, on every rank alike, before any transfer (gloo's words).
+    if (r >= PLX_BAND && at::isFloatingType(t.scalar_type()))
+        refuse(std::string("Cannot use ReduceOp.") + op_name(op) + " with non-integral dtype " +
+               c10::toString(t.scalar_type()) + ": bitwise reductions take integer and bool tensors");
+    // bool is u8 holding 0 or 1: the bitwise ops keep it so, as MIN and MAX do.
+    if (t.scalar_type() == at::kBool && r != PLX_MIN && r != PLX_MAX && r < PLX_BAND)
+        refuse("bool tensors reduce only with MIN, MAX, BAND, BOR and BXOR");
     return r;
 }
 
