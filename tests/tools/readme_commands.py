@@ -234,12 +234,12 @@ def main():
         except subprocess.TimeoutExpired as e:
             rc, out = None, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         took = time.monotonic() - t0
+        expect = next((v for k, v in EXPECT.items() if k in cmd), None)
         if rc == 77 and expect is None and out.strip():  # the project's skip: the command said why
             print(f"{where}: SKIP (exit 77: {out.strip().splitlines()[-1]}): {cmd}")
             skipped += 1
             continue
         ran += 1
-        expect = next((v for k, v in EXPECT.items() if k in cmd), None)
         ok_status = (lambda c: c == 0) if expect is None else expect[0]
         ok = rc is not None and ok_status(rc) and (expect is None or re.search(expect[1], out))
         status = "timed out" if rc is None else f"exit {rc}"
