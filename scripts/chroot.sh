@@ -201,28 +201,30 @@ build)
     t0=$(date +%s)
     configure
     # What `meson test` would build for these tests (their dependencies, as
-    # meson's rebuild_deps picks them), so `test` finds them up to date; a
-    # suite (--suite NAME) builds everything.
+    # meson's rebuild_deps picks them), so `test` finds them up to date and
+    # nothing else is compiled (on a fresh machine the rest is most of the
+    # tree): test names, and `--suite NAME` for every test of that suite.
     tests=${PLEXUS_CHROOT_TESTS:---suite torch}
-    case $tests in
-    -*) targets="" ;;
-    *)
-        # shellcheck disable=SC2086 # one test name per word
-        targets=$(chroot "$root" python3 - "$csrc" $tests <<'PY'
+    # shellcheck disable=SC2086 # one test name or option per word
+    targets=$(chroot "$root" python3 - "$csrc" $tests <<'PY'
 import json, os, sys
-src = sys.argv.pop(1)
+src = sys.argv[1]
+args = sys.argv[2:]
+suites = {args[i + 1] for i, a in enumerate(args[:-1]) if a == "--suite"}
+names = {a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "--suite")}
 info = src + "/build/meson-info/"
 files = {t["id"]: t["filename"] for t in json.load(open(info + "intro-targets.json"))}
 out = set()
 for t in json.load(open(info + "intro-tests.json")):
-    if t["name"] in sys.argv[1:]:
+    # meson names a suite "project:suite" here
+    if t["name"] in names or suites & {s.split(":", 1)[-1] for s in t["suite"]}:
         for d in t["depends"]:
             out.update(os.path.relpath(f, src + "/build") for f in files[d])
+if not out:
+    sys.exit("no test matches " + " ".join(args))
 print(" ".join(sorted(out)))
 PY
 ) || exit 1
-        ;;
-    esac
     if ! chroot "$root" sh -c "cd $csrc && ninja -C build $targets >/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }"; then
         echo "FAIL: building plexus in the $suite chroot"
         exit 1
