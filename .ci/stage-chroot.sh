@@ -66,16 +66,16 @@ if [ "${1:-}" = start ]; then
                 echo "cannot install debootstrap"
         fi
         t0=$(date +%s)
-        nice -n 10 sh scripts/chroot.sh "$suite" create
+        # mostly network and disk: a lower share of the CPU than the tests, not the least
+        sh scripts/lowprio.sh 10 sh scripts/chroot.sh "$suite" create
         rc=$?
         echo "making the chroot: exit $rc after $(($(date +%s) - t0)) s"
         echo $rc >"$out/create.rc"
         [ $rc = 0 ] || exit 0
-        # Then plexus is built in it, at idle priority (SCHED_IDLE: only
-        # the CPU the other stages leave), so that the stage mostly runs
+        # Then plexus is built in it, at idle priority (scripts/lowprio.sh:
+        # only the CPU the other stages leave), so that the stage mostly runs
         # tests. A failure here is the stage's to report: it builds again.
-        idle="chrt --idle 0"
-        $idle true 2>/dev/null || idle="nice -n 19"
+        idle="sh scripts/lowprio.sh 19"
         t0=$(date +%s)
         PLEXUS_CHROOT_TESTS=$(echo $tests) $idle sh scripts/chroot.sh "$suite" build
         rc=$?
