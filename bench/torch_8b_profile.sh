@@ -22,10 +22,11 @@ command -v perf >/dev/null || { echo "needs perf (apt-get install linux-perf)"; 
 export PLEXUS_CONFIG_PATH=${PLEXUS_CONFIG_PATH:-$build/devconfig}
 export PLEXUS_BACKEND=${PLEXUS_BACKEND:-tcp}
 secs=${SECONDS_SAMPLED:-3}
-# loops long enough to outlast their sampling (with the warning below where
-# they did not), and no longer: a short sample needs only a short loop
-iters_torch=$((secs * 500000 / 3))
-iters_bench=$((secs * 800000 / 3))
+# Loops long enough to outlast their sampling (with the warning below where
+# they did not), and no longer, however fast the calls are here: each is sized
+# in calls from its own pace (the torch loop from its warm-up, plexus-bench
+# from a short run first), so a busy machine does not stretch them.
+loop_s=$((2 * secs + 3)) # twice the sampling and more: the pace of a busy machine varies
 freq=${FREQ:-2000} # samples per second per core: more perturbs the loop it samples
 out=$(mktemp -d)
 [ -n "${KEEP:-}" ] && echo "# perf data kept in $out" || trap 'rm -rf "$out"' EXIT
@@ -47,7 +48,7 @@ groups() {
 
 # torch on plexus: wait for the timed loop, sample the middle of it
 env PYTHONUNBUFFERED=1 meson devenv -C "$build" /usr/bin/python3 "$src/bench/torch_8b_loop.py" --np 2 \
-    --iters "$iters_torch" --ready-file "$out/ready" >"$out/torch.txt" 2>&1 &
+    --seconds "$loop_s" --ready-file "$out/ready" >"$out/torch.txt" 2>&1 &
 pid=$!
 i=0
 while [ ! -e "$out/ready" ] && [ $i -lt 600 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
@@ -56,15 +57,22 @@ sleep 0.5
 perf record -q -a -e cpu-clock -F "$freq" -o "$out/torch.data" -- sleep "$secs" >/dev/null 2>&1
 wait $pid
 t_torch=$(awk '/us\/call/ { print $2 }' "$out/torch.txt")
+iters_torch=$(awk '/us\/call/ { print $4 }' "$out/torch.txt")
 
 # plexus-bench, same transport, the same kind of loop
+bench_us() { awk '$1 == "[rank" && $2 == "0]" && $3 == "8" { print $8 }' "$1"; }
+"$build/tools/plexus-run" -n 2 "$build/tools/plexus-bench" --inplace -b 8 -e 8 -n 2000 -w 100 >"$out/pace.txt" 2>&1 ||
+    { cat "$out/pace.txt"; exit 1; }
+pace=$(bench_us "$out/pace.txt")
+[ -n "$pace" ] || { cat "$out/pace.txt"; exit 1; }
+iters_bench=$(awk -v us="$pace" -v s="$loop_s" 'BEGIN { n = s * 1e6 / us; print (n < 2000 ? 2000 : int(n)) }')
 "$build/tools/plexus-run" -n 2 "$build/tools/plexus-bench" --inplace -b 8 -e 8 -n "$iters_bench" -w 1000 \
     >"$out/bench.txt" 2>&1 &
 pid=$!
 sleep 1
 perf record -q -a -e cpu-clock -F "$freq" -o "$out/bench.data" -- sleep "$secs" >/dev/null 2>&1
 wait $pid
-t_bench=$(awk '$1 == "[rank" && $2 == "0]" && $3 == "8" { print $8 }' "$out/bench.txt")
+t_bench=$(bench_us "$out/bench.txt")
 [ -n "$t_torch" ] && [ -n "$t_bench" ] || { cat "$out/torch.txt" "$out/bench.txt"; exit 1; }
 # A loop that ended inside its sampling window leaves its teardown in the shares.
 awk -v a="$t_torch" -v b="$t_bench" -v s="$secs" -v it="$iters_torch" -v ib="$iters_bench" 'BEGIN {
