@@ -8,8 +8,8 @@ The README's commands name ./build, so this runs only when BUILD_DIR is
 SOURCE_ROOT/build (anything else skips with exit 77). Each command runs with
 `sh -c` in the source root after the setup command, in the order written, with
 the benchmark scripts' own size knobs turned down (REPS=1, SIZES=8, NP=2,
-SOAK_SECONDS=5, SECONDS_SAMPLED=1, FREQ=500, CKPT_MIB=8, ITERS=5, ROUNDS=3, BLOCK_SIZES=8, one torch suite test with
-forked ranks: the knobs the
+SOAK_SECONDS=5, SECONDS_SAMPLED=1, FREQ=500, CKPT_MIB=8, ITERS=5, ROUNDS=3, BLOCK_SIZES=8, HOSTS=2, one torch suite
+test with forked ranks: the knobs the
 scripts document), and must exit 0 unless
 EXPECT below says otherwise. A command that is a CI stage itself (the test
 command, the sanitizer and fuzz runs, the peers' install) is not run here but
@@ -29,7 +29,7 @@ import time
 
 QUICK_ENV = {"REPS": "1", "SIZES": "8", "NP": "2", "SOAK_SECONDS": "5", "SECONDS_SAMPLED": "1", "FREQ": "500",
              "PLEXUS_TORCH_TESTS": "test_all_reduce_sum", "PLEXUS_SUITE_START": "fork", "CKPT_MIB": "8",
-             "ITERS": "5", "ROUNDS": "3", "BLOCK_SIZES": "8"}
+             "ITERS": "5", "ROUNDS": "3", "BLOCK_SIZES": "8", "HOSTS": "2"}
 PER_COMMAND_TIMEOUT_S = 600
 
 # Words a README command uses as a placeholder for something of the reader's.
