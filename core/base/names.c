@@ -2,6 +2,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "callname.h"
 #include "plexus/plexus.h"
 
 PLX_API const char *plx_version(void)
@@ -31,29 +32,22 @@ PLX_API const char *plx_strerror(int status)
     return "unknown error";
 }
 
+/* The names themselves are common/'s (callname.c), which the plugins share;
+ * here the sizes and the other spellings plx_dtype_from_name accepts. */
 static const struct {
-    const char *name;
     size_t size;
     const char *aliases[4];
 } dtypes[PLX_DTYPE_COUNT] = {
-    [PLX_I8] = {"i8", 1, {"int8", "char"}},
-    [PLX_U8] = {"u8", 1, {"uint8", "byte"}},
-    [PLX_I32] = {"i32", 4, {"int32", "int"}},
-    [PLX_U32] = {"u32", 4, {"uint32"}},
-    [PLX_I64] = {"i64", 8, {"int64", "long"}},
-    [PLX_U64] = {"u64", 8, {"uint64"}},
-    [PLX_F16] = {"f16", 2, {"float16", "half"}},
-    [PLX_BF16] = {"bf16", 2, {"bfloat16"}},
-    [PLX_F32] = {"f32", 4, {"float32", "float"}},
-    [PLX_F64] = {"f64", 8, {"float64", "double"}},
-};
-
-static const char *const redops[PLX_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
-
-static const char *const colls[PLX_COLL_COUNT] = {
-#define COLL_NAME(kind, val, name, op, root, v) [PLX_COLL_##kind] = name,
-    PLX_COLL_MAP(COLL_NAME)
-#undef COLL_NAME
+    [PLX_I8] = {1, {"int8", "char"}},
+    [PLX_U8] = {1, {"uint8", "byte"}},
+    [PLX_I32] = {4, {"int32", "int"}},
+    [PLX_U32] = {4, {"uint32"}},
+    [PLX_I64] = {8, {"int64", "long"}},
+    [PLX_U64] = {8, {"uint64"}},
+    [PLX_F16] = {2, {"float16", "half"}},
+    [PLX_BF16] = {2, {"bfloat16"}},
+    [PLX_F32] = {4, {"float32", "float"}},
+    [PLX_F64] = {8, {"float64", "double"}},
 };
 
 PLX_API size_t plx_dtype_size(int dtype)
@@ -63,17 +57,17 @@ PLX_API size_t plx_dtype_size(int dtype)
 
 PLX_API const char *plx_dtype_name(int dtype)
 {
-    return dtype >= 0 && dtype < PLX_DTYPE_COUNT ? dtypes[dtype].name : "?";
+    return plx__dtype_str(dtype);
 }
 
 PLX_API const char *plx_redop_name(int op)
 {
-    return op >= 0 && op < PLX_REDOP_COUNT ? redops[op] : "?";
+    return plx__redop_str(op);
 }
 
 PLX_API const char *plx_coll_name(int coll)
 {
-    return coll >= 0 && coll < PLX_COLL_COUNT ? colls[coll] : "?";
+    return plx__coll_str(coll);
 }
 
 PLX_API int plx_dtype_from_name(const char *name)
@@ -81,7 +75,7 @@ PLX_API int plx_dtype_from_name(const char *name)
     if (!name)
         return -1;
     for (int i = 0; i < PLX_DTYPE_COUNT; i++) {
-        if (!strcasecmp(name, dtypes[i].name))
+        if (!strcasecmp(name, plx__dtype_str(i)))
             return i;
         for (int j = 0; j < 4 && dtypes[i].aliases[j]; j++)
             if (!strcasecmp(name, dtypes[i].aliases[j]))
@@ -93,7 +87,7 @@ PLX_API int plx_dtype_from_name(const char *name)
 PLX_API int plx_redop_from_name(const char *name)
 {
     for (int i = 0; name && i < PLX_REDOP_COUNT; i++)
-        if (!strcasecmp(name, redops[i]))
+        if (!strcasecmp(name, plx__redop_str(i)))
             return i;
     return -1;
 }

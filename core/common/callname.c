@@ -17,6 +17,21 @@ static const char *const dtypes[PLX_DTYPE_COUNT] = {"i8", "u8", "i32", "u32", "i
                                                     "f64"};
 static const char *const redops[PLX_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
 
+const char *plx__coll_str(int coll)
+{
+    return coll >= 0 && coll < PLX_COLL_COUNT ? colls[coll].name : "?";
+}
+
+const char *plx__dtype_str(int dtype)
+{
+    return dtype >= 0 && dtype < PLX_DTYPE_COUNT ? dtypes[dtype] : "?";
+}
+
+const char *plx__redop_str(int op)
+{
+    return op >= 0 && op < PLX_REDOP_COUNT ? redops[op] : "?";
+}
+
 int plx__call_has_op(int coll)
 {
     return coll >= 0 && coll < PLX_COLL_COUNT && colls[coll].op;
@@ -40,18 +55,18 @@ int plx__call_valid(int coll, int dtype, int op)
 
 void plx__call_describe(int coll, uint64_t seq, int dtype, int op, uint64_t count, int root, char *out, size_t len)
 {
-    const char *kind = coll >= 0 && coll < PLX_COLL_COUNT ? colls[coll].name : "?";
+    const char *kind = plx__coll_str(coll);
     if (coll == PLX_COLL_BARRIER) {
         snprintf(out, len, "barrier(seq %llu)", (unsigned long long)seq);
         return;
     }
     char o[24] = "", r[24] = "";
     if (plx__call_has_op(coll))
-        snprintf(o, sizeof o, ", %s", op >= 0 && op < PLX_REDOP_COUNT ? redops[op] : "?");
+        snprintf(o, sizeof o, ", %s", plx__redop_str(op));
     if (plx__call_has_root(coll))
         snprintf(r, sizeof r, ", root %d", root);
     snprintf(out, len, "%s(seq %llu, %s%s, count %llu%s)", kind, (unsigned long long)seq,
-             dtype >= 0 && dtype < PLX_DTYPE_COUNT ? dtypes[dtype] : "?", o, (unsigned long long)count, r);
+             plx__dtype_str(dtype), o, (unsigned long long)count, r);
 }
 
 struct plx__fp plx__fp_of(const struct plx_coll_args *a)

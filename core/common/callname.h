@@ -9,6 +9,13 @@
 
 #include "plexus/backend.h"
 
+/* The names of a collective, dtype and reduction op ("?" out of range):
+ * the one table behind plx_coll_name, plx_dtype_name and plx_redop_name
+ * (core/base/names.c) and the plugins' messages. */
+const char *plx__coll_str(int coll);
+const char *plx__dtype_str(int dtype);
+const char *plx__redop_str(int op);
+
 /* Fields out of range print as "?" (a corrupt header stays readable). */
 void plx__call_describe(int coll, uint64_t seq, int dtype, int op, uint64_t count, int root, char *out, size_t len);
 /* 1 if the collective takes a reduction op / a root (what two calls must
