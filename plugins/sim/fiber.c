@@ -58,19 +58,22 @@ struct sim_sched {
     int nheap;
     uint64_t next_order;
     int deadlocked;
+    struct sim_fiber *cur; /* the fiber running now (NULL: the scheduler) */
     int n;
     int live, phase_n; /* unfinished ranks; of them, those in plexus_sim_run_phase */
     double *queues; /* the model's link queues (model.c), made on first use */
 };
 
-/* The coroutine the calling thread runs now (NULL: a thread rank): the one
- * documented exception to "no plugin thread-locals", since the fiber stack
- * switches ranks under the thread and comm_create must find its rank. */
-static _Thread_local struct sim_fiber *current;
+/* The run of coroutines on the calling thread (NULL: a thread rank): the
+ * one documented exception to "no plugin thread-locals", since the fiber
+ * stack switches ranks under the thread and comm_create must find its rank.
+ * Its running fiber is s->cur: a switch writes no thread-local, which in a
+ * plugin costs a call each (__tls_get_addr), several per message. */
+static _Thread_local struct sim_sched *running;
 
 struct sim_fiber *sim_fiber_self(void)
 {
-    return current;
+    return running ? running->cur : NULL;
 }
 
 int sim_fiber_rank(const struct sim_fiber *f)
@@ -144,7 +147,10 @@ static struct sim_fiber *heap_pop(struct sim_sched *s)
  * switch up to an algorithm's loop span about this much; fetching more
  * (or less) ran slower at 2,048 ranks. */
 #define SIM_PREFETCH_BYTES 1024
-static void prefetch_stack(const char *sp)
+/* Inlined always: GCC takes a call of a function that only prefetches for
+ * one without effects and drops it (it did once no call to the
+ * thread-local's helper came between). */
+static inline __attribute__((always_inline)) void prefetch_stack(const char *sp)
 {
     if (sp)
         for (int i = 0; i < SIM_PREFETCH_BYTES; i += 64)
@@ -163,7 +169,7 @@ static void to_scheduler(struct sim_fiber *f)
     if (s->nheap && s->heap[0].f->started) {
         struct sim_fiber *next = heap_pop(s);
         next->queued = 0;
-        current = next;
+        s->cur = next;
         if (s->nheap) {
             __builtin_prefetch(s->heap[0].f, 1, 3);
             __builtin_prefetch((const char *)s->heap[0].f + 64, 1, 3);
@@ -176,24 +182,24 @@ static void to_scheduler(struct sim_fiber *f)
 
 void sim_fiber_wake(struct sim_fiber *f, double at_ns)
 {
-    if (!f || f == current || f->queued || f->finished) /* a running rank looks before it waits */
+    if (!f || f == f->s->cur || f->queued || f->finished) /* a running rank looks before it waits */
         return;
     f->queued = 1;
     heap_push(f->s, f, at_ns);
 }
 
-int sim_fiber_block(void)
+int sim_fiber_block(const struct sim_fiber *of_run)
 {
-    struct sim_fiber *f = current;
+    struct sim_fiber *f = of_run->s->cur;
     if (f->s->deadlocked)
         return -1;
     to_scheduler(f);
     return f->s->deadlocked ? -1 : 0;
 }
 
-void sim_fiber_catch_up(void)
+void sim_fiber_catch_up(const struct sim_fiber *of_run)
 {
-    struct sim_fiber *f = current;
+    struct sim_fiber *f = of_run->s->cur;
     struct sim_sched *s = f->s;
     if (!s->nheap || !(s->heap[0].key < f->clock_ns))
         return;
@@ -205,7 +211,7 @@ void sim_fiber_catch_up(void)
 
 static void fiber_main(void)
 {
-    struct sim_fiber *f = current;
+    struct sim_fiber *f = running->cur;
     f->s->body(f->rank, f->s->arg);
     f->finished = 1;
     _longjmp(f->s->main_jb, 1);
@@ -283,10 +289,10 @@ static int schedule(struct sim_sched *s, int n)
             continue;
         }
         f->queued = 0;
-        current = f;
+        s->cur = f;
         enter(s, f);
-        f = current; /* the fiber that handed back: fibers switch among themselves */
-        current = NULL;
+        f = s->cur; /* the fiber that handed back: fibers switch among themselves */
+        s->cur = NULL;
         if (f->finished && --s->live > 0 && s->phase_n == s->live)
             phase_release(s); /* the others wait for no one now */
     }
@@ -300,7 +306,7 @@ static int schedule(struct sim_sched *s, int n)
  * other ranks wait for messages instead. */
 PLX_BACKEND_EXPORT int plexus_sim_run_phase(void)
 {
-    struct sim_fiber *f = current;
+    struct sim_fiber *f = sim_fiber_self();
     if (!f)
         return PLX_ERR_INVALID_USAGE;
     struct sim_sched *s = f->s;
@@ -323,7 +329,7 @@ PLX_BACKEND_EXPORT int plexus_sim_run_phase(void)
 PLX_BACKEND_EXPORT int plexus_sim_run_ranks(int nranks, size_t stack_bytes, void (*body)(int rank, void *arg),
                                             void *arg)
 {
-    if (nranks <= 0 || !body || current)
+    if (nranks <= 0 || !body || running)
         return PLX_ERR_INVALID_ARG;
     struct sim_sched s = {.body = body, .arg = arg, .n = nranks};
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -341,7 +347,9 @@ PLX_BACKEND_EXPORT int plexus_sim_run_ranks(int nranks, size_t stack_bytes, void
             fiber_make(&s, &s.fibers[i], i, stacks + (size_t)i * stack_bytes, stack_bytes);
             sim_fiber_wake(&s.fibers[i], 0);
         }
+        running = &s;
         rc = schedule(&s, nranks);
+        running = NULL;
     } else {
         fprintf(stderr, "sim: no memory for %d ranks' stacks of %zu bytes\n", nranks, stack_bytes);
     }

@@ -395,7 +395,8 @@ void sim_model_complete(struct impl *c, struct sim_req *r)
         done = max2(done, QUEUE(q, queue_slots(c), EGRESS, c->model_rank) + r->copy_in);
     if (done > *c->clock_ns)
         *c->clock_ns = done;
-    last_clock_ns = *c->clock_ns;
+    if (!c->fiber) /* a coroutine's is its fiber's: no thread-local per message */
+        last_clock_ns = *c->clock_ns;
 }
 
 /* A reduction runs between a rank's waits, so it only delays the rank's
@@ -411,7 +412,7 @@ void sim_model_charge_reduce(void *comm, size_t bytes)
     last_clock_ns = *c->clock_ns;
     sim_unlock(c->w);
     if (c->fiber)
-        sim_fiber_catch_up();
+        sim_fiber_catch_up(c->fiber);
 }
 
 /* The core's generic algorithm begins an operation whose buffers on this
