@@ -33,8 +33,9 @@ struct sim_fiber {
     struct sim_sched *s;
     const char *sp;  /* where its stack stood when it last handed the thread on */
     double clock_ns; /* model: the rank's virtual time, shared by all its communicators */
-    int phased;      /* waits in plexus_sim_run_phase */
+    const void *hot[2]; /* what it reads first when it resumes (sim_fiber_block) */
     jmp_buf jb;
+    int phased;      /* waits in plexus_sim_run_phase */
 };
 
 /* A runnable fiber in the scheduler's heap, its sort key beside it: the
@@ -45,6 +46,7 @@ struct sim_runnable {
     uint64_t order; /* ties: first queued, first run */
     struct sim_fiber *f;
     const char *sp; /* its stack, to prefetch */
+    const void *hot[2]; /* f->hot, to prefetch */
 };
 
 struct sim_sched {
@@ -110,7 +112,7 @@ static int before(const struct sim_runnable *x, const struct sim_runnable *y)
 
 static void heap_push(struct sim_sched *s, struct sim_fiber *f, double key)
 {
-    struct sim_runnable e = {key, s->next_order++, f, f->sp};
+    struct sim_runnable e = {key, s->next_order++, f, f->sp, {f->hot[0], f->hot[1]}};
     int i = s->nheap++;
     while (i > 0 && before(&e, &s->heap[(i - 1) / 2])) {
         s->heap[i] = s->heap[(i - 1) / 2];
@@ -147,14 +149,27 @@ static struct sim_fiber *heap_pop(struct sim_sched *s)
  * switch up to an algorithm's loop span about this much; fetching more
  * (or less) ran slower at 2,048 ranks. */
 #define SIM_PREFETCH_BYTES 1024
-/* Inlined always: GCC takes a call of a function that only prefetches for
- * one without effects and drops it (it did once no call to the
- * thread-local's helper came between). */
-static inline __attribute__((always_inline)) void prefetch_stack(const char *sp)
+/* ... and the switch's own frame below sp: the registers it saved, the
+ * first thing the fiber reads, lie on the line before sp's where sp is
+ * near a line's start. */
+#define SIM_PREFETCH_BELOW 64
+
+/* The next fiber's lines, while the one before it runs: its fiber, its
+ * stack, and the two lines each of what it said it reads first. Inlined
+ * always: GCC takes a call of a function that only prefetches for one
+ * without effects and drops it. */
+static inline __attribute__((always_inline)) void prefetch_next(const struct sim_runnable *e)
 {
-    if (sp)
-        for (int i = 0; i < SIM_PREFETCH_BYTES; i += 64)
-            __builtin_prefetch(sp + i, 1, 3);
+    __builtin_prefetch(e->f, 1, 3);
+    __builtin_prefetch((const char *)e->f + 64, 1, 3);
+    if (e->sp)
+        for (int i = -SIM_PREFETCH_BELOW; i < SIM_PREFETCH_BYTES; i += 64)
+            __builtin_prefetch(e->sp + i, 1, 3);
+    for (int k = 0; k < 2; k++)
+        if (e->hot[k]) {
+            __builtin_prefetch(e->hot[k], 1, 3);
+            __builtin_prefetch((const char *)e->hot[k] + 64, 1, 3);
+        }
 }
 
 /* Hand the thread on: straight to the next runnable fiber where it has
@@ -170,11 +185,8 @@ static void to_scheduler(struct sim_fiber *f)
         struct sim_fiber *next = heap_pop(s);
         next->queued = 0;
         s->cur = next;
-        if (s->nheap) {
-            __builtin_prefetch(s->heap[0].f, 1, 3);
-            __builtin_prefetch((const char *)s->heap[0].f + 64, 1, 3);
-            prefetch_stack(s->heap[0].sp);
-        }
+        if (s->nheap)
+            prefetch_next(&s->heap[0]);
         _longjmp(next->jb, 1);
     }
     _longjmp(s->main_jb, 1);
@@ -188,21 +200,25 @@ void sim_fiber_wake(struct sim_fiber *f, double at_ns)
     heap_push(f->s, f, at_ns);
 }
 
-int sim_fiber_block(const struct sim_fiber *of_run)
+int sim_fiber_block(const struct sim_fiber *of_run, const void *hot0, const void *hot1)
 {
     struct sim_fiber *f = of_run->s->cur;
     if (f->s->deadlocked)
         return -1;
+    f->hot[0] = hot0;
+    f->hot[1] = hot1;
     to_scheduler(f);
     return f->s->deadlocked ? -1 : 0;
 }
 
-void sim_fiber_catch_up(const struct sim_fiber *of_run)
+void sim_fiber_catch_up(const struct sim_fiber *of_run, const void *hot0, const void *hot1)
 {
     struct sim_fiber *f = of_run->s->cur;
     struct sim_sched *s = f->s;
     if (!s->nheap || !(s->heap[0].key < f->clock_ns))
         return;
+    f->hot[0] = hot0;
+    f->hot[1] = hot1;
     f->queued = 1;
     f->sp = __builtin_frame_address(0);
     heap_push(s, f, f->clock_ns);

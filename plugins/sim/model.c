@@ -412,7 +412,7 @@ void sim_model_charge_reduce(void *comm, size_t bytes)
     last_clock_ns = *c->clock_ns;
     sim_unlock(c->w);
     if (c->fiber)
-        sim_fiber_catch_up(c->fiber);
+        sim_fiber_catch_up(c->fiber, c, NULL);
 }
 
 /* The core's generic algorithm begins an operation whose buffers on this

@@ -235,14 +235,16 @@ void sim_worker_stop(struct impl *c);
  * runnable from virtual time at_ns; give the thread to the next runnable
  * rank until woken (-1: every rank waits, a deadlock). The running
  * coroutine is found through of_run, any fiber of its run (the caller's
- * c->fiber), without a thread-local. */
+ * c->fiber), without a thread-local. hot0 and hot1 (NULL: none) are what
+ * it reads first when it resumes (its request, its communicator): the
+ * switch to the fiber before it fetches their first two lines each. */
 struct sim_fiber *sim_fiber_self(void);
 void sim_fiber_wake(struct sim_fiber *f, double at_ns);
-int sim_fiber_block(const struct sim_fiber *of_run);
+int sim_fiber_block(const struct sim_fiber *of_run, const void *hot0, const void *hot1);
 /* After the rank's clock moved: let the ranks that are earlier in virtual
  * time run first, so that every message is posted in virtual-time order
  * and the model's link queues are charged in that order. */
-void sim_fiber_catch_up(const struct sim_fiber *of_run);
+void sim_fiber_catch_up(const struct sim_fiber *of_run, const void *hot0, const void *hot1);
 /* The rank it runs (its rank in the first communicator of the job) and
  * its virtual clock, which all its communicators share. */
 int sim_fiber_rank(const struct sim_fiber *f);

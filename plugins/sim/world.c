@@ -355,7 +355,7 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
             sim_unlock(w);
             /* Not a timeout: the core would ask again until the
              * operation's deadline, and no wait can ever succeed now. */
-            if (sim_fiber_block(c->fiber) != 0)
+            if (sim_fiber_block(c->fiber, r, c) != 0)
                 return sim_error(c, SIM_DEADLOCK, "sim: rank %d waits for rank %d (%s, tag %llu), and every "
                                  "rank waits: deadlock", c->rank, r->peer, r->is_send ? "send" : "recv",
                                  (unsigned long long)r->tag);
@@ -378,6 +378,6 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
         sim_error(c, st, "%s", r->err);
     sim_unlock(w);
     if (c->fiber && c->model->on)
-        sim_fiber_catch_up(c->fiber);
+        sim_fiber_catch_up(c->fiber, r, c);
     return st;
 }
