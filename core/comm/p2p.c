@@ -109,13 +109,14 @@ static int a_irecv(void *ctx, int peer, void *buf, size_t bytes, uint64_t tag, v
 #define YIELD_LOST_NS 200000u /* well above a peer rank's hand-back, well below a time slice */
 /* One call to the deadline (ABI 1.3): the backend's comm_abort ends it.
  * With diagnosis on, the first call ends where the wait turns slow, and
- * from there it waits in slices to the same deadline. */
-static int wait_req_until(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
+ * from there it waits in slices to the same deadline. now0: the coarse
+ * clock as the wait began, where the caller read it (0: not read). */
+static int wait_req_until(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer, uint64_t now0)
 {
     const struct plx__diag *d = c->diag;
     uint64_t end = deadline_ns, t0 = 0, until = end;
     if (d) {
-        t0 = plx__clock_coarse_ns(); /* never ahead of the exact clock: slow_ns ends no earlier */
+        t0 = now0 ? now0 : plx__clock_coarse_ns(); /* never ahead of the exact clock: slow_ns ends no earlier */
         if (t0 + d->slow_ns < until)
             until = t0 + d->slow_ns;
     }
@@ -141,13 +142,14 @@ static int wait_req_until(struct plx_comm *c, void *req, uint64_t deadline_ns, i
 }
 
 /* Slices of the backend's wait, or test with a back-off where it has none;
- * revoke, abort and the diagnosis looked at between them. */
-static int wait_req_polling(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
+ * revoke, abort and the diagnosis looked at between them. now0 as above:
+ * the first look's time too. */
+static int wait_req_polling(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer, uint64_t now0)
 {
     const struct plx__diag *d = c->diag;
     const int64_t slice_ms = SLICE_NS / 1000000;
     unsigned spins = 0;
-    uint64_t t0 = d ? plx__clock_coarse_ns() : 0;
+    uint64_t t0 = d ? (now0 ? now0 : plx__clock_coarse_ns()) : 0;
     /* The first look is within a tick of t0, far from slow: diag's
      * state, another line per wait, is read from the second on. */
     int first = 1;
@@ -160,7 +162,8 @@ static int wait_req_polling(struct plx_comm *c, void *req, uint64_t deadline_ns,
          * behind at most) while the deadline is slices away, the exact one
          * near it, so a slice never overshoots it and a passed deadline is
          * seen at once. */
-        uint64_t now = plx__clock_coarse_ns();
+        uint64_t now = now0 ? now0 : plx__clock_coarse_ns();
+        now0 = 0; /* each later look reads it afresh */
         if (now >= deadline_ns || deadline_ns - now <= 2 * SLICE_NS)
             now = plx__clock_ns();
         int slow = d && !first ? plx__diag_slow_wait(c, now - t0, peer) : 0; /* cheap until slow (ledger.c) */
@@ -208,6 +211,15 @@ static int wait_req_polling(struct plx_comm *c, void *req, uint64_t deadline_ns,
     }
 }
 
+/* plx__wait_req, where the caller read the coarse clock as the wait
+ * began (now0; 0: not read). */
+static int wait_req_at(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer, uint64_t now0)
+{
+    if (c->be->ops.wait_until && (c->caps.flags & PLX_CAP_ABORT))
+        return wait_req_until(c, req, deadline_ns, peer, now0);
+    return wait_req_polling(c, req, deadline_ns, peer, now0);
+}
+
 /* Wait for a backend request until deadline_ns (PLX__NEVER: none). Checks the
  * abort flag between slices so plx_comm_abort unblocks even a backend
  * without comm_abort. Once the wait is slow (diag's slow_ns, 500 ms) it
@@ -219,15 +231,16 @@ static int wait_req_polling(struct plx_comm *c, void *req, uint64_t deadline_ns,
  * request that itself ended in PLX_ERR_TIMEOUT). */
 int plx__wait_req(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
 {
-    if (c->be->ops.wait_until && (c->caps.flags & PLX_CAP_ABORT))
-        return wait_req_until(c, req, deadline_ns, peer);
-    return wait_req_polling(c, req, deadline_ns, peer);
+    return wait_req_at(c, req, deadline_ns, peer, 0);
 }
 
 static int wait_raw(struct plx_comm *c, void *req, uint64_t deadline_ns, int peer)
 {
-    uint64_t t0 = plx__clock_coarse_ns(); /* for the message only: every message's wait reads it */
-    int rc = plx__wait_req(c, req, deadline_ns, peer);
+    /* Every message's wait reads the clock once, for its message and as
+     * the wait's start: three reads a wait were a few percent of a
+     * simulated rank's step. */
+    uint64_t t0 = plx__clock_coarse_ns();
+    int rc = wait_req_at(c, req, deadline_ns, peer, t0);
     /* The deadline is the operation's: an earlier step (or, on a coroutine,
      * other ranks' turns) may have spent most of it, so this wait's share
      * alone would read as a wrong limit. */
