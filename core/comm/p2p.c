@@ -241,6 +241,11 @@ static int wait_raw(struct plx_comm *c, void *req, uint64_t deadline_ns, int pee
      * simulated rank's step. */
     uint64_t t0 = plx__clock_coarse_ns();
     int rc = wait_req_at(c, req, deadline_ns, peer, t0);
+    /* On a coroutine the wait may have let thousands of other ranks run:
+     * fetch the lines of c that the next message reads all at once, not
+     * one miss after another. */
+    for (size_t at = 0; at < offsetof(struct plx_comm, caps); at += 64)
+        __builtin_prefetch((const char *)c + at);
     /* The deadline is the operation's: an earlier step (or, on a coroutine,
      * other ranks' turns) may have spent most of it, so this wait's share
      * alone would read as a wrong limit. */
