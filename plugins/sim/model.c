@@ -409,7 +409,8 @@ void sim_model_charge_reduce(void *comm, size_t bytes)
     sim_lock(c->w);
     double s = stretch(c->model, queue_slots(c), c->model_rank);
     *c->clock_ns += s * (double)bytes * c->model->reduce_gamma_ns;
-    last_clock_ns = *c->clock_ns;
+    if (!c->fiber)
+        last_clock_ns = *c->clock_ns;
     sim_unlock(c->w);
     if (c->fiber)
         sim_fiber_catch_up(c->fiber, c, NULL);
