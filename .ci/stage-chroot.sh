@@ -72,6 +72,17 @@ if [ "${1:-}" = start ]; then
         echo "making the chroot: exit $rc after $(($(date +%s) - t0)) s"
         echo $rc >"$out/create.rc"
         [ $rc = 0 ] || exit 0
+        # CI_BUILD_AFTER (a file, relative to the tree): the build waits
+        # until it exists or CI_DEADLINE_S passes; none once CI (CI_PID) is gone.
+        ci_alive() { [ -z "${CI_PID:-}" ] || kill -0 "$CI_PID" 2>/dev/null; }
+        if [ -n "${CI_BUILD_AFTER:-}" ]; then
+            t0=$(date +%s)
+            while [ ! -e "$CI_BUILD_AFTER" ] && [ "$(date +%s)" -lt "${CI_DEADLINE_S:-0}" ] && ci_alive; do
+                sleep 10
+            done
+            echo "waited $(($(date +%s) - t0)) s for $CI_BUILD_AFTER"
+        fi
+        ci_alive || exit 0
         # Then plexus is built in it, at idle priority (scripts/lowprio.sh:
         # only the CPU the other stages leave), so that the stage mostly runs
         # tests. A failure here is the stage's to report: it builds again.
