@@ -6,9 +6,9 @@ profiler to sample (bench/torch_8b_profile.sh). The timed loop lasts about
 --seconds: its length in calls comes from the warm-up's pace (rank 0's,
 which every rank then uses), so it outlasts the sampling on a busy machine
 too and no more; --iters fixes it instead. Rank 0 prints the mean time per
-call of the timed loop and their number ("us/call X calls N"); with --ready-file it creates that file
-as the timed loop starts. Needs PYTHONPATH to reach plexus.torch (meson
-devenv -C build does it).
+call of the timed loop and their number ("us/call X calls N"); with
+--ready-file it creates that file as the timed loop starts. Needs PYTHONPATH
+to reach plexus.torch (meson devenv -C build does it).
 """
 import argparse
 import socket
