@@ -12,13 +12,12 @@ where torch lacks shrink_group.
 """
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 
 from listening import wait_listening  # beside this file
-from torch_needs import skip
+from torch_needs import free_port, skip
 
 TIMEOUT = 180
 
@@ -34,9 +33,7 @@ def main():
         skip("torch %s has no torch.distributed.shrink_group" % torch.__version__)
     example = os.path.join(os.environ.get("PLEXUS_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", "..")),
                            "examples", "torch_ft_ddp.py")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="plexus-ft-ddp-") as tmp:
         out, ref, ref_all = (os.path.join(tmp, n) for n in ("final.pt", "ref.pt", "ref_all.pt"))
         # The replacement needs torch's reconfigure (2.14); without it the 3 finish alone.

@@ -1,8 +1,11 @@
 """torch_needs.py - what the torch tests that start their own ranks share:
 skipping (exit 77, with the reason) where torch or plexus.torch cannot be
-imported, and a free loopback port for the rendezvous."""
-import socket
+imported, and free loopback ports for the rendezvous (tests/tools/loopback_port.py)."""
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import loopback_port  # noqa: E402 - found through the path above
 
 
 def skip(why):
@@ -23,6 +26,8 @@ def require_plexus_torch():
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return loopback_port.free_port()
+
+
+def free_ports(n):
+    return loopback_port.free_ports(n)

@@ -16,27 +16,14 @@ plexus.torch.
 import datetime
 import gc
 import os
-import socket
 import subprocess
 import sys
 import time
 
-from torch_needs import require_plexus_torch
+from torch_needs import free_ports, require_plexus_torch
 
 TIMEOUT = 120
 NOISE = ("recvValue failed", "Exception raised from")
-
-
-def free_ports(n):
-    """n distinct free ports: every socket stays bound until all are chosen."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def rank_main(rank, P):

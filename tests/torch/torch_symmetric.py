@@ -14,9 +14,10 @@ plexus.torch.
 """
 import os
 import resource
-import socket
 import subprocess
 import sys
+
+from torch_needs import free_port  # beside this file
 
 TIMEOUT = 240
 
@@ -100,12 +101,6 @@ def rank_main(rank, P):
     for f in failures:
         print("rank %d: %s" % (rank, f), flush=True)
     return 1 if failures else 0
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

@@ -15,10 +15,11 @@ that plexus wrote its keys into the agent's store under the attempt's prefix
 passes, 1 if not, 77 without torch.
 """
 import os
-import socket
 import subprocess
 import sys
 from datetime import timedelta
+
+from torch_needs import free_port  # beside this file
 
 
 def skip(reason):
@@ -34,12 +35,6 @@ if not dist.is_available():
     skip("this torch has no torch.distributed")
 # torch >= 2.4 asks for libuv by default; Debian's torch 2.6 is built without it.
 no_libuv = {"use_libuv": False} if "use_libuv" in (dist.TCPStore.__init__.__doc__ or "") else {}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(bench, port, P, attempt):

@@ -9,21 +9,18 @@ every query type it has, including a WAIT that times out (store_client.c).
 
 Usage: torch_store_master.py STORE_CLIENT   (exit 77 without torch)
 """
-import socket
+import os
 import subprocess
 import sys
 from datetime import timedelta
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from loopback_port import free_port  # noqa: E402 - tests/tools, through the path above
 
 
 def skip(reason):
     print("skip: " + reason)
     sys.exit(77)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main(client_bin):

@@ -1,0 +1,50 @@
+"""loopback_port.py - free loopback ports for a test's listeners, picked below
+the kernel's ephemeral port range.
+
+A port that bind(port 0) hands out comes from the ephemeral range, which every
+outgoing connection and every other bind(port 0) on the host draw from too:
+between the probe's close and the listener's own bind, another test (CI runs
+its chroot stages beside the sanitizer stages) can take it, and the listener
+fails with "Address already in use". The kernel never hands out ports below
+that range, so there only another test's explicit pick can collide, and a
+random pick among thousands makes that rare."""
+import random
+import socket
+
+
+def _ephemeral_floor():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _kernel_port(host):
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def free_ports(n, host="127.0.0.1"):
+    """n distinct ports that were free when probed."""
+    top = _ephemeral_floor() - 1
+    bottom = 10000
+    if top - bottom < 1000:  # a range that starts low: the kernel's pick is all there is
+        return [_kernel_port(host) for _ in range(n)]
+    ports = []
+    while len(ports) < n:
+        p = random.randint(bottom, top)
+        if p in ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, p))
+            except OSError:
+                continue  # held by a listener, a connection or a TIME_WAIT
+        ports.append(p)
+    return ports
+
+
+def free_port(host="127.0.0.1"):
+    return free_ports(1, host)[0]
