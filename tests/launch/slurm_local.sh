@@ -43,14 +43,15 @@ stop() {
 trap 'stop' EXIT
 trap 'exit 130' INT TERM HUP
 
-# Ports no other run on this machine holds now: random, below the kernel's
-# ephemeral range (a client's connection there took slurmd's port once), and
-# used by no socket at all, listening or connected.
-ephemeral_low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-[ "$ephemeral_low" -gt 12000 ] 2>/dev/null || ephemeral_low=32768
+# Ports no other run on this machine holds now: random in 10000-19999, used
+# by no socket at all, listening or connected. That is below the kernel's
+# ephemeral range (a client's connection there took slurmd's port once) and
+# below the ports plexus derives for a step's store from the job and step ids
+# (20000-31999, core/bootstrap/launcher_slurm.c): slurmd on a step's derived
+# port once made that step's store fail to listen.
 free_port() {
     while :; do
-        p=$(( $(od -An -N2 -tu2 /dev/urandom) % 10000 + ephemeral_low - 10000 ))
+        p=$(( $(od -An -N2 -tu2 /dev/urandom) % 10000 + 10000 ))
         ss -Hatn "sport = :$p" 2>/dev/null | grep -q . || { echo "$p"; return; }
     done
 }
