@@ -22,10 +22,16 @@ def _ephemeral_floor():
         return 32768
 
 
-def _kernel_port(host):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def _kernel_ports(n, host):
+    """The kernel's picks: every socket stays bound until all n are chosen, so they differ."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def free_ports(n, host="127.0.0.1"):
@@ -33,9 +39,11 @@ def free_ports(n, host="127.0.0.1"):
     top = min(_ephemeral_floor(), 20000) - 1
     bottom = 10000
     if top - bottom < 1000:  # a range that starts low: the kernel's pick is all there is
-        return [_kernel_port(host) for _ in range(n)]
+        return _kernel_ports(n, host)
     ports = []
-    while len(ports) < n:
+    for _ in range(100 * n):  # a range nearly all in use ends in the kernel's picks, not a spin
+        if len(ports) == n:
+            return ports
         p = random.randint(bottom, top)
         if p in ports:
             continue
@@ -45,7 +53,7 @@ def free_ports(n, host="127.0.0.1"):
             except OSError:
                 continue  # held by a listener, a connection or a TIME_WAIT
         ports.append(p)
-    return ports
+    return ports if len(ports) == n else ports + _kernel_ports(n - len(ports), host)
 
 
 def free_port(host="127.0.0.1"):
