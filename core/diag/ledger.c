@@ -179,6 +179,7 @@ int plx__diag_create(struct plx_comm *c, const struct plx_comm *from, const char
     ledger_open(c, d, n < 0 ? 0 : n > 65536 ? 65536 : (unsigned)n);
     /* A ledger whose file could not open still keeps the position. */
     d->records = d->inband || n > 0;
+    d->seen_rank = -1;
     c->diag = &d->pub;
     c->dh = plx__diag_pick(c);
     return 0;
@@ -398,7 +399,25 @@ static void publish(struct plx_comm *c, uint64_t now)
     plx__err(0, "%s", keep);
 }
 
-static int read_pos(struct plx_comm *c, int r, struct pos *p)
+static int parse_pos(const char *buf, struct pos *p)
+{
+    unsigned long long done1, seq, count, bytes, lseq, lcount;
+    int ok = sscanf(buf, "%llu %d %llu %llu %d %d %d %d %llu %lf %lf %d %llu %llu %d %d %d %d", &done1, &p->running,
+                    &seq, &count, &p->fp.coll, &p->fp.dtype, &p->fp.op, &p->fp.root, &bytes, &p->since, &p->at,
+                    &p->has_last, &lseq, &lcount, &p->last.coll, &p->last.dtype, &p->last.op,
+                    &p->last.root) == 18;
+    p->done1 = done1;
+    p->fp.seq = seq;
+    p->fp.count = count;
+    p->bytes = bytes;
+    p->last.seq = lseq;
+    p->last.count = lcount;
+    return ok;
+}
+
+/* Rank r's published position into p, and its text into raw (256 bytes)
+ * unless NULL. */
+static int read_pos(struct plx_comm *c, int r, struct pos *p, char *raw)
 {
     char key[32];
     snprintf(key, sizeof key, POS_KEY, r);
@@ -417,21 +436,28 @@ static int read_pos(struct plx_comm *c, int r, struct pos *p)
     plx__diag_store_done(c, t0, rc);
     if (rc == 0 && v) {
         char buf[256];
-        unsigned long long done1, seq, count, bytes, lseq, lcount;
         snprintf(buf, sizeof buf, "%.*s", (int)n, (const char *)v);
-        ok = sscanf(buf, "%llu %d %llu %llu %d %d %d %d %llu %lf %lf %d %llu %llu %d %d %d %d", &done1, &p->running,
-                    &seq, &count, &p->fp.coll, &p->fp.dtype, &p->fp.op, &p->fp.root, &bytes, &p->since, &p->at,
-                    &p->has_last, &lseq, &lcount, &p->last.coll, &p->last.dtype, &p->last.op,
-                    &p->last.root) == 18;
-        p->done1 = done1;
-        p->fp.seq = seq;
-        p->fp.count = count;
-        p->bytes = bytes;
-        p->last.seq = lseq;
-        p->last.count = lcount;
+        if ((ok = parse_pos(buf, p)) && raw)
+            memcpy(raw, buf, sizeof buf);
     }
     free(v);
     return ok;
+}
+
+/* The last position read of the peer a slow wait waits for, kept for an
+ * error that finds the store gone (diag.h). Slow path only: a spin lock. */
+static void seen_lock(struct plx__diag_state *d)
+{
+    while (__atomic_exchange_n(&d->seen_lock, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+}
+
+static void remember_seen(struct plx__diag_state *d, int r, const char *raw)
+{
+    seen_lock(d);
+    d->seen_rank = r;
+    memcpy(d->seen, raw, sizeof d->seen);
+    __atomic_store_n(&d->seen_lock, 0, __ATOMIC_RELEASE);
 }
 
 /* Does peer's position say it ran seq mine->seq as another call? */
@@ -467,7 +493,11 @@ int plx__ledger_slow_wait(struct plx_comm *c, uint64_t waited_ns, int peer)
     struct plx__diag_slot run;
     int run_on = running_slot(d, &run);
     const struct plx__fp *mine = d->cur_on ? &d->cur : run_on ? &run.fp : NULL;
-    if (peer >= 0 && peer < c->size && mine && read_pos(c, peer, &p) && differs(mine, &p, &theirs)) {
+    char raw[256];
+    int got = peer >= 0 && peer < c->size && mine && read_pos(c, peer, &p, raw);
+    if (got)
+        remember_seen(d, peer, raw);
+    if (got && differs(mine, &p, &theirs)) {
         plx__fp_mismatch_msg(mine, c->rank, &theirs, peer, msg, sizeof msg);
         plx__diag_publish_mismatch(c, msg);
         return plx__err(PLX_ERR_MISMATCH, "%s", msg);
@@ -524,7 +554,7 @@ static uint64_t read_positions(struct plx_comm *c, struct pos *ps, int *have, in
         uint64_t newest = 0;
         int missing = 0;
         for (int r = 0; r < P; r++) {
-            have[r] = read_pos(c, r, &ps[r]);
+            have[r] = read_pos(c, r, &ps[r], NULL);
             missing += !have[r];
             if (have[r] && ps[r].running && ps[r].fp.seq > newest)
                 newest = ps[r].fp.seq;
@@ -550,6 +580,23 @@ static int running_mismatch(const struct pos *ps, const int *have, int P, char *
                 return 1;
             }
     return 0;
+}
+
+/* " [as last read before the store was lost: rank R ...]" after msg. */
+static void append_seen(struct plx__diag_state *d, char *msg, size_t len)
+{
+    struct pos p = {0};
+    seen_lock(d);
+    int r = d->seen_rank, ok = r >= 0 && parse_pos(d->seen, &p);
+    __atomic_store_n(&d->seen_lock, 0, __ATOMIC_RELEASE);
+    uint64_t posted1 = __atomic_load_n(&d->posted1, __ATOMIC_ACQUIRE);
+    size_t at = strlen(msg);
+    if (!ok || !posted1 || at + 2 >= len)
+        return;
+    char where[160];
+    describe(&p, 1, posted1 - 1, wall_s(), where, sizeof where);
+    snprintf(msg + at, len - at, " [as last read before the store was lost: rank %d %s%s]", r,
+             strncmp(where, "in ", 3) ? "" : "was ", where);
 }
 
 /* " [where the ranks are: ...]" after msg, ranks with the same story merged. */
@@ -587,9 +634,15 @@ static void append_positions(char *msg, size_t len, const struct pos *ps, const 
 int plx__ledger_explain(struct plx_comm *c, int status, char *msg, size_t len)
 {
     struct plx__diag_state *d = plx__diag_of(c);
-    if (!d || !plx__diag_store_usable(c) || status == PLX_ERR_MISMATCH || status == PLX_ERR_INVALID_ARG ||
-        status == PLX_ERR_UNSUPPORTED || status == PLX_ERR_INVALID_USAGE)
+    if (!d || status == PLX_ERR_MISMATCH || status == PLX_ERR_INVALID_ARG || status == PLX_ERR_UNSUPPORTED ||
+        status == PLX_ERR_INVALID_USAGE)
         return status;
+    int lost_peer = status == PLX_ERR_TIMEOUT || status == PLX_ERR_REMOTE || status == PLX_ERR_PEER_LOST;
+    if (!plx__diag_store_usable(c)) {
+        if (lost_peer)
+            append_seen(d, msg, len);
+        return status;
+    }
     char keep[1024], found[512];
     snprintf(keep, sizeof keep, "%s", plx_last_error());
     /* A rank found a mismatch: that is what this failure is. */
@@ -600,7 +653,7 @@ int plx__ledger_explain(struct plx_comm *c, int status, char *msg, size_t len)
         plx__err(0, "%s", keep);
         return PLX_ERR_MISMATCH;
     }
-    if (status != PLX_ERR_TIMEOUT && status != PLX_ERR_REMOTE && status != PLX_ERR_PEER_LOST) {
+    if (!lost_peer) {
         plx__err(0, "%s", keep);
         return status;
     }
@@ -617,8 +670,10 @@ int plx__ledger_explain(struct plx_comm *c, int status, char *msg, size_t len)
             known += have[r];
         if (running_mismatch(ps, have, P, msg, len))
             status = PLX_ERR_MISMATCH;
-        else if (known) /* none: the store has nothing (it may be gone with rank 0) */
+        else if (known)
             append_positions(msg, len, ps, have, P, newest);
+        else /* the store has nothing: it may be gone with rank 0 */
+            append_seen(d, msg, len);
     }
     free(ps);
     free(have);
