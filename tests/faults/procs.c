@@ -172,6 +172,39 @@ int procs_open(int rank, int size, int port, const char *backend, int timeout_ms
     return rc;
 }
 
+static int run_to_5(struct plx_comm *c, int rank, char *log, size_t cap, int *failures)
+{
+    float x[256] = {1}, y[256];
+    for (int i = 0; i < 6; i++) {
+        if (i == 5)
+            usleep(1200 * 1000);
+        if (plx_allreduce(c, x, y, 256, PLX_F32, PLX_SUM) != 0) {
+            procs_report(log, cap, failures, "rank %d: #%d: %s\n", rank, i, plx_last_error());
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int procs_stuck_at_6(struct plx_comm *c, int rank, int stop, int *entered, float *y, double *secs, char *log,
+                     size_t cap, int *failures)
+{
+    float x[256] = {1};
+    if (run_to_5(c, rank, log, cap, failures) != 0)
+        return 1;
+    if (rank == stop)
+        raise(SIGSTOP);
+    __atomic_store_n(entered, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < 256; i++)
+        y[i] = -1.0f; /* what the stack held might pass for #6's result */
+    double t0 = now_s();
+    int rc = plx_allreduce(c, x, y, 256, PLX_F32, PLX_SUM);
+    *secs = now_s() - t0;
+    procs_report(log, cap, NULL, "rank %d: #6: %s after %.1f s: %s\n", rank, plx_err_name(rc), *secs,
+                 plx_last_error());
+    return rc;
+}
+
 int procs_bad_ends(const struct procs *p, FILE *out, const char *prefix)
 {
     int bad = 0;

@@ -49,5 +49,16 @@ void procs_report(char *log, size_t cap, int *failures, const char *fmt, ...) __
 struct plx_comm;
 int procs_open(int rank, int size, int port, const char *backend, int timeout_ms, char *log, size_t cap,
                int *failures, struct plx_comm **c);
+/* The stuck-rank tests' run: allreduces #0-#5 (256 floats), with 1.2 s
+ * before #5 so that its completion publishes this rank's position to the
+ * store (at most once a diag_publish_ms, 1 s); a failure there is a line
+ * "rank R: #I: ..." in the report, counted, and returns 1 (a status is 0
+ * or negative). Then #6: rank `stop` stops itself with SIGSTOP first; the
+ * others set *entered (shared) as they enter. y (256 floats) gets the
+ * result; a line "rank R: #6: STATUS after S s: MESSAGE" goes to the
+ * report. Returns #6's status, the seconds it took in *secs;
+ * plx_last_error() still holds its message. */
+int procs_stuck_at_6(struct plx_comm *c, int rank, int stop, int *entered, float *y, double *secs, char *log,
+                     size_t cap, int *failures);
 
 #endif

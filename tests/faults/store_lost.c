@@ -38,23 +38,12 @@ static int rank_main(int rank, void *arg)
     struct plx_comm *c;
     if (procs_open(rank, N, sh->port, "tcp", 4000, log, sizeof sh->log[0], &sh->failures, &c) != 0)
         return 1;
-    float x[256] = {1}, y[256];
-    for (int i = 0; i < 6; i++) {
-        if (i == 5)
-            usleep(1200 * 1000);
-        if (plx_allreduce(c, x, y, 256, PLX_F32, PLX_SUM) != 0) {
-            procs_report(log, sizeof sh->log[0], &sh->failures, "rank %d: #%d: %s\n", rank, i, plx_last_error());
-            return 1;
-        }
-    }
-    if (rank == 2)
-        raise(SIGSTOP);
-    __atomic_store_n(&sh->in6[rank], 1, __ATOMIC_RELEASE);
-    double t0 = now_s();
-    int rc = plx_allreduce(c, x, y, 256, PLX_F32, PLX_SUM);
-    double s = now_s() - t0;
+    float y[256];
+    double s;
+    int rc = procs_stuck_at_6(c, rank, 2, &sh->in6[rank], y, &s, log, sizeof sh->log[0], &sh->failures);
+    if (rc > 0)
+        return 1;
     const char *msg = plx_last_error();
-    procs_report(log, sizeof sh->log[0], NULL, "rank %d: #6: %s after %.1f s: %s\n", rank, plx_err_name(rc), s, msg);
     if (rank == 1) {
         sh->fail_s[rank] = now_s();
         if (rc == 0 || !strstr(msg, "rank 2 last completed #5") || !strstr(msg, "never entered #6"))
