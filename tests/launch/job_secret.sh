@@ -35,7 +35,7 @@ below() {
 # The port rank 0's store listens on (shm: the job's only plexus listener;
 # only this job's processes, another job may run beside it), then one
 # GETNUMKEYS (query byte 6; the answer is 8 bytes) without the handshake:
-# "answered" or "refused".
+# "answered", "refused", or "gone" when the job had ended first.
 probe() {
     i=0
     while [ $i -lt 300 ]; do
@@ -50,7 +50,11 @@ probe() {
     [ -n "$port" ] || { echo "no-store"; return; }
     python3 - "$port" <<'PY'
 import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+try:
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+except ConnectionRefusedError:
+    print("gone")  # the job ended first
+    sys.exit()
 s.sendall(b"\x06")
 got = b""
 try:
@@ -65,14 +69,17 @@ print("answered" if len(got) == 8 else "refused")
 PY
 }
 
+# The job runs a few seconds (600 checked 16 MiB allreduces): the probe,
+# a shell loop and then Python, must reach its store before it ends.
 job() { # auth-mode label
-    PLEXUS_CORE_AUTH=$1 PLEXUS_BACKEND=shm timeout 120 $run -np 2 "$bench" --check -b 16M -e 16M -n 40 -w 1 \
+    PLEXUS_CORE_AUTH=$1 PLEXUS_BACKEND=shm timeout 120 $run -np 2 "$bench" --check -b 16M -e 16M -n 300 -w 1 \
         >"$tmp/out" 2>&1 &
     jp=$!
     got=$(probe $jp)
     wait $jp
     rc=$?
     echo "$2: store probe: $got; job exit $rc"
+    [ "$got" != gone ] || fail "$2: the job ended before the probe reached its store, so it cannot tell"
     [ $rc = 0 ] && grep -q "backend shm, 2 ranks" "$tmp/out" || { tail -n 20 "$tmp/out"; fail "$2: the job did not check right"; }
 }
 # plexus-info under the launcher says which applies and why.
