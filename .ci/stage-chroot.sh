@@ -65,8 +65,10 @@ if [ "${1:-}" = start ]; then
     mkdir -p "$out"
     enabled || exit 0
     (
+        # scripts/deps.sh --test-peers installs it; the two stages start at
+        # once, so one may wait for the other's apt lock.
         if ! command -v debootstrap >/dev/null; then
-            apt-get install -y -qq --no-install-recommends debootstrap >/dev/null 2>&1 ||
+            apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends debootstrap >/dev/null 2>&1 ||
                 echo "cannot install debootstrap"
         fi
         t0=$(date +%s)

@@ -6,7 +6,8 @@
 #   sh scripts/deps.sh               what building and the tests need
 #   sh scripts/deps.sh --test-peers  also the peers some tests compare with
 #       (python3-torch for the interop suite, clang for the libFuzzer runs);
-#       without them those tests skip and say why. CI installs them.
+#       without them those tests skip and say why; debootstrap, which makes
+#       the chroots of CI's Debian 13 and sid stages. CI installs them.
 set -eu
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -26,7 +27,7 @@ packages="build-essential g++ meson ninja-build pkg-config python3
 # python3-torch for the interop and torch suites; libtorch-dev, pybind11-dev and
 # python3-dev build plexus.torch (the torch.distributed backend) against it.
 [ "${1:-}" = --test-peers ] &&
-    packages="$packages python3-torch libtorch-dev pybind11-dev python3-dev clang libclang-rt-14-dev"
+    packages="$packages python3-torch libtorch-dev pybind11-dev python3-dev clang libclang-rt-14-dev debootstrap"
 
 # shellcheck disable=SC2086 # one word per package
 missing=$(dpkg-query -W -f='${Package} ${Status}\n' $packages 2>&1 |
