@@ -5,9 +5,9 @@
 # setup command can be run again (its test does).
 #   sh scripts/deps.sh               what building and the tests need
 #   sh scripts/deps.sh --test-peers  also the peers some tests compare with
-#       (python3-torch for the interop suite, clang for the libFuzzer runs);
-#       without them those tests skip and say why; debootstrap, which makes
-#       the chroots of CI's Debian 13 and sid stages. CI installs them.
+#       (python3-torch for the interop suite, clang for the libFuzzer runs)
+#       and debootstrap (the chroots of CI's Debian 13 and sid stages);
+#       without them those tests and stages skip and say why. CI installs them.
 set -eu
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo

@@ -94,10 +94,12 @@ struct plx__diag_state {
     uint64_t published_done1;
     int store_off;            /* a diagnostic store call failed or was slow: use the store no more */
     /* The awaited peer's position as a slow wait last read it (text as in
-     * the store; seen_lock guards it): when the store is gone by the time
-     * a wait fails (its host, rank 0, failed first and left), the error
-     * still says where that peer was. */
+     * the store; seen_lock guards it), and the seq of the operation that
+     * waited: when the store is gone by the time that operation fails (its
+     * host, rank 0, failed first and left), the error still says where that
+     * peer was. */
     int seen_lock, seen_rank; /* seen_rank -1: none read */
+    uint64_t seen_seq;
     char seen[256];
     struct plx__diag_slot recent[PLX__DIAG_RECENT];
     /* The ledger file (ledger.c). */

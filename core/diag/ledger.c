@@ -452,10 +452,11 @@ static void seen_lock(struct plx__diag_state *d)
         sched_yield();
 }
 
-static void remember_seen(struct plx__diag_state *d, int r, const char *raw)
+static void remember_seen(struct plx__diag_state *d, int r, uint64_t seq, const char *raw)
 {
     seen_lock(d);
     d->seen_rank = r;
+    d->seen_seq = seq;
     memcpy(d->seen, raw, sizeof d->seen);
     __atomic_store_n(&d->seen_lock, 0, __ATOMIC_RELEASE);
 }
@@ -496,7 +497,7 @@ int plx__ledger_slow_wait(struct plx_comm *c, uint64_t waited_ns, int peer)
     char raw[256];
     int got = peer >= 0 && peer < c->size && mine && read_pos(c, peer, &p, raw);
     if (got)
-        remember_seen(d, peer, raw);
+        remember_seen(d, peer, mine->seq, raw);
     if (got && differs(mine, &p, &theirs)) {
         plx__fp_mismatch_msg(mine, c->rank, &theirs, peer, msg, sizeof msg);
         plx__diag_publish_mismatch(c, msg);
@@ -582,16 +583,17 @@ static int running_mismatch(const struct pos *ps, const int *have, int P, char *
     return 0;
 }
 
-/* " [as last read before the store was lost: rank R ...]" after msg. */
+/* " [as last read before the store was lost: rank R ...]" after msg, when
+ * the newest operation's wait read it (not an earlier operation's). */
 static void append_seen(struct plx__diag_state *d, char *msg, size_t len)
 {
     struct pos p = {0};
-    seen_lock(d);
-    int r = d->seen_rank, ok = r >= 0 && parse_pos(d->seen, &p);
-    __atomic_store_n(&d->seen_lock, 0, __ATOMIC_RELEASE);
     uint64_t posted1 = __atomic_load_n(&d->posted1, __ATOMIC_ACQUIRE);
+    seen_lock(d);
+    int r = d->seen_rank, ok = r >= 0 && posted1 && d->seen_seq == posted1 - 1 && parse_pos(d->seen, &p);
+    __atomic_store_n(&d->seen_lock, 0, __ATOMIC_RELEASE);
     size_t at = strlen(msg);
-    if (!ok || !posted1 || at + 2 >= len)
+    if (!ok || at + 2 >= len)
         return;
     char where[160];
     describe(&p, 1, posted1 - 1, wall_s(), where, sizeof where);

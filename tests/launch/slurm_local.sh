@@ -46,10 +46,9 @@ trap 'exit 130' INT TERM HUP
 # Ports no other run on this machine holds now: random in 10000-19999, used
 # by no socket at all, listening or connected. That is below the kernel's
 # ephemeral range (from 32768 by default; a client's connection there took
-# slurmd's port once) and
-# below the ports plexus derives for a step's store from the job and step ids
-# (20000-31999, core/bootstrap/launcher_slurm.c): slurmd on a step's derived
-# port once made that step's store fail to listen.
+# slurmd's port once) and below the ports plexus derives for a step's store
+# from the job and step ids (20000-31999, core/bootstrap/launcher_slurm.c):
+# slurmd on a step's derived port once made that step's store fail to listen.
 free_port() {
     while :; do
         p=$(( $(od -An -N2 -tu2 /dev/urandom) % 10000 + 10000 ))
