@@ -175,6 +175,7 @@ static int comm_create_backend(struct plx_comm *c)
         .config = c->config,
         .host = plx__comm_instance(c),
         .create_timeout_ms = create_ms(c),
+        .machine_ranks = c->machine_ranks,
     };
     int rc = plx__backend_comm_create(c->be, &args, &c->bc);
     if (rc != 0)
@@ -692,6 +693,7 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
     child->size = n;
     child->local_rank = new_rank; /* refined by a device mesh, not known here */
     child->local_size = n;
+    child->machine_ranks = c->machine_ranks; /* its ranks share the cores the parent's do */
     child->timeout_ms = c->timeout_ms;
     child->create_deadline_ns = c->create_deadline_ns; /* inside init (hier.c): init's deadline */
     if (c->base_store && (rc = split_store(c, child, step)) != 0)
@@ -702,6 +704,7 @@ int plx__comm_split_on(struct plx_comm *c, int color, int key, struct plx__backe
             .struct_size = sizeof args, .rank = new_rank, .size = n, .local_rank = new_rank,
             .local_size = n, .name = name, .store = child->store, .timeout_ms = c->timeout_ms,
             .config = child->config, .host = plx__comm_instance(child), .create_timeout_ms = create_ms(child),
+            .machine_ranks = child->machine_ranks,
         };
         rc = plx__backend_comm_split(c->be, c->bc, color, key, &args, &child->bc);
         if (rc == 0)

@@ -43,6 +43,7 @@ struct plx_comm {
     uint64_t rebuild_seq;     /* shrinks and grows so far (shrink.c, grow.c): alike on every rank taking part */
     uint64_t family;          /* shared with the communicators split from the same root (family.c) */
     struct plx_comm *family_next; /* family.c's list of live communicators */
+    int machine_ranks;        /* the job's ranks on this machine, where known (hier.c); 0: unknown */
 
     /* Executor for generic collectives: one thread, FIFO queue. */
     pthread_mutex_t mu;

@@ -94,7 +94,7 @@ int plx__hier_setup(struct plx_comm *c, struct plx__backend *intra_be)
 {
     int P = c->size, rc;
     struct plx__hier *h = calloc(1, sizeof *h);
-    uint64_t *ids = calloc((size_t)P, sizeof *ids);
+    uint64_t *ids = calloc(2 * (size_t)P, sizeof *ids); /* each rank's host, then its machine */
     if (!h || !ids || !(h->host_of = calloc((size_t)P, sizeof(int))) ||
         !(h->local_of = calloc((size_t)P, sizeof(int)))) {
         free(ids);
@@ -107,14 +107,19 @@ int plx__hier_setup(struct plx_comm *c, struct plx__backend *intra_be)
         snprintf(id, sizeof id, "modelled %s", modelled);
     else
         plx_common_host_identity(id, sizeof id);
-    uint64_t mine = plx__str_digest(id);
-    if ((rc = plx_allgather(c, &mine, ids, 1, PLX_U64)) != 0)
+    uint64_t mine[2] = {plx__str_digest(id), plx_common_machine_id()};
+    if ((rc = plx_allgather(c, mine, ids, 2, PLX_U64)) != 0)
         goto fail;
+    /* Hosts emulated on one machine (network namespaces, containers) share
+     * its cores: the children's backends are told how many ranks do. */
+    c->machine_ranks = 0;
+    for (int r = 0; r < P; r++)
+        c->machine_ranks += mine[1] && ids[2 * r + 1] == mine[1];
     int count[1024] = {0};
     h->contiguous = 1;
     for (int r = 0; r < P; r++) {
         int k = 0;
-        while (k < r && ids[k] != ids[r])
+        while (k < r && ids[2 * k] != ids[2 * r])
             k++;
         h->host_of[r] = k == r ? h->nhosts++ : h->host_of[k];
         if (h->host_of[r] >= 1024) {

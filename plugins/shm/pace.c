@@ -12,8 +12,11 @@
  * finds another on its own CPU, or a communicator with more ranks than the
  * cores this process may run on (a CPU a rank last arrived on may be stale
  * while ranks move), sleeps after its looks, so the peer it waits for gets
- * the core at once. Otherwise the peer runs on another
- * core, and spinning costs it nothing. Beside foreign work (a compute
+ * the core at once. The ranks counted are the job's on this machine where
+ * the core says (plx_comm_args.machine_ranks: a hierarchy's hosts emulated
+ * in namespaces of one machine, whose other ranks run tcp on the same
+ * cores while these wait), else the communicator's. Otherwise the peer
+ * runs on another core, and spinning costs it nothing. Beside foreign work (a compute
  * process on every core) that peer is preempted for whole time slices; a
  * rank that slept meanwhile is woken when the peer arrives but waits for
  * the foreign task's slice to end before it runs again, on every barrier,
@@ -73,7 +76,7 @@ static uint64_t default_slice_ns(void)
     return 750000u * scale;
 }
 
-void shm__pace_init(struct shm_comm *c)
+void shm__pace_init(struct shm_comm *c, int sharing)
 {
     struct shm_pace *p = &c->pace;
     uint64_t slice = plx__slice_ns();
@@ -85,7 +88,8 @@ void shm__pace_init(struct shm_comm *c)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (sched_getaffinity(0, sizeof aff, &aff) == 0 && CPU_COUNT(&aff) > 0)
         cores = CPU_COUNT(&aff);
-    p->crowded = cores > 1 && c->size > cores;
+    p->crowded = cores > 1 && sharing > cores;
+    p->cores = (int)cores;
 }
 
 void shm__pace_arrive(struct shm_comm *c)

@@ -174,7 +174,11 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     c->memfd = -1;
     snprintf(c->name, sizeof c->name, "%s", args->name ? args->name : "?");
     shm__cfg_read(host, args->config, &c->cfg);
-    shm__pace_init(c);
+    /* The ranks that share this machine's cores: the job's where the core
+     * knows them (ABI 1.14), else this communicator's. */
+    int sharing = PLX_HAS_FIELD(args, struct plx_comm_args, machine_ranks) && args->machine_ranks > args->size
+                      ? args->machine_ranks : args->size;
+    shm__pace_init(c, sharing);
     if (!(c->pidfd = malloc((size_t)c->size * sizeof *c->pidfd))) {
         free(c);
         return plx_plugin_error(host, PLX_ERR_NOMEM, "shm: out of memory");
@@ -201,13 +205,17 @@ static int comm_create(const struct plx_comm_args *args, void **out)
         if (rc == 0)
             rc = shm__p2p_create(c, &o);
         /* the join waits for processes to start: not what the spin is for */
-        shm__pace_init(c);
+        shm__pace_init(c, sharing);
     }
     if (rc) {
         comm_free(c);
         return rc;
     }
     watch_peers(c);
+    if (sharing > c->size)
+        host->log(host->ctx, PLX_LOG_INFO, "shm: rank %d: %d ranks of the job share this machine's %d cores (%d on "
+                  "this host): %s", c->rank, sharing, c->pace.cores, c->size,
+                  c->pace.crowded ? "waits sleep after their looks" : "waits may spin");
     *out = c;
     return 0;
 }

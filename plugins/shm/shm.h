@@ -170,6 +170,7 @@ struct shm_pace {
     uint64_t spin_max_ns; /* at most this: twice this thread's scheduler slice */
     uint32_t regrow;      /* waits that slept but a full spin would have caught */
     int crowded;          /* more ranks than cores this process may run on: never spin */
+    int cores;            /* ... those cores */
     int32_t cpu;          /* what this rank last published in its control block */
 };
 
@@ -377,7 +378,7 @@ int shm__pace(struct shm_comm *c, struct shm_pace_wait *w);
 /* The wait w ended (what it waited for came): the spin budget learns from it. */
 void shm__pace_done(struct shm_comm *c, const struct shm_pace_wait *w);
 /* Before the first wait: the spin budget's bound (spin_ns = auto). */
-void shm__pace_init(struct shm_comm *c);
+void shm__pace_init(struct shm_comm *c, int sharing);
 /* At each barrier arrival: publish the CPU this rank runs on, if it moved. */
 void shm__pace_arrive(struct shm_comm *c);
 /* [shm] wait_slice's default (core/common/slice.c): off. A short slice

@@ -126,6 +126,10 @@ static long choose_spin(struct tcp_comm *c, int sharing)
  * is theirs to share. */
 static void spin_for_machine(struct tcp_comm *c, const struct plx_comm_args *a)
 {
+    /* The mesh counts this communicator's ranks; the core may know more of
+     * the job's on this machine (a hierarchy's other children, ABI 1.14). */
+    if (PLX_HAS_FIELD(a, struct plx_comm_args, machine_ranks) && a->machine_ranks > c->machine_ranks)
+        c->machine_ranks = a->machine_ranks;
     if (c->machine_ranks <= a->local_size)
         return;
     long cores = choose_spin(c, c->machine_ranks);

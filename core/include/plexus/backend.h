@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define PLX_ABI_MAJOR 1
-#define PLX_ABI_MINOR 13
+#define PLX_ABI_MINOR 14
 
 /* The entry symbol of ABI major 1. */
 #define PLX_BACKEND_ENTRY_V1 plx_backend_entry_v1
@@ -271,6 +271,14 @@ struct plx_comm_args {
      * struct_size does not reach it, or it is 0: not given); a plugin of an
      * earlier minor gets timeout_ms set to this. */
     int64_t create_timeout_ms;
+    /* ---- ABI 1.14 ---- */
+    /* The ranks of the job on this machine (one kernel: its network
+     * namespaces and containers count as one), which share its cores, where
+     * the core knows them (a hierarchical communicator's children); 0:
+     * unknown. local_size counts the ranks of a host, and hosts emulated in
+     * namespaces of one machine share its cores: a backend that spins in
+     * its waits while a core is free counts these. */
+    int32_t machine_ranks;
 };
 
 /* A native collective. Borrowed during the call; buffers until completion. */

@@ -19,7 +19,7 @@ static int failures;
 int main(void)
 {
     PIN(PLX_ABI_MAJOR, 1);
-    PIN(PLX_ABI_MINOR, 13);
+    PIN(PLX_ABI_MINOR, 14);
 
     PIN(sizeof(struct plx_caps), 32);
     PIN(offsetof(struct plx_caps, flags), 4);
@@ -48,7 +48,8 @@ int main(void)
     PIN(offsetof(struct plx_host, config_int), 120);
     PIN(offsetof(struct plx_host, last_error), 128); /* ABI 1.11 */
 
-    PIN(sizeof(struct plx_comm_args), 72); /* 56 up to ABI 1.4, 64 up to 1.9 */
+    PIN(sizeof(struct plx_comm_args), 80); /* 56 up to ABI 1.4, 64 up to 1.9, 72 up to 1.13 */
+    PIN(offsetof(struct plx_comm_args, machine_ranks), 72); /* ABI 1.14 */
     PIN(offsetof(struct plx_comm_args, create_timeout_ms), 64); /* ABI 1.10 */
     PIN(offsetof(struct plx_comm_args, host), 56); /* ABI 1.5 */
     PIN(offsetof(struct plx_comm_args, config), 48); /* ABI 1.3 */

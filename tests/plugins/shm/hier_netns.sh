@@ -5,7 +5,8 @@
 # so `auto` finds shm unusable for the whole job and composes shm inside
 # each namespace with tcp across (hier.c), with nothing configured but
 # MASTER_ADDR (tcp publishes the address that routes to it). Runs the matrix
-# (blocking and nonblocking) that way and checks the log says so, then
+# (blocking and nonblocking) that way and checks the log says so, and that
+# shm counts the four ranks that share this machine's cores, then
 # compares allreduce 16 MiB busbw: hierarchical against flat tcp on the same
 # four ranks, interleaved (REPS, default 2; printed, not judged).
 # Skips (77) when namespaces cannot be made (not root, no ip, a container).
@@ -65,6 +66,19 @@ for nb in 0 1; do
     grep -h "cases per rank" "$tmp/matrix$nb".[0-3] | sed 's/^/  /'
     if ! grep -q "hierarchical, 2 host(s) x 2 rank(s): shm inside, tcp across" "$tmp/matrix$nb.0"; then
         echo "FAILED: auto did not compose shm and tcp:"; grep -i "backend\|hier" "$tmp/matrix$nb.0" | head -5
+        fail=1
+    fi
+    # The two "hosts" are one machine: shm inside each is told that the job's
+    # four ranks share its cores (ABI 1.14), and sleeps in its waits where
+    # they outnumber the cores, so that the ranks it waits for, and the
+    # other host's, get them.
+    cores=$(nproc)
+    verdict="waits may spin"
+    [ "$cores" -gt 1 ] && [ "$cores" -lt 4 ] && verdict="waits sleep after their looks"
+    line="shm: rank 0: 4 ranks of the job share this machine's $cores cores (2 on this host): $verdict"
+    if ! grep -qF "$line" "$tmp/matrix$nb.0"; then
+        echo "FAILED: shm did not count the machine's ranks; wanted '$line', got:"
+        grep "shm" "$tmp/matrix$nb.0" | head -5
         fail=1
     fi
 done
