@@ -4,17 +4,20 @@
 # links, HOSTS x RANKS_PER_HOST ranks, one float32 SUM allreduce loop each
 # (5 warm-up, a barrier, ITERS back to back, the slowest rank's average).
 # REPS rounds interleaved: every peer once per round, each on a fresh
-# cluster. plexus runs twice: its own choice of algorithm (auto) and
-# ring. Writes OUT/link.txt (cluster.sh check), OUT/runs.csv (peer, bytes,
-# rep, time_us) and OUT/table.csv (medians, busbw, the link's share, the
-# spread); the load before and after is in OUT/load.txt.
+# cluster. plexus runs three times: tcp with its own choice of algorithm
+# (plexus-auto) and with ring (plexus-ring), and the hierarchy a job with
+# several ranks a host gets by default (plexus-hier: shm within a host, tcp
+# across, the core's choice of algorithm on each). Writes OUT/link.txt
+# (cluster.sh check), OUT/runs.csv (peer, bytes, rep, time_us) and
+# OUT/table.csv (medians, busbw, the link's share, the spread); the load
+# before and after is in OUT/load.txt.
 #   HOSTS=8 RANKS_PER_HOST=2 RATE=1gbit REPS=5 sh bench/cluster_peers.sh build out
 set -eu
 build=$(cd "$1" && pwd) out=$2
 here=$(cd "$(dirname "$0")" && pwd)
 HOSTS=${HOSTS:-8} RPH=${RANKS_PER_HOST:-2} RATE=${RATE:-1gbit} REPS=${REPS:-5} ITERS=${ITERS:-5}
 SIZES=${SIZES:-8 1048576 16777216 33554432}
-PEERS=${PEERS:-plexus-auto plexus-ring openmpi gloo}
+PEERS=${PEERS:-plexus-auto plexus-ring plexus-hier openmpi gloo}
 # A peer whose part this machine lacks is left out, saying so (a fresh
 # machine has no torch until scripts/deps.sh --test-peers).
 kept=""
@@ -35,9 +38,11 @@ rc=0
 sh "$here/../scripts/cluster.sh" -n 2 -r "$RATE" check >"$out/link.txt" 2>&1 || rc=$?
 [ $rc = 0 ] || { cat "$out/link.txt"; echo "cluster_peers.sh: the link check failed ($rc)"; exit $rc; }
 echo "peer,bytes,rep,time_us" >"$out/runs.csv"
-plexus() { # ALGO (auto: the tuner's choice) rep
+plexus() { # ALGO (auto: the tuner's choice; hier: shm+tcp, auto) rep
+    backend=tcp algo=$1
+    [ "$1" = hier ] && backend=shm+tcp algo=auto
     for b in $SIZES; do
-        PLEXUS_CORE_ALLREDUCE_ALGO=$1 $cluster bench "$build" "$out/p.csv" --backend tcp --coll allreduce \
+        PLEXUS_CORE_ALLREDUCE_ALGO=$algo $cluster bench "$build" "$out/p.csv" --backend $backend --coll allreduce \
             --inplace -b "$b" -e "$b" -n "$ITERS" -w 5 >"$out/last.log" 2>&1 || return 1
         /usr/bin/python3 -c "
 import csv, sys
