@@ -20,6 +20,7 @@ table for this cluster (its fastest algorithm from 8 B up, by powers of two).
 import argparse
 import csv
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -34,6 +35,21 @@ def rate_bytes(rate):
         if rate.endswith(u):
             return float(rate[: -len(u)]) * f / 8
     raise SystemExit("cluster_predict: rate %r: want a number and kbit, mbit or gbit" % rate)
+
+
+def fitted_at(model):
+    """The most ranks MODEL.ini's one-host terms were fitted at, and the
+    cores they shared (bench/calibrate.py's header, model_cores_per_host);
+    None for what it does not say."""
+    ranks, cores = None, None
+    for line in open(model):
+        m = re.search(r"fitted to .* at ([0-9/]+) ranks", line)
+        if m:
+            ranks = max(int(n) for n in m.group(1).split("/"))
+        m = re.match(r"\s*model_cores_per_host\s*=\s*([0-9]+)", line)
+        if m:
+            cores = int(m.group(1))
+    return ranks, cores
 
 
 def main():
@@ -74,6 +90,19 @@ def main():
     print("# model: %d hosts x %d ranks on %d shared cores; NIC %.1f MB/s (%s less TCP/IP headers), a %.0f KiB "
           "burst; cross-host latency %.1f us (half the measured ping-pong); one-host terms from %s" %
           (o.hosts, o.ranks_per_host, o.machine_cores, nic / 1e6, o.rate, burst / 1024, alpha_ns / 1e3, o.model))
+    ranks, cores = fitted_at(o.model)
+    fitted = ranks / cores if ranks and cores else None
+    if o.machine_cores > 0:
+        share = o.hosts * o.ranks_per_host / o.machine_cores
+    else:  # a machine a host, with the model's cores
+        share = o.ranks_per_host / cores if cores else 0
+    if fitted and share > fitted:
+        # Waking a rank costs more the more ranks share the cores, beyond
+        # what the model's wake-up term grows by: small messages, where
+        # wake-ups are most of the time, are predicted short.
+        print("# note: %s was fitted at up to %.1f ranks a core; this cluster runs %.1f a core, so where wake-ups "
+              "dominate (small messages) the model extrapolates (bench/calibrate.py --ranks and --fit-ranks "
+              "measure more)" % (o.model, fitted, share))
     print("%10s %-13s %12s %12s %8s" % ("bytes", "algorithm", "measured_us", "model_us", "error"))
     errs = []
     with open(os.path.join(o.table_dir, "predict.csv"), "w") as f:
