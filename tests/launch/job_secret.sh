@@ -69,7 +69,7 @@ print("answered" if len(got) == 8 else "refused")
 PY
 }
 
-# The job runs a few seconds (600 checked 16 MiB allreduces): the probe,
+# The job runs a few seconds (300 checked 16 MiB allreduces): the probe,
 # a shell loop and then Python, must reach its store before it ends.
 job() { # auth-mode label
     PLEXUS_CORE_AUTH=$1 PLEXUS_BACKEND=shm timeout 120 $run -np 2 "$bench" --check -b 16M -e 16M -n 300 -w 1 \

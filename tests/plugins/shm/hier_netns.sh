@@ -72,7 +72,9 @@ for nb in 0 1; do
     # four ranks share its cores (ABI 1.14), and sleeps in its waits where
     # they outnumber the cores, so that the ranks it waits for, and the
     # other host's, get them.
-    cores=$(nproc)
+    # shm counts the CPUs this process may run on; nproc would also follow
+    # OMP_NUM_THREADS or OMP_THREAD_LIMIT where the environment sets them.
+    cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
     verdict="waits may spin"
     [ "$cores" -gt 1 ] && [ "$cores" -lt 4 ] && verdict="waits sleep after their looks"
     line="shm: rank 0: 4 ranks of the job share this machine's $cores cores (2 on this host): $verdict"
