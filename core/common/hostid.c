@@ -1,7 +1,8 @@
 /* hostid.c - this host's identity for shared memory, the machine's for
- * tcp's spin, and the string digest both use (hostid.h). */
+ * tcp's spin, its usable cores, and the string digest both use (hostid.h). */
 #include "hostid.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -42,6 +43,15 @@ uint64_t plx_common_machine_id(void)
     char boot[64];
     read_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
     return boot[0] ? plx__str_digest(boot) | 1 : 0;
+}
+
+int plx_common_usable_cores(void)
+{
+    cpu_set_t aff;
+    if (sched_getaffinity(0, sizeof aff, &aff) == 0 && CPU_COUNT(&aff) > 0)
+        return CPU_COUNT(&aff);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
 
 void plx_common_host_identity(char *out, size_t len)

@@ -24,6 +24,10 @@ void plx_common_host_identity(char *out, size_t len);
  * one machine share it, and so its cores (tcp's spin counts them). */
 uint64_t plx_common_machine_id(void);
 
+/* The CPUs this process may run on (sched_getaffinity: taskset, cgroups'
+ * cpusets), else the machine's online ones; at least 1. */
+int plx_common_usable_cores(void);
+
 /* A string's 64-bit digest (FNV-1a), the same on every rank: host
  * identities (hier.c), long parents' names (lineage.c), the machine. */
 uint64_t plx__str_digest(const char *s);

@@ -51,6 +51,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include "hostid.h"
 #include "shm.h"
 #include "slice.h"
 
@@ -84,12 +85,9 @@ void shm__pace_init(struct shm_comm *c, int sharing)
     p->spin_ns = p->spin_max_ns;
     /* A process bound to one CPU (a launcher's --bind-to core) is told
      * apart from its peers by the CPUs they publish alone. */
-    cpu_set_t aff;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (sched_getaffinity(0, sizeof aff, &aff) == 0 && CPU_COUNT(&aff) > 0)
-        cores = CPU_COUNT(&aff);
+    int cores = plx_common_usable_cores();
     p->crowded = cores > 1 && sharing > cores;
-    p->cores = (int)cores;
+    p->cores = cores;
 }
 
 void shm__pace_arrive(struct shm_comm *c)

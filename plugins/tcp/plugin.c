@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hostid.h"
 #include "tcp.h"
 
 /* The entry point's services: probe runs before any communicator exists.
@@ -110,10 +111,7 @@ static void destroy(struct tcp_comm *c)
  * turns on the cores that the one rank with work needs, so none spins. */
 static long choose_spin(struct tcp_comm *c, int sharing)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    cpu_set_t aff;
-    if (sched_getaffinity(0, sizeof aff, &aff) == 0 && CPU_COUNT(&aff) > 0)
-        cores = CPU_COUNT(&aff);
+    long cores = plx_common_usable_cores();
     c->spin_yield = sharing > 0 && cores > 0 && cores < sharing;
     int crowded = cores > 0 && sharing > 4 * cores;
     if (c->busy_poll_us < 0)
