@@ -14,11 +14,13 @@
  *
  *   allreduce       intra reduce_scatter -> cross allreduce of the slice ->
  *                   intra allgather (the count % L tail: intra allreduce,
- *                   then cross allreduce)
+ *                   then cross allreduce; a small one whole that way:
+ *                   a step fewer for L - 1 times its bytes more across)
  *   broadcast       cross broadcast among the root's local index -> intra
  *   allgather       intra allgather -> cross allgather of the host's part
  *   reduce_scatter  cross reduce_scatter (host chunks) -> intra reduce_scatter
- *   barrier         intra, cross, intra
+ *   barrier         intra, then cross (every local index: each cross
+ *                   rank stands for a host whose ranks have all arrived)
  *
  * Every host must hold the same number of ranks (else no hierarchy: the
  * communicator stays flat, with a log line); allgather and reduce_scatter
@@ -302,6 +304,13 @@ static int check_call(struct plx_comm *c, const struct plx__fp *fp, const char *
     return 0;
 }
 
+/* An allreduce whose L - 1 extra copies across (every local rank's cross
+ * allreduce of the whole) come to at most this many bytes runs in two
+ * steps, not three: a step costs more than they do, under 10 us on a
+ * 1 Gbit/s link. Not much more: beyond the burst a shaper or a busy NIC
+ * lets through, the extra copies queue on the link. */
+#define HIER_TWO_STEP_EXTRA_BYTES 1024u
+
 #define STEP(call, what)                                                                                 \
     do {                                                                                                 \
         if ((rc = (call)) != 0) {                                                                        \
@@ -324,6 +333,10 @@ int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a, const struc
     switch (a->coll) {
     case PLX_COLL_ALLREDUCE: {
         size_t q = n / L, tail = n % L;
+        if (n * es * (L - 1) <= HIER_TWO_STEP_EXTRA_BYTES) {
+            q = 0;
+            tail = n;
+        }
         if (q) {
             char *mine = d + (size_t)h->local * q * es;
             STEP(plx_reduce_scatter(h->intra, s, mine, q, a->dtype, a->op), "intra reduce_scatter");
@@ -365,7 +378,6 @@ int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a, const struc
     default:
         STEP(plx_barrier(h->intra), "intra barrier");
         STEP(plx_barrier(h->cross), "cross barrier");
-        STEP(plx_barrier(h->intra), "intra barrier");
         return 0;
     }
 fail:
