@@ -20,7 +20,8 @@
  *   allgather       intra allgather -> cross allgather of the host's part
  *   reduce_scatter  cross reduce_scatter (host chunks) -> intra reduce_scatter
  *   barrier         intra, then cross (every local index: each cross
- *                   rank stands for a host whose ranks have all arrived)
+ *                   rank stands for a host whose ranks have all arrived);
+ *                   with the call check on, the check alone (below)
  *
  * Every host must hold the same number of ranks (else no hierarchy: the
  * communicator stays flat, with a log line); allgather and reduce_scatter
@@ -36,8 +37,9 @@
  * is checked first: an intra allreduce, then a cross one, of each word of
  * the fingerprint's least and greatest (the least of its complement) say
  * whether all the calls are the same, in as many rounds as an allreduce
- * of a few bytes takes. Only where they are not, an intra allgather of the
- * fingerprints, then a cross allgather of each host's verdict (its call,
+ * of a few bytes takes; intra, then cross, it is a barrier too. Only
+ * where they are not, an intra allgather of the fingerprints, then a
+ * cross allgather of each host's verdict (its call,
  * or the first pair of its ranks that differ), name two calls that differ.
  * Every rank reads the same results, so every rank fails alike with
  * PLX_ERR_MISMATCH naming both calls. */
@@ -330,6 +332,11 @@ int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a, const struc
     int check = (plx__diag_checks(c) & PLX__DIAG_INBAND) && (h->nlocal > 1 || h->nhosts > 1);
     if (check && (rc = check_call(c, fp, &step)) != 0)
         goto fail;
+    /* The check's intra, then cross, allreduce already waited for every
+     * rank: each cross result stands on every host's, each of which stood
+     * on all its ranks' (a barrier's own steps, with an answer). */
+    if (check && a->coll == PLX_COLL_BARRIER)
+        return 0;
     switch (a->coll) {
     case PLX_COLL_ALLREDUCE: {
         size_t q = n / L, tail = n % L;
