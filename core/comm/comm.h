@@ -44,6 +44,11 @@ struct plx_comm {
     uint64_t family;          /* shared with the communicators split from the same root (family.c) */
     struct plx_comm *family_next; /* family.c's list of live communicators */
     int machine_ranks;        /* the job's ranks on this machine, where known (hier.c); 0: unknown */
+    /* A hierarchy's cross child (hier.c): the user's call its generic
+     * collective stands for, checked in-band in place of its own (NULL:
+     * its own), and its ranks' ranks in the parent, for naming them. */
+    const struct plx__fp *stands_for;
+    const int *parent_rank;
 
     /* Executor for generic collectives: one thread, FIFO queue. */
     pthread_mutex_t mu;

@@ -73,6 +73,10 @@ struct plx__diag_hooks {
     /* For a failure: add to msg where the other ranks are; returns the
      * status to report (status, or PLX_ERR_MISMATCH). */
     int (*explain)(struct plx_comm *c, int status, char *msg, size_t len);
+    /* A mismatch c's ranks cannot see themselves (hier.c: between ranks
+     * of one host, found before its cross step): their slow waits in c,
+     * and their failures, end with msg. */
+    void (*publish_mismatch)(struct plx_comm *c, const char *msg);
     /* Per operation. post: fp was issued; bytes: the user's payload. */
     void (*post)(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes);
     /* It changed state (enum plx__op_state). inband: the user's call when
@@ -112,6 +116,12 @@ static inline void plx__diag_close(struct plx_comm *c)
 static inline unsigned plx__diag_checks(const struct plx_comm *c)
 {
     return c->dh->checks ? c->dh->checks(c) : 0;
+}
+
+static inline void plx__diag_publish(struct plx_comm *c, const char *msg)
+{
+    if (c->dh->publish_mismatch)
+        c->dh->publish_mismatch(c, msg);
 }
 
 static inline int plx__diag_native_check(struct plx_comm *c, const struct plx__fp *fp)

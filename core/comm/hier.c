@@ -60,6 +60,7 @@ struct plx__hier {
     int host, nhosts, local, nlocal;
     int contiguous;      /* rank == host * nlocal + local for every rank */
     int *host_of, *local_of;
+    int *cross_parent;   /* cross's ranks' ranks here (its in-band check names them) */
     void *tmp;           /* reduce_scatter's cross result, kept for reuse */
     size_t tmp_bytes;
     char name[80];       /* "intra+cross", what plx_comm_backend says */
@@ -94,6 +95,7 @@ static void hier_free(struct plx__hier *h)
         plx_comm_destroy(h->cross);
     free(h->host_of);
     free(h->local_of);
+    free(h->cross_parent);
     free(h->tmp);
     free(h);
 }
@@ -104,7 +106,7 @@ int plx__hier_setup(struct plx_comm *c, struct plx__backend *intra_be)
     struct plx__hier *h = calloc(1, sizeof *h);
     uint64_t *ids = calloc(2 * (size_t)P, sizeof *ids); /* each rank's host, then its machine */
     if (!h || !ids || !(h->host_of = calloc((size_t)P, sizeof(int))) ||
-        !(h->local_of = calloc((size_t)P, sizeof(int)))) {
+        !(h->local_of = calloc((size_t)P, sizeof(int))) || !(h->cross_parent = calloc((size_t)P, sizeof(int)))) {
         free(ids);
         hier_free(h);
         return plx__err(PLX_ERR_NOMEM, "hierarchy on '%s': out of memory", c->name);
@@ -150,6 +152,10 @@ int plx__hier_setup(struct plx_comm *c, struct plx__backend *intra_be)
     if ((rc = plx__comm_split_on(c, h->host, c->rank, intra_be, &h->intra)) != 0 ||
         (rc = plx__comm_split_on(c, h->local, c->rank, c->be, &h->cross)) != 0)
         goto fail;
+    for (int r = 0, k = 0; r < P; r++) /* split keeps the order of the key, c's rank */
+        if (h->local_of[r] == h->local)
+            h->cross_parent[k++] = r;
+    h->cross->parent_rank = h->cross_parent;
     free(ids);
     snprintf(h->name, sizeof h->name, "%s+%s", intra_be->name, c->be->name);
     c->hier = h;
@@ -226,7 +232,7 @@ static int mismatch(const uint64_t *v, char *msg, size_t len)
 
 /* 0 if every rank makes the call fp; PLX_ERR_MISMATCH naming two calls
  * that differ (the same pair on every rank), or a step's error. */
-static int name_mismatch(struct plx_comm *c, const struct plx__fp *fp, const char **step)
+static int name_mismatch(struct plx_comm *c, const struct plx__fp *fp, int hosts_too, const char **step)
 {
     struct plx__hier *h = c->hier;
     int L = h->nlocal, H = h->nhosts, rc = 0;
@@ -234,6 +240,7 @@ static int name_mismatch(struct plx_comm *c, const struct plx__fp *fp, const cha
     if (!loc)
         return plx__err(PLX_ERR_NOMEM, "hierarchical call check on '%s': out of memory", c->name);
     uint64_t *mine = loc + (size_t)L * FPW, *all = mine + VERDICT;
+    h->cross->stands_for = NULL; /* hosts' verdicts differ by design: the allgather is the check now */
     fp_put(fp, mine);
     mine[FPW] = (uint64_t)world_rank(c, h, h->host, 0);
     mine[2 * FPW + 1] = NONE;
@@ -251,7 +258,8 @@ static int name_mismatch(struct plx_comm *c, const struct plx__fp *fp, const cha
                 break;
             }
     }
-    if (H > 1) {
+    int hosts = hosts_too ? H : 1;
+    if (hosts > 1) {
         *step = "call check (cross)";
         if ((rc = plx_allgather(h->cross, mine, all, VERDICT, PLX_U64)) != 0)
             goto out;
@@ -259,12 +267,16 @@ static int name_mismatch(struct plx_comm *c, const struct plx__fp *fp, const cha
         memcpy(all, mine, VERDICT * sizeof *all);
     }
     char msg[400];
-    for (int k = 0; k < H; k++)
+    for (int k = 0; k < hosts; k++)
         if (all[(size_t)k * VERDICT + 2 * FPW + 1] != NONE) {
             rc = mismatch(all + (size_t)k * VERDICT, msg, sizeof msg);
+            /* Only this host's ranks know; the other hosts' are in (or
+             * on their way to) the cross step, whose waits find it here. */
+            if (!hosts_too && H > 1)
+                plx__diag_publish(h->cross, msg);
             goto out;
         }
-    for (int k = 1; k < H; k++)
+    for (int k = 1; k < hosts; k++)
         if (memcmp(all, all + (size_t)k * VERDICT, FPW * sizeof *all)) {
             uint64_t v[VERDICT];
             memcpy(v, all, (FPW + 1) * sizeof *v);
@@ -277,14 +289,53 @@ out:
     return rc;
 }
 
+/* Whether the cross child runs coll on the core's generic algorithms with
+ * the in-band check on: its messages then compare the user's call (a
+ * native collective checks nothing). */
+static int cross_inband(const struct plx__hier *h, int coll, int dtype, int op)
+{
+    return h->nhosts > 1 && (plx__diag_checks(h->cross) & PLX__DIAG_INBAND) &&
+           plx_comm_native(h->cross, coll, dtype, op) == 0;
+}
+
+/* Whether a's own cross steps can stand for the check across hosts: every
+ * rank runs one before its cross steps can differ (not a broadcast's,
+ * which only the root's local index runs), checked in-band. */
+static int steps_check_cross(const struct plx__hier *h, const struct plx_coll_args *a)
+{
+    return (a->coll == PLX_COLL_ALLREDUCE || a->coll == PLX_COLL_ALLGATHER || a->coll == PLX_COLL_REDUCE_SCATTER) &&
+           cross_inband(h, a->coll, a->dtype, a->op);
+}
+
+static int words_differ(const uint64_t *w)
+{
+    for (int i = 0; i < FPW; i++)
+        if (w[i] != ~w[FPW + i])
+            return 1;
+    return 0;
+}
+
 /* Whether every rank makes the call fp: each word's least and, as the
  * least of its complement, its greatest, over the host, then over the
  * hosts (the cross children each span every host, and each host's ranks
  * hold the same least and greatest, so every rank gets the same answer);
- * where they differ, name_mismatch names two calls. */
-static int check_call(struct plx_comm *c, const struct plx__fp *fp, const char **step)
+ * where they differ, name_mismatch names two calls.
+ *
+ * Where the cross child checks in-band, its messages carry the user's
+ * call (plx__hier_run), so hosts whose calls differ fail in their first
+ * cross message, and the check across hosts is a's own cross steps where
+ * they can be (steps_check_cross): the intra round alone comes first. A
+ * host whose ranks differ then fails without a word across (its ranks'
+ * steps may differ): it names them and publishes that in the cross
+ * children, where the other hosts' waits find it. With a cross backend
+ * that runs the check natively, every host runs both rounds, so that
+ * every rank reaches the same verdict. */
+static int check_call(struct plx_comm *c, const struct plx__fp *fp, const struct plx_coll_args *a,
+                      const char **step)
 {
     struct plx__hier *h = c->hier;
+    int inband = cross_inband(h, PLX_COLL_ALLREDUCE, PLX_U64, PLX_MIN);
+    int cross = h->nhosts > 1 && !(inband && steps_check_cross(h, a));
     uint64_t w[2 * FPW];
     fp_put(fp, w);
     for (int i = 0; i < FPW; i++)
@@ -294,16 +345,15 @@ static int check_call(struct plx_comm *c, const struct plx__fp *fp, const char *
         *step = "call check (intra)";
         if ((rc = plx_allreduce(h->intra, w, w, 2 * FPW, PLX_U64, PLX_MIN)) != 0)
             return rc;
+        if (inband && words_differ(w))
+            return name_mismatch(c, fp, 0, step);
     }
-    if (h->nhosts > 1) {
+    if (cross) {
         *step = "call check (cross)";
         if ((rc = plx_allreduce(h->cross, w, w, 2 * FPW, PLX_U64, PLX_MIN)) != 0)
             return rc;
     }
-    for (int i = 0; i < FPW; i++)
-        if (w[i] != ~w[FPW + i])
-            return name_mismatch(c, fp, step);
-    return 0;
+    return words_differ(w) ? name_mismatch(c, fp, 1, step) : 0;
 }
 
 /* An allreduce whose L - 1 extra copies across (every local rank's cross
@@ -321,7 +371,20 @@ static int check_call(struct plx_comm *c, const struct plx__fp *fp, const char *
         }                                                                                                \
     } while (0)
 
+static int run_steps(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp);
+
 int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp)
+{
+    /* The cross child's in-band check compares the user's call, not its
+     * step's: hosts whose calls differ are told so in their first cross
+     * message (naming both calls), whatever steps their counts chose. */
+    c->hier->cross->stands_for = fp;
+    int rc = run_steps(c, a, fp);
+    c->hier->cross->stands_for = NULL;
+    return rc;
+}
+
+static int run_steps(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp)
 {
     struct plx__hier *h = c->hier;
     size_t es = plx_dtype_size(a->dtype), n = a->count, L = (size_t)h->nlocal;
@@ -330,11 +393,12 @@ int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a, const struc
     const char *step = "";
     int rc = 0;
     int check = (plx__diag_checks(c) & PLX__DIAG_INBAND) && (h->nlocal > 1 || h->nhosts > 1);
-    if (check && (rc = check_call(c, fp, &step)) != 0)
+    if (check && (rc = check_call(c, fp, a, &step)) != 0)
         goto fail;
-    /* The check's intra, then cross, allreduce already waited for every
-     * rank: each cross result stands on every host's, each of which stood
-     * on all its ranks' (a barrier's own steps, with an answer). */
+    /* The check's intra, then cross, allreduce (a barrier's cross steps
+     * never stand for it) already waited for every rank: each cross
+     * result stands on every host's, each of which stood on all its
+     * ranks' (a barrier's own steps, with an answer). */
     if (check && a->coll == PLX_COLL_BARRIER)
         return 0;
     switch (a->coll) {

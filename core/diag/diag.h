@@ -82,6 +82,9 @@ struct plx__diag_state {
      * seq + 1 of the last collective whose first message went / came. */
     struct plx__fp cur;
     int cur_on;
+    /* The call its messages carry and compare: cur's, or the one cur
+     * stands for (plx_comm.stands_for); tags and seqs stay cur's. */
+    struct plx__fp ident;
     uint64_t *sent, *rcvd;
     char **sbounce, **rbounce; /* per peer: fingerprint.c's io + bounce buffer */
     /* Position, as published to the store ("diag/pos/<rank>"). */

@@ -57,7 +57,8 @@ static unsigned checks(const struct plx_comm *c)
 
 #define PER_COMM                                                                                                     \
     .open = plx__diag_create, .close = plx__diag_destroy, .checks = checks, .native_check = plx__fp_native_check, \
-    .slow_wait = plx__ledger_slow_wait, .explain = plx__ledger_explain
+    .slow_wait = plx__ledger_slow_wait, .explain = plx__ledger_explain,                                      \
+    .publish_mismatch = plx__diag_publish_mismatch
 
 const struct plx__diag_hooks plx__diag_none = {.name = "none", PER_COMM};
 

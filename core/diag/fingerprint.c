@@ -95,8 +95,10 @@ void plx__fp_begin(struct plx_comm *c, const struct plx__fp *fp)
     struct plx__diag_state *d = plx__diag_of(c);
     if (!d || !d->inband)
         return;
-    if (fp)
+    if (fp) {
         d->cur = *fp;
+        d->ident = c->stands_for ? *c->stands_for : *fp;
+    }
     d->cur_on = fp != NULL;
 }
 
@@ -154,7 +156,7 @@ int plx__fp_start(struct plx_comm *c, int is_send, int peer, void *buf, size_t b
     const size_t W = sizeof(struct fp_wire);
     if (is_send) {
         struct fp_wire w;
-        to_wire(&d->cur, &w);
+        to_wire(&d->ident, &w);
         w.payload = bytes;
         w.inline_data = (uint32_t)inl;
         memcpy(b, &w, sizeof w);
@@ -196,9 +198,11 @@ static int check(struct plx_comm *c, struct plx__fp_io *io)
                         "rank %d's first message of seq %llu carries no fingerprint (is [core] fingerprint set "
                         "alike on every rank?)", io->peer, (unsigned long long)d->cur.seq);
     struct plx__fp theirs = from_wire(&w);
-    if (!plx__fp_equal(&theirs, &d->cur)) {
+    if (!plx__fp_equal(&theirs, &d->ident)) {
         char msg[400];
-        plx__fp_mismatch_msg(&d->cur, c->rank, &theirs, io->peer, msg, sizeof msg);
+        const int *pr = c->parent_rank;
+        plx__fp_mismatch_msg(&d->ident, pr ? pr[c->rank] : c->rank, &theirs, pr ? pr[io->peer] : io->peer, msg,
+                             sizeof msg);
         plx__diag_publish_mismatch(c, msg);
         return plx__err(PLX_ERR_MISMATCH, "%s", msg);
     }

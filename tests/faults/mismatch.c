@@ -21,10 +21,12 @@
  * namespace, which tells hosts apart for shm and the hierarchy; loopback
  * tcp between them), where both ranks of the second host differ, so only
  * the comparison across hosts sees it (exit 77 where no UTS namespace can
- * be made).
+ * be made); hier-hosts-one is the same with the last rank alone differing,
+ * so only its host's ranks can see it, while the first host's go on into
+ * the step across hosts.
  *
  * Usage: mismatch sim|sim-generic|tcp|shm|hier   (3 ranks: threads, or processes)
- *        mismatch hier-hosts                     (4 processes, 2 "hosts")
+ *        mismatch hier-hosts|hier-hosts-one      (4 processes, 2 "hosts")
  *        mismatch mpi BACKEND            (under mpirun, 2 ranks or more:
  *                                         [core] fingerprint_native = every)
  *
@@ -160,7 +162,7 @@ static int open_comm(const char *mode, const char *url, const char *name, int ra
         o.init = url;
         o.rank = o.local_rank = rank;
         o.size = o.local_size = size;
-        if (!strcmp(mode, "hier-hosts")) { /* 2 "hosts" of size / 2 */
+        if (!strncmp(mode, "hier-hosts", 10)) { /* 2 "hosts" of size / 2 */
             o.local_rank = rank % (size / 2);
             o.local_size = size / 2;
         }
@@ -213,7 +215,7 @@ static int rank_main(int rank, void *arg)
     char *log = sh->log[rank];
     size_t cap = sizeof sh->log[0];
     int *failures = &sh->failures;
-    if (!strcmp(sh->mode, "hier-hosts") && become_host(rank / (sh->nrank / 2)) != 0) {
+    if (!strncmp(sh->mode, "hier-hosts", 10) && become_host(rank / (sh->nrank / 2)) != 0) {
         FAIL("rank %d: cannot make a UTS namespace\n", rank);
         return 1;
     }
@@ -265,10 +267,10 @@ int main(int argc, char **argv)
             mpi_backend = argv[2];
         return mpi_main();
     }
-    int hosts = !strcmp(mode, "hier-hosts");
+    int hosts = !strcmp(mode, "hier-hosts") || !strcmp(mode, "hier-hosts-one");
     int procs_mode = !strcmp(mode, "tcp") || !strcmp(mode, "shm") || !strcmp(mode, "hier") || hosts;
     if (!procs_mode && strcmp(mode, "sim") && strcmp(mode, "sim-generic")) {
-        fprintf(stderr, "usage: mismatch sim|sim-generic|tcp|shm|hier|hier-hosts|mpi\n");
+        fprintf(stderr, "usage: mismatch sim|sim-generic|tcp|shm|hier|hier-hosts|hier-hosts-one|mpi\n");
         return 2;
     }
     if (hosts) { /* can a child make a UTS namespace? */
@@ -287,7 +289,7 @@ int main(int argc, char **argv)
     sh->mode = mode;
     any_seq = !strncmp(mode, "hier", 4);
     sh->nrank = hosts ? 4 : 3;
-    sh->first_odd = hosts ? 2 : sh->nrank - 1;
+    sh->first_odd = hosts && strcmp(mode, "hier-hosts-one") ? 2 : sh->nrank - 1;
     int bad = 0;
     if (procs_mode) {
         for (int cs = 0; cs < NCASE; cs++)
