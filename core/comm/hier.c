@@ -42,7 +42,11 @@
  * cross allgather of each host's verdict (its call,
  * or the first pair of its ranks that differ), name two calls that differ.
  * Every rank reads the same results, so every rank fails alike with
- * PLX_ERR_MISMATCH naming both calls. */
+ * PLX_ERR_MISMATCH naming both calls. Where the cross child checks its
+ * messages in-band (tcp), they carry the user's call instead of the
+ * step's, and an allreduce, allgather or reduce_scatter, whose every rank
+ * crosses hosts, skips the cross round: its own cross steps tell hosts
+ * that differ apart (check_call). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
