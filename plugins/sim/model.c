@@ -8,7 +8,8 @@
  * behind the receiver's other arrivals; a reduction the core runs costs
  * gamma * bytes on the rank's clock; a host with fewer cores than ranks
  * time-shares them (stretch), and there a message also waits for its
- * receiver to be woken and switched in (wake_ns); bytes another core still
+ * receiver to be woken and switched in (wake_ns), which takes core time
+ * too (wake_cpu_ns); bytes another core still
  * holds in its own cache, and a message left unanswered (its
  * acknowledgement), cost more within a host; a message above the eager
  * limit costs its sender the handling of its receiver's ready notice
@@ -41,6 +42,7 @@ void sim_model_read(const struct plx_host *h, const struct plx_config *config, s
     m->machine_cores = (int)plx_plugin_config_int(h, config, "model_machine_cores", 0);
     m->yielding_waits = plx_plugin_config_bool(h, config, "model_yielding_waits", 0);
     m->wake_ns = (double)plx_plugin_config_int(h, config, "model_wake_latency", 0);
+    m->wake_cpu_ns = (double)plx_plugin_config_int(h, config, "model_wake_cpu", 0);
     m->intra_alpha_ns = (double)plx_plugin_config_int(h, config, "model_intra_latency", 0);
     m->intra_beta_ns = ns_per_byte(plx_plugin_config_int(h, config, "model_intra_bandwidth", 0));
     m->intra_cache_bytes = (double)plx_plugin_config_int(h, config, "model_intra_cache", 0);
@@ -169,11 +171,28 @@ static double link_ns(const struct sim_model *m, int inter, size_t bytes, double
  * cannot hold it, (ranks - cores) / ranks = 1 - 1/s under fair sharing; then
  * it is woken and switched back in only once the message is there, so each
  * message pays that wake-up times the chance. One that queues behind
- * earlier arrivals finds its receiver busy with them, awake. */
+ * earlier arrivals finds its receiver busy with them, awake. The wake-up is
+ * also work on the cores (the kernel's wake-up, the switches to and from
+ * the receiver), shared like the rest with the host's ranks: s times its
+ * core time, times the same chance, so (s - 1) times it. The latency part
+ * stays bounded as ranks grow; this part grows with them, as a CPU-bound
+ * round of many ranks on few cores does. Hosts emulated on one machine
+ * queue that core time on the machine's cores instead (machine_ns): only
+ * the messages sent pay it there, so a tree's quiet steps cost less than
+ * a round where every rank sends, and where every rank does, the two
+ * agree. */
 static double latency_ns(const struct sim_model *m, double alpha, double s)
 {
     double t = (m->yielding_waits ? 1.0 : s) * alpha;
-    return s > 1.0 ? t + m->wake_ns * (1.0 - 1.0 / s) : t;
+    double wake_cpu = m->machine_cores > 0 ? 0.0 : m->wake_cpu_ns * (s - 1.0);
+    return s > 1.0 ? t + m->wake_ns * (1.0 - 1.0 / s) + wake_cpu : t;
+}
+
+/* The core time a message's wake-up of its receiver takes, on a host of
+ * stretch s: the receiver is off the cores 1 - 1/s of the time. */
+static double wake_cpu_ns(const struct sim_model *m, double s)
+{
+    return s > 1.0 ? m->wake_cpu_ns * (1.0 - 1.0 / s) : 0.0;
 }
 
 /* The CPU time a message costs its sender beyond its bytes and the
@@ -218,11 +237,11 @@ static int queue_slots(const struct impl *c)
  * shared cores from end to end (the kernel's path through veths, a bridge
  * and the shaper across hosts, loopback within one; there is no wire, so
  * a link's latency when idle is that work, and its bytes are copied by
- * the cores as within a host: cpu_ns), and messages that many ranks send
- * at once queue for those cores: the machine gets through one message's
- * latency and copies, over its cores, after another. Returns when it is
- * through this one (from `from`), or 0 where hosts are machines of their
- * own. */
+ * the cores as within a host: cpu_ns, with the receiver's wake-up's core
+ * time), and messages that many ranks send at once queue for those cores:
+ * the machine gets through one message's latency and copies, over its
+ * cores, after another. Returns when it is through this one (from `from`),
+ * or 0 where hosts are machines of their own. */
 static double machine_ns(const struct sim_model *m, double *q, int n, int inter, double from, double cpu_ns)
 {
     if (m->machine_cores <= 0)
@@ -353,7 +372,8 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     recv->ack_from = !inter && m->intra_ack_ns > 0 ? sc->model_rank + 1 : 0;
     if (inter) /* through the receiving host's NIC, its bytes as they came from the sender's */
         arrive = max2(arrive, nic_pass(m, &QUEUE(q, n, NIC_IN, host), arrive - send->nic_ns, b));
-    arrive = max2(arrive, machine_ns(m, q, n, inter, send->t_depart, link_ns(m, 0, send->bytes, host_set(sc, n))));
+    double cpu = link_ns(m, 0, send->bytes, host_set(sc, n)) + wake_cpu_ns(m, stretch(m, n, dst));
+    arrive = max2(arrive, machine_ns(m, q, n, inter, send->t_depart, cpu));
     QUEUE(q, n, INGRESS, dst) = arrive;
     recv->t_done = arrive;
     if (m->trace[0])

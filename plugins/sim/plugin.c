@@ -45,6 +45,11 @@ static const struct plx_key keys[] = {
      "for the share of the time the cores cannot hold it, (ranks - cores) / ranks, and then reaches it this "
      "much later: the wake-up and the switch to it; each message pays it times that share, and a native "
      "collective's barrier (model_intra_native) one per round of switching the ranks off the cores back in"},
+    {"model_wake_cpu", PLX_KEY_DURATION, "0", NULL,
+     "Model, with model_cores_per_host or model_machine_cores: the core time the wake-up of "
+     "model_wake_latency takes (the kernel's wake-up, the switches to the receiver and back), which the "
+     "host's ranks share like the rest of their work: each message pays it times (ranks - cores) / cores, "
+     "so it grows with the ranks a core holds where model_wake_latency does not"},
     {"model_intra_latency", PLX_KEY_DURATION, "0", NULL, "Model: per-message latency within a host (alpha)"},
     {"model_intra_bandwidth", PLX_KEY_SIZE, "0", NULL,
      "Model: bytes per second of a link within a host (1/beta; 0: infinite)"},

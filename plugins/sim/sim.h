@@ -45,6 +45,7 @@ struct sim_model {
     int machine_cores;    /* > 0: every host's ranks share these cores (hosts emulated on one machine) */
     int yielding_waits;   /* time-shared: a waiting rank gives its core up (else it spins on its share) */
     double wake_ns;       /* time-shared: a message's wait for its receiver to be woken and scheduled */
+    double wake_cpu_ns;   /* time-shared: the core time that wake-up takes, shared with the host's ranks */
     double intra_alpha_ns, intra_beta_ns; /* within a host: latency, ns per byte */
     double intra_cache_bytes;  /* within a host: the bytes of a message its copies keep in cache */
     double intra_memory_beta_ns; /* ... and the ns each byte beyond them costs more (0: none) */

@@ -40,6 +40,11 @@ static int yielding;
  * critical path adds wake (P - cores) / P, unshared, so the formula's alpha
  * count (its messages) times that. */
 static double wake_ns;
+/* sim.model_wake_cpu (ns, 0: off): that wake-up's core time, shared by the
+ * P ranks on the cores like all their work: P/cores times it, times the
+ * same chance, so every message on the critical path adds wake_cpu
+ * (P - cores) / cores, which grows with P where wake_ns's share does not. */
+static double wake_cpu_ns;
 /* sim.model_intra_cache and model_intra_memory_bandwidth (0: off): a
  * message's bytes beyond cache_bytes cost mem_ns each more, so every
  * message of m bytes costs alpha + m beta + (m - cache)+ mem; a segmented
@@ -276,7 +281,9 @@ static void check(const char *algo, int coll, int P, size_t count)
         want -= (share - 1) * alpha_only(algo, coll, P, count, ALPHA_NS);
     if (share > 1 && wake_ns > 0) /* one wake-up per message on the critical path: alpha's count */
         want += alpha_only(algo, coll, P, count, wake_ns * (1 - 1 / share));
-    char algo_kv[64], cores_kv[64], wake_kv[64], cache_kv[64], eager_kv[64], head_kv[64], private_kv[64], ack_kv[64],
+    if (share > 1 && wake_cpu_ns > 0) /* the wake-up's core time, shared: alpha's count again */
+        want += alpha_only(algo, coll, P, count, wake_cpu_ns * (share - 1));
+    char algo_kv[64], cores_kv[64], wake_kv[64], wake_cpu_kv[64], cache_kv[64], eager_kv[64], head_kv[64], private_kv[64], ack_kv[64],
         rdv_kv[64], host_kv[64];
     snprintf(host_kv, sizeof host_kv, "sim.model_host_cache=%.0f", host_cache_bytes);
     snprintf(rdv_kv, sizeof rdv_kv, "sim.model_rendezvous_overhead=%.0fns", rdv_ns);
@@ -287,9 +294,10 @@ static void check(const char *algo, int coll, int P, size_t count)
     snprintf(algo_kv, sizeof algo_kv, "core.allreduce_algo=%s", algo);
     snprintf(cores_kv, sizeof cores_kv, "sim.model_cores_per_host=%d", cores);
     snprintf(wake_kv, sizeof wake_kv, "sim.model_wake_latency=%.0fns", wake_ns);
+    snprintf(wake_cpu_kv, sizeof wake_cpu_kv, "sim.model_wake_cpu=%.0fns", wake_cpu_ns);
     snprintf(cache_kv, sizeof cache_kv, "sim.model_intra_cache=%.0f", cache_bytes);
     const char *ov[] = {"sim.model=true", "sim.model_intra_latency=2us", "sim.model_intra_bandwidth=1G",
-                        algo_kv, cores_kv, wake_kv, cache_kv,
+                        algo_kv, cores_kv, wake_kv, wake_cpu_kv, cache_kv,
                         mem_ns > 0 ? "sim.model_intra_memory_bandwidth=512M" : "sim.model_intra_memory_bandwidth=0",
                         yielding ? "sim.model_yielding_waits=true" : "sim.model_yielding_waits=false",
                         serial ? "sim.model_intra_serial_copies=true" : "sim.model_intra_serial_copies=false", eager_kv,
@@ -304,10 +312,10 @@ static void check(const char *algo, int coll, int P, size_t count)
     int rc = run_timed(P, ov, &j, &got);
     double err = fabs(got - want) / want;
     int ok = rc == 0 && j.bad == 0 && err <= 0.02;
-    printf("%s %-20s%s%s%s%s%s%s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
+    printf("%s %-20s%s%s%s%s%s%s%s%s%s%s%s P=%-4d bytes=%-9.0f model %12.0f ns formula %12.0f ns (%.2f%%)%s\n",
            ok ? "ok  " : "FAIL", name, gamma_ns > 0 ? " +gamma" : "",
            share > 1 ? (yielding ? " shared, yielding" : " time-shared") : "", wake_ns > 0 ? " +wake" : "",
-           mem_ns > 0 ? " +memory" : "", host_mem_ns > 0 ? " +host memory" : "", head_ns > 0 ? " +head" : "",
+           wake_cpu_ns > 0 ? " +wake cpu" : "", mem_ns > 0 ? " +memory" : "", host_mem_ns > 0 ? " +host memory" : "", head_ns > 0 ? " +head" : "",
            private_ns > 0 ? " +private" : "",
            ack_ns > 0 ? " +ack" : "", serial ? " serial copies" : "",
            eager > 0 ? (rdv_ns > 0 ? " +rendezvous +overhead" : " +rendezvous") : "", P, n, got, want, 100 * err, j.bad ? " WRONG DATA" : "");
@@ -553,6 +561,19 @@ int main(void)
     cores = 0;
     check("ring", PLX_COLL_ALLREDUCE, 4, 4 * 1024); /* a core for every rank: no wake-up */
     check_two_hosts();
+    /* The wake-up's core time, beside its latency: it grows with the ranks
+     * a core holds (16 on 2 cores pay 7 of it a message, 4 pay 1). */
+    cores = 2;
+    yielding = 1;
+    wake_cpu_ns = 3000;
+    check("recdbl", PLX_COLL_ALLREDUCE, 16, 1024);
+    check("tree", PLX_COLL_ALLREDUCE, 16, 1024);
+    check("ring", PLX_COLL_ALLGATHER, 4, 1024);
+    check("recdbl", PLX_COLL_ALLREDUCE, 2, 1024); /* as many cores as ranks: none */
+    yielding = 0;
+    check("rabenseifner", PLX_COLL_ALLREDUCE, 8, 4 * 1024);
+    cores = 0;
+    wake_cpu_ns = 0;
     gamma_ns = 0;
     wake_ns = 0;
     /* Messages within a host larger than its cache: each byte beyond it

@@ -315,6 +315,29 @@ static void check_machine_messages(const char *ranks_per_host, size_t count)
         failures++;
 }
 
+/* The same eight ranks on two cores, each message also waking its
+ * receiver (model_wake_cpu): that wake-up is core time too, queued on the
+ * machine's cores with the message's own. A receiver is off the cores
+ * 1 - cores/ranks of the time, so a round of eight messages takes the
+ * machine 8 (alpha + 3/4 wake) / 2, three rounds 12 (alpha + 3/4 wake),
+ * where a wake-up priced into each message's latency instead, as on a
+ * host of its own (ranks/cores - 1 of it: 3 wake), would give the
+ * critical path 3 (alpha + 3 wake) and leave the cores' queue the longer. */
+static void check_machine_wakes(void)
+{
+    const char *const extra[] = {"sim.model_inter_latency=20us", "sim.model_intra_latency=20us",
+                                 "sim.model_inter_bandwidth=64G", "sim.model_ranks_per_host=2",
+                                 "sim.model_machine_cores=2", "sim.model_yielding_waits=true",
+                                 "sim.model_wake_cpu=8us", NULL};
+    struct job j = {.coll = PLX_COLL_ALLREDUCE, .counts = {2}, .nops = 1, .size = 8, .extra = extra};
+    double got, wall, want = 3 * 8 * (20000.0 + 0.75 * 8000.0 + 8.0 * beta_ns) / 2;
+    int ok = run(&j, "recdbl", &got, &wall) == 0 && got >= 0.99 * want && got <= 1.10 * want;
+    printf("%s allreduce recdbl       8 B, 8 ranks on two cores, 8 us wake-ups: model %.0f ns, the cores' work "
+           "%.0f ns (%+.2f%%)\n", ok ? "ok  " : "FAIL", got, want, 100 * (got - want) / want);
+    if (!ok)
+        failures++;
+}
+
 /* Two hosts of one rank whose NICs are token buckets of two messages'
  * bytes (model_inter_burst: tc tbf's burst): from idle, the first two
  * exchanges pass at once (alpha each), and the third waits for the tokens
@@ -366,6 +389,7 @@ int main(int argc, char **argv)
     check_machine_messages("sim.model_ranks_per_host=2", 2);
     check_machine_messages("sim.model_ranks_per_host=1", 5120);
     check_machine_messages("sim.model_ranks_per_host=2", 5120);
+    check_machine_wakes();
     check_nic_bound("ring", 2.0 * 7 / 8);
     check_nic_bound("rabenseifner", 2.0 * (1 - 2.0 / 8));
     const int P = 1024;
