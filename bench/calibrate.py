@@ -22,6 +22,9 @@ For each transport (tcp, shm) on real processes (plexus-run):
      segment (tcp: ACK_OF), and what a message above the eager limit costs
      its sender, the handling of its receiver's ready notice, once per
      message where a pipeline overlaps the latency (tcp: RENDEZVOUS_OF),
+     the core time a wake-up takes, which the ranks on the cores share, so
+     it grows with the ranks a core holds (tcp: WAKE_CPU_OF; measure more
+     ranks than --ranks' default to tell it from the wake-up's latency),
      and the ns more each copied byte costs by the share of the operation's
      buffers on the host beyond the host's cache) to the collectives at
      --fit-ranks (default 2, 3 and 4), every other size (8 B, 512 B,
@@ -33,7 +36,7 @@ For each transport (tcp, shm) on real processes (plexus-run):
      best is kept, then the smallest host's cache, with the best head (the
      fit sizes cannot tell caches between 2 MiB and 64 MiB apart); shm's
      host's cache is tcp's too (HOST_CACHE_FROM). The model's time is
-     linear in the ten where nothing contends, so
+     linear in the eleven where nothing contends, so
      plexus-whatif runs with one unit of each give every row's
      coefficients; the one-way times get
      their own alpha + beta n fit, printed for comparison (the core's
@@ -66,8 +69,8 @@ import argparse, csv, datetime, json, os, socket, statistics, subprocess, sys, t
 SIZES = [8 << (3 * i) for i in range(8)] + [64 << 20]  # 8 B .. 16 MiB by factors of 8, and 64 MiB (held out)
 QUICK_SIZES = [8, 512, 32768]
 # The model's terms the fit sets: alpha, beta, gamma, the wake-up, the memory, the head, another core's cache, an
-# unanswered message's acknowledgement, a rendezvous message's overhead, the host's memory.
-UNITS = 10
+# unanswered message's acknowledgement, a rendezvous message's overhead, the host's memory, the wake-up's core time.
+UNITS = 11
 
 
 def run(cmd, timeout=600):
@@ -224,7 +227,7 @@ def shape_keys(transport, cores, cache, head, native, serial, eager, private=0, 
 
 def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, head_ns, cache, head, note, cores,
                 native, serial=False, eager=True, private_ns=0.0, private=0, ack_us=0.0, rdv_us=0.0, host_ns=0.0,
-                host_cache=0):
+                host_cache=0, wake_cpu_us=0.0):
     """The [sim] drop-in; a bandwidth of 0 is the key's 'infinite' (beta, gamma, the memory's, the head's, the
     private cache's or the host's memory's 0)."""
     alpha_ns, wake_ns = round(alpha_us * 1e3), round(wake_us * 1e3)
@@ -240,13 +243,14 @@ def write_model(path, transport, alpha_us, beta_ns, gamma_ns, wake_us, mem_ns, h
              f"memory {mem_ns:.4f} ns/B beyond {cache} B, head {head_ns:.4f} ns/B of a copy's first {head} B",
              f"another core's cache {private_ns:.4f} ns/B of {private} B, an unanswered message's ACK {ack_us:.3f} us, "
              f"a rendezvous message's overhead {rdv_us:.3f} us, "
-             f"the host's memory {host_ns:.4f} ns/B beyond {host_cache} B"]
+             f"the host's memory {host_ns:.4f} ns/B beyond {host_cache} B, a wake-up's core time {wake_cpu_us:.3f} us"]
     with open(path, "w") as f:
         f.write("".join(f"# {line}\n" for part in parts for line in textwrap.wrap(part, 150))
                 + "[sim]\n"
                 "model = true\n"
                 "model_ranks_per_host = 0\n"
                 f"model_wake_latency = {wake_ns}ns\n"
+                f"model_wake_cpu = {round(wake_cpu_us * 1e3)}ns\n"
                 f"model_intra_latency = {alpha_ns}ns\n"
                 f"model_intra_bandwidth = {bandwidth}\n"
                 f"model_reduce_bandwidth = {reduce_bw}\n"
@@ -263,9 +267,9 @@ def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache
                       eager=True, only=range(UNITS), private=0, host_cache=0):
     """The model's time is alpha, beta, gamma, the wake-up, the memory's cost per byte beyond the cache, a copy's
     head's cost per byte, that of a byte read from another core's own cache, an unanswered message's
-    acknowledgement, a rendezvous message's overhead and the host's memory's cost per byte beyond the host's cache
-    times what each alone costs on the critical path (exactly so without contention; time-sharing stretches each by
-    the same factor in every run): per (coll, ranks, size), plexus-whatif's time with each at one unit (1 us;
+    acknowledgement, a rendezvous message's overhead, the host's memory's cost per byte beyond the host's cache and
+    a wake-up's core time times what each alone costs on the critical path (exactly so without contention;
+    time-sharing stretches each by the same factor in every run): per (coll, ranks, size), plexus-whatif's time with each at one unit (1 us;
     1 ns/B), the cache at cache bytes, the head at head bytes, each core's own cache at private bytes, the host's at
     host_cache bytes, allreduce and allgather native as native says (model_intra_native). Units not in only are
     left at 0: the cache matters to the memory's unit alone, the head to the head's, the private cache to its own,
@@ -274,7 +278,8 @@ def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache
            2: ("reduce_bandwidth", "1000000000"),
            3: ("wake_latency", "1000ns"), 4: ("intra_memory_bandwidth", "1000000000"),
            5: ("intra_head_bandwidth", "1000000000"), 6: ("intra_private_bandwidth", "1000000000"),
-           7: ("intra_ack", "1000ns"), 8: ("rendezvous_overhead", "1000ns"), 9: ("host_memory_bandwidth", "1000000000")}
+           7: ("intra_ack", "1000ns"), 8: ("rendezvous_overhead", "1000ns"), 9: ("host_memory_bandwidth", "1000000000"),
+           10: ("wake_cpu", "1000ns")}
     coef = {}
     for u in range(UNITS):
         if u not in only:
@@ -363,7 +368,8 @@ def within_iqr(p, samples):
 def fit_model(coef, med, t, fitted, k):
     """The first k of alpha (us), beta (ns/B), gamma (ns/B), wake-up (us), memory (ns/B beyond the cache), head
     (ns/B of a copy's first bytes), another core's cache (ns/B), an unanswered message's acknowledgement (us), a
-    rendezvous message's overhead (us), the host's memory (ns/B beyond the host's cache) fitted to the fitted rows
+    rendezvous message's overhead (us), the host's memory (ns/B beyond the host's cache), a wake-up's core time (us)
+    fitted to the fitted rows
     of transport t (the rest 0), and the fit's sum of squared relative errors."""
     rows = [(coef[(coll, P, n)][:k], m) for (tt, coll, P, n), m in med.items() if tt == t and fitted(P, n)]
     x = nnls(rows, k)
@@ -394,6 +400,12 @@ ACK_OF = {"tcp"}
 # that both ends handle in their progress loops, once per message: a 2-rank allreduce costs more the smaller its
 # segments, by more than their bytes, where the model's pipeline paid the latency once.
 RENDEZVOUS_OF = {"tcp"}
+# A tcp rank that waits yields its core, then sleeps, so with more ranks than cores most messages wake their
+# receiver: the kernel's wake-up and the switches are core time the ranks share, and a round of P ranks on C cores
+# costs P/C of it a message. Only measurements beyond the default 2-4 ranks tell it from the wake-up's latency
+# (bench/cluster_predict.py's cluster runs 8 a core); without them the fit leaves it at 0 or near it. shm spins
+# first, and its ranks rarely sleep.
+WAKE_CPU_OF = {"tcp"}
 
 CACHES = [32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20]
 # The sizes it tries for model_host_cache, the cache the host's ranks share for their operation's buffers.
@@ -535,7 +547,7 @@ def main():
             # more run; a term left out has a column of 0, which the fit leaves at 0, as has a head of 0 B.
             private = private_cache if t in PRIVATE_OF else 0
             rendezvous = t in RENDEZVOUS_OF and t in EAGER_LIMIT
-            own = [u for u, on in ((6, private), (7, t in ACK_OF), (8, rendezvous)) if on]
+            own = [u for u, on in ((6, private), (7, t in ACK_OF), (8, rendezvous), (10, t in WAKE_CPU_OF)) if on]
             extra = unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, 0, 0, native, a.serial_copies,
                                       only=own, private=private) if own else {k: [0.0] * UNITS for k in base}
             mem_of = {cache: unit(4, cache, 0) for cache in CACHES}
@@ -547,7 +559,7 @@ def main():
                 for head in heads:
                     for hc in host_caches:
                         coef = {k: v[:4] + [mem_of[cache][k][4], head_of[head][k][5]] + extra[k][6:9]
-                                + [host_of[hc][k][9]] for k, v in base.items()}
+                                + [host_of[hc][k][9], extra[k][10]] for k, v in base.items()}
                         x, err = fit_model(coef, med, t, fitted, UNITS)
                         fits.append((err, cache, head, hc, x))
                 best_c = min(f for f in fits if f[1] == cache)
@@ -567,7 +579,8 @@ def main():
                                                   if host_cache_of is not None else ""), flush=True)
             if t in HOST_CACHE_FROM and host_cache_of is None:
                 host_cache_of = host_cache
-            _, _, head, _, (alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, private_ns, ack_us, rdv_us, host_ns) = min(
+            _, _, head, _, (alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, private_ns, ack_us, rdv_us, host_ns,
+                            wake_cpu_us) = min(
                 (f for f in fits if f[1] == cache and f[3] == host_cache), key=lambda f: f[0])
             # The previous model: the core's generic algorithms over messages, no memory term.
             old, _ = fit_model(unit_coefficients(b, tmp, colls, rank_counts, sizes, a.cores, t, CACHES[0], 0, "none",
@@ -579,7 +592,7 @@ def main():
                     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
             write_model(model, t, alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, cache, head, note, a.cores, native,
                         a.serial_copies, private_ns=private_ns, private=private, ack_us=ack_us, rdv_us=rdv_us,
-                        host_ns=host_ns, host_cache=host_cache)
+                        host_ns=host_ns, host_cache=host_cache, wake_cpu_us=wake_cpu_us)
             prev = os.path.join(tmp, f"prev-{t}.ini")
             write_model(prev, t, *old[:4], 0.0, 0.0, 0, 0, "the previous fit: generic algorithms, no memory term",
                         a.cores, "none", eager=False)
@@ -589,14 +602,14 @@ def main():
             generic = os.path.join(tmp, f"generic-{t}.ini")
             write_model(generic, t, alpha, beta_ns, gamma_ns, wake, mem_ns, head_ns, cache, head, note, a.cores,
                         "none", a.serial_copies, private_ns=private_ns, private=private, ack_us=ack_us, rdv_us=rdv_us,
-                        host_ns=host_ns, host_cache=host_cache)
+                        host_ns=host_ns, host_cache=host_cache, wake_cpu_us=wake_cpu_us)
             b.emit_tuning(generic, rank_counts, sizes, tuning)
             print(f"\n## {t}: alpha {alpha:.2f} us, beta {beta_ns:.4f} ns/B "
                   f"({1 / beta_ns if beta_ns else float('inf'):.2f} GB/s), gamma {gamma_ns:.4f} ns/B, "
                   f"wake-up {wake:.2f} us, memory {mem_ns:.4f} ns/B beyond {cache} B, head {head_ns:.4f} ns/B of a "
                   f"copy's first {head} B, another core's cache {private_ns:.4f} ns/B of {private} B, an unanswered "
                   f"message's ACK {ack_us:.3f} us, a rendezvous message's overhead {rdv_us:.3f} us, the host's memory "
-                  f"{host_ns:.4f} ns/B beyond {host_cache} B -> {model}, "
+                  f"{host_ns:.4f} ns/B beyond {host_cache} B, a wake-up's core time {wake_cpu_us:.3f} us -> {model}, "
                   f"tuner table {tuning}")
             print(f"(previous model, generic algorithms, no memory term: alpha {old[0]:.2f} us, beta {old[1]:.4f} ns/B, gamma {old[2]:.4f} ns/B, "
                   f"wake-up {old[3]:.2f} us)")
