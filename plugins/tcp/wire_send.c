@@ -118,10 +118,16 @@ void tcp__flush(struct tcp_comm *c, struct tcp_peer *p)
                 break;
             int e = errno, lost = -1;
             uint64_t why = 0;
+            if (tcp__only_notices(p)) {
+                /* p left first: an eager sender finishes before its
+                 * RECV_READYs, lazy ones later still. They are moot; what p
+                 * sent before it left is still to be read (a lost-peer
+                 * notice too), and that read finds where its stream ends. */
+                tcp__drop_notices(p);
+                break;
+            }
             if (p->eager && !c->broken && (lost = tcp__salvage_notice(c, p, &why)) >= 0)
                 tcp__lost_notice(c, p, lost, why);
-            else if (tcp__only_notices(p)) /* p left first (an eager sender finishes before its RECV_READYs) */
-                tcp__peer_closed(c, p, strerror(e));
             else
                 tcp__drop_peer(c, p, strerror(e));
             return;
