@@ -153,12 +153,28 @@ void tcp__flush_all(struct tcp_comm *c)
             tcp__flush(c, &c->peers[i]);
 }
 
+/* Whether p's queue holds a frame that is not lazy. */
+static int urgent(const struct tcp_peer *p)
+{
+    for (const struct tcp_frame *f = p->tx; f; f = f->next)
+        if (!f->lazy)
+            return 1;
+    return 0;
+}
+
+void tcp__flush_urgent(struct tcp_comm *c)
+{
+    for (int i = 0; i < c->size && !c->broken; i++)
+        if (i != c->rank && c->peers[i].tx && urgent(&c->peers[i]))
+            tcp__flush(c, &c->peers[i]);
+}
+
 void tcp__progress(struct tcp_comm *c, struct tcp_peer *p)
 {
     if (p->fd < 0 || c->broken || p->closed)
         return;
     tcp__read(c, p);
-    if (p->tx && !c->broken)
+    if (p->tx && !c->broken && urgent(p)) /* lazy notices wait for a frame to ride with */
         tcp__flush(c, p);
 }
 
@@ -177,10 +193,17 @@ void *tcp__io_main(void *arg)
         pthread_mutex_unlock(&c->mu);
         int n = epoll_wait(c->ep, ev, 32, tmo);
         pthread_mutex_lock(&c->mu);
-        if (c->in_off && !c->leader && c->host->clock_ns() - c->last_lead_ns >= TCP_LEAD_IDLE_NS)
+        uint64_t now = c->host->clock_ns();
+        int was_off = c->in_off;
+        if (c->in_off && !c->leader && now - c->last_lead_ns >= TCP_LEAD_IDLE_NS)
             tcp__set_input(c, 1);
-        if (n == 0 && !c->stop)
-            tcp__flush_all(c); /* corked notifications nobody took out */
+        /* Corked and lazy notifications nobody took out: every tick (events
+         * may keep the wait from timing out), and as input comes back on
+         * (the wait then has no timeout; no notice is lazy while it is on). */
+        if (!c->stop && (n == 0 || (was_off && !c->in_off) || (c->in_off && now - c->last_tick_ns >= TCP_TICK_NS))) {
+            tcp__flush_all(c);
+            c->last_tick_ns = now;
+        }
         for (int i = 0; i < n && !c->stop; i++) {
             if (ev[i].data.u64 == UINT64_MAX) {
                 uint64_t v;
