@@ -269,11 +269,11 @@ def unit_coefficients(b, tmp, colls, rank_counts, sizes, cores, transport, cache
     head's cost per byte, that of a byte read from another core's own cache, an unanswered message's
     acknowledgement, a rendezvous message's overhead, the host's memory's cost per byte beyond the host's cache and
     a wake-up's core time times what each alone costs on the critical path (exactly so without contention;
-    time-sharing stretches each by the same factor in every run): per (coll, ranks, size), plexus-whatif's time with each at one unit (1 us;
-    1 ns/B), the cache at cache bytes, the head at head bytes, each core's own cache at private bytes, the host's at
-    host_cache bytes, allreduce and allgather native as native says (model_intra_native). Units not in only are
-    left at 0: the cache matters to the memory's unit alone, the head to the head's, the private cache to its own,
-    the host's cache to the host's memory's."""
+    time-sharing stretches each by the same factor in every run): per (coll, ranks, size), plexus-whatif's time
+    with each at one unit (1 us; 1 ns/B), the cache at cache bytes, the head at head bytes, each core's own cache at
+    private bytes, the host's at host_cache bytes, allreduce and allgather native as native says
+    (model_intra_native). Units not in only are left at 0: the cache matters to the memory's unit alone, the head
+    to the head's, the private cache to its own, the host's cache to the host's memory's."""
     one = {0: ("intra_latency", "1000ns"), 1: ("intra_bandwidth", "1000000000"),
            2: ("reduce_bandwidth", "1000000000"),
            3: ("wake_latency", "1000ns"), 4: ("intra_memory_bandwidth", "1000000000"),
@@ -369,8 +369,7 @@ def fit_model(coef, med, t, fitted, k):
     """The first k of alpha (us), beta (ns/B), gamma (ns/B), wake-up (us), memory (ns/B beyond the cache), head
     (ns/B of a copy's first bytes), another core's cache (ns/B), an unanswered message's acknowledgement (us), a
     rendezvous message's overhead (us), the host's memory (ns/B beyond the host's cache), a wake-up's core time (us)
-    fitted to the fitted rows
-    of transport t (the rest 0), and the fit's sum of squared relative errors."""
+    fitted to the fitted rows of transport t (the rest 0), and the fit's sum of squared relative errors."""
     rows = [(coef[(coll, P, n)][:k], m) for (tt, coll, P, n), m in med.items() if tt == t and fitted(P, n)]
     x = nnls(rows, k)
     err = sum(((sum(ci * xi for ci, xi in zip(c, x)) - m) / m) ** 2 for c, m in rows)

@@ -372,8 +372,10 @@ void sim_model_deliver(struct impl *sc, struct sim_req *send, struct sim_req *re
     recv->ack_from = !inter && m->intra_ack_ns > 0 ? sc->model_rank + 1 : 0;
     if (inter) /* through the receiving host's NIC, its bytes as they came from the sender's */
         arrive = max2(arrive, nic_pass(m, &QUEUE(q, n, NIC_IN, host), arrive - send->nic_ns, b));
-    double cpu = link_ns(m, 0, send->bytes, host_set(sc, n)) + wake_cpu_ns(m, stretch(m, n, dst));
-    arrive = max2(arrive, machine_ns(m, q, n, inter, send->t_depart, cpu));
+    if (m->machine_cores > 0) {
+        double cpu = link_ns(m, 0, send->bytes, host_set(sc, n)) + wake_cpu_ns(m, stretch(m, n, dst));
+        arrive = max2(arrive, machine_ns(m, q, n, inter, send->t_depart, cpu));
+    }
     QUEUE(q, n, INGRESS, dst) = arrive;
     recv->t_done = arrive;
     if (m->trace[0])

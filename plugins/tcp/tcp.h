@@ -286,10 +286,10 @@ void tcp__progress(struct tcp_comm *c, struct tcp_peer *p);
 /* Register p's epoll interest: for the I/O thread EPOLLIN unless c->in_off,
  * for the leader EPOLLIN; for both EPOLLOUT while output is queued. */
 void tcp__update_events(struct tcp_comm *c, struct tcp_peer *p);
-/* Write every connection's queued frames (corked notifications included). */
-void tcp__flush_all(struct tcp_comm *c);
-/* The same, but leaving a queue of lazy notices alone (the I/O thread's tick sends them). */
-void tcp__flush_urgent(struct tcp_comm *c);
+/* Write every connection's queued frames (corked notifications included);
+ * lazy_too 0 leaves a queue of lazy notices alone (the I/O thread's tick
+ * sends them). */
+void tcp__flush_all(struct tcp_comm *c, int lazy_too);
 /* Turn the I/O thread's EPOLLIN on or off for every connection. */
 void tcp__set_input(struct tcp_comm *c, int on);
 /* Take p's socket out of both epoll sets (its peer left, or it failed). */
