@@ -452,7 +452,7 @@ static void lead(struct tcp_comm *c, struct tcp_req *r, uint64_t deadline_ns)
             /* cannot overflow: the I/O thread drains it */
         }
     }
-    tcp__flush_all(c, 0); /* lazy notices wait for a frame to ride with, or the I/O thread's tick */
+    tcp__flush_all(c);
     uint64_t t0 = host->clock_ns(), spin_until = t0 + c->spin_ns;
     int slept = 0, preempted = 0;
     while (!atomic_load_explicit(&r->done, memory_order_acquire) && !c->broken) {

@@ -13,11 +13,7 @@
  * ignores): small sends go out at once ("eager") and the receiver keeps them
  * until their receive is posted; the RECV_READY that receive still sends is
  * then absorbed by the sender's `owed` count. Ordering per (peer, slot) holds
- * because a send is only eager while no older send on that slot waits.
- * Such a RECV_READY (for a receive an eager message fits) only settles that
- * count, so it is lazy: it leaves with the next frame to that peer, or on
- * the I/O thread's 2 ms tick, not as a segment of its own at every receive
- * (a tree's or a ring's receiver sends nothing back to its sender). */
+ * because a send is only eager while no older send on that slot waits. */
 #ifndef PLEXUS_TCP_H
 #define PLEXUS_TCP_H
 
@@ -57,7 +53,6 @@
 #define TCP_RX_BULK_STAGE 4096u
 #define TCP_SLOT_BUCKETS 64
 #define TCP_LEAD_IDLE_NS 1000000u /* hand input back to the I/O thread after 1 ms without a leader */
-#define TCP_TICK_NS 2000000u      /* the I/O thread's tick while input is off: corked and lazy notices go */
 #define TCP_LEAD_EVENTS 64 /* events the leader takes from one epoll_wait */
 /* busy_poll_us=auto: a look (epoll_wait without timeout) that took this long
  * means this thread lost its core meanwhile: something else wanted it. */
@@ -129,7 +124,6 @@ struct tcp_frame {
     uint64_t hdr[6];
     struct tcp_req *req; /* payload source, or NULL */
     size_t sent;         /* bytes of header + payload written */
-    int lazy;            /* a notice no one waits for: it may ride out with a later frame */
     struct tcp_frame *next;
 };
 
@@ -207,7 +201,6 @@ struct tcp_comm {
     int in_off;          /* EPOLLIN is off for every connection */
     int wake_fd;         /* eventfd that wakes the leader */
     uint64_t last_lead_ns;
-    uint64_t last_tick_ns; /* the I/O thread's last flush of corked and lazy notices */
     /* The leader's epoll set: wake_fd and every open connection, EPOLLIN
      * always, EPOLLOUT while output is queued. A wait costs what arrived,
      * not a look at every peer's socket. */
@@ -286,10 +279,8 @@ void tcp__progress(struct tcp_comm *c, struct tcp_peer *p);
 /* Register p's epoll interest: for the I/O thread EPOLLIN unless c->in_off,
  * for the leader EPOLLIN; for both EPOLLOUT while output is queued. */
 void tcp__update_events(struct tcp_comm *c, struct tcp_peer *p);
-/* Write every connection's queued frames (corked notifications included);
- * lazy_too 0 leaves a queue of lazy notices alone (the I/O thread's tick
- * sends them). */
-void tcp__flush_all(struct tcp_comm *c, int lazy_too);
+/* Write every connection's queued frames (corked notifications included). */
+void tcp__flush_all(struct tcp_comm *c);
 /* Turn the I/O thread's EPOLLIN on or off for every connection. */
 void tcp__set_input(struct tcp_comm *c, int on);
 /* Take p's socket out of both epoll sets (its peer left, or it failed). */

@@ -146,22 +146,10 @@ void tcp__set_input(struct tcp_comm *c, int on)
             tcp__update_events(c, &c->peers[i]);
 }
 
-/* Whether p's queue holds a frame that is not lazy (the newest most
- * likely: a lazy notice waits for the frame queued after it). */
-static int urgent(const struct tcp_peer *p)
-{
-    if (p->tx_tail && !p->tx_tail->lazy)
-        return 1;
-    for (const struct tcp_frame *f = p->tx; f; f = f->next)
-        if (!f->lazy)
-            return 1;
-    return 0;
-}
-
-void tcp__flush_all(struct tcp_comm *c, int lazy_too)
+void tcp__flush_all(struct tcp_comm *c)
 {
     for (int i = 0; i < c->size && !c->broken; i++)
-        if (i != c->rank && c->peers[i].tx && (lazy_too || urgent(&c->peers[i])))
+        if (i != c->rank && c->peers[i].tx)
             tcp__flush(c, &c->peers[i]);
 }
 
@@ -170,7 +158,7 @@ void tcp__progress(struct tcp_comm *c, struct tcp_peer *p)
     if (p->fd < 0 || c->broken || p->closed)
         return;
     tcp__read(c, p);
-    if (p->tx && !c->broken && urgent(p)) /* lazy notices wait for a frame to ride with */
+    if (p->tx && !c->broken)
         tcp__flush(c, p);
 }
 
@@ -184,23 +172,15 @@ void *tcp__io_main(void *arg)
     plx__slice_shorten(c->wait_slice_ns); /* plexus's own thread: for its whole life */
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
-        /* While input is off, look every tick whether the leaders are gone. */
-        int tmo = c->in_off ? (int)(TCP_TICK_NS / 1000000u) : -1;
+        /* While input is off, look every 2 ms whether the leaders are gone. */
+        int tmo = c->in_off ? 2 : -1;
         pthread_mutex_unlock(&c->mu);
         int n = epoll_wait(c->ep, ev, 32, tmo);
         pthread_mutex_lock(&c->mu);
-        uint64_t now = c->host->clock_ns();
-        int was_off = c->in_off;
-        if (c->in_off && !c->leader && now - c->last_lead_ns >= TCP_LEAD_IDLE_NS)
+        if (c->in_off && !c->leader && c->host->clock_ns() - c->last_lead_ns >= TCP_LEAD_IDLE_NS)
             tcp__set_input(c, 1);
-        /* Corked and lazy notifications nobody took out: every tick (events
-         * may keep the wait from timing out), and as input comes back on
-         * (the wait then has no timeout; no notice is lazy while it is on). */
-        int tick = n == 0 || (was_off && !c->in_off) || (c->in_off && now - c->last_tick_ns >= TCP_TICK_NS);
-        if (tick && !c->stop) {
-            tcp__flush_all(c, 1);
-            c->last_tick_ns = now;
-        }
+        if (n == 0 && !c->stop)
+            tcp__flush_all(c); /* corked notifications nobody took out */
         for (int i = 0; i < n && !c->stop; i++) {
             if (ev[i].data.u64 == UINT64_MAX) {
                 uint64_t v;

@@ -23,13 +23,6 @@ static int bind_recv(struct tcp_comm *c, struct tcp_peer *p, struct tcp_req *r, 
     /* A peer that has left can only have its eager message waiting here. */
     if (!s || (!p->closed && tcp__enqueue(p, OP_NOTIFY_RECV_READY, r->slot, msg_len(r), NULL)))
         return tcp__nomem(c, r);
-    /* The notice of a receive an eager message fits settles the sender's
-     * count of them and nothing waits for it (tcp.h): lazy, while the I/O
-     * thread ticks (input off) to send it if no frame takes it out first. */
-    int lazy = !p->closed && p->eager && r->bytes <= TCP_EAGER_MAX && r->head_bytes <= TCP_EAGER_HEAD_MAX &&
-               c->in_off;
-    if (lazy)
-        p->tx_tail->lazy = 1;
     r->peer = p->rank;
     if (explicit_recv) {
         if (s->remote_send)
@@ -54,7 +47,7 @@ static int bind_recv(struct tcp_comm *c, struct tcp_peer *p, struct tcp_req *r, 
      * is off and nobody leads): the send that usually follows, or lead()
      * itself, takes it out in the same sendmsg; the I/O thread's 2 ms tick
      * sends it if neither comes. */
-    if (!lazy && !(explicit_recv && c->in_off && !c->leader))
+    if (!(explicit_recv && c->in_off && !c->leader))
         tcp__flush(c, p);
     if (explicit_recv && !c->broken) /* (on_header releases the slot itself) */
         tcp__slot_release(p, s);

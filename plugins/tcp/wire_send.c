@@ -120,9 +120,10 @@ void tcp__flush(struct tcp_comm *c, struct tcp_peer *p)
             uint64_t why = 0;
             if (tcp__only_notices(p)) {
                 /* p left first: an eager sender finishes before its
-                 * RECV_READYs, lazy ones later still. They are moot; what p
-                 * sent before it left is still to be read (a lost-peer
-                 * notice too), and that read finds where its stream ends. */
+                 * RECV_READYs (corked ones go later still). They are moot;
+                 * what p sent before it left is still to be read (a
+                 * lost-peer notice too), and that read finds where its
+                 * stream ends. */
                 tcp__drop_notices(p);
                 break;
             }

@@ -299,7 +299,7 @@ static void progress(struct harness *h)
     }
     pthread_mutex_lock(&c->mu);
     tcp__progress(c, &c->peers[1]);
-    tcp__flush_all(c, 1);
+    tcp__flush_all(c);
     pthread_mutex_unlock(&c->mu);
 }
 

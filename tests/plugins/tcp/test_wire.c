@@ -5,16 +5,13 @@
  * (bad opcode, oversized length, random bytes, a length larger than the
  * posted receive, a closed connection), messages with a head (ABI 1.5),
  * a rank that leaves while a notice to it is still queued, and a sleeping
- * wait that stays asleep once a peer left; RECV_READYs that ride with the
- * next frame (lazy).
+ * wait that stays asleep once a peer left.
  * Usage: test_wire PLUGIN.so [CASE] */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <linux/tcp.h> /* tcpi_segs_out, which glibc's struct tcp_info lacks */
 #include <poll.h>
 #include <pthread.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -449,60 +446,6 @@ static int idle_fn(void *c, int me, int P)
     return bad;
 }
 
-/* The TCP segments every socket of this process has sent (both ranks' ends:
- * ranks are threads here); *sockets: how many told (a kernel before 4.2
- * has no tcpi_segs_out, and then none does). */
-static unsigned long long segments_out(int *sockets)
-{
-    unsigned long long n = 0;
-    *sockets = 0;
-    for (int fd = 0; fd < 1024; fd++) {
-        struct tcp_info ti;
-        socklen_t len = sizeof ti;
-        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
-            len >= offsetof(struct tcp_info, tcpi_segs_out) + sizeof ti.tcpi_segs_out) {
-            n += ti.tcpi_segs_out;
-            ++*sockets;
-        }
-    }
-    return n;
-}
-
-/* A receiver that does not answer on the connection it receives from (a
- * tree's parent, a ring's next rank) owes its sender a RECV_READY for every
- * eager message, which only settles a count (tcp.h): it rides with the
- * next frame to that peer, so a ping-pong of eager messages, each receive
- * posted before the message comes, takes one segment a message, not two. */
-enum { LAZY_ROUNDS = 400 };
-static int lazy_fn(void *c, int me, int P)
-{
-    (void)P;
-    int v = me, got = -1, bad = 0;
-    unsigned long long before = 0;
-    int sockets = 0;
-    void *r;
-    for (int k = 0; k <= LAZY_ROUNDS && !bad; k++) {
-        if (k == 1 && me == 0)
-            before = segments_out(&sockets);
-        if (me == 1)
-            bad += xfer(c, 1, 0, &v, sizeof v, 9, &r) != 0 || wait_free(c, r, 10000) != 0;
-        bad += xfer(c, 0, !me, &got, sizeof got, 9, &r) != 0 || wait_free(c, r, 10000) != 0 || got != !me;
-        if (me == 0)
-            bad += xfer(c, 1, 1, &v, sizeof v, 9, &r) != 0 || wait_free(c, r, 10000) != 0;
-    }
-    if (me == 0 && !bad) {
-        unsigned long long after = segments_out(&sockets);
-        if (sockets < 2) { /* both ranks' ends of their connection: else nothing was counted */
-            printf("lazy: TCP_INFO gave no segment count for %d of this process's sockets\n", 2 - sockets);
-            return 1;
-        }
-        double per = (double)(after - before) / (2.0 * LAZY_ROUNDS);
-        printf("lazy: %.2f TCP segments a message over %d round trips (at most 1.5)\n", per, LAZY_ROUNDS);
-        bad += per > 1.5;
-    }
-    return bad;
-}
-
 /* ---- a hand-written Gloo peer ------------------------------------------- */
 
 struct one {
@@ -739,7 +682,6 @@ int main(int argc, char **argv)
     /* Timing decides whether the notice is still queued when rank 0 has
      * left: one in ten or twenty runs here before the fix. */
     CASE("leave", for (int k = 0; k < 40; k++) run_job(3, leave_fn));
-    CASE("lazy", run_job(2, lazy_fn));
     if (!strcmp(only, "idle")) /* only alone: no spin for every case run after it */
         setenv("PLEXUS_TCP_BUSY_POLL_US", "0", 1);
     CASE("idle", run_job(3, idle_fn));
