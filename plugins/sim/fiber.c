@@ -38,16 +38,20 @@ struct sim_fiber {
     int phased;      /* waits in plexus_sim_run_phase */
 };
 
-/* A runnable fiber in the scheduler's heap, its sort key beside it: the
- * heap's comparisons read one array, not a fiber each (tens of thousands of
- * fibers do not stay in cache). */
-struct sim_runnable {
-    double key;     /* virtual ns it may run from */
-    uint64_t order; /* ties: first queued, first run */
-    struct sim_fiber *f;
-    const char *sp; /* its stack, to prefetch */
-    const void *hot[2]; /* f->hot, to prefetch */
-};
+/* The scheduler's heap of runnable fibers is 4-ary, of keys alone: a
+ * node's four children fill one cache line, so a pop reads a line per
+ * level, over half the levels of a binary heap (tens of thousands of
+ * fibers' stacks push the heap out of the cache between pops), and moves
+ * 16 bytes a level. A key is one unsigned number: the bits of the virtual
+ * ns the fiber may run from (a non-negative double orders as its bits do),
+ * then its queue order (ties: first queued, first run), then the fiber's
+ * index. One compare orders two keys, without a branch. */
+__extension__ typedef unsigned __int128 sim_key;
+
+#define SIM_HEAP_ARITY 4
+/* keys[i] lies at this offset in a line-aligned block, so that children
+ * 4i+1..4i+4 share a line */
+#define SIM_HEAP_KEY_SKEW (64 / sizeof(sim_key) - 1)
 
 struct sim_sched {
     ucontext_t main;  /* where the first entry saves the scheduler: never resumed */
@@ -56,7 +60,9 @@ struct sim_sched {
     void (*body)(int rank, void *arg);
     void *arg;
     struct sim_fiber *fibers;
-    struct sim_runnable *heap; /* earliest key first */
+    sim_key *keys;             /* the runnable fibers' heap, earliest first */
+    sim_key *keys_mem;         /* its line-aligned block */
+    int index_bits;            /* a key's low bits: the fiber's index */
     int nheap;
     uint64_t next_order;
     int deadlocked;
@@ -105,41 +111,63 @@ double *sim_fiber_queues(struct sim_fiber *f)
     return f->s->queues;
 }
 
-static int before(const struct sim_runnable *x, const struct sim_runnable *y)
+static sim_key key_of(const struct sim_sched *s, double ns, const struct sim_fiber *f)
 {
-    return x->key < y->key || (x->key == y->key && x->order < y->order);
+    double at = ns > 0 ? ns : 0; /* never negative; -0.0 and NaN as 0 */
+    uint64_t bits;
+    memcpy(&bits, &at, sizeof bits);
+    uint64_t low = s->next_order << s->index_bits | (uint64_t)(f - s->fibers);
+    return (sim_key)bits << 64 | low;
+}
+
+static double key_ns(sim_key k)
+{
+    uint64_t bits = (uint64_t)(k >> 64);
+    double ns;
+    memcpy(&ns, &bits, sizeof ns);
+    return ns;
+}
+
+static struct sim_fiber *key_fiber(const struct sim_sched *s, sim_key k)
+{
+    return &s->fibers[(uint64_t)k & ((UINT64_C(1) << s->index_bits) - 1)];
 }
 
 static void heap_push(struct sim_sched *s, struct sim_fiber *f, double key)
 {
-    struct sim_runnable e = {key, s->next_order++, f, f->sp, {f->hot[0], f->hot[1]}};
+    sim_key k = key_of(s, key, f);
+    s->next_order++;
     int i = s->nheap++;
-    while (i > 0 && before(&e, &s->heap[(i - 1) / 2])) {
-        s->heap[i] = s->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
+    while (i > 0) {
+        int up = (i - 1) / SIM_HEAP_ARITY;
+        if (!(k < s->keys[up]))
+            break;
+        s->keys[i] = s->keys[up];
+        i = up;
     }
-    s->heap[i] = e;
+    s->keys[i] = k;
 }
 
 static struct sim_fiber *heap_pop(struct sim_sched *s)
 {
     if (!s->nheap)
         return NULL;
-    struct sim_fiber *top = s->heap[0].f;
-    struct sim_runnable last = s->heap[--s->nheap];
-    int i = 0, n = s->nheap;
+    struct sim_fiber *top = key_fiber(s, s->keys[0]);
+    int n = --s->nheap, i = 0;
+    sim_key last = s->keys[n];
     for (;;) {
-        int k = 2 * i + 1;
-        if (k >= n)
+        int first = SIM_HEAP_ARITY * i + 1, best = first;
+        if (first >= n)
             break;
-        if (k + 1 < n && before(&s->heap[k + 1], &s->heap[k]))
-            k++;
-        if (!before(&s->heap[k], &last))
+        int end = first + SIM_HEAP_ARITY < n ? first + SIM_HEAP_ARITY : n;
+        for (int k = first + 1; k < end; k++)
+            best = s->keys[k] < s->keys[best] ? k : best;
+        if (!(s->keys[best] < last))
             break;
-        s->heap[i] = s->heap[k];
-        i = k;
+        s->keys[i] = s->keys[best];
+        i = best;
     }
-    s->heap[i] = last;
+    s->keys[i] = last;
     return top;
 }
 
@@ -159,10 +187,10 @@ static struct sim_fiber *heap_pop(struct sim_sched *s)
  * stack, and the two lines each of what it said it reads first. Inlined
  * always: GCC takes a call of a function that only prefetches for one
  * without effects and drops it. */
-static inline __attribute__((always_inline)) void prefetch_next(const struct sim_runnable *e)
+static inline __attribute__((always_inline)) void prefetch_next(const struct sim_fiber *e)
 {
-    __builtin_prefetch(e->f, 1, 3);
-    __builtin_prefetch((const char *)e->f + 64, 1, 3);
+    __builtin_prefetch(e, 1, 3);
+    __builtin_prefetch((const char *)e + 64, 1, 3);
     if (e->sp)
         for (int i = -SIM_PREFETCH_BELOW; i < SIM_PREFETCH_BYTES; i += 64)
             __builtin_prefetch(e->sp + i, 1, 3);
@@ -182,12 +210,12 @@ static void to_scheduler(struct sim_fiber *f)
     if (_setjmp(f->jb))
         return;
     struct sim_sched *s = f->s;
-    if (s->nheap && s->heap[0].f->started) {
+    if (s->nheap && key_fiber(s, s->keys[0])->started) {
         struct sim_fiber *next = heap_pop(s);
         next->queued = 0;
         s->cur = next;
         if (s->nheap)
-            prefetch_next(&s->heap[0]);
+            prefetch_next(key_fiber(s, s->keys[0]));
         _longjmp(next->jb, 1);
     }
     _longjmp(s->main_jb, 1);
@@ -216,7 +244,7 @@ void sim_fiber_catch_up(const struct sim_fiber *of_run, const void *hot0, const 
 {
     struct sim_fiber *f = of_run->s->cur;
     struct sim_sched *s = f->s;
-    if (!s->nheap || !(s->heap[0].key < f->clock_ns))
+    if (!s->nheap || !(key_ns(s->keys[0]) < f->clock_ns))
         return;
     f->hot[0] = hot0;
     f->hot[1] = hot1;
@@ -356,10 +384,14 @@ PLX_BACKEND_EXPORT int plexus_sim_run_ranks(int nranks, size_t stack_bytes, void
     s.fibers = aligned_alloc(_Alignof(struct sim_fiber), (size_t)nranks * sizeof *s.fibers); /* size: a multiple */
     if (s.fibers)
         memset(s.fibers, 0, (size_t)nranks * sizeof *s.fibers);
-    s.heap = calloc((size_t)nranks, sizeof *s.heap);
+    while ((1L << s.index_bits) < nranks)
+        s.index_bits++;
+    size_t key_bytes = ((size_t)nranks + SIM_HEAP_KEY_SKEW) * sizeof *s.keys;
+    s.keys_mem = aligned_alloc(64, (key_bytes + 63) / 64 * 64);
+    s.keys = s.keys_mem ? s.keys_mem + SIM_HEAP_KEY_SKEW : NULL;
     s.first = calloc((size_t)nranks, sizeof *s.first);
     int rc = PLX_ERR_NOMEM;
-    if (stacks != MAP_FAILED && s.fibers && s.heap && s.first) {
+    if (stacks != MAP_FAILED && s.fibers && s.keys && s.first) {
         for (int i = 0; i < nranks; i++) {
             fiber_make(&s, &s.fibers[i], i, stacks + (size_t)i * stack_bytes, stack_bytes);
             sim_fiber_wake(&s.fibers[i], 0);
@@ -374,7 +406,7 @@ PLX_BACKEND_EXPORT int plexus_sim_run_ranks(int nranks, size_t stack_bytes, void
         munmap(stacks, map_bytes);
     free(s.queues);
     free(s.first);
-    free(s.heap);
+    free(s.keys_mem);
     free(s.fibers);
     return rc;
 }
