@@ -71,6 +71,10 @@ struct plx_comm {
     /* Large and read once per operation (tuning) or once it failed: last. */
     struct plx__algo_tuning tuning;
     char failed_msg[768];
+    /* An inline generic call's error message (busy makes it that call's):
+     * not on the caller's stack, where it would lie between the frames an
+     * algorithm's every step reads (the simulator fetches those ahead). */
+    char inline_errmsg[512];
 };
 
 struct plx__lowp_avg;

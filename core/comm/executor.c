@@ -86,8 +86,7 @@ int plx__run_generic_blocking(struct plx_comm *c, const struct plx_coll_args *a,
         /* Fast path: nothing queued, run in the caller's thread (no hand-off latency). */
         c->busy = 1;
         pthread_mutex_unlock(&c->mu);
-        char msg[512];
-        int rc = run_generic(c, a, fp, msg, sizeof msg);
+        int rc = run_generic(c, a, fp, c->inline_errmsg, sizeof c->inline_errmsg);
         pthread_mutex_lock(&c->mu);
         c->busy = 0;
         /* Only the executor waits for busy to clear, and only with work

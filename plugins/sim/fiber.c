@@ -173,11 +173,11 @@ static struct sim_fiber *heap_pop(struct sim_sched *s)
 
 /* A fiber resumes by returning through the frames of its wait, each on a
  * stack line that thousands of other ranks' stacks pushed out of the
- * cache: fetch them while the fiber before it runs. The frames from the
- * switch up to an algorithm's loop span about 1 KiB; the algorithm's
- * context (1.1 KiB above the switch in a ring allreduce) and the call's
- * arguments (1.9 KiB), which every step reads, lie beyond it. */
-#define SIM_PREFETCH_BYTES 2048
+ * cache: fetch them while the fiber before it runs. In a ring allreduce
+ * the frames from the switch up to the algorithm's loop span about 0.9
+ * KiB; the algorithm's context and then the call's arguments, which every
+ * step reads, end 1.4 KiB above the switch. */
+#define SIM_PREFETCH_BYTES 1472
 /* ... and the switch's own frame below sp: the registers it saved, the
  * first thing the fiber reads, lie on the line before sp's where sp is
  * near a line's start. */
