@@ -91,9 +91,12 @@ struct plx__diag_state {
     uint64_t publish_ns;      /* [core] diag_publish_ms */
     uint64_t last_pub_ns, next_poll_ns;
     /* The newest posted and the newest completed seq + 1 (0: none yet),
-     * raised with a CAS; their calls are in recent[]. Running: posted1 >
-     * done1, the call of posted1 - 1; last completed: that of done1 - 1. */
-    uint64_t posted1, done1;
+     * raised with a CAS; their calls are in recent[]. Running: *posted1 >
+     * *done1, the call of *posted1 - 1; last completed: that of *done1 - 1.
+     * They point into the ledger file where there is one (plexus-top reads
+     * them there), else at own_: one CAS each per operation, not two. */
+    uint64_t *posted1, *done1;
+    uint64_t own_posted1, own_done1;
     uint64_t published_done1;
     int store_off;            /* a diagnostic store call failed or was slow: use the store no more */
     /* The awaited peer's position as a slow wait last read it (text as in

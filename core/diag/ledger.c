@@ -147,6 +147,8 @@ static void ledger_open(struct plx_comm *c, struct plx__diag_state *d, unsigned 
     memcpy(f->magic, PLX_LEDGER_MAGIC, 8); /* last: a reader sees a whole header or none */
     d->lf = f;
     d->map_bytes = bytes;
+    d->posted1 = &f->posted1;
+    d->done1 = &f->done1;
 }
 
 int plx__diag_create(struct plx_comm *c, const struct plx_comm *from, const char *job)
@@ -156,6 +158,8 @@ int plx__diag_create(struct plx_comm *c, const struct plx_comm *from, const char
     struct plx__diag_state *d = calloc(1, sizeof *d);
     if (!d)
         return plx__err(PLX_ERR_NOMEM, "out of memory");
+    d->posted1 = &d->own_posted1; /* the file's once there is one (ledger_open) */
+    d->done1 = &d->own_done1;
     int on = 1;
     plx__config_bool_in(c->config, "core", "fingerprint", 1, &on);
     d->inband = on;
@@ -275,8 +279,8 @@ static int slot_read(const struct plx__diag_state *d, uint64_t seq1, struct plx_
 /* Running: the newest posted operation, unless it completed. */
 static int running_slot(const struct plx__diag_state *d, struct plx__diag_slot *out)
 {
-    uint64_t p1 = __atomic_load_n(&d->posted1, __ATOMIC_ACQUIRE);
-    return p1 > __atomic_load_n(&d->done1, __ATOMIC_RELAXED) && slot_read(d, p1, out);
+    uint64_t p1 = __atomic_load_n(d->posted1, __ATOMIC_ACQUIRE);
+    return p1 > __atomic_load_n(d->done1, __ATOMIC_RELAXED) && slot_read(d, p1, out);
 }
 
 static void post_as(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes, uint32_t state)
@@ -286,10 +290,11 @@ static void post_as(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes
         return;
     uint64_t now = plx__clock_coarse_ns(); /* the ledger says seconds: tick resolution is plenty */
     slot_write(&d->recent[fp->seq % PLX__DIAG_RECENT], fp, bytes, now);
-    max_store(&d->posted1, fp->seq + 1); /* after the slot: a reader of posted1 finds its call */
     struct plx_ledger_file *f = d->lf;
-    if (!f)
+    if (!f) {
+        max_store(d->posted1, fp->seq + 1); /* after the slot: a reader of posted1 finds its call */
         return;
+    }
     struct plx_ledger_entry *e = &f->entries[entry_of(f, fp->seq)];
     uint32_t l = e->lock;
     __atomic_store_n(&e->lock, l + 1, __ATOMIC_RELAXED);
@@ -303,7 +308,7 @@ static void post_as(struct plx_comm *c, const struct plx__fp *fp, uint64_t bytes
     e->start_ns = now;
     e->end_ns = 0;
     __atomic_store_n(&e->lock, l + 2, __ATOMIC_RELEASE);
-    max_store(&f->posted1, fp->seq + 1);
+    max_store(d->posted1, fp->seq + 1); /* f's: after the slot and the entry */
     __atomic_store_n(&f->heartbeat_ns, now, __ATOMIC_RELAXED);
 }
 
@@ -325,7 +330,7 @@ void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state)
     uint64_t now = plx__clock_coarse_ns();
     int final = state == PLX__OP_DONE || state == PLX__OP_FAILED;
     if (state == PLX__OP_DONE)
-        max_store(&d->done1, seq + 1);
+        max_store(d->done1, seq + 1);
     struct plx_ledger_file *f = d->lf;
     if (f) {
         struct plx_ledger_entry *e = &f->entries[entry_of(f, seq)];
@@ -338,8 +343,6 @@ void plx__ledger_state(struct plx_comm *c, uint64_t seq, int state)
                 e->end_ns = now;
             __atomic_store_n(&e->lock, l + 2, __ATOMIC_RELEASE);
         }
-        if (state == PLX__OP_DONE)
-            max_store(&f->done1, seq + 1);
         __atomic_store_n(&f->heartbeat_ns, now, __ATOMIC_RELAXED);
     }
     /* At most once per diag_publish_ms, elected by a CAS. */
@@ -383,7 +386,7 @@ static void publish(struct plx_comm *c, uint64_t now)
     char key[32], val[256], keep[1024];
     double w = wall_s();
     struct plx__diag_slot run = {0}, last = {0};
-    uint64_t done1 = __atomic_load_n(&d->done1, __ATOMIC_ACQUIRE);
+    uint64_t done1 = __atomic_load_n(d->done1, __ATOMIC_ACQUIRE);
     int running = running_slot(d, &run);
     int has_last = slot_read(d, done1, &last);
     snprintf(keep, sizeof keep, "%s", plx_last_error());
@@ -592,7 +595,7 @@ static int running_mismatch(const struct pos *ps, const int *have, int P, char *
 static void append_seen(struct plx__diag_state *d, char *msg, size_t len)
 {
     struct pos p = {0};
-    uint64_t posted1 = __atomic_load_n(&d->posted1, __ATOMIC_ACQUIRE);
+    uint64_t posted1 = __atomic_load_n(d->posted1, __ATOMIC_ACQUIRE);
     seen_lock(d);
     int r = d->seen_rank, ok = r >= 0 && posted1 && d->seen_seq == posted1 - 1 && parse_pos(d->seen, &p);
     __atomic_store_n(&d->seen_lock, 0, __ATOMIC_RELEASE);

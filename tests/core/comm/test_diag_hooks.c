@@ -262,7 +262,7 @@ static int pick_rank(struct rank_ctx *x, int init_rc)
         CHECK(plx_allreduce(c, &v, &v, 1, PLX_F32, PLX_SUM) == 0);
     CHECK(v == 27.0f);
     struct plx__diag_state *d = plx__diag_of(c);
-    uint64_t posted = __atomic_load_n(&d->posted1, __ATOMIC_RELAXED), done = __atomic_load_n(&d->done1, __ATOMIC_RELAXED);
+    uint64_t posted = __atomic_load_n(d->posted1, __ATOMIC_RELAXED), done = __atomic_load_n(d->done1, __ATOMIC_RELAXED);
     uint64_t talked = 0;
     /* The per-peer arrays exist with the in-band fingerprint only. */
     CHECK(!d->sent == !d->inband && !d->rcvd == !d->inband);
