@@ -270,6 +270,10 @@ static struct req *coll_req_get(struct impl *c)
     return calloc(1, sizeof *q);
 }
 
+/* What a blocking collective that MPI completed inside collective() hands
+ * back: done and succeeded, read-only, never freed (req_free knows it). */
+static struct req done_req = {.done = 1, .is_coll = 1};
+
 static void coll_req_put(struct impl *c, struct req *q)
 {
     free(q->tmp);
@@ -791,13 +795,15 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
     const struct plx_host *host = c->host;
     if (a->count > 0x7fffffff)
         return plx_plugin_error(host, PLX_ERR_UNSUPPORTED, NAME ": %zu elements exceed MPI's int counts", a->count);
-    struct req *q = coll_req_get(c);
-    if (!q)
-        return plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
     /* MPI's blocking calls are faster than its nonblocking schedules, but
      * cannot time out: blocking_timeout = true trades the speed for the timeout. */
     int now = PLX_HAS_FIELD(a, struct plx_coll_args, flags) && (a->flags & PLX_COLL_FLAG_BLOCKING) &&
               !c->blocking_timeout;
+    /* A blocking call completes here: its request lives on this stack, and
+     * done_req goes back. */
+    struct req stack = {0}, *q = now ? &stack : coll_req_get(c);
+    if (!q)
+        return plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory");
     q->is_coll = 1;
     q->is_v = a->coll == PLX_COLL_ALLTOALLV || a->coll == PLX_COLL_ALLGATHERV;
     int rc = q->is_v ? v_ints(c, a, q) : 0;
@@ -806,23 +812,29 @@ static int collective(void *comm, const struct plx_coll_args *a, void **out)
         rc = check_counts(c, a);
         unlock();
     }
-    if (rc != 0) {
-        coll_req_put(c, q);
-        return rc;
+    if (rc == 0) {
+        if (q->is_v && !__atomic_exchange_n(&c->logged_v, 1, __ATOMIC_ACQ_REL))
+            host->log(host->ctx, PLX_LOG_DEBUG, NAME ": rank %d: %s runs natively (MPI_%s%s)", c->rank,
+                      vname(a->coll), now ? "" : "I",
+                      a->coll == PLX_COLL_ALLTOALLV ? "alltoallv" : "allgatherv");
+        lock();
+        rc = start(c, a, q, now);
+        unlock();
+        if (rc != MPI_SUCCESS)
+            rc = rc == -1 ? plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory")
+                 : q->is_v ? v_fail(c, rc, now ? "MPI_Alltoallv/MPI_Allgatherv" : "starting a v-collective")
+                           : mpi_fail(host, rc, "starting a collective");
     }
-    if (q->is_v && !__atomic_exchange_n(&c->logged_v, 1, __ATOMIC_ACQ_REL))
-        host->log(host->ctx, PLX_LOG_DEBUG, NAME ": rank %d: %s runs natively (MPI_%s%s)", c->rank,
-                  vname(a->coll), now ? "" : "I",
-                  a->coll == PLX_COLL_ALLTOALLV ? "alltoallv" : "allgatherv");
-    lock();
-    rc = start(c, a, q, now);
-    unlock();
-    if (rc != MPI_SUCCESS) {
-        int is_v = q->is_v;
-        coll_req_put(c, q);
-        return rc == -1 ? plx_plugin_error(host, PLX_ERR_NOMEM, NAME ": out of memory")
-               : is_v   ? v_fail(c, rc, now ? "MPI_Alltoallv/MPI_Allgatherv" : "starting a v-collective")
-                        : mpi_fail(host, rc, "starting a collective");
+    if (rc != 0 || now) {
+        if (q == &stack) {
+            free(q->tmp);
+            free(q->ints);
+        } else {
+            coll_req_put(c, q);
+        }
+        if (rc == 0)
+            *out = &done_req;
+        return rc;
     }
     *out = q;
     return 0;
@@ -986,6 +998,8 @@ static void req_free(void *comm, void *req)
     struct impl *c = comm;
     const struct plx_host *host = c->host;
     struct req *q = req;
+    if (q == &done_req)
+        return;
     if (!q->done && !mpi_gone()) { /* never block */
         if (q->is_coll) {
             /* MPI forbids cancelling or freeing a pending collective, and it
