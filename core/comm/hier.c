@@ -65,6 +65,7 @@ struct plx__hier {
     int contiguous;      /* rank == host * nlocal + local for every rank */
     int *host_of, *local_of;
     int *cross_parent;   /* cross's ranks' ranks here (its in-band check names them) */
+    size_t chunk_bytes;  /* [core] hier_chunk_bytes: a large allreduce's pipeline chunk (0: none) */
     void *tmp;           /* reduce_scatter's cross result, kept for reuse */
     size_t tmp_bytes;
     char name[80];       /* "intra+cross", what plx_comm_backend says */
@@ -151,6 +152,10 @@ int plx__hier_setup(struct plx_comm *c, struct plx__backend *intra_be)
         }
     for (int r = 0; r < P; r++)
         h->contiguous &= r == h->host_of[r] * h->nlocal + h->local_of[r];
+    int64_t chunk = 0;
+    if ((rc = plx__config_int_in(c->config, "core", "hier_chunk_bytes", 4 << 20, &chunk)) != 0)
+        goto fail;
+    h->chunk_bytes = chunk > 0 ? (size_t)chunk : 0;
     h->host = h->host_of[c->rank];
     h->local = h->local_of[c->rank];
     if ((rc = plx__comm_split_on(c, h->host, c->rank, intra_be, &h->intra)) != 0 ||
@@ -377,6 +382,80 @@ static int check_call(struct plx_comm *c, const struct plx__fp *fp, const struct
 
 static int run_steps(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp);
 
+/* Waits for (and frees) the cross allreduces still in flight; a rank
+ * lost or a child revoked revokes both children first, so that they fail
+ * now rather than at their timeout. */
+static int drain(struct plx_comm *c, struct plx_work **w, int n, int rc)
+{
+    if (rc == PLX_ERR_PEER_LOST || rc == PLX_ERR_REVOKED)
+        for (int i = 0; i < n; i++)
+            if (w[i]) {
+                plx__hier_revoke(c);
+                break;
+            }
+    for (int i = 0; i < n; i++)
+        if (w[i]) {
+            int r = plx_work_wait(w[i], PLX_TIMEOUT_DEFAULT);
+            rc = rc ? rc : r;
+            plx_work_free(w[i]);
+            w[i] = NULL;
+        }
+    return rc;
+}
+
+/* A large allreduce's three steps (intra reduce_scatter, cross allreduce,
+ * intra allgather) over contiguous chunks of the first L * q elements,
+ * pipelined: chunk k's cross allreduce runs on the cross child's executor
+ * while this thread reduces chunk k + 1 and gathers chunk k - 1 within the
+ * host, so the host's memory work and the network's overlap instead of
+ * adding up. At most two cross allreduces are in flight; every one is
+ * waited for before this returns, whatever failed. */
+static int allreduce_chunked(struct plx_comm *c, const struct plx_coll_args *a, size_t q, size_t chunk_q,
+                             const char **step)
+{
+    struct plx__hier *h = c->hier;
+    size_t es = plx_dtype_size(a->dtype), L = (size_t)h->nlocal, lo = (size_t)h->local;
+    const char *s = a->send;
+    char *d = a->recv;
+    struct plx_work *w[2] = {NULL, NULL};
+    size_t prev_off = 0, prev_q = 0;
+    int rc = 0, k = 0;
+    for (size_t off = 0; off < q; off += chunk_q, k++) {
+        size_t qk = q - off < chunk_q ? q - off : chunk_q, base = L * off * es;
+        char *mine = d + base + lo * qk * es;
+        *step = "intra reduce_scatter";
+        if ((rc = plx_reduce_scatter(h->intra, s + base, mine, qk, a->dtype, a->op)) != 0)
+            break;
+        *step = "cross allreduce";
+        if ((rc = plx_iallreduce(h->cross, mine, mine, qk, a->dtype, a->op, NULL, &w[k & 1])) != 0)
+            break;
+        if (k > 0) {
+            *step = "cross allreduce";
+            rc = plx_work_wait(w[(k - 1) & 1], PLX_TIMEOUT_DEFAULT);
+            plx_work_free(w[(k - 1) & 1]);
+            w[(k - 1) & 1] = NULL;
+            if (rc)
+                break;
+            *step = "intra allgather";
+            if ((rc = plx_allgather(h->intra, d + L * prev_off * es + lo * prev_q * es, d + L * prev_off * es,
+                                    prev_q, a->dtype)) != 0)
+                break;
+        }
+        prev_off = off;
+        prev_q = qk;
+    }
+    if (rc == 0) {
+        rc = plx_work_wait(w[(k - 1) & 1], PLX_TIMEOUT_DEFAULT);
+        plx_work_free(w[(k - 1) & 1]);
+        w[(k - 1) & 1] = NULL;
+        *step = rc ? "cross allreduce" : "intra allgather";
+        if (rc == 0)
+            rc = plx_allgather(h->intra, d + L * prev_off * es + lo * prev_q * es, d + L * prev_off * es, prev_q,
+                               a->dtype);
+    }
+    return drain(c, w, 2, rc);
+}
+
 int plx__hier_run(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp)
 {
     /* The cross child's in-band check compares the user's call, not its
@@ -412,7 +491,14 @@ static int run_steps(struct plx_comm *c, const struct plx_coll_args *a, const st
             q = 0;
             tail = n;
         }
-        if (q) {
+        /* Not where ranks are in one process (sim): its coroutine ranks
+         * cannot hand a step to an executor thread. */
+        size_t chunk_q = h->chunk_bytes / (L * es);
+        if (q && chunk_q && q >= 2 * chunk_q && h->nhosts > 1 && L > 1 &&
+            !(h->cross->caps.flags & PLX_CAP_IN_PROCESS)) {
+            if ((rc = allreduce_chunked(c, a, q, chunk_q, &step)) != 0)
+                goto fail;
+        } else if (q) {
             char *mine = d + (size_t)h->local * q * es;
             STEP(plx_reduce_scatter(h->intra, s, mine, q, a->dtype, a->op), "intra reduce_scatter");
             STEP(plx_allreduce(h->cross, mine, mine, q, a->dtype, a->op), "cross allreduce");

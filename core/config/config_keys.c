@@ -44,6 +44,10 @@ const struct plx__key plx__keys[] = {
     {"core", "segment_bytes", PLX_KEY_SIZE, "0", NULL,
      "Pipeline segment of the generic ring, rabenseifner and tree algorithms, in bytes; 0: 128 KiB with 2 "
      "ranks, 1 MiB with more (what measured fastest on loopback)."},
+    {"core", "hier_chunk_bytes", PLX_KEY_SIZE, "4M", NULL,
+     "A hierarchical allreduce of at least twice this many bytes runs its three steps over chunks of about "
+     "this size, one chunk's cross step while the next is reduced and the last gathered within the host; 0: "
+     "the whole buffer in one go."},
     {"core", "host_identity", PLX_KEY_STRING, "", NULL,
      "The host this rank counts as in a hierarchical communicator (INTRA+INTER); empty: the real one (boot id, "
      "host name, namespaces). Ranks of one process (sim) set it per rank to model several hosts."},
