@@ -7,8 +7,10 @@
 # cluster. plexus runs three times: tcp with its own choice of algorithm
 # (plexus-auto) and with ring (plexus-ring), and the hierarchy a job with
 # several ranks a host gets by default (plexus-hier: shm within a host, tcp
-# across, the core's choice of algorithm on each). Writes OUT/link.txt
-# (cluster.sh check), OUT/runs.csv (peer, bytes, rep, time_us) and
+# across, the core's choice of algorithm on each); plexus-hier-whole, where
+# PEERS names it, is that hierarchy with its allreduce unchunked ([core]
+# hier_chunk_bytes = 0). Writes OUT/link.txt (cluster.sh check),
+# OUT/runs.csv (peer, bytes, rep, time_us) and
 # OUT/table.csv (medians, busbw, the link's share, the spread); the load
 # before and after is in OUT/load.txt.
 #   HOSTS=8 RANKS_PER_HOST=2 RATE=1gbit REPS=5 sh bench/cluster_peers.sh build out
@@ -38,11 +40,11 @@ rc=0
 sh "$here/../scripts/cluster.sh" -n 2 -r "$RATE" check >"$out/link.txt" 2>&1 || rc=$?
 [ $rc = 0 ] || { cat "$out/link.txt"; echo "cluster_peers.sh: the link check failed ($rc)"; exit $rc; }
 echo "peer,bytes,rep,time_us" >"$out/runs.csv"
-plexus() { # ALGO (auto: the tuner's choice; hier: shm+tcp, auto) rep
-    backend=tcp algo=$1
-    [ "$1" = hier ] && backend=shm+tcp algo=auto
+plexus() { # ALGO (auto: the tuner's choice; hier: shm+tcp, auto; hier-whole: hier unchunked) rep
+    backend=tcp algo=$1 chunk=4M
+    case $1 in hier) backend=shm+tcp algo=auto ;; hier-whole) backend=shm+tcp algo=auto chunk=0 ;; esac
     for b in $SIZES; do
-        PLEXUS_CORE_ALLREDUCE_ALGO=$algo $cluster bench "$build" "$out/p.csv" --backend $backend --coll allreduce \
+        PLEXUS_CORE_HIER_CHUNK_BYTES=$chunk PLEXUS_CORE_ALLREDUCE_ALGO=$algo $cluster bench "$build" "$out/p.csv" --backend $backend --coll allreduce \
             --inplace -b "$b" -e "$b" -n "$ITERS" -w 5 >"$out/last.log" 2>&1 || return 1
         /usr/bin/python3 -c "
 import csv, sys
