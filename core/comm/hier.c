@@ -382,25 +382,47 @@ static int check_call(struct plx_comm *c, const struct plx__fp *fp, const struct
 
 static int run_steps(struct plx_comm *c, const struct plx_coll_args *a, const struct plx__fp *fp);
 
-/* Waits for (and frees) the cross allreduces still in flight; a rank
- * lost or a child revoked revokes both children first, so that they fail
- * now rather than at their timeout. */
+/* Waits for (and frees) the cross allreduces still in flight, keeping the
+ * first error's message. After an error that breaks the communicator (a
+ * lost rank, a timeout) it revokes both children first: the steps in flight
+ * then fail now, not one timeout after another. */
 static int drain(struct plx_comm *c, struct plx_work **w, int n, int rc)
 {
-    if (rc == PLX_ERR_PEER_LOST || rc == PLX_ERR_REVOKED)
+    char first[512] = "";
+    if (rc) {
+        snprintf(first, sizeof first, "%s", plx_last_error());
         for (int i = 0; i < n; i++)
-            if (w[i]) {
+            if (w[i] && plx__breaks_comm(rc)) {
                 plx__hier_revoke(c);
                 break;
             }
+    }
     for (int i = 0; i < n; i++)
         if (w[i]) {
-            int r = plx_work_wait(w[i], PLX_TIMEOUT_DEFAULT);
+            int r = plx_work_wait(w[i], plx_coll_backstop_ms(c->hier->cross->timeout_ms));
             rc = rc ? rc : r;
             plx_work_free(w[i]);
             w[i] = NULL;
         }
-    return rc;
+    return first[0] ? plx__err(rc, "%s", first) : rc;
+}
+
+/* The end of chunk (off, qk): wait for its cross allreduce (*w), then
+ * gather the chunk within the host. The wait is the step's backstop: the
+ * step's own timeout comes first and names the rank it waited for. */
+static int finish_chunk(struct plx__hier *h, const struct plx_coll_args *a, struct plx_work **w, size_t off,
+                        size_t qk, const char **step)
+{
+    size_t es = plx_dtype_size(a->dtype), L = (size_t)h->nlocal;
+    char *chunk = (char *)a->recv + L * off * es;
+    *step = "cross allreduce";
+    int rc = plx_work_wait(*w, plx_coll_backstop_ms(h->cross->timeout_ms));
+    if (rc)
+        return rc; /* drain waits for it, after revoking */
+    plx_work_free(*w);
+    *w = NULL;
+    *step = "intra allgather";
+    return plx_allgather(h->intra, chunk + (size_t)h->local * qk * es, chunk, qk, a->dtype);
 }
 
 /* A large allreduce's three steps (intra reduce_scatter, cross allreduce,
@@ -414,45 +436,26 @@ static int allreduce_chunked(struct plx_comm *c, const struct plx_coll_args *a, 
                              const char **step)
 {
     struct plx__hier *h = c->hier;
-    size_t es = plx_dtype_size(a->dtype), L = (size_t)h->nlocal, lo = (size_t)h->local;
-    const char *s = a->send;
-    char *d = a->recv;
+    size_t es = plx_dtype_size(a->dtype), L = (size_t)h->nlocal;
     struct plx_work *w[2] = {NULL, NULL};
     size_t prev_off = 0, prev_q = 0;
     int rc = 0, k = 0;
-    for (size_t off = 0; off < q; off += chunk_q, k++) {
+    for (size_t off = 0; off < q && rc == 0; off += chunk_q, k++) {
         size_t qk = q - off < chunk_q ? q - off : chunk_q, base = L * off * es;
-        char *mine = d + base + lo * qk * es;
+        char *mine = (char *)a->recv + base + (size_t)h->local * qk * es;
         *step = "intra reduce_scatter";
-        if ((rc = plx_reduce_scatter(h->intra, s + base, mine, qk, a->dtype, a->op)) != 0)
+        if ((rc = plx_reduce_scatter(h->intra, (const char *)a->send + base, mine, qk, a->dtype, a->op)) != 0)
             break;
         *step = "cross allreduce";
         if ((rc = plx_iallreduce(h->cross, mine, mine, qk, a->dtype, a->op, NULL, &w[k & 1])) != 0)
             break;
-        if (k > 0) {
-            *step = "cross allreduce";
-            rc = plx_work_wait(w[(k - 1) & 1], PLX_TIMEOUT_DEFAULT);
-            plx_work_free(w[(k - 1) & 1]);
-            w[(k - 1) & 1] = NULL;
-            if (rc)
-                break;
-            *step = "intra allgather";
-            if ((rc = plx_allgather(h->intra, d + L * prev_off * es + lo * prev_q * es, d + L * prev_off * es,
-                                    prev_q, a->dtype)) != 0)
-                break;
-        }
+        if (k > 0)
+            rc = finish_chunk(h, a, &w[(k - 1) & 1], prev_off, prev_q, step);
         prev_off = off;
         prev_q = qk;
     }
-    if (rc == 0) {
-        rc = plx_work_wait(w[(k - 1) & 1], PLX_TIMEOUT_DEFAULT);
-        plx_work_free(w[(k - 1) & 1]);
-        w[(k - 1) & 1] = NULL;
-        *step = rc ? "cross allreduce" : "intra allgather";
-        if (rc == 0)
-            rc = plx_allgather(h->intra, d + L * prev_off * es + lo * prev_q * es, d + L * prev_off * es, prev_q,
-                               a->dtype);
-    }
+    if (rc == 0)
+        rc = finish_chunk(h, a, &w[(k - 1) & 1], prev_off, prev_q, step);
     return drain(c, w, 2, rc);
 }
 
