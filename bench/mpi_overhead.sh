@@ -17,7 +17,10 @@
 # costs (where the ranks land), the same three within one job
 # (mpi_overhead_blocks: rotating blocks, each round's ratio to MPI's), with
 # the flight recorder on (the default) and off; BLOCK_SIZES="8 65536",
-# ROUNDS=30 (blocks of each).
+# ROUNDS=30 (blocks of each). NP=1 gives what each call adds in ns: MPI's
+# allreduce on one rank is a copy of tens of ns, where two ranks' figures
+# move by more than plexus costs. Some jobs run slower throughout, MPI's
+# own call too: compare within a job, and take several.
 b=${1:-build}
 export PLEXUS_CONFIG_PATH=$PWD/$b/devconfig
 reps=${REPS:-5}
