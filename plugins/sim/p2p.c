@@ -14,12 +14,16 @@ static int matches(const struct sim_req *send, const struct sim_req *recv)
            send->tag == recv->tag;
 }
 
-/* Its owner's wait on r may go on (w->mu held). */
+/* Its owner's wait on r may go on (w->mu held). A coroutine that does not
+ * wait on r is left alone: it finds r done when it waits for it, and one
+ * that waits on another request would only run to block again (in a ring,
+ * every send completes while its sender waits for its receive). */
 static void wake(struct impl *owner, const struct sim_req *r)
 {
-    if (owner->fiber)
-        sim_fiber_wake(owner->fiber, r->t_done > *owner->clock_ns ? r->t_done : *owner->clock_ns);
-    else
+    if (owner->fiber) {
+        if (r->waited)
+            sim_fiber_wake(owner->fiber, r->t_done > *owner->clock_ns ? r->t_done : *owner->clock_ns);
+    } else
         pthread_cond_broadcast(&owner->cv);
 }
 

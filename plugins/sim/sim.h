@@ -31,6 +31,7 @@ struct sim_req {
     int ack_from;         /* model, a receive within a host: its sender's model rank + 1 (0: none) ... */
     int ack_priced;       /* ... and whether its acknowledgement is on its clock yet */
     int timed;            /* model: a native collective the model priced (native.c): completes at t_done */
+    int waited;           /* its owner, a coroutine, blocks on it (w->mu): its completion wakes the owner */
     struct sim_req *next;      /* p2p lists / worker queue */
     /* Not cleared for a new request (sim_req_new): set where used. */
     char err[256];

@@ -352,6 +352,7 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
             return sim_error(c, PLX_ERR_ABORTED, "sim: rank %d: communicator aborted", c->rank);
         }
         if (c->fiber) { /* virtual time cannot run out: only a deadlock ends the wait */
+            r->waited = 1;
             sim_unlock(w);
             /* Not a timeout: the core would ask again until the
              * operation's deadline, and no wait can ever succeed now. */
