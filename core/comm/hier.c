@@ -388,15 +388,14 @@ static int run_steps(struct plx_comm *c, const struct plx_coll_args *a, const st
  * then fail now, not one timeout after another. */
 static int drain(struct plx_comm *c, struct plx_work **w, int n, int rc)
 {
-    char first[512] = "";
-    if (rc) {
+    char first[1024] = ""; /* the size of the thread's error message (error.c) */
+    int in_flight = 0;
+    for (int i = 0; i < n; i++)
+        in_flight |= w[i] != NULL;
+    if (rc)
         snprintf(first, sizeof first, "%s", plx_last_error());
-        for (int i = 0; i < n; i++)
-            if (w[i] && plx__breaks_comm(rc)) {
-                plx__hier_revoke(c);
-                break;
-            }
-    }
+    if (in_flight && plx__breaks_comm(rc))
+        plx__hier_revoke(c);
     for (int i = 0; i < n; i++)
         if (w[i]) {
             int r = plx_work_wait(w[i], plx_coll_backstop_ms(c->hier->cross->timeout_ms));

@@ -31,7 +31,6 @@ struct sim_fiber {
     int queued, finished;
     int rank;
     struct sim_sched *s;
-    const char *sp;  /* where its stack stood when it last handed the thread on */
     double clock_ns; /* model: the rank's virtual time, shared by all its communicators */
     const void *hot[2]; /* what it reads first when it resumes (sim_fiber_block) */
     jmp_buf jb;
@@ -60,7 +59,8 @@ struct sim_sched {
     void (*body)(int rank, void *arg);
     void *arg;
     struct sim_fiber *fibers;
-    const char **sps;          /* each fiber's sp, dense: read ahead without a miss on its fiber */
+    const char **sps;          /* where each fiber's stack stood when it last handed the thread on,
+                                * dense: read a switch ahead without a miss on its fiber */
     sim_key *keys;             /* the runnable fibers' heap, earliest first */
     sim_key *keys_mem;         /* its line-aligned block */
     int index_bits;            /* a key's low bits: the fiber's index */
@@ -188,13 +188,14 @@ static struct sim_fiber *heap_pop(struct sim_sched *s)
  * stack, and the two lines each of what it said it reads first. Inlined
  * always: GCC takes a call of a function that only prefetches for one
  * without effects and drops it. */
-static inline __attribute__((always_inline)) void prefetch_next(const struct sim_fiber *e)
+static inline __attribute__((always_inline)) void prefetch_next(const struct sim_sched *s, const struct sim_fiber *e)
 {
     __builtin_prefetch(e, 1, 3);
     __builtin_prefetch((const char *)e + 64, 1, 3);
-    if (e->sp)
+    const char *sp = s->sps[e - s->fibers];
+    if (sp)
         for (int i = -SIM_PREFETCH_BELOW; i < SIM_PREFETCH_BYTES; i += 64)
-            __builtin_prefetch(e->sp + i, 1, 3);
+            __builtin_prefetch(sp + i, 1, 3);
     for (int k = 0; k < 2; k++)
         if (e->hot[k]) {
             __builtin_prefetch(e->hot[k], 1, 3);
@@ -204,9 +205,9 @@ static inline __attribute__((always_inline)) void prefetch_next(const struct sim
 
 /* The fiber after the next (the least of the root's children: where the
  * heap's second least always is), a switch ahead of its full prefetch:
- * its fiber's lines, whose sp that prefetch reads first, and the line at
- * its sp, whose page that prefetch then finds mapped. Its sp comes from a
- * dense array, so this read misses nowhere. */
+ * its fiber's lines, and the line at its sp, whose page that prefetch then
+ * finds mapped. Its sp comes from the dense array, so this read misses
+ * nowhere. */
 static inline __attribute__((always_inline)) void prefetch_after_next(const struct sim_sched *s)
 {
     int n = s->nheap;
@@ -229,7 +230,7 @@ static inline __attribute__((always_inline)) void prefetch_after_next(const stru
 static void to_scheduler(struct sim_fiber *f)
 {
     struct sim_sched *s = f->s;
-    f->sp = s->sps[f - s->fibers] = __builtin_frame_address(0);
+    s->sps[f - s->fibers] = __builtin_frame_address(0);
     if (_setjmp(f->jb))
         return;
     if (s->nheap && key_fiber(s, s->keys[0])->started) {
@@ -237,7 +238,7 @@ static void to_scheduler(struct sim_fiber *f)
         next->queued = 0;
         s->cur = next;
         if (s->nheap) {
-            prefetch_next(key_fiber(s, s->keys[0]));
+            prefetch_next(s, key_fiber(s, s->keys[0]));
             prefetch_after_next(s);
         }
         _longjmp(next->jb, 1);
@@ -273,7 +274,6 @@ void sim_fiber_catch_up(const struct sim_fiber *of_run, const void *hot0, const 
     f->hot[0] = hot0;
     f->hot[1] = hot1;
     f->queued = 1;
-    f->sp = s->sps[f - s->fibers] = __builtin_frame_address(0);
     heap_push(s, f, f->clock_ns);
     to_scheduler(f);
 }
