@@ -32,7 +32,7 @@ struct sim_fiber {
     int rank;
     struct sim_sched *s;
     double clock_ns; /* model: the rank's virtual time, shared by all its communicators */
-    const void *hot[2]; /* what it reads first when it resumes (sim_fiber_block) */
+    const void *hot[SIM_FIBER_HOT]; /* what it reads first when it resumes (sim_fiber_block) */
     jmp_buf jb;
     int phased;      /* waits in plexus_sim_run_phase */
 };
@@ -196,7 +196,7 @@ static inline __attribute__((always_inline)) void prefetch_next(const struct sim
     if (sp)
         for (int i = -SIM_PREFETCH_BELOW; i < SIM_PREFETCH_BYTES; i += 64)
             __builtin_prefetch(sp + i, 1, 3);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < SIM_FIBER_HOT; k++)
         if (e->hot[k]) {
             __builtin_prefetch(e->hot[k], 1, 3);
             __builtin_prefetch((const char *)e->hot[k] + 64, 1, 3);
@@ -254,25 +254,23 @@ void sim_fiber_wake(struct sim_fiber *f, double at_ns)
     heap_push(f->s, f, at_ns);
 }
 
-int sim_fiber_block(const struct sim_fiber *of_run, const void *hot0, const void *hot1)
+int sim_fiber_block(const struct sim_fiber *of_run, const void *const hot[SIM_FIBER_HOT])
 {
     struct sim_fiber *f = of_run->s->cur;
     if (f->s->deadlocked)
         return -1;
-    f->hot[0] = hot0;
-    f->hot[1] = hot1;
+    memcpy(f->hot, hot, sizeof f->hot);
     to_scheduler(f);
     return f->s->deadlocked ? -1 : 0;
 }
 
-void sim_fiber_catch_up(const struct sim_fiber *of_run, const void *hot0, const void *hot1)
+void sim_fiber_catch_up(const struct sim_fiber *of_run, const void *const hot[SIM_FIBER_HOT])
 {
     struct sim_fiber *f = of_run->s->cur;
     struct sim_sched *s = f->s;
     if (!s->nheap || !(key_ns(s->keys[0]) < f->clock_ns))
         return;
-    f->hot[0] = hot0;
-    f->hot[1] = hot1;
+    memcpy(f->hot, hot, sizeof f->hot);
     f->queued = 1;
     heap_push(s, f, f->clock_ns);
     to_scheduler(f);

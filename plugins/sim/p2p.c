@@ -117,6 +117,12 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
         r->bytes += a->head_bytes;
     }
     r->tag = a->tag;
+    if (c->fiber) { /* for sim_hot_lines: a coroutine's, on its one thread */
+        if (is_send)
+            c->last_to = a->peer;
+        else
+            c->last_from = a->peer;
+    }
     struct world *w = c->w;
     struct sim_req *mate = NULL;
     sim_lock(w);

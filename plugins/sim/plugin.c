@@ -251,6 +251,7 @@ static int comm_create(const struct plx_comm_args *args, void **out)
     c->injects = sim_fault_injects(&c->cfg, c->rank);
     c->clock_ns = &c->own_clock_ns;
     c->model_rank = c->rank;
+    c->last_to = c->last_from = -1;
     if ((c->fiber = sim_fiber_self()) != NULL) { /* native collectives need a thread per rank */
         c->cfg.native = 0;
         c->clock_ns = sim_fiber_clock(c->fiber);

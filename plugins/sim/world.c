@@ -337,6 +337,19 @@ void sim_linger(struct impl *c, uint64_t deadline_ns)
     pthread_mutex_unlock(&w->mu);
 }
 
+static const void *member(const struct world *w, int rank)
+{
+    return rank >= 0 && rank < w->size ? w->members[rank] : NULL;
+}
+
+void sim_hot_lines(const struct impl *c, const void *r, const void *hot[SIM_FIBER_HOT])
+{
+    hot[0] = r;
+    hot[1] = c;
+    hot[2] = member(c->w, c->last_to);
+    hot[3] = member(c->w, c->last_from);
+}
+
 int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
 {
     struct world *w = c->w;
@@ -356,7 +369,9 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
             sim_unlock(w);
             /* Not a timeout: the core would ask again until the
              * operation's deadline, and no wait can ever succeed now. */
-            if (sim_fiber_block(c->fiber, r, c) != 0)
+            const void *hot[SIM_FIBER_HOT];
+            sim_hot_lines(c, r, hot);
+            if (sim_fiber_block(c->fiber, hot) != 0)
                 return sim_error(c, SIM_DEADLOCK, "sim: rank %d waits for rank %d (%s, tag %llu), and every "
                                  "rank waits: deadlock", c->rank, r->peer, r->is_send ? "send" : "recv",
                                  (unsigned long long)r->tag);
@@ -378,7 +393,10 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
     if (st)
         sim_error(c, st, "%s", r->err);
     sim_unlock(w);
-    if (c->fiber && c->model->on)
-        sim_fiber_catch_up(c->fiber, r, c);
+    if (c->fiber && c->model->on) {
+        const void *hot[SIM_FIBER_HOT];
+        sim_hot_lines(c, r, hot);
+        sim_fiber_catch_up(c->fiber, hot);
+    }
     return st;
 }
