@@ -434,11 +434,8 @@ void sim_model_charge_reduce(void *comm, size_t bytes)
     if (!c->fiber)
         last_clock_ns = *c->clock_ns;
     sim_unlock(c->w);
-    if (c->fiber) {
-        const void *hot[SIM_FIBER_HOT];
-        sim_hot_lines(c, NULL, hot);
-        sim_fiber_catch_up(c->fiber, hot);
-    }
+    if (c->fiber)
+        sim_catch_up(c, NULL);
 }
 
 /* The core's generic algorithm begins an operation whose buffers on this

@@ -117,7 +117,7 @@ static int post(struct impl *c, int is_send, const struct plx_p2p_args *a, void 
         r->bytes += a->head_bytes;
     }
     r->tag = a->tag;
-    if (c->fiber) { /* for sim_hot_lines: a coroutine's, on its one thread */
+    if (c->fiber) { /* for world.c's hot_lines: a coroutine's, on its one thread */
         if (is_send)
             c->last_to = a->peer;
         else

@@ -101,7 +101,7 @@ struct impl {
     double footprint_bytes; /* model, w->mu: the core's generic operation's buffers on this rank (0: none) */
     int rank, size;
     int model_rank;       /* where the model places it: its rank, or its coroutine's */
-    int last_to, last_from; /* the peers of its last send and receive (-1: none): sim_hot_lines */
+    int last_to, last_from; /* the peers of its last send and receive (-1: none): world.c's hot_lines */
     int injects;          /* cfg asks this rank for a failure or a delay (fault.c) */
     int aborted;
     int op_count;         /* ops seen, for fail_after */
@@ -249,13 +249,9 @@ int sim_fiber_block(const struct sim_fiber *of_run, const void *const hot[SIM_FI
  * time run first, so that every message is posted in virtual-time order
  * and the model's link queues are charged in that order. */
 void sim_fiber_catch_up(const struct sim_fiber *of_run, const void *const hot[SIM_FIBER_HOT]);
-/* world.c: what c reads first when it resumes from a wait (r: the request
- * it waits on, or NULL): r, c, and the communicators of the ranks it last
- * sent to and received from. Its next messages go to the same peers (a
- * ring's two neighbours), and those ranks ran long ago: the model reads
- * where the receiver is, and a delivery reads the sender's model and
- * queues. */
-void sim_hot_lines(const struct impl *c, const void *r, const void *hot[SIM_FIBER_HOT]);
+/* world.c: sim_fiber_catch_up for c's coroutine (r: the request it just
+ * waited on, or NULL), with c's hot lines (world.c's hot_lines). */
+void sim_catch_up(const struct impl *c, const void *r);
 /* The rank it runs (its rank in the first communicator of the job) and
  * its virtual clock, which all its communicators share. */
 int sim_fiber_rank(const struct sim_fiber *f);

@@ -342,12 +342,24 @@ static const void *member(const struct world *w, int rank)
     return rank >= 0 && rank < w->size ? w->members[rank] : NULL;
 }
 
-void sim_hot_lines(const struct impl *c, const void *r, const void *hot[SIM_FIBER_HOT])
+/* What c reads first when it resumes from a wait (r: the request it waits
+ * on, or NULL): r, c, and the communicators of the ranks it last sent to
+ * and received from. Its next messages go to the same peers (a ring's two
+ * neighbours), and those ranks ran long ago: the model reads where the
+ * receiver is, and a delivery reads the sender's model and queues. */
+static void hot_lines(const struct impl *c, const void *r, const void *hot[SIM_FIBER_HOT])
 {
     hot[0] = r;
     hot[1] = c;
     hot[2] = member(c->w, c->last_to);
     hot[3] = member(c->w, c->last_from);
+}
+
+void sim_catch_up(const struct impl *c, const void *r)
+{
+    const void *hot[SIM_FIBER_HOT];
+    hot_lines(c, r, hot);
+    sim_fiber_catch_up(c->fiber, hot);
 }
 
 int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
@@ -370,7 +382,7 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
             /* Not a timeout: the core would ask again until the
              * operation's deadline, and no wait can ever succeed now. */
             const void *hot[SIM_FIBER_HOT];
-            sim_hot_lines(c, r, hot);
+            hot_lines(c, r, hot);
             if (sim_fiber_block(c->fiber, hot) != 0)
                 return sim_error(c, SIM_DEADLOCK, "sim: rank %d waits for rank %d (%s, tag %llu), and every "
                                  "rank waits: deadlock", c->rank, r->peer, r->is_send ? "send" : "recv",
@@ -393,10 +405,7 @@ int sim_wait_req(struct impl *c, struct sim_req *r, int64_t timeout_ms)
     if (st)
         sim_error(c, st, "%s", r->err);
     sim_unlock(w);
-    if (c->fiber && c->model->on) {
-        const void *hot[SIM_FIBER_HOT];
-        sim_hot_lines(c, r, hot);
-        sim_fiber_catch_up(c->fiber, hot);
-    }
+    if (c->fiber && c->model->on)
+        sim_catch_up(c, r);
     return st;
 }
