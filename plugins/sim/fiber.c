@@ -18,6 +18,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "ready.h"
 #include "sim.h"
 
 /* A rank is entered the first time through its ucontext (which sets up
@@ -37,21 +38,6 @@ struct sim_fiber {
     int phased;      /* waits in plexus_sim_run_phase */
 };
 
-/* The scheduler's heap of runnable fibers is 4-ary, of keys alone: a
- * node's four children fill one cache line, so a pop reads a line per
- * level, over half the levels of a binary heap (tens of thousands of
- * fibers' stacks push the heap out of the cache between pops), and moves
- * 16 bytes a level. A key is one unsigned number: the bits of the virtual
- * ns the fiber may run from (a non-negative double orders as its bits do),
- * then its queue order (ties: first queued, first run), then the fiber's
- * index. One compare orders two keys, without a branch. */
-__extension__ typedef unsigned __int128 sim_key;
-
-#define SIM_HEAP_ARITY 4
-/* keys[i] lies at this offset in a line-aligned block, so that children
- * 4i+1..4i+4 share a line */
-#define SIM_HEAP_KEY_SKEW (64 / sizeof(sim_key) - 1)
-
 struct sim_sched {
     ucontext_t main;  /* where the first entry saves the scheduler: never resumed */
     ucontext_t *first; /* each fiber's first entry: apart, it keeps fibers small */
@@ -61,10 +47,8 @@ struct sim_sched {
     struct sim_fiber *fibers;
     const char **sps;          /* where each fiber's stack stood when it last handed the thread on,
                                 * dense: read a switch ahead without a miss on its fiber */
-    sim_key *keys;             /* the runnable fibers' heap, earliest first */
-    sim_key *keys_mem;         /* its line-aligned block */
+    struct sim_ready ready;    /* the runnable fibers, earliest first (ready.h) */
     int index_bits;            /* a key's low bits: the fiber's index */
-    int nheap;
     uint64_t next_order;
     int deadlocked;
     struct sim_fiber *cur; /* the fiber running now (NULL: the scheduler) */
@@ -134,42 +118,21 @@ static struct sim_fiber *key_fiber(const struct sim_sched *s, sim_key k)
     return &s->fibers[(uint64_t)k & ((UINT64_C(1) << s->index_bits) - 1)];
 }
 
-static void heap_push(struct sim_sched *s, struct sim_fiber *f, double key)
+static void queue_fiber(struct sim_sched *s, struct sim_fiber *f, double ns)
 {
-    sim_key k = key_of(s, key, f);
+    ready_push(&s->ready, key_of(s, ns, f));
     s->next_order++;
-    int i = s->nheap++;
-    while (i > 0) {
-        int up = (i - 1) / SIM_HEAP_ARITY;
-        if (!(k < s->keys[up]))
-            break;
-        s->keys[i] = s->keys[up];
-        i = up;
-    }
-    s->keys[i] = k;
 }
 
-static struct sim_fiber *heap_pop(struct sim_sched *s)
+/* The runnable fiber with the least key, taken off the queue (NULL: none). */
+static struct sim_fiber *next_fiber(struct sim_sched *s)
 {
-    if (!s->nheap)
+    sim_key k;
+    int at = ready_least(&s->ready, &k);
+    if (at < 0)
         return NULL;
-    struct sim_fiber *top = key_fiber(s, s->keys[0]);
-    int n = --s->nheap, i = 0;
-    sim_key last = s->keys[n];
-    for (;;) {
-        int first = SIM_HEAP_ARITY * i + 1, best = first;
-        if (first >= n)
-            break;
-        int end = first + SIM_HEAP_ARITY < n ? first + SIM_HEAP_ARITY : n;
-        for (int k = first + 1; k < end; k++)
-            best = s->keys[k] < s->keys[best] ? k : best;
-        if (!(s->keys[best] < last))
-            break;
-        s->keys[i] = s->keys[best];
-        i = best;
-    }
-    s->keys[i] = last;
-    return top;
+    ready_drop(&s->ready, at);
+    return key_fiber(s, k);
 }
 
 /* A fiber resumes by returning through the frames of its wait, each on a
@@ -203,20 +166,16 @@ static inline __attribute__((always_inline)) void prefetch_next(const struct sim
         }
 }
 
-/* The fiber after the next (the least of the root's children: where the
- * heap's second least always is), a switch ahead of its full prefetch:
+/* The fiber after the next (least_at: where the next one's key lies), a
+ * switch ahead of its full prefetch:
  * its fiber's lines, and the line at its sp, whose page that prefetch then
  * finds mapped. Its sp comes from the dense array, so this read misses
  * nowhere. */
-static inline __attribute__((always_inline)) void prefetch_after_next(const struct sim_sched *s)
+static inline __attribute__((always_inline)) void prefetch_after_next(const struct sim_sched *s, int least_at)
 {
-    int n = s->nheap;
-    if (n < 2)
+    if (s->ready.n < 2)
         return;
-    int best = 1, end = n < 1 + SIM_HEAP_ARITY ? n : 1 + SIM_HEAP_ARITY;
-    for (int k = 2; k < end; k++)
-        best = s->keys[k] < s->keys[best] ? k : best;
-    const struct sim_fiber *e = key_fiber(s, s->keys[best]);
+    const struct sim_fiber *e = key_fiber(s, ready_second(&s->ready, least_at));
     __builtin_prefetch(e, 1, 3);
     __builtin_prefetch((const char *)e + 64, 1, 3);
     const char *sp = s->sps[e - s->fibers];
@@ -233,13 +192,17 @@ static void to_scheduler(struct sim_fiber *f)
     s->sps[f - s->fibers] = __builtin_frame_address(0);
     if (_setjmp(f->jb))
         return;
-    if (s->nheap && key_fiber(s, s->keys[0])->started) {
-        struct sim_fiber *next = heap_pop(s);
+    sim_key k;
+    int at = ready_least(&s->ready, &k);
+    if (at >= 0 && key_fiber(s, k)->started) {
+        ready_drop(&s->ready, at);
+        struct sim_fiber *next = key_fiber(s, k);
         next->queued = 0;
         s->cur = next;
-        if (s->nheap) {
-            prefetch_next(s, key_fiber(s, s->keys[0]));
-            prefetch_after_next(s);
+        at = ready_least(&s->ready, &k);
+        if (at >= 0) {
+            prefetch_next(s, key_fiber(s, k));
+            prefetch_after_next(s, at);
         }
         _longjmp(next->jb, 1);
     }
@@ -251,7 +214,7 @@ void sim_fiber_wake(struct sim_fiber *f, double at_ns)
     if (!f || f == f->s->cur || f->queued || f->finished) /* a running rank looks before it waits */
         return;
     f->queued = 1;
-    heap_push(f->s, f, at_ns);
+    queue_fiber(f->s, f, at_ns);
 }
 
 int sim_fiber_block(const struct sim_fiber *of_run, const void *const hot[SIM_FIBER_HOT])
@@ -268,11 +231,12 @@ void sim_fiber_catch_up(const struct sim_fiber *of_run, const void *const hot[SI
 {
     struct sim_fiber *f = of_run->s->cur;
     struct sim_sched *s = f->s;
-    if (!s->nheap || !(key_ns(s->keys[0]) < f->clock_ns))
+    sim_key k;
+    if (ready_least(&s->ready, &k) < 0 || !(key_ns(k) < f->clock_ns))
         return;
     memcpy(f->hot, hot, sizeof f->hot);
     f->queued = 1;
-    heap_push(s, f, f->clock_ns);
+    queue_fiber(s, f, f->clock_ns);
     to_scheduler(f);
 }
 
@@ -339,7 +303,7 @@ static void phase_release(struct sim_sched *s)
         g->phased = 0;
         g->clock_ns = 0;
         g->queued = 1;
-        heap_push(s, g, 0);
+        queue_fiber(s, g, 0);
     }
 }
 
@@ -348,7 +312,7 @@ static int schedule(struct sim_sched *s, int n)
     int rc = 0;
     s->live = n;
     while (s->live > 0) {
-        struct sim_fiber *f = heap_pop(s);
+        struct sim_fiber *f = next_fiber(s);
         if (!f) {
             if (s->deadlocked || !wake_deadlocked(s, n))
                 break; /* cannot happen: woken fibers finish or wait no more */
@@ -408,13 +372,11 @@ PLX_BACKEND_EXPORT int plexus_sim_run_ranks(int nranks, size_t stack_bytes, void
         memset(s.fibers, 0, (size_t)nranks * sizeof *s.fibers);
     while ((1L << s.index_bits) < nranks)
         s.index_bits++;
-    size_t key_bytes = ((size_t)nranks + SIM_HEAP_KEY_SKEW) * sizeof *s.keys;
-    s.keys_mem = aligned_alloc(64, (key_bytes + 63) / 64 * 64);
-    s.keys = s.keys_mem ? s.keys_mem + SIM_HEAP_KEY_SKEW : NULL;
+    int queue_ok = ready_init(&s.ready, nranks) == 0;
     s.first = calloc((size_t)nranks, sizeof *s.first);
     s.sps = calloc((size_t)nranks, sizeof *s.sps);
     int rc = PLX_ERR_NOMEM;
-    if (stacks != MAP_FAILED && s.fibers && s.keys && s.first && s.sps) {
+    if (stacks != MAP_FAILED && s.fibers && queue_ok && s.first && s.sps) {
         for (int i = 0; i < nranks; i++) {
             fiber_make(&s, &s.fibers[i], i, stacks + (size_t)i * stack_bytes, stack_bytes);
             sim_fiber_wake(&s.fibers[i], 0);
@@ -430,7 +392,7 @@ PLX_BACKEND_EXPORT int plexus_sim_run_ranks(int nranks, size_t stack_bytes, void
     free(s.queues);
     free(s.first);
     free(s.sps);
-    free(s.keys_mem);
+    ready_finish(&s.ready);
     free(s.fibers);
     return rc;
 }
