@@ -167,10 +167,9 @@ static inline __attribute__((always_inline)) void prefetch_next(const struct sim
 }
 
 /* The fiber after the next (least_at: where the next one's key lies), a
- * switch ahead of its full prefetch:
- * its fiber's lines, and the line at its sp, whose page that prefetch then
- * finds mapped. Its sp comes from the dense array, so this read misses
- * nowhere. */
+ * switch ahead of its full prefetch: its fiber's lines, and the line at
+ * its sp, whose page that prefetch then finds mapped. Its sp comes from
+ * the dense array, so this read misses nowhere. */
 static inline __attribute__((always_inline)) void prefetch_after_next(const struct sim_sched *s, int least_at)
 {
     if (s->ready.n < 2)
@@ -385,7 +384,8 @@ PLX_BACKEND_EXPORT int plexus_sim_run_ranks(int nranks, size_t stack_bytes, void
         rc = schedule(&s, nranks);
         running = NULL;
     } else {
-        fprintf(stderr, "sim: no memory for %d ranks' stacks of %zu bytes\n", nranks, stack_bytes);
+        fprintf(stderr, "sim: no memory for %d ranks (stacks of %zu bytes, fibers, their run queue)\n", nranks,
+                stack_bytes);
     }
     if (stacks != MAP_FAILED)
         munmap(stacks, map_bytes);

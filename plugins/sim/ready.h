@@ -74,7 +74,7 @@ static inline void ready_finish(struct sim_ready *q)
     free(q->runs_mem);
 }
 
-static inline void heap_push(struct sim_ready *q, sim_key k)
+static inline void ready_heap_push(struct sim_ready *q, sim_key k)
 {
     int i = q->nheap++;
     while (i > 0) {
@@ -88,7 +88,7 @@ static inline void heap_push(struct sim_ready *q, sim_key k)
 }
 
 /* The least of node i's children (i has one), and where it lies. */
-static inline int heap_least_child(const struct sim_ready *q, int i)
+static inline int ready_heap_least_child(const struct sim_ready *q, int i)
 {
     int first = SIM_HEAP_ARITY * i + 1, best = first;
     int end = first + SIM_HEAP_ARITY < q->nheap ? first + SIM_HEAP_ARITY : q->nheap;
@@ -97,12 +97,12 @@ static inline int heap_least_child(const struct sim_ready *q, int i)
     return best;
 }
 
-static inline void heap_drop_top(struct sim_ready *q)
+static inline void ready_heap_drop_top(struct sim_ready *q)
 {
     int n = --q->nheap, i = 0;
     sim_key last = q->heap[n];
     while (SIM_HEAP_ARITY * i + 1 < n) {
-        int best = heap_least_child(q, i);
+        int best = ready_heap_least_child(q, i);
         if (!(q->heap[best] < last))
             break;
         q->heap[i] = q->heap[best];
@@ -123,7 +123,7 @@ static inline void ready_push(struct sim_ready *q, sim_key k)
             return;
         }
     }
-    heap_push(q, k);
+    ready_heap_push(q, k);
 }
 
 /* Where the least key lies: a run's index, SIM_READY_RUNS for the heap,
@@ -155,7 +155,7 @@ static inline void ready_drop(struct sim_ready *q, int at)
 {
     q->n--;
     if (at == SIM_READY_RUNS) {
-        heap_drop_top(q);
+        ready_heap_drop_top(q);
         return;
     }
     struct sim_run *run = &q->runs[at];
@@ -163,7 +163,7 @@ static inline void ready_drop(struct sim_ready *q, int at)
     run->count--;
 }
 
-static inline void consider(sim_key k, int *have, sim_key *best)
+static inline void ready_consider(sim_key k, int *have, sim_key *best)
 {
     if (!*have || k < *best)
         *best = k;
@@ -178,14 +178,14 @@ static inline sim_key ready_second(const struct sim_ready *q, int least_at)
     int have = 0;
     sim_key best = 0;
     if (least_at == SIM_READY_RUNS && q->nheap > 1)
-        consider(q->heap[heap_least_child(q, 0)], &have, &best);
+        ready_consider(q->heap[ready_heap_least_child(q, 0)], &have, &best);
     else if (least_at != SIM_READY_RUNS && q->nheap)
-        consider(q->heap[0], &have, &best);
+        ready_consider(q->heap[0], &have, &best);
     for (int r = 0; r < SIM_READY_RUNS; r++) {
         const struct sim_run *run = &q->runs[r];
         uint32_t skip = r == least_at;
         if (run->count > skip)
-            consider(run->keys[(run->head + skip) & q->mask], &have, &best);
+            ready_consider(run->keys[(run->head + skip) & q->mask], &have, &best);
     }
     return best;
 }
